@@ -1,0 +1,453 @@
+//! `computePodActions` and `SyncPod` (section 4), plus `SyncTerminatingPod` (T6).
+
+use super::{InstState, Instance, PodMachine, Sandbox, Worker};
+use crate::action::{Action, ContainerKind, EventType, InstanceId, KillReason, ProbeKind};
+use crate::backoff::BackoffCheck;
+use crate::duration::go_duration;
+use crate::probe::ProbeResult;
+use k8s_openapi::api::core::v1::Container;
+use k8s_openapi::jiff::Timestamp;
+
+/// What one sync decided (the kubelet's `podActions`).
+#[derive(Debug, Default)]
+struct PodActions {
+    kill_pod: bool,
+    /// Indexes into `PodMachine::containers`, in start order (init first, then regular).
+    to_start: Vec<usize>,
+    /// (container index, kill message, probe that caused it).
+    to_kill: Vec<(usize, KillReason)>,
+}
+
+/// Whether a container may run again after exiting with `exit_code` (A16, `ContainerRestartRules`
+/// on as in 1.35): container rules, then container policy, then the pod policy.
+pub fn container_should_restart(
+    c: &Container,
+    kind: ContainerKind,
+    pod_policy: &str,
+    exit_code: i32,
+) -> bool {
+    if kind == ContainerKind::Sidecar {
+        return true;
+    }
+    if let Some(policy) = c.restart_policy.as_deref() {
+        for rule in c.restart_policy_rules.iter().flatten() {
+            let Some(codes) = rule.exit_codes.as_ref() else {
+                continue;
+            };
+            let listed = codes.values.iter().flatten().any(|v| *v == exit_code);
+            let matched = match codes.operator.as_str() {
+                "In" => listed,
+                "NotIn" => !listed,
+                _ => false,
+            };
+            if matched && rule.action == "Restart" {
+                return true;
+            }
+        }
+        return policy_allows(policy, exit_code);
+    }
+    policy_allows(pod_policy, exit_code)
+}
+
+fn policy_allows(policy: &str, exit_code: i32) -> bool {
+    match policy {
+        "Never" => false,
+        "OnFailure" => exit_code != 0,
+        _ => true,
+    }
+}
+
+impl PodMachine {
+    /// `ShouldContainerBeRestarted` (A15).
+    pub(crate) fn should_restart(&self, ci: usize) -> bool {
+        if self.pod.metadata.deletion_timestamp.is_some() {
+            return false;
+        }
+        let Some(newest) = self.containers[ci].newest() else {
+            return true;
+        };
+        match &newest.state {
+            InstState::Exited(e) => container_should_restart(
+                self.container_spec_of(ci),
+                self.containers[ci].kind,
+                self.pod_policy(),
+                e.exit_code,
+            ),
+            _ => false,
+        }
+    }
+
+    pub(crate) fn pod_policy(&self) -> &str {
+        self.spec().restart_policy.as_deref().unwrap_or("Always")
+    }
+
+    /// The restart flag for killing a running container (A11).
+    fn restart_after_kill(&self, ci: usize) -> bool {
+        match self.container_spec_of(ci).restart_policy.as_deref() {
+            Some(p) => p != "Never",
+            None => self.pod_policy() != "Never",
+        }
+    }
+
+    fn image_changed(&self, inst: &Instance, ci: usize) -> bool {
+        self.container_spec_of(ci).image.as_deref().unwrap_or("") != inst.image
+    }
+
+    /// `SyncPod` while the pod worker is syncing.
+    pub(super) fn sync_pod(&mut self, now: Timestamp) {
+        match self.sandbox {
+            Sandbox::None => {
+                self.sandbox = Sandbox::Creating;
+                self.actions.push_back(Action::CreateSandbox);
+                return;
+            }
+            Sandbox::Creating | Sandbox::Gone => return,
+            Sandbox::Ready => {}
+        }
+        // Syncs are serial: a start step (create, start, postStart) in progress blocks the next
+        // one (A20).
+        if self.containers.iter().any(|c| c.instances.iter().any(Instance::is_starting)) {
+            return;
+        }
+        if self.kill_pod {
+            self.kill_all(None, now);
+            return;
+        }
+        let actions = self.compute_pod_actions();
+        if actions.kill_pod {
+            self.kill_pod = true;
+            self.kill_all(None, now);
+            return;
+        }
+        for (ci, reason) in actions.to_kill {
+            let ii = self.containers[ci].instances.len() - 1;
+            let grace = self.container_grace(ci, reason.probe);
+            self.begin_stop(ci, ii, reason, grace, false, now);
+        }
+        self.start_containers(&actions.to_start, now);
+    }
+
+    /// `computePodActions` (4.2, 4.3) over the current instance records.
+    fn compute_pod_actions(&self) -> PodActions {
+        let mut out = PodActions::default();
+        let initialized = self.compute_init_actions(&mut out);
+        if out.kill_pod || !initialized {
+            return out;
+        }
+        let mut keep = 0;
+        let mut restart_after_kill = 0;
+        for (ci, c) in self.containers.iter().enumerate() {
+            if c.kind != ContainerKind::Regular {
+                continue;
+            }
+            let Some(inst) = c.newest().filter(|i| i.is_alive()) else {
+                // A10
+                if self.should_restart(ci) {
+                    out.to_start.push(ci);
+                }
+                continue;
+            };
+            if inst.stop.is_some() {
+                // Already being killed; it is restarted (or not) once it has exited.
+                if inst.stop.as_ref().is_some_and(|s| s.restart) {
+                    restart_after_kill += 1;
+                }
+                continue;
+            }
+            let name = &c.name;
+            let (message, probe, forced) = if self.image_changed(inst, ci) {
+                (format!("Container {name} definition changed"), None, true)
+            } else if inst.result(ProbeKind::Liveness) == ProbeResult::Failure {
+                (
+                    format!("Container {name} failed liveness probe"),
+                    Some(ProbeKind::Liveness),
+                    false,
+                )
+            } else if inst.result(ProbeKind::Startup) == ProbeResult::Failure {
+                (
+                    format!("Container {name} failed startup probe"),
+                    Some(ProbeKind::Startup),
+                    false,
+                )
+            } else {
+                keep += 1;
+                continue;
+            };
+            let restart = forced || self.restart_after_kill(ci);
+            let message = if restart {
+                restart_after_kill += 1;
+                format!("{message}, will be restarted")
+            } else {
+                message
+            };
+            out.to_kill.push((ci, KillReason { message, probe, restart }));
+        }
+        // A13: nothing left to keep or start: stop everything, sidecars included.
+        if keep == 0 && out.to_start.is_empty() && restart_after_kill == 0 {
+            out.kill_pod = true;
+            out.to_start.clear();
+        }
+        out
+    }
+
+    /// `computeInitContainerActions` (A3–A9). Returns whether the pod has initialized.
+    fn compute_init_actions(&self, out: &mut PodActions) -> bool {
+        let inits: Vec<usize> = (0..self.containers.len())
+            .filter(|&ci| self.containers[ci].kind != ContainerKind::Regular)
+            .collect();
+        if inits.is_empty() {
+            return true;
+        }
+        // A4: a regular container exists (created or running) -> initialized before.
+        let mut initialized = self
+            .containers
+            .iter()
+            .filter(|c| c.kind == ContainerKind::Regular)
+            .any(|c| c.newest().is_some_and(Instance::is_alive));
+        let mut previously = initialized;
+        let mut start = Vec::new();
+        let last = inits.len() - 1;
+        for (pos, &ci) in inits.iter().enumerate().rev() {
+            let c = &self.containers[ci];
+            let sidecar = c.kind == ContainerKind::Sidecar;
+            let Some(inst) = c.newest() else {
+                if previously && sidecar {
+                    start.push(ci);
+                }
+                continue;
+            };
+            if previously && !sidecar {
+                continue;
+            }
+            match &inst.state {
+                InstState::Starting | InstState::PostStart { .. } => {}
+                InstState::Running { .. } if !sidecar => {}
+                InstState::Running { .. } => {
+                    if inst.stop.is_some() {
+                        // being restarted
+                    } else if self.init_probe_kill(ci, inst, out) {
+                        // killed for a startup failure; restarted once it exited
+                    } else if self.startup_pending(ci, inst) {
+                        // A5: a sidecar whose startup probe has no result holds initialization
+                    } else {
+                        if pos == last {
+                            initialized = true;
+                        } else if !previously {
+                            start.push(inits[pos + 1]);
+                        }
+                        self.sidecar_running_checks(ci, inst, out);
+                    }
+                }
+                InstState::Exited(e) => {
+                    if sidecar {
+                        start.push(ci);
+                    } else if e.exit_code != 0 || e.reason == "OOMKilled" {
+                        let restart = container_should_restart(
+                            self.container_spec_of(ci),
+                            c.kind,
+                            self.pod_policy(),
+                            e.exit_code,
+                        );
+                        if !restart {
+                            out.kill_pod = true;
+                            out.to_start.clear();
+                            return false;
+                        }
+                        start.push(ci);
+                    } else if pos == last {
+                        initialized = true;
+                    } else if !previously {
+                        start.push(inits[pos + 1]);
+                    }
+                }
+            }
+            previously = true;
+        }
+        if !previously {
+            // A6: nothing has a record yet.
+            start.push(inits[0]);
+        }
+        start.reverse();
+        out.to_start.extend(start);
+        initialized
+    }
+
+    fn startup_pending(&self, ci: usize, inst: &Instance) -> bool {
+        super::probe_of(self.container_spec_of(ci), ProbeKind::Startup).is_some()
+            && inst.result(ProbeKind::Startup) == ProbeResult::Unknown
+    }
+
+    /// A5: a running sidecar whose startup probe failed is killed and restarted.
+    fn init_probe_kill(&self, ci: usize, inst: &Instance, out: &mut PodActions) -> bool {
+        if inst.result(ProbeKind::Startup) != ProbeResult::Failure {
+            return false;
+        }
+        let name = &self.containers[ci].name;
+        out.to_kill.push((
+            ci,
+            KillReason {
+                message: format!("Init container {name} failed startup probe"),
+                probe: Some(ProbeKind::Startup),
+                restart: true,
+            },
+        ));
+        true
+    }
+
+    /// A5: image change or liveness failure of a running sidecar.
+    fn sidecar_running_checks(&self, ci: usize, inst: &Instance, out: &mut PodActions) {
+        let name = &self.containers[ci].name;
+        let reason = if self.image_changed(inst, ci) {
+            KillReason {
+                message: format!("Init container {name} definition changed"),
+                probe: None,
+                restart: true,
+            }
+        } else if inst.result(ProbeKind::Liveness) == ProbeResult::Failure {
+            KillReason {
+                message: format!("Init container {name} failed liveness probe"),
+                probe: Some(ProbeKind::Liveness),
+                restart: true,
+            }
+        } else {
+            return;
+        };
+        out.to_kill.push((ci, reason));
+    }
+
+    /// Starts containers in order (A18 steps 6 and 8). Only one start step runs at a time (A20):
+    /// the first container whose back-off allows it is started, blocked ones get
+    /// `CrashLoopBackOff`, the rest wait for the next sync.
+    fn start_containers(&mut self, to_start: &[usize], now: Timestamp) {
+        let mut started = false;
+        for &ci in to_start {
+            let image = self.container_spec_of(ci).image.clone().unwrap_or_default();
+            let name = self.containers[ci].name.clone();
+            let finished = self.containers[ci].newest_exited().map(|e| e.finished_at);
+            match self.backoff.check(&name, &image, finished, now) {
+                BackoffCheck::Blocked { delay, until } => {
+                    let message = format!(
+                        "back-off {} restarting failed container={} pod={}",
+                        go_duration(delay),
+                        name,
+                        self.pod_full_name()
+                    );
+                    if self.containers[ci].backoff_until != Some(until) {
+                        self.containers[ci].backoff_until = Some(until);
+                        let event = format!(
+                            "Back-off restarting failed container {} in pod {}",
+                            name,
+                            self.pod_full_name()
+                        );
+                        self.emit(EventType::Warning, "BackOff", event, Some(ci));
+                    }
+                    self.containers[ci].reason_cache =
+                        Some(("CrashLoopBackOff".to_string(), message));
+                    if self.containers[ci].kind == ContainerKind::Init {
+                        // A18: a failed regular init start aborts the sync.
+                        return;
+                    }
+                }
+                BackoffCheck::Proceed if !started => {
+                    if let Some(f) = finished {
+                        self.backoff.advance(&name, &image, f, now);
+                    }
+                    self.containers[ci].backoff_until = None;
+                    self.start_instance(ci, image);
+                    started = true;
+                    if self.containers[ci].kind == ContainerKind::Init {
+                        return;
+                    }
+                }
+                BackoffCheck::Proceed => {}
+            }
+        }
+    }
+
+    fn start_instance(&mut self, ci: usize, image: String) {
+        let id = InstanceId(self.next_instance);
+        self.next_instance += 1;
+        let c = &mut self.containers[ci];
+        // S10: one more than the newest instance's count.
+        let restart_count = c.newest().map_or(0, |i| i.restart_count + 1);
+        // Only the newest two instances are ever visible (S3); keep one older for safety.
+        if c.instances.len() > 2 {
+            c.instances.remove(0);
+        }
+        c.instances.push(Instance {
+            id,
+            container_id: String::new(),
+            restart_count,
+            image,
+            state: InstState::Starting,
+            results: [
+                ProbeResult::initial(ProbeKind::Startup),
+                ProbeResult::initial(ProbeKind::Liveness),
+                ProbeResult::initial(ProbeKind::Readiness),
+            ],
+            stop: None,
+        });
+        self.actions.push_back(Action::StartContainer {
+            name: c.name.clone(),
+            kind: c.kind,
+            instance: id,
+            restart_count,
+        });
+    }
+
+    /// Kills every live instance (`KillPod`, T4) with container grace (T2) or `pod_grace` (T1),
+    /// in termination order when the pod has sidecars (T5).
+    pub(super) fn kill_all(&mut self, pod_grace: Option<i64>, now: Timestamp) {
+        let ordering = self
+            .containers
+            .iter()
+            .any(|c| c.kind == ContainerKind::Sidecar);
+        for ci in 0..self.containers.len() {
+            let Some(ii) = self.containers[ci].instances.iter().rposition(Instance::is_alive) else {
+                continue;
+            };
+            if self.containers[ci].instances[ii].stop.is_some() {
+                continue;
+            }
+            let grace = pod_grace.unwrap_or_else(|| self.container_grace(ci, None));
+            let reason = KillReason {
+                message: format!("Stopping container {}", self.containers[ci].name),
+                probe: None,
+                restart: false,
+            };
+            self.begin_stop(ci, ii, reason, grace, ordering, now);
+        }
+    }
+
+    /// `SyncTerminatingPod` (T6): stop everything, then write the final status.
+    pub(super) fn sync_terminating(&mut self, now: Timestamp) {
+        let Worker::Terminating { grace } = self.worker else {
+            return;
+        };
+        self.kill_all(Some(grace), now);
+        let busy = self
+            .containers
+            .iter()
+            .any(|c| c.instances.iter().any(|i| i.is_alive() || i.is_starting()));
+        if busy {
+            return;
+        }
+        for c in &mut self.containers {
+            c.backoff_until = None;
+        }
+        self.worker = Worker::Terminated;
+        self.sandbox = Sandbox::Gone;
+        for w in &mut self.probes {
+            w.stopped = true;
+        }
+        self.publish_status(now);
+        self.actions.push_back(Action::PodTerminated);
+    }
+
+    /// Called when an instance becomes running and visible: readiness fast path (R12).
+    pub(super) fn on_instance_running(&mut self, ci: usize, now: Timestamp) {
+        if self.instance_started(ci) {
+            self.trigger_readiness(ci, now);
+        }
+    }
+}

@@ -1,0 +1,759 @@
+//! [`PodMachine`]: one pod's lifecycle as a pure state machine (quinn-proto style).
+//!
+//! Inputs (`handle_*`) take `now`; effects are queued as [`Action`]s and drained with
+//! [`PodMachine::poll_action`]; [`PodMachine::poll_timeout`] says when to call
+//! [`PodMachine::handle_timeout`] next. After every input the machine runs one *sync* (the
+//! kubelet's `SyncPod` or `SyncTerminatingPod`, depending on the pod worker state) and then
+//! regenerates the pod status, queueing [`Action::PublishStatus`] when it changed.
+
+mod compute;
+mod probing;
+mod status;
+mod stop;
+
+use crate::action::{
+    Action, ContainerKind, Event, EventType, ExitStatus, HookKind, InstanceId, ProbeKind,
+    ProbeOutcome, StartFailure,
+};
+use crate::backoff::Backoff;
+use crate::config::MachineConfig;
+use crate::probe::{ProbeResult, ProbeWorker};
+use crate::time::trunc_secs;
+use k8s_openapi::api::core::v1::{Container, Pod, PodCondition, PodSpec};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::jiff::Timestamp;
+use std::collections::VecDeque;
+use stop::Stop;
+
+/// How one instance ended (the runtime's terminated record, S4/S7).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct ExitRecord {
+    pub exit_code: i32,
+    pub reason: String,
+    pub message: Option<String>,
+    pub started_at: Option<Timestamp>,
+    pub finished_at: Timestamp,
+}
+
+/// The runtime state of one instance.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum InstState {
+    /// `StartContainer` was issued; no answer yet. Invisible in the API.
+    Starting,
+    /// The process runs and its postStart hook runs; invisible in the API until the hook is done
+    /// (H2).
+    PostStart { started_at: Timestamp },
+    /// Running and visible.
+    Running { started_at: Timestamp },
+    /// Exited.
+    Exited(ExitRecord),
+}
+
+/// One runtime instance of a spec container.
+#[derive(Debug, Clone)]
+pub(crate) struct Instance {
+    pub id: InstanceId,
+    pub container_id: String,
+    pub restart_count: i32,
+    /// The image it was created from: stands in for the spec hash (A12).
+    pub image: String,
+    pub state: InstState,
+    /// Probe results for this instance (R3), indexed by `ProbeKind as usize`.
+    pub results: [ProbeResult; 3],
+    /// A stop (kill) in progress.
+    pub stop: Option<Stop>,
+}
+
+impl Instance {
+    pub fn result(&self, kind: ProbeKind) -> ProbeResult {
+        self.results[kind as usize]
+    }
+
+    /// The process exists (running, possibly in postStart or being stopped).
+    pub fn is_alive(&self) -> bool {
+        matches!(
+            self.state,
+            InstState::PostStart { .. } | InstState::Running { .. }
+        )
+    }
+
+    /// Running and visible in the API.
+    pub fn is_running(&self) -> bool {
+        matches!(self.state, InstState::Running { .. })
+    }
+
+    pub fn exit(&self) -> Option<&ExitRecord> {
+        match &self.state {
+            InstState::Exited(e) => Some(e),
+            _ => None,
+        }
+    }
+
+    /// A start step in progress (blocks the next sync, A20).
+    pub fn is_starting(&self) -> bool {
+        matches!(
+            self.state,
+            InstState::Starting | InstState::PostStart { .. }
+        )
+    }
+}
+
+/// Per spec container bookkeeping.
+#[derive(Debug, Clone)]
+pub(crate) struct ContainerState {
+    pub name: String,
+    pub kind: ContainerKind,
+    /// Index in its spec list.
+    pub index: usize,
+    /// Oldest first; only the newest two matter for status (S3), older ones are pruned.
+    pub instances: Vec<Instance>,
+    /// The last failed start step (S6): (reason, message). Cleared by a successful start.
+    pub reason_cache: Option<(String, String)>,
+    /// When the current back-off wait ends, while a start is blocked.
+    pub backoff_until: Option<Timestamp>,
+}
+
+impl ContainerState {
+    pub fn newest(&self) -> Option<&Instance> {
+        self.instances.last()
+    }
+
+    /// The newest instance that is visible in the API (not in a start step).
+    pub fn newest_visible(&self) -> Option<&Instance> {
+        self.instances.iter().rev().find(|i| !i.is_starting())
+    }
+
+    pub fn newest_exited(&self) -> Option<&ExitRecord> {
+        self.instances.iter().rev().find_map(Instance::exit)
+    }
+}
+
+/// The pod worker state (`pod_workers.go`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Worker {
+    /// Normal operation: `SyncPod` on every input.
+    Syncing,
+    /// Stopping every container with the pod grace period (T1): `SyncTerminatingPod`.
+    Terminating { grace: i64 },
+    /// Final status written; nothing runs any more.
+    Terminated,
+}
+
+/// The pod sandbox (A1); for the process runtime this is volumes and the pod directory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Sandbox {
+    None,
+    Creating,
+    Ready,
+    Gone,
+}
+
+/// One pod's lifecycle. See the module docs.
+#[derive(Debug, Clone)]
+pub struct PodMachine {
+    config: MachineConfig,
+    pod: Pod,
+    worker: Worker,
+    sandbox: Sandbox,
+    containers: Vec<ContainerState>,
+    next_instance: u64,
+    backoff: Backoff,
+    probes: Vec<ProbeWorker>,
+    actions: VecDeque<Action>,
+    /// Pod-level reason/message forced by a sync handler (P13: DeadlineExceeded).
+    evicted: Option<(String, String)>,
+    /// Set when `KillPod` was decided while syncing (A5 Never-policy init failure, A13).
+    kill_pod: bool,
+}
+
+impl PodMachine {
+    /// A machine for `pod` (already defaulted and validated), admitted at `now`: it queues the
+    /// sandbox creation and writes the first status (`startTime`, P16).
+    pub fn new(mut pod: Pod, config: MachineConfig, now: Timestamp) -> PodMachine {
+        let spec = pod.spec.get_or_insert_with(PodSpec::default);
+        if spec.node_name.as_deref().unwrap_or("").is_empty() {
+            spec.node_name = Some(config.node_name.clone());
+        }
+        let mut containers = Vec::new();
+        for (index, c) in spec.init_containers.iter().flatten().enumerate() {
+            let kind = if is_sidecar(c) {
+                ContainerKind::Sidecar
+            } else {
+                ContainerKind::Init
+            };
+            containers.push(ContainerState::new(&c.name, kind, index));
+        }
+        for (index, c) in spec.containers.iter().enumerate() {
+            containers.push(ContainerState::new(&c.name, ContainerKind::Regular, index));
+        }
+        let mut probes = Vec::new();
+        for c in containers.iter().filter(|c| c.kind != ContainerKind::Init) {
+            let spec_c = container_spec(spec, c.kind, c.index);
+            for kind in ProbeKind::ALL {
+                if let Some(p) = probe_of(spec_c, kind) {
+                    probes.push(ProbeWorker::new(&c.name, kind, p, now));
+                }
+            }
+        }
+        let status = pod.status.get_or_insert_with(Default::default);
+        status.start_time.get_or_insert(Time(trunc_secs(now)));
+        let backoff = Backoff::new(config.backoff);
+        let mut m = PodMachine {
+            config,
+            pod,
+            worker: Worker::Syncing,
+            sandbox: Sandbox::None,
+            containers,
+            next_instance: 1,
+            backoff,
+            probes,
+            actions: VecDeque::new(),
+            evicted: None,
+            kill_pod: false,
+        };
+        m.step(now);
+        m
+    }
+
+    // ----- getters -----
+
+    /// The pod object with its current status.
+    pub fn pod(&self) -> &Pod {
+        &self.pod
+    }
+
+    /// The current phase.
+    pub fn phase(&self) -> crate::Phase {
+        self.pod
+            .status
+            .as_ref()
+            .and_then(|s| s.phase.as_deref())
+            .and_then(crate::Phase::parse)
+            .unwrap_or(crate::Phase::Pending)
+    }
+
+    /// True once the final status is written and every container is gone.
+    pub fn is_terminated(&self) -> bool {
+        self.worker == Worker::Terminated
+    }
+
+    /// True from deletion (or deadline, or completion) until terminated.
+    pub fn is_terminating(&self) -> bool {
+        matches!(self.worker, Worker::Terminating { .. })
+    }
+
+    /// The next queued action.
+    pub fn poll_action(&mut self) -> Option<Action> {
+        self.actions.pop_front()
+    }
+
+    /// When the driver must call [`PodMachine::handle_timeout`] next.
+    pub fn poll_timeout(&self) -> Option<Timestamp> {
+        let mut t: Option<Timestamp> = None;
+        let mut consider = |x: Timestamp| t = Some(t.map_or(x, |t| t.min(x)));
+        if self.worker == Worker::Terminated {
+            return None;
+        }
+        for w in &self.probes {
+            if !w.stopped && w.in_flight.is_none() {
+                consider(w.next_tick);
+            }
+        }
+        // A start step in progress triggers the next sync itself; a back-off expiring meanwhile
+        // is not a timer to wake for.
+        let starting = self
+            .containers
+            .iter()
+            .any(|c| c.instances.iter().any(Instance::is_starting));
+        for c in &self.containers {
+            if let Some(u) = c.backoff_until.filter(|_| !starting) {
+                consider(u);
+            }
+            for i in &c.instances {
+                if let Some(d) = i.stop.as_ref().and_then(Stop::deadline) {
+                    consider(d);
+                }
+            }
+        }
+        if let Some(d) = self.active_deadline() {
+            consider(d);
+        }
+        t
+    }
+
+    // ----- inputs -----
+
+    /// Timers fired: probe ticks, back-off expiry, grace deadlines, the active deadline.
+    pub fn handle_timeout(&mut self, now: Timestamp) {
+        self.step(now);
+    }
+
+    /// The sandbox (pod directory, volumes) is ready.
+    pub fn handle_sandbox_ready(&mut self, now: Timestamp) {
+        if self.sandbox == Sandbox::Creating {
+            self.sandbox = Sandbox::Ready;
+        }
+        self.step(now);
+    }
+
+    /// Creating the sandbox failed (M8: `FailedMount`, or `FailedCreatePodSandBox`); the
+    /// sandbox is requested again at the next sync.
+    pub fn handle_sandbox_failed(&mut self, reason: &'static str, message: String, now: Timestamp) {
+        if self.sandbox == Sandbox::Creating {
+            self.sandbox = Sandbox::None;
+        }
+        self.emit(EventType::Warning, reason, message, None);
+        self.step(now);
+    }
+
+    /// The instance's process is running (after CRI Create + Start). `container_id` is
+    /// `<runtime>://<id>`; `started_at` the process start time.
+    pub fn handle_container_started(
+        &mut self,
+        instance: InstanceId,
+        container_id: String,
+        started_at: Timestamp,
+        now: Timestamp,
+    ) {
+        let Some((ci, ii)) = self.find_instance(instance) else {
+            return;
+        };
+        if self.containers[ci].instances[ii].state != InstState::Starting {
+            return;
+        }
+        let (name, kind) = (self.containers[ci].name.clone(), self.containers[ci].kind);
+        self.emit(
+            EventType::Normal,
+            "Created",
+            format!("Created container: {name}"),
+            Some(ci),
+        );
+        self.emit(
+            EventType::Normal,
+            "Started",
+            format!("Started container {name}"),
+            Some(ci),
+        );
+        let post_start = self
+            .container_spec_of(ci)
+            .lifecycle
+            .as_ref()
+            .and_then(|l| l.post_start.clone());
+        let inst = &mut self.containers[ci].instances[ii];
+        inst.container_id = container_id;
+        match post_start {
+            Some(handler) => {
+                inst.state = InstState::PostStart { started_at };
+                self.actions.push_back(Action::RunHook {
+                    name,
+                    instance,
+                    hook: HookKind::PostStart,
+                    handler,
+                });
+            }
+            None => {
+                inst.state = InstState::Running { started_at };
+                self.containers[ci].reason_cache = None;
+                self.on_instance_running(ci, now);
+            }
+        }
+        let _ = kind;
+        self.step(now);
+    }
+
+    /// A start step failed (2.2). With `created`, the instance is recorded as terminated with
+    /// reason `StartError` and exit code 128 (containerd); otherwise it never existed.
+    pub fn handle_container_start_failed(
+        &mut self,
+        instance: InstanceId,
+        failure: StartFailure,
+        now: Timestamp,
+    ) {
+        let Some((ci, ii)) = self.find_instance(instance) else {
+            return;
+        };
+        if self.containers[ci].instances[ii].state != InstState::Starting {
+            return;
+        }
+        if failure.created {
+            let name = self.containers[ci].name.clone();
+            self.emit(
+                EventType::Normal,
+                "Created",
+                format!("Created container: {name}"),
+                Some(ci),
+            );
+            self.containers[ci].instances[ii].state = InstState::Exited(ExitRecord {
+                exit_code: 128,
+                reason: "StartError".to_string(),
+                message: Some(failure.message.clone()),
+                started_at: None,
+                finished_at: now,
+            });
+        } else {
+            self.containers[ci].instances.remove(ii);
+        }
+        self.emit(
+            EventType::Warning,
+            "Failed",
+            format!("Error: {}", failure.message),
+            Some(ci),
+        );
+        self.containers[ci].reason_cache = Some((failure.reason, failure.message));
+        self.step(now);
+    }
+
+    /// The instance exited.
+    pub fn handle_container_exited(&mut self, instance: InstanceId, exit: ExitStatus, now: Timestamp) {
+        let Some((ci, ii)) = self.find_instance(instance) else {
+            return;
+        };
+        let policy_fallback = self
+            .container_spec_of(ci)
+            .termination_message_policy
+            .as_deref()
+            == Some("FallbackToLogsOnError");
+        let inst = &mut self.containers[ci].instances[ii];
+        let started_at = match inst.state {
+            InstState::Running { started_at } | InstState::PostStart { started_at } => {
+                Some(started_at)
+            }
+            InstState::Starting => Some(now),
+            InstState::Exited(_) => return,
+        };
+        let reason = if exit.oom_killed {
+            "OOMKilled"
+        } else if exit.exit_code == 0 {
+            "Completed"
+        } else {
+            "Error"
+        };
+        let message = termination_message(&exit, policy_fallback, reason);
+        inst.state = InstState::Exited(ExitRecord {
+            exit_code: exit.exit_code,
+            reason: reason.to_string(),
+            message,
+            started_at,
+            finished_at: exit.finished_at.unwrap_or(now),
+        });
+        inst.stop = None;
+        self.step(now);
+    }
+
+    /// A hook finished (`Err` carries the failure text, H3/H4).
+    pub fn handle_hook_result(
+        &mut self,
+        instance: InstanceId,
+        hook: HookKind,
+        result: Result<(), String>,
+        now: Timestamp,
+    ) {
+        let Some((ci, ii)) = self.find_instance(instance) else {
+            return;
+        };
+        match hook {
+            HookKind::PostStart => self.post_start_done(ci, ii, result, now),
+            HookKind::PreStop => {
+                if result.is_err() {
+                    self.emit(
+                        EventType::Warning,
+                        "FailedPreStopHook",
+                        "PreStopHook failed".to_string(),
+                        Some(ci),
+                    );
+                }
+                if let Some(stop) = self.containers[ci].instances[ii].stop.as_mut() {
+                    stop.pre_stop_done = true;
+                }
+            }
+        }
+        self.step(now);
+    }
+
+    /// A probe finished.
+    pub fn handle_probe_result(
+        &mut self,
+        name: &str,
+        instance: InstanceId,
+        kind: ProbeKind,
+        outcome: ProbeOutcome,
+        now: Timestamp,
+    ) {
+        self.probe_done(name, instance, kind, outcome, now);
+        self.step(now);
+    }
+
+    /// A graceful delete with `grace_seconds` (None: the pod's own grace period). The API server
+    /// part: `deletionTimestamp` = now + grace, `deletionGracePeriodSeconds` = grace; a later
+    /// delete may only shorten it (T1). `Some(0)` is a forced delete (T10).
+    pub fn handle_delete(&mut self, grace_seconds: Option<i64>, now: Timestamp) {
+        let spec_grace = self.spec().termination_grace_period_seconds.unwrap_or(30);
+        let requested = grace_seconds.unwrap_or(spec_grace).max(0);
+        let meta = &mut self.pod.metadata;
+        let grace = match meta.deletion_grace_period_seconds {
+            Some(prev) if prev <= requested => prev,
+            _ => requested,
+        };
+        if meta.deletion_grace_period_seconds != Some(grace) || meta.deletion_timestamp.is_none() {
+            meta.deletion_grace_period_seconds = Some(grace);
+            meta.deletion_timestamp = Some(Time(trunc_secs(now) + crate::time::secs(grace)));
+        }
+        self.begin_termination(now);
+        self.step(now);
+    }
+
+    /// A spec update already accepted by API validation (10.5): image changes restart
+    /// containers (M12), `activeDeadlineSeconds` may be set or shortened, labels and
+    /// annotations change.
+    pub fn handle_spec_update(&mut self, pod: Pod, now: Timestamp) {
+        let node = self.spec().node_name.clone();
+        self.pod.metadata.labels = pod.metadata.labels;
+        self.pod.metadata.annotations = pod.metadata.annotations;
+        if let Some(mut spec) = pod.spec {
+            spec.node_name = node;
+            for c in &self.containers {
+                let image = container_spec(&spec, c.kind, c.index).image.clone().unwrap_or_default();
+                self.backoff.retain_image(&c.name, &image);
+            }
+            self.pod.spec = Some(spec);
+        }
+        self.step(now);
+    }
+
+    /// Conditions written by others through the status subresource (readiness gates, D1/D5).
+    /// Kubelet-owned condition types in `conditions` are ignored.
+    pub fn handle_conditions_update(&mut self, conditions: Vec<PodCondition>, now: Timestamp) {
+        let status = self.pod.status.get_or_insert_with(Default::default);
+        let mut current = status.conditions.take().unwrap_or_default();
+        for c in conditions {
+            if status::KUBELET_CONDITIONS.contains(&c.type_.as_str()) {
+                continue;
+            }
+            match current.iter_mut().find(|x| x.type_ == c.type_) {
+                Some(x) => *x = c,
+                None => current.push(c),
+            }
+        }
+        status.conditions = Some(current);
+        self.step(now);
+    }
+
+    // ----- the sync loop -----
+
+    /// One sync: timers, the pod worker's sync for its state, probes, then the status.
+    fn step(&mut self, now: Timestamp) {
+        self.advance_stops(now);
+        if self.worker == Worker::Syncing {
+            self.check_active_deadline(now);
+        }
+        match self.worker {
+            Worker::Syncing => self.sync_pod(now),
+            Worker::Terminating { .. } => self.sync_terminating(now),
+            Worker::Terminated => {}
+        }
+        // A kill decided above may already be able to advance (no preStop, ordering).
+        self.advance_stops(now);
+        if matches!(self.worker, Worker::Terminating { .. }) {
+            self.sync_terminating(now);
+        }
+        self.run_probes(now);
+        self.publish_status(now);
+        // A terminal phase ends the pod worker's syncing (pod_workers: terminal -> terminating).
+        if self.worker == Worker::Syncing && self.phase().is_terminal() {
+            self.begin_termination(now);
+            self.sync_terminating(now);
+            self.publish_status(now);
+        }
+    }
+
+    fn active_deadline(&self) -> Option<Timestamp> {
+        if self.worker != Worker::Syncing {
+            return None;
+        }
+        let secs = self.spec().active_deadline_seconds?;
+        let start = self.pod.status.as_ref()?.start_time.as_ref()?.0;
+        Some(start + crate::time::secs(secs))
+    }
+
+    /// M1 / P13: evict when the pod was active longer than `activeDeadlineSeconds`.
+    fn check_active_deadline(&mut self, now: Timestamp) {
+        let Some(deadline) = self.active_deadline() else {
+            return;
+        };
+        if now < deadline || self.phase().is_terminal() {
+            return;
+        }
+        let message = "Pod was active on the node longer than the specified deadline";
+        self.evicted = Some(("DeadlineExceeded".to_string(), message.to_string()));
+        self.emit(EventType::Normal, "DeadlineExceeded", message.to_string(), None);
+        self.begin_termination(now);
+    }
+
+    /// Switches the pod worker to terminating with the T1 grace period (or shortens it).
+    fn begin_termination(&mut self, now: Timestamp) {
+        let mut chosen = match self.worker {
+            Worker::Terminated => return,
+            Worker::Terminating { grace } => Some(grace),
+            Worker::Syncing => None,
+        };
+        if let Some(d) = self.pod.metadata.deletion_grace_period_seconds {
+            if chosen.is_none_or(|c| d < c) {
+                chosen = Some(d);
+            }
+        }
+        let grace = chosen
+            .unwrap_or_else(|| self.spec().termination_grace_period_seconds.unwrap_or(30))
+            .max(1);
+        let shortened = matches!(self.worker, Worker::Terminating { grace: g } if grace < g);
+        self.worker = Worker::Terminating { grace };
+        if shortened {
+            self.shorten_stops(grace, now);
+        }
+    }
+
+    // ----- helpers -----
+
+    pub(crate) fn spec(&self) -> &PodSpec {
+        self.pod.spec.as_ref().expect("a PodMachine always has a spec")
+    }
+
+    pub(crate) fn container_spec_of(&self, ci: usize) -> &Container {
+        let c = &self.containers[ci];
+        container_spec(self.spec(), c.kind, c.index)
+    }
+
+    fn find_instance(&self, id: InstanceId) -> Option<(usize, usize)> {
+        self.containers.iter().enumerate().find_map(|(ci, c)| {
+            c.instances
+                .iter()
+                .position(|i| i.id == id)
+                .map(|ii| (ci, ii))
+        })
+    }
+
+    pub(crate) fn emit(
+        &mut self,
+        type_: EventType,
+        reason: &'static str,
+        message: String,
+        container: Option<usize>,
+    ) {
+        let container = container.map(|ci| (self.containers[ci].kind, self.containers[ci].name.clone()));
+        self.actions.push_back(Action::EmitEvent(Event {
+            type_,
+            reason,
+            message,
+            container,
+        }));
+    }
+
+    /// `<name>_<namespace>(<uid>)` as in kubelet messages.
+    pub(crate) fn pod_full_name(&self) -> String {
+        let m = &self.pod.metadata;
+        format!(
+            "{}_{}({})",
+            m.name.as_deref().unwrap_or(""),
+            m.namespace.as_deref().unwrap_or("default"),
+            m.uid.as_deref().unwrap_or("")
+        )
+    }
+
+    fn post_start_done(&mut self, ci: usize, ii: usize, result: Result<(), String>, now: Timestamp) {
+        let inst = &mut self.containers[ci].instances[ii];
+        let InstState::PostStart { started_at } = inst.state else {
+            return;
+        };
+        match result {
+            Ok(()) => {
+                inst.state = InstState::Running { started_at };
+                self.containers[ci].reason_cache = None;
+                self.on_instance_running(ci, now);
+            }
+            Err(detail) => {
+                // H3: the event hides the detail; the waiting reason carries it.
+                self.emit(
+                    EventType::Warning,
+                    "FailedPostStartHook",
+                    "PostStartHook failed".to_string(),
+                    Some(ci),
+                );
+                self.containers[ci].reason_cache = Some(("PostStartHookError".to_string(), detail));
+                if self.containers[ci].instances[ii].stop.is_none() {
+                    let grace = self.container_grace(ci, None);
+                    let reason = crate::action::KillReason {
+                        message: "FailedPostStartHook".to_string(),
+                        probe: None,
+                        restart: false,
+                    };
+                    self.begin_stop(ci, ii, reason, grace, false, now);
+                }
+            }
+        }
+    }
+}
+
+impl ContainerState {
+    fn new(name: &str, kind: ContainerKind, index: usize) -> ContainerState {
+        ContainerState {
+            name: name.to_string(),
+            kind,
+            index,
+            instances: Vec::new(),
+            reason_cache: None,
+            backoff_until: None,
+        }
+    }
+}
+
+/// A sidecar: an init container with `restartPolicy: Always`.
+pub fn is_sidecar(c: &Container) -> bool {
+    c.restart_policy.as_deref() == Some("Always")
+}
+
+pub(crate) fn container_spec(spec: &PodSpec, kind: ContainerKind, index: usize) -> &Container {
+    match kind {
+        ContainerKind::Regular => &spec.containers[index],
+        _ => &spec.init_containers.as_ref().expect("init container index")[index],
+    }
+}
+
+pub(crate) fn probe_of(c: &Container, kind: ProbeKind) -> Option<&k8s_openapi::api::core::v1::Probe> {
+    match kind {
+        ProbeKind::Startup => c.startup_probe.as_ref(),
+        ProbeKind::Liveness => c.liveness_probe.as_ref(),
+        ProbeKind::Readiness => c.readiness_probe.as_ref(),
+    }
+}
+
+/// M3/M4: the termination message of an exited instance.
+fn termination_message(exit: &ExitStatus, fallback_to_logs: bool, reason: &str) -> Option<String> {
+    const MAX_FILE: usize = 4096;
+    const MAX_LOG_BYTES: usize = 2048;
+    const MAX_LOG_LINES: usize = 80;
+    if let Some(msg) = exit.termination_message.as_deref().filter(|m| !m.is_empty()) {
+        return Some(tail_bytes(msg, MAX_FILE).to_string());
+    }
+    if fallback_to_logs && exit.exit_code != 0 && reason != "ContainerCannotRun" {
+        let log = exit.log_tail.as_deref().unwrap_or("");
+        let lines: Vec<&str> = log.split_inclusive('\n').collect();
+        let start = lines.len().saturating_sub(MAX_LOG_LINES);
+        let joined: String = lines[start..].concat();
+        let tail = tail_bytes(&joined, MAX_LOG_BYTES);
+        if !tail.is_empty() {
+            return Some(tail.to_string());
+        }
+    }
+    None
+}
+
+/// The last `max` bytes of `s`, starting at a char boundary.
+fn tail_bytes(s: &str, max: usize) -> &str {
+    if s.len() <= max {
+        return s;
+    }
+    let mut start = s.len() - max;
+    while !s.is_char_boundary(start) {
+        start += 1;
+    }
+    &s[start..]
+}

@@ -1,0 +1,320 @@
+//! Status generation (`generateAPIPodStatus`, `convertToAPIContainerStatuses`, `TerminatePod`):
+//! sections 1.3, 2 and 9 over the machine's instance records.
+
+use super::{ContainerState, InstState, Instance, PodMachine, Sandbox, Worker};
+use crate::action::{Action, ContainerKind, ProbeKind};
+use crate::probe::ProbeResult;
+use crate::status::conditions::{ConditionInput, generate_conditions};
+use crate::status::phase::{PhaseInput, get_phase};
+use crate::time::trunc_secs;
+use crate::Phase;
+use k8s_openapi::api::core::v1::{
+    ContainerState as ApiState, ContainerStateRunning, ContainerStateTerminated,
+    ContainerStateWaiting, ContainerStatus, HostIP, PodIP, PodStatus,
+};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::jiff::Timestamp;
+
+/// Condition types the kubelet owns (D1); others are preserved as written by clients.
+pub(crate) const KUBELET_CONDITIONS: [&str; 5] = [
+    "PodReadyToStartContainers",
+    "Initialized",
+    "Ready",
+    "ContainersReady",
+    "PodScheduled",
+];
+
+/// M5: the per-pod cap on termination messages.
+const MAX_POD_TERMINATION_MESSAGE: usize = 12 * 1024;
+
+fn time(t: Timestamp) -> Time {
+    Time(trunc_secs(t))
+}
+
+fn terminated_state(inst: &Instance) -> Option<ContainerStateTerminated> {
+    let e = inst.exit()?;
+    Some(ContainerStateTerminated {
+        exit_code: e.exit_code,
+        reason: Some(e.reason.clone()),
+        message: e.message.clone(),
+        started_at: e.started_at.map(time),
+        finished_at: Some(time(e.finished_at)),
+        container_id: (!inst.container_id.is_empty()).then(|| inst.container_id.clone()),
+        signal: None,
+    })
+}
+
+impl PodMachine {
+    /// Regenerates the status and queues `PublishStatus` when it changed.
+    pub(super) fn publish_status(&mut self, now: Timestamp) {
+        let status = self.build_status(now);
+        if self.pod.status.as_ref() != Some(&status) {
+            self.pod.status = Some(status);
+            self.actions.push_back(Action::PublishStatus);
+        }
+    }
+
+    fn container_status(&self, ci: usize, default_reason: &str, terminal: bool) -> ContainerStatus {
+        let c: &ContainerState = &self.containers[ci];
+        let spec = self.container_spec_of(ci);
+        // H2: an instance in its start step is not visible yet.
+        let visible: Vec<&Instance> = c.instances.iter().filter(|i| !i.is_starting()).collect();
+        let newest = visible.last().copied();
+        let previous = visible.len().checked_sub(2).map(|i| visible[i]);
+        let mut state = match newest.map(|i| &i.state) {
+            Some(InstState::Running { started_at }) => ApiState {
+                running: Some(ContainerStateRunning {
+                    started_at: Some(time(*started_at)),
+                }),
+                ..Default::default()
+            },
+            Some(InstState::Exited(_)) => ApiState {
+                terminated: newest.and_then(terminated_state),
+                ..Default::default()
+            },
+            _ => ApiState {
+                waiting: Some(ContainerStateWaiting {
+                    reason: Some(default_reason.to_string()),
+                    message: None,
+                }),
+                ..Default::default()
+            },
+        };
+        let mut last_state = previous.and_then(terminated_state).map(|t| ApiState {
+            terminated: Some(t),
+            ..Default::default()
+        });
+        // S6: a container that will be restarted shows the last failed start step.
+        let init_succeeded = c.kind == ContainerKind::Init
+            && newest.and_then(Instance::exit).is_some_and(|e| e.exit_code == 0);
+        if !terminal && !init_succeeded && self.should_restart(ci) {
+            if let Some((reason, message)) = &c.reason_cache {
+                if state.terminated.is_some() {
+                    last_state = Some(state.clone());
+                }
+                state = ApiState {
+                    waiting: Some(ContainerStateWaiting {
+                        reason: Some(reason.clone()),
+                        message: Some(message.clone()),
+                    }),
+                    ..Default::default()
+                };
+            }
+        }
+        let running = state.running.is_some();
+        let started = running && self.instance_started(ci);
+        let ready = match c.kind {
+            // S13
+            ContainerKind::Init => state.terminated.as_ref().is_some_and(|t| t.exit_code == 0),
+            _ => {
+                started
+                    && (spec.readiness_probe.is_none()
+                        || newest.is_some_and(|i| {
+                            i.result(ProbeKind::Readiness) == ProbeResult::Success
+                        }))
+            }
+        };
+        ContainerStatus {
+            name: c.name.clone(),
+            image: spec.image.clone().unwrap_or_default(),
+            image_id: String::new(),
+            container_id: newest
+                .map(|i| i.container_id.clone())
+                .filter(|s| !s.is_empty()),
+            restart_count: newest.map_or(0, |i| i.restart_count),
+            ready,
+            started: Some(started),
+            state: Some(state),
+            last_state: Some(last_state.unwrap_or_default()),
+            ..Default::default()
+        }
+    }
+
+    fn build_status(&self, now: Timestamp) -> PodStatus {
+        let prev = self.pod.status.clone().unwrap_or_default();
+        let spec = self.spec();
+        let terminal = self.worker == Worker::Terminated;
+        let default_reason = if self
+            .containers
+            .iter()
+            .any(|c| c.kind != ContainerKind::Regular)
+        {
+            "PodInitializing"
+        } else {
+            "ContainerCreating"
+        };
+        let mut init_statuses = Vec::new();
+        let mut statuses = Vec::new();
+        for (ci, c) in self.containers.iter().enumerate() {
+            let s = self.container_status(ci, default_reason, terminal);
+            if c.kind == ContainerKind::Regular {
+                statuses.push(s);
+            } else {
+                init_statuses.push(s);
+            }
+        }
+        // S1: regular container statuses are sorted by name.
+        statuses.sort_by(|a, b| a.name.cmp(&b.name));
+        let has_initialized = self
+            .containers
+            .iter()
+            .any(|c| c.kind == ContainerKind::Regular && !c.instances.is_empty());
+        let mut phase = get_phase(&PhaseInput {
+            spec,
+            init_statuses: &init_statuses,
+            statuses: &statuses,
+            pod_is_terminal: terminal,
+            pod_has_initialized: has_initialized,
+            is_static: self.config.is_static,
+        });
+        let prev_phase = prev.phase.as_deref().and_then(Phase::parse);
+        // P11: never leave a terminal phase.
+        if let Some(p) = prev_phase.filter(|p| p.is_terminal() && !phase.is_terminal()) {
+            phase = p;
+        }
+        let (mut reason, mut message) = (None, None);
+        // P13
+        if let Some((r, m)) = &self.evicted {
+            phase = Phase::Failed;
+            reason = Some(r.clone());
+            message = Some(m.clone());
+        }
+        if terminal && !self.config.is_static {
+            // P14 TerminatePod
+            if matches!(phase, Phase::Pending | Phase::Running) {
+                phase = Phase::Failed;
+            }
+            terminate_statuses(&mut init_statuses, &mut statuses, has_initialized);
+        }
+        // P12: keep reason and message while the phase stays.
+        if prev_phase == Some(phase) && reason.is_none() {
+            reason = prev.reason.clone();
+            message = prev.message.clone();
+        }
+        cap_messages(&mut init_statuses, &mut statuses);
+        let previous_conditions = prev.conditions.clone().unwrap_or_default();
+        let conditions = generate_conditions(&ConditionInput {
+            spec,
+            phase,
+            init_statuses: &init_statuses,
+            statuses: &statuses,
+            sandbox_ready: self.sandbox == Sandbox::Ready,
+            previous: &previous_conditions,
+            now: trunc_secs(now),
+        });
+        let host_ip = self.config.host_ip.clone();
+        let pod_ip = self.config.pod_ip.clone();
+        PodStatus {
+            phase: Some(phase.as_str().to_string()),
+            reason,
+            message,
+            conditions: Some(conditions),
+            start_time: prev.start_time.clone(),
+            host_ip: host_ip.clone(),
+            host_ips: host_ip.map(|ip| vec![HostIP { ip }]),
+            pod_ip: pod_ip.clone(),
+            pod_ips: pod_ip.map(|ip| vec![PodIP { ip }]),
+            qos_class: Some(qos_class(spec).to_string()),
+            init_container_statuses: (!init_statuses.is_empty()).then_some(init_statuses),
+            container_statuses: Some(statuses),
+            ..Default::default()
+        }
+    }
+}
+
+/// P14: containers that are not terminated when the pod terminates become
+/// `ContainerStatusUnknown` (exit 137).
+fn terminate_statuses(
+    init_statuses: &mut [ContainerStatus],
+    statuses: &mut [ContainerStatus],
+    initialized: bool,
+) {
+    let unknown = || ApiState {
+        terminated: Some(ContainerStateTerminated {
+            exit_code: 137,
+            reason: Some("ContainerStatusUnknown".to_string()),
+            message: Some("The container could not be located when the pod was terminated".to_string()),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let is_terminated = |s: &ContainerStatus| s.state.as_ref().is_some_and(|st| st.terminated.is_some());
+    let has_started = |s: &ContainerStatus| {
+        s.state.as_ref().is_some_and(|st| st.running.is_some())
+            || s.last_state.as_ref().is_some_and(|st| st.terminated.is_some())
+    };
+    if initialized {
+        for s in statuses.iter_mut().filter(|s| !is_terminated(s)) {
+            s.state = Some(unknown());
+            s.ready = false;
+        }
+    }
+    // Init containers: all but the trailing run of never-started ones (at least the first).
+    let last_started = init_statuses
+        .iter()
+        .rposition(|s| is_terminated(s) || has_started(s))
+        .unwrap_or(0);
+    for s in init_statuses.iter_mut().take(last_started + 1) {
+        if !is_terminated(s) {
+            s.state = Some(unknown());
+            s.ready = false;
+        }
+    }
+    for s in init_statuses.iter_mut().chain(statuses.iter_mut()) {
+        s.started = Some(false);
+        if !is_terminated(s) {
+            s.ready = false;
+        }
+    }
+}
+
+/// M5: every terminated message is cut to its first 12 KiB / (number of containers) bytes.
+fn cap_messages(init_statuses: &mut [ContainerStatus], statuses: &mut [ContainerStatus]) {
+    let n = init_statuses.len() + statuses.len();
+    if n == 0 {
+        return;
+    }
+    let limit = MAX_POD_TERMINATION_MESSAGE / n;
+    for s in init_statuses.iter_mut().chain(statuses.iter_mut()) {
+        for st in [s.state.as_mut(), s.last_state.as_mut()].into_iter().flatten() {
+            if let Some(m) = st.terminated.as_mut().and_then(|t| t.message.as_mut()) {
+                if m.len() > limit {
+                    let mut end = limit;
+                    while !m.is_char_boundary(end) {
+                        end -= 1;
+                    }
+                    m.truncate(end);
+                }
+            }
+        }
+    }
+}
+
+/// The pod's QoS class (`Guaranteed`, `Burstable`, `BestEffort`).
+fn qos_class(spec: &k8s_openapi::api::core::v1::PodSpec) -> &'static str {
+    let all = spec.init_containers.iter().flatten().chain(spec.containers.iter());
+    let mut any = false;
+    let mut guaranteed = true;
+    for c in all {
+        let r = c.resources.as_ref();
+        let limits = r.and_then(|r| r.limits.as_ref());
+        let requests = r.and_then(|r| r.requests.as_ref());
+        if limits.is_some_and(|l| !l.is_empty()) || requests.is_some_and(|q| !q.is_empty()) {
+            any = true;
+        }
+        for res in ["cpu", "memory"] {
+            let l = limits.and_then(|l| l.get(res));
+            let q = requests.and_then(|q| q.get(res)).or(l);
+            if l.is_none() || q != l {
+                guaranteed = false;
+            }
+        }
+    }
+    if !any {
+        "BestEffort"
+    } else if guaranteed {
+        "Guaranteed"
+    } else {
+        "Burstable"
+    }
+}

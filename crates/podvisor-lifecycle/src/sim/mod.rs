@@ -1,0 +1,506 @@
+//! `podvisor simulate`: the core against a scripted fake runtime on a virtual clock.
+//!
+//! Everything here is pure: the clock is a variable, the "runtime" is a priority queue of
+//! scripted happenings. The result is the timeline the kubelet would produce.
+
+mod output;
+pub mod script;
+
+pub use output::{json_lines, text_report};
+pub use script::Script;
+
+use crate::action::{Action, Event, HookKind, InstanceId, ProbeKind, ProbeOutcome};
+use crate::config::MachineConfig;
+use crate::kubectl::pod_row;
+use crate::machine::PodMachine;
+use crate::ExitStatus;
+use k8s_openapi::api::core::v1::{LifecycleHandler, Pod};
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
+use script::{ContainerScript, Outcome, ResultFrom};
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap};
+use std::time::Duration;
+
+/// Simulation settings.
+#[derive(Debug, Clone)]
+pub struct SimOptions {
+    /// How much virtual time to simulate (the run stops earlier once the pod has terminated).
+    pub duration: Duration,
+    /// Machine settings (back-off curve, ...).
+    pub config: MachineConfig,
+    /// The virtual wall-clock time at t = 0.
+    pub start: Timestamp,
+}
+
+impl Default for SimOptions {
+    fn default() -> Self {
+        SimOptions {
+            duration: Duration::from_secs(15 * 60),
+            config: MachineConfig::default(),
+            start: Timestamp::from_second(1_767_225_600).expect("valid"), // 2026-01-01T00:00:00Z
+        }
+    }
+}
+
+/// A container as shown in a status line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ContainerSnapshot {
+    /// Container name.
+    pub name: String,
+    /// From `initContainers`.
+    pub init: bool,
+    /// `waiting`, `running` or `terminated`.
+    pub state: &'static str,
+    /// Waiting or terminated reason.
+    pub reason: Option<String>,
+    /// Exit code when terminated.
+    pub exit_code: Option<i32>,
+    /// `restartCount`.
+    pub restart_count: i32,
+    /// `ready`.
+    pub ready: bool,
+    /// `started`.
+    pub started: bool,
+}
+
+/// The pod as shown in a status line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StatusSnapshot {
+    /// `status.phase`.
+    pub phase: String,
+    /// kubectl's STATUS column.
+    pub status_text: String,
+    /// kubectl's READY column (`1/2`).
+    pub ready: String,
+    /// kubectl's RESTARTS count.
+    pub restarts: i64,
+    /// Init containers then regular containers.
+    pub containers: Vec<ContainerSnapshot>,
+}
+
+/// One line of the timeline.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Record {
+    /// An event, at `t` seconds.
+    Event {
+        /// Seconds since the start.
+        t: f64,
+        /// The event.
+        event: Event,
+    },
+    /// A status change, at `t` seconds.
+    Status {
+        /// Seconds since the start.
+        t: f64,
+        /// The new status.
+        status: StatusSnapshot,
+    },
+}
+
+/// What went wrong before or during a simulation.
+#[derive(Debug, thiserror::Error)]
+pub enum SimError {
+    /// The script names a container the pod does not have.
+    #[error("script: containers.{0}: the pod has no container or init container named {0:?}")]
+    UnknownContainer(String),
+    /// The machine stopped making progress (a bug in the core).
+    #[error("simulation stopped making progress at t={0}s")]
+    Stuck(f64),
+}
+
+/// Something the fake runtime reports back to the machine. Every answer goes through the queue,
+/// even an immediate one, so the machine's actions are drained after each input like a real
+/// driver would.
+#[derive(Debug, Clone)]
+enum Happening {
+    SandboxReady,
+    Started { name: String, id: InstanceId },
+    Probe { name: String, id: InstanceId, kind: ProbeKind },
+    Exit { id: InstanceId, code: i32, oom: bool },
+    Hook { id: InstanceId, hook: HookKind, ok: bool },
+    Delete { grace: Option<i64> },
+}
+
+struct Live {
+    name: String,
+    started: Timestamp,
+    run: usize,
+}
+
+struct Sim<'a> {
+    m: PodMachine,
+    script: &'a Script,
+    start: Timestamp,
+    now: Timestamp,
+    seq: u64,
+    queue: BinaryHeap<Reverse<(Timestamp, u64)>>,
+    pending: HashMap<u64, Happening>,
+    runs: HashMap<String, usize>,
+    live: HashMap<InstanceId, Live>,
+    records: Vec<Record>,
+    last: Option<StatusSnapshot>,
+    done: bool,
+}
+
+/// Runs `pod` (defaulted and valid) under `script` and returns the timeline.
+pub fn simulate(pod: Pod, script: &Script, opts: &SimOptions) -> Result<Vec<Record>, SimError> {
+    let pod = prepare(pod, opts.start);
+    let spec = pod.spec.as_ref();
+    let names: Vec<&str> = spec
+        .map(|s| {
+            s.init_containers
+                .iter()
+                .flatten()
+                .chain(s.containers.iter())
+                .map(|c| c.name.as_str())
+                .collect()
+        })
+        .unwrap_or_default();
+    if let Some(unknown) = script.containers.keys().find(|k| !names.contains(&k.as_str())) {
+        return Err(SimError::UnknownContainer(unknown.clone()));
+    }
+    let m = PodMachine::new(pod, opts.config.clone(), opts.start);
+    let mut sim = Sim {
+        m,
+        script,
+        start: opts.start,
+        now: opts.start,
+        seq: 0,
+        queue: BinaryHeap::new(),
+        pending: HashMap::new(),
+        runs: HashMap::new(),
+        live: HashMap::new(),
+        records: Vec::new(),
+        last: None,
+        done: false,
+    };
+    if let Some(d) = &script.delete {
+        let at = opts.start + dur(d.at);
+        sim.schedule(at, Happening::Delete {
+            grace: d.grace_period_seconds,
+        });
+    }
+    let end = opts.start + dur(opts.duration);
+    sim.drain();
+    let mut idle_rounds = 0u32;
+    while !sim.done {
+        let timer = sim.m.poll_timeout();
+        let next = sim.queue.peek().map(|Reverse((t, _))| *t);
+        let Some(t) = [timer, next].into_iter().flatten().min() else {
+            break;
+        };
+        if t > end {
+            break;
+        }
+        let before = (sim.now, sim.records.len());
+        sim.now = sim.now.max(t);
+        if next.is_some_and(|n| n <= sim.now) {
+            let Reverse((_, seq)) = sim.queue.pop().expect("peeked");
+            let h = sim.pending.remove(&seq).expect("queued");
+            sim.deliver(h);
+        } else {
+            sim.m.handle_timeout(sim.now);
+        }
+        sim.drain();
+        // A timer that stays due without anything happening would spin forever.
+        if (sim.now, sim.records.len()) == before && timer.is_some_and(|t| t <= sim.now) {
+            idle_rounds += 1;
+            if idle_rounds > 1000 {
+                return Err(SimError::Stuck(sim.t()));
+            }
+        } else {
+            idle_rounds = 0;
+        }
+    }
+    Ok(sim.records)
+}
+
+/// Gives the pod what the API server would (uid, namespace, creationTimestamp).
+fn prepare(mut pod: Pod, start: Timestamp) -> Pod {
+    let meta = &mut pod.metadata;
+    if meta.namespace.is_none() {
+        meta.namespace = Some("default".to_string());
+    }
+    if meta.uid.is_none() {
+        let name = meta.name.clone().unwrap_or_default();
+        meta.uid = Some(fake_uid(&name));
+    }
+    if meta.creation_timestamp.is_none() {
+        meta.creation_timestamp =
+            Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(start));
+    }
+    pod
+}
+
+/// A deterministic UUID-shaped uid, so simulations are reproducible.
+fn fake_uid(name: &str) -> String {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in name.bytes() {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    let h2 = h.rotate_left(29) ^ 0x9e37_79b9_7f4a_7c15;
+    format!(
+        "{:08x}-{:04x}-4{:03x}-8{:03x}-{:012x}",
+        h >> 32,
+        (h >> 16) & 0xffff,
+        h & 0xfff,
+        (h2 >> 52) & 0xfff,
+        h2 & 0xffff_ffff_ffff
+    )
+}
+
+fn dur(d: Duration) -> SignedDuration {
+    SignedDuration::try_from(d).unwrap_or(SignedDuration::MAX)
+}
+
+/// Signal numbers for exit codes (128 + n).
+fn signal_number(name: &str) -> i32 {
+    match name.trim_start_matches("SIG") {
+        "HUP" => 1,
+        "INT" => 2,
+        "QUIT" => 3,
+        "KILL" => 9,
+        "USR1" => 10,
+        "USR2" => 12,
+        "WINCH" => 28,
+        _ => 15,
+    }
+}
+
+impl Sim<'_> {
+    fn t(&self) -> f64 {
+        self.now.duration_since(self.start).as_secs_f64()
+    }
+
+    fn schedule(&mut self, at: Timestamp, h: Happening) {
+        self.seq += 1;
+        self.queue.push(Reverse((at, self.seq)));
+        self.pending.insert(self.seq, h);
+    }
+
+    fn container_script(&self, name: &str) -> Option<&ContainerScript> {
+        self.script.containers.get(name)
+    }
+
+    fn deliver(&mut self, h: Happening) {
+        let now = self.now;
+        match h {
+            Happening::SandboxReady => self.m.handle_sandbox_ready(now),
+            Happening::Started { name, id } => self.start(name, id),
+            Happening::Probe { name, id, kind } => {
+                let outcome = self.probe_outcome(&name, id, kind);
+                self.m.handle_probe_result(&name, id, kind, outcome, now);
+            }
+            Happening::Exit { id, code, oom } => {
+                if self.live.remove(&id).is_some() {
+                    let exit = ExitStatus {
+                        exit_code: code,
+                        oom_killed: oom,
+                        finished_at: Some(now),
+                        ..ExitStatus::default()
+                    };
+                    self.m.handle_container_exited(id, exit, now);
+                }
+            }
+            Happening::Hook { id, hook, ok } => {
+                let result = if ok {
+                    Ok(())
+                } else {
+                    Err("hook failed (simulated)".to_string())
+                };
+                self.m.handle_hook_result(id, hook, result, now);
+            }
+            Happening::Delete { grace } => self.m.handle_delete(grace, now),
+        }
+    }
+
+    fn drain(&mut self) {
+        while let Some(action) = self.m.poll_action() {
+            self.act(action);
+        }
+    }
+
+    fn act(&mut self, action: Action) {
+        let now = self.now;
+        match action {
+            Action::CreateSandbox => self.schedule(now, Happening::SandboxReady),
+            Action::StartContainer { name, instance, .. } => {
+                self.schedule(now, Happening::Started { name, id: instance });
+            }
+            Action::RunHook {
+                instance,
+                hook,
+                handler,
+                name,
+            } => self.hook(&name, instance, hook, &handler),
+            Action::RunProbe {
+                name,
+                instance,
+                kind,
+                ..
+            } => self.schedule(now, Happening::Probe {
+                name,
+                id: instance,
+                kind,
+            }),
+            Action::StopContainer {
+                name,
+                instance,
+                signal,
+                ..
+            } => {
+                let cs = self.container_script(&name);
+                let after = cs.and_then(|c| c.stop_after_signal).unwrap_or(Some(Duration::ZERO));
+                let code = cs
+                    .and_then(|c| c.signal_exit_code)
+                    .unwrap_or(128 + signal_number(&signal));
+                if let Some(after) = after {
+                    self.schedule(now + dur(after), Happening::Exit {
+                        id: instance,
+                        code,
+                        oom: false,
+                    });
+                }
+            }
+            Action::KillContainer { instance, .. } => {
+                self.schedule(now, Happening::Exit {
+                    id: instance,
+                    code: 137,
+                    oom: false,
+                });
+            }
+            Action::EmitEvent(event) => self.records.push(Record::Event { t: self.t(), event }),
+            Action::PublishStatus => {
+                let snap = snapshot(self.m.pod(), now);
+                if self.last.as_ref() != Some(&snap) {
+                    self.last = Some(snap.clone());
+                    self.records.push(Record::Status {
+                        t: self.t(),
+                        status: snap,
+                    });
+                }
+            }
+            Action::PodTerminated => self.done = true,
+        }
+    }
+
+    fn start(&mut self, name: String, id: InstanceId) {
+        let now = self.now;
+        let run = *self.runs.entry(name.clone()).and_modify(|r| *r += 1).or_insert(0);
+        let cs = self.container_script(&name).cloned().unwrap_or_default();
+        self.live.insert(id, Live {
+            name: name.clone(),
+            started: now,
+            run,
+        });
+        if let Some(r) = cs.runs.get(run.min(cs.runs.len().saturating_sub(1))) {
+            if let Some(after) = r.exit_after {
+                self.schedule(now + dur(after), Happening::Exit {
+                    id,
+                    code: r.exit_code,
+                    oom: false,
+                });
+            }
+        }
+        if let Some(after) = cs.oom_after {
+            self.schedule(now + dur(after), Happening::Exit {
+                id,
+                code: 137,
+                oom: true,
+            });
+        }
+        self.m
+            .handle_container_started(id, format!("sim://{:016x}", id.0), now, now);
+    }
+
+    fn hook(&mut self, name: &str, id: InstanceId, hook: HookKind, handler: &LifecycleHandler) {
+        let scripted = self.container_script(name).and_then(|c| match hook {
+            HookKind::PostStart => c.hooks.post_start.clone(),
+            HookKind::PreStop => c.hooks.pre_stop.clone(),
+        });
+        let (duration, ok) = match scripted {
+            Some(h) => (h.duration, h.result == Outcome::Success),
+            None => {
+                let sleep = handler.sleep.as_ref().map_or(0, |s| s.seconds.max(0));
+                (Duration::from_secs(sleep.unsigned_abs()), true)
+            }
+        };
+        let at = self.now + dur(duration);
+        self.schedule(at, Happening::Hook { id, hook, ok });
+    }
+
+    fn probe_outcome(&self, name: &str, id: InstanceId, kind: ProbeKind) -> ProbeOutcome {
+        let Some(live) = self.live.get(&id) else {
+            return ProbeOutcome::Failure("container is not running".to_string());
+        };
+        debug_assert_eq!(live.name, name);
+        let _ = live.run;
+        let elapsed = self.now.duration_since(live.started);
+        let schedule: &[ResultFrom] = match self.container_script(name) {
+            Some(c) => match kind {
+                ProbeKind::Startup => &c.probes.startup,
+                ProbeKind::Liveness => &c.probes.liveness,
+                ProbeKind::Readiness => &c.probes.readiness,
+            },
+            None => &[],
+        };
+        let current = schedule
+            .iter()
+            .filter(|r| dur(r.from) <= elapsed)
+            .max_by_key(|r| r.from)
+            .map_or(Outcome::Success, |r| r.result);
+        match current {
+            Outcome::Success => ProbeOutcome::Success,
+            Outcome::Failure => ProbeOutcome::Failure("simulated failure".to_string()),
+        }
+    }
+}
+
+/// The status line for a pod object.
+pub fn snapshot(pod: &Pod, now: Timestamp) -> StatusSnapshot {
+    let row = pod_row(pod, now);
+    let status = pod.status.clone().unwrap_or_default();
+    let restarts = row
+        .restarts
+        .split_whitespace()
+        .next()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0);
+    let mut containers = Vec::new();
+    let lists = [
+        (true, status.init_container_statuses.unwrap_or_default()),
+        (false, status.container_statuses.unwrap_or_default()),
+    ];
+    for (init, list) in lists {
+        for s in list {
+            let st = s.state.unwrap_or_default();
+            let (state, reason, exit_code) = if let Some(r) = st.running {
+                let _ = r;
+                ("running", None, None)
+            } else if let Some(t) = st.terminated {
+                ("terminated", t.reason, Some(t.exit_code))
+            } else {
+                ("waiting", st.waiting.and_then(|w| w.reason), None)
+            };
+            containers.push(ContainerSnapshot {
+                name: s.name,
+                init,
+                state,
+                reason,
+                exit_code,
+                restart_count: s.restart_count,
+                ready: s.ready,
+                started: s.started.unwrap_or(false),
+            });
+        }
+    }
+    StatusSnapshot {
+        phase: status.phase.unwrap_or_default(),
+        status_text: row.status,
+        ready: row.ready,
+        restarts,
+        containers,
+    }
+}
+

@@ -1,0 +1,94 @@
+//! `podvisor`: run Kubernetes Pod manifests on one Linux machine with the kubelet's lifecycle.
+//!
+//! The binary is glue: argument handling and printing. The work is in the library crates.
+//! Exit codes: 0 success, 1 a pod or manifest failed, 2 bad usage or input.
+
+mod cmd;
+
+use clap::{Parser, Subcommand, ValueEnum};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+#[derive(Parser)]
+#[command(name = "podvisor", version, about = "Kubernetes pod lifecycle on one machine")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+/// Output format of `simulate`.
+#[derive(Clone, Copy, Debug, ValueEnum, PartialEq, Eq)]
+pub enum OutputFormat {
+    /// A readable timeline.
+    Text,
+    /// One JSON object per line.
+    Json,
+}
+
+/// CrashLoopBackOff curve.
+#[derive(Clone, Copy, Debug, ValueEnum, PartialEq, Eq)]
+pub enum BackoffCurve {
+    /// 10 s doubling to 300 s (the kubelet's default).
+    Default,
+    /// 1 s doubling to 60 s (`ReduceDefaultCrashLoopBackOffDecay`).
+    Reduced,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Check manifests like the API server: decoding, defaulting and validation; lists every error.
+    Validate {
+        /// Manifest files (YAML or JSON; `-` for stdin).
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+    },
+    /// Show what the kubelet would do with a pod, on a virtual clock, without running anything.
+    Simulate {
+        /// The pod manifest.
+        pod: PathBuf,
+        /// A script of what containers, probes and hooks do over time.
+        #[arg(long)]
+        script: Option<PathBuf>,
+        /// How much time to simulate (e.g. 90s, 15m, 2h).
+        #[arg(long = "for", default_value = "15m")]
+        duration: String,
+        /// Output format.
+        #[arg(long, short = 'o', value_enum, default_value_t = OutputFormat::Text)]
+        output: OutputFormat,
+        /// CrashLoopBackOff curve.
+        #[arg(long, value_enum, default_value_t = BackoffCurve::Default)]
+        backoff: BackoffCurve,
+        /// `crashLoopBackOff.maxContainerRestartPeriod` (1s..300s).
+        #[arg(long)]
+        max_restart_period: Option<String>,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Validate { files } => cmd::validate::run(&files),
+        Command::Simulate {
+            pod,
+            script,
+            duration,
+            output,
+            backoff,
+            max_restart_period,
+        } => cmd::simulate::run(&cmd::simulate::Args {
+            pod,
+            script,
+            duration,
+            output,
+            backoff,
+            max_restart_period,
+        }),
+    };
+    match result {
+        Ok(code) => ExitCode::from(u8::try_from(code).unwrap_or(1)),
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::from(2)
+        }
+    }
+}
