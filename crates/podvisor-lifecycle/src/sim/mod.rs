@@ -144,6 +144,15 @@ struct Sim<'a> {
 
 /// Runs `pod` (defaulted and valid) under `script` and returns the timeline.
 pub fn simulate(pod: Pod, script: &Script, opts: &SimOptions) -> Result<Vec<Record>, SimError> {
+    simulate_counting(pod, script, opts).map(|(records, _)| records)
+}
+
+/// Like [`simulate`], also returning how many inputs (steps) the machine processed.
+pub fn simulate_counting(
+    pod: Pod,
+    script: &Script,
+    opts: &SimOptions,
+) -> Result<(Vec<Record>, u64), SimError> {
     let pod = prepare(pod, opts.start);
     let spec = pod.spec.as_ref();
     let names: Vec<&str> = spec
@@ -183,7 +192,9 @@ pub fn simulate(pod: Pod, script: &Script, opts: &SimOptions) -> Result<Vec<Reco
     let end = opts.start + dur(opts.duration);
     sim.drain();
     let mut idle_rounds = 0u32;
+    let mut steps = 0u64;
     while !sim.done {
+        steps += 1;
         let timer = sim.m.poll_timeout();
         let next = sim.queue.peek().map(|Reverse((t, _))| *t);
         let Some(t) = [timer, next].into_iter().flatten().min() else {
@@ -212,7 +223,7 @@ pub fn simulate(pod: Pod, script: &Script, opts: &SimOptions) -> Result<Vec<Reco
             idle_rounds = 0;
         }
     }
-    Ok(sim.records)
+    Ok((sim.records, steps))
 }
 
 /// Gives the pod what the API server would (uid, namespace, creationTimestamp).
