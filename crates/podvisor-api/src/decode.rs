@@ -228,9 +228,8 @@ fn decode_one(
     let api_version = value.get("apiVersion").and_then(Value::as_str);
     let kind = value.get("kind").and_then(Value::as_str);
     if api_version != Some("v1") || kind != Some("Pod") {
-        let describe = |v: Option<&Value>| {
-            v.map(|v| v.as_str().map_or_else(|| v.to_string(), str::to_owned))
-        };
+        let describe =
+            |v: Option<&Value>| v.map(|v| v.as_str().map_or_else(|| v.to_string(), str::to_owned));
         return Err(DecodeError::WrongKind {
             source_name: source.to_owned(),
             at,
@@ -331,7 +330,7 @@ fn json_message(e: &serde_json::Error) -> String {
 /// by whitespace).
 fn is_document_marker(line: &str) -> bool {
     line.strip_prefix("---")
-        .is_some_and(|rest| rest.is_empty() || rest.starts_with([' ', '\t', '\r']))
+        .is_some_and(|rest| rest.is_empty() || rest.starts_with([' ', '\t', '\r', '\n']))
 }
 
 /// Whether a chunk holds nothing but blank lines, comments, directives and
@@ -386,7 +385,11 @@ fn parse_yaml_documents(text: &str, source: &str) -> Result<Vec<Value>, DecodeEr
 /// location suffix.
 fn yaml_message(e: &serde_saphyr::Error) -> String {
     let full = e.without_snippet().to_string();
-    let first = full.lines().next().unwrap_or("").trim().to_owned();
+    let mut first = full.lines().next().unwrap_or("").trim().to_owned();
+    // Advice about the library's options means nothing to a manifest author.
+    if let Some(i) = first.find(", set DuplicateKeyPolicy") {
+        first.truncate(i);
+    }
     match first.rfind(" at line ") {
         Some(i) => first[..i].to_owned(),
         None => first,

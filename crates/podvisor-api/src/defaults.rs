@@ -83,7 +83,8 @@ fn default_pod_spec(spec: &mut PodSpec) {
 /// `SetDefaults_Container` and the nested per-type defaults.
 fn default_container(c: &mut Container) {
     if c.image_pull_policy.as_deref().unwrap_or("").is_empty() {
-        c.image_pull_policy = Some(default_pull_policy(c.image.as_deref().unwrap_or("")).to_owned());
+        c.image_pull_policy =
+            Some(default_pull_policy(c.image.as_deref().unwrap_or("")).to_owned());
     }
     set_if_empty(
         &mut c.termination_message_path,
@@ -109,7 +110,8 @@ fn default_container(c: &mut Container) {
 
 fn default_ephemeral_container(e: &mut EphemeralContainer) {
     if e.image_pull_policy.as_deref().unwrap_or("").is_empty() {
-        e.image_pull_policy = Some(default_pull_policy(e.image.as_deref().unwrap_or("")).to_owned());
+        e.image_pull_policy =
+            Some(default_pull_policy(e.image.as_deref().unwrap_or("")).to_owned());
     }
     set_if_empty(
         &mut e.termination_message_path,
@@ -314,8 +316,7 @@ fn valid_tag(tag: &str) -> bool {
     !b.is_empty()
         && b.len() <= 128
         && (b[0].is_ascii_alphanumeric() || b[0] == b'_')
-        && b
-            .iter()
+        && b.iter()
             .all(|&c| c.is_ascii_alphanumeric() || matches!(c, b'_' | b'.' | b'-'))
 }
 
@@ -345,7 +346,8 @@ fn valid_repository(repo: &str) -> bool {
             !b.is_empty()
                 && is_lower_alnum(b[0])
                 && is_lower_alnum(b[b.len() - 1])
-                && b.iter().all(|&c| is_lower_alnum(c) || matches!(c, b'.' | b'_' | b'-'))
+                && b.iter()
+                    .all(|&c| is_lower_alnum(c) || matches!(c, b'.' | b'_' | b'-'))
         })
 }
 
@@ -362,10 +364,7 @@ mod tests {
         assert_eq!(default_pull_policy("busybox"), "Always");
         assert_eq!(default_pull_policy("busybox:latest"), "Always");
         assert_eq!(default_pull_policy("busybox:1.36"), "IfNotPresent");
-        assert_eq!(
-            default_pull_policy("localhost:5000/team/app"),
-            "Always"
-        );
+        assert_eq!(default_pull_policy("localhost:5000/team/app"), "Always");
         assert_eq!(
             default_pull_policy("localhost:5000/team/app:v2"),
             "IfNotPresent"

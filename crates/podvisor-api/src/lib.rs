@@ -1,1 +1,43 @@
-//! podvisor-api
+//! podvisor-api: Pod manifests as the Kubernetes API server sees them.
+//!
+//! What it does:
+//! - [`decode`]: turns JSON or multi-document YAML text into
+//!   [`k8s_openapi::api::core::v1::Pod`]s, rejecting (or reporting) unknown
+//!   fields by path like kubectl's strict field validation;
+//! - [`defaults`]: applies the API server's defaulting
+//!   (`pkg/apis/core/v1/defaults.go`);
+//! - [`validation`]: validates a Pod on create, on update (spec
+//!   mutability) and on status update, returning *every* error with
+//!   Kubernetes' field paths and messages, and formats them the way kubectl
+//!   prints an `Invalid` status (`The Pod "web" is invalid: ...`).
+//!
+//! What it does not do: any IO (callers read files and stdin), any
+//! lifecycle decision, or admission beyond validation (no quota, no
+//! service-account or security admission plugins).
+//!
+//! Typical use:
+//!
+//! ```
+//! use podvisor_api::{apply_defaults, decode_pods, validate_pod};
+//!
+//! let text = "apiVersion: v1\nkind: Pod\nmetadata: {name: web}\nspec:\n  containers:\n  - {name: app, image: busybox, command: [sleep, '1']}\n";
+//! let mut pods = decode_pods(text, "web.yaml").unwrap();
+//! apply_defaults(&mut pods[0]);
+//! assert!(validate_pod(&pods[0]).is_ok());
+//! ```
+
+pub use k8s_openapi;
+
+pub mod decode;
+pub mod defaults;
+pub mod validation;
+
+pub use decode::{
+    DecodeError, DecodedPod, DocumentRef, FieldValidation, decode_pods, decode_pods_lenient,
+    decode_pods_with,
+};
+pub use defaults::apply_defaults;
+pub use validation::{
+    ErrorKind, FieldError, ValidationErrors, ValidationOptions, validate_pod, validate_pod_update,
+    validate_pod_with, validate_status_update,
+};

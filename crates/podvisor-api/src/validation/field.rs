@@ -386,8 +386,12 @@ mod tests {
             "spec.containers[0].name: Required value"
         );
         assert_eq!(
-            FieldError::invalid(&p.child("livenessProbe").child("successThreshold"), 2, "must be 1")
-                .to_string(),
+            FieldError::invalid(
+                &p.child("livenessProbe").child("successThreshold"),
+                2,
+                "must be 1"
+            )
+            .to_string(),
             "spec.containers[0].livenessProbe.successThreshold: Invalid value: 2: must be 1"
         );
         assert_eq!(
@@ -420,7 +424,10 @@ mod tests {
         let a = FieldError::required(&Path::new("a"), "");
         let b = FieldError::required(&Path::new("b"), "");
         let one = ValidationErrors::new("Pod", "web", vec![a.clone()]);
-        assert_eq!(one.to_string(), "The Pod \"web\" is invalid: a: Required value");
+        assert_eq!(
+            one.to_string(),
+            "The Pod \"web\" is invalid: a: Required value"
+        );
         let two = ValidationErrors::new("Pod", "web", vec![a.clone(), b, a]);
         assert_eq!(two.errors.len(), 2);
         assert_eq!(

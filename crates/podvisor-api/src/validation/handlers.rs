@@ -6,9 +6,9 @@ use k8s_openapi::api::core::v1::{
 };
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
+use super::Ctx;
 use super::field::{FieldError, Path};
 use super::names::{is_http_header_name, is_valid_port_name, is_valid_port_num};
-use super::Ctx;
 
 const IS_NEGATIVE_MSG: &str = "must be greater than or equal to 0";
 
@@ -128,15 +128,14 @@ fn validate_handler(h: &Handler<'_>, path: &Path, ctx: &Ctx<'_>) -> Vec<FieldErr
             true
         }
     };
-    if one(h.exec.is_some(), "exec", &mut errs) {
-        if let Some(exec) = h.exec
-            && exec.command.as_ref().is_none_or(Vec::is_empty)
-        {
-            errs.push(FieldError::required(
-                &path.child("exec").child("command"),
-                "",
-            ));
-        }
+    if one(h.exec.is_some(), "exec", &mut errs)
+        && let Some(exec) = h.exec
+        && exec.command.as_ref().is_none_or(Vec::is_empty)
+    {
+        errs.push(FieldError::required(
+            &path.child("exec").child("command"),
+            "",
+        ));
     }
     if one(h.http_get.is_some(), "httpGet", &mut errs)
         && let Some(http) = h.http_get
@@ -181,7 +180,10 @@ fn validate_probe(p: &Probe, path: &Path, ctx: &Ctx<'_>) -> Vec<FieldError> {
         p.initial_delay_seconds,
         &path.child("initialDelaySeconds"),
     ));
-    errs.extend(nonnegative(p.timeout_seconds, &path.child("timeoutSeconds")));
+    errs.extend(nonnegative(
+        p.timeout_seconds,
+        &path.child("timeoutSeconds"),
+    ));
     errs.extend(nonnegative(p.period_seconds, &path.child("periodSeconds")));
     errs.extend(nonnegative(
         p.success_threshold,

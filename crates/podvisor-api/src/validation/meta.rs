@@ -5,7 +5,9 @@ use std::collections::BTreeMap;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use super::field::{FieldError, Path};
-use super::names::{is_dns1123_label, is_qualified_name, is_valid_label_value, name_is_dns_subdomain};
+use super::names::{
+    is_dns1123_label, is_qualified_name, is_valid_label_value, name_is_dns_subdomain,
+};
 
 /// Largest total size of all annotations (keys plus values), in bytes.
 const TOTAL_ANNOTATION_SIZE_LIMIT: usize = 256 * 1024;
@@ -46,7 +48,11 @@ pub(crate) fn validate_object_meta(meta: &ObjectMeta, path: &Path) -> Vec<FieldE
         errs.push(FieldError::required(&path.child("namespace"), ""));
     } else {
         for msg in is_dns1123_label(namespace) {
-            errs.push(FieldError::invalid(&path.child("namespace"), namespace, msg));
+            errs.push(FieldError::invalid(
+                &path.child("namespace"),
+                namespace,
+                msg,
+            ));
         }
     }
     if let Some(g) = meta.generation
@@ -62,7 +68,10 @@ pub(crate) fn validate_object_meta(meta: &ObjectMeta, path: &Path) -> Vec<FieldE
         errs.extend(validate_labels(labels, &path.child("labels")));
     }
     if let Some(annotations) = &meta.annotations {
-        errs.extend(validate_annotations(annotations, &path.child("annotations")));
+        errs.extend(validate_annotations(
+            annotations,
+            &path.child("annotations"),
+        ));
     }
     errs
 }
@@ -98,8 +107,8 @@ fn validate_annotations(annotations: &BTreeMap<String, String>, path: &Path) -> 
     errs
 }
 
-/// Kubernetes' `ValidateObjectMetaUpdate` (the parts that matter for a
-/// standalone engine) plus the pod-specific mirror-annotation rule.
+/// Kubernetes' `ValidateObjectMetaUpdate`: the identity fields that matter
+/// for a standalone engine are immutable.
 pub(crate) fn validate_object_meta_update(
     new: &ObjectMeta,
     old: &ObjectMeta,
@@ -133,7 +142,17 @@ pub(crate) fn validate_object_meta_update(
             "field is immutable",
         ));
     }
+    errs
+}
 
+/// `ValidatePodSpecificAnnotationUpdates`: the mirror-pod annotation may be
+/// neither added, changed nor removed.
+pub(crate) fn validate_mirror_annotation_update(
+    new: &ObjectMeta,
+    old: &ObjectMeta,
+    path: &Path,
+) -> Vec<FieldError> {
+    let mut errs = Vec::new();
     let ann_path = path.child("annotations");
     let empty = BTreeMap::new();
     let new_ann = new.annotations.as_ref().unwrap_or(&empty);

@@ -14,12 +14,15 @@ use std::collections::HashSet;
 use k8s_openapi::api::core::v1::{Pod, PodSpec};
 
 mod containers;
+mod env;
+mod ephemeral;
 mod field;
 mod handlers;
 mod meta;
 mod names;
 mod paths;
 mod quantity;
+mod resources;
 mod spec;
 mod update;
 
@@ -128,14 +131,21 @@ fn pod_create_errors(pod: &Pod, opts: &ValidationOptions) -> Vec<FieldError> {
     let spec_path = Path::new("spec");
     if let Some(spec) = &pod.spec {
         // Ephemeral containers are added through their subresource only (V12).
-        if spec.ephemeral_containers.as_ref().is_some_and(|e| !e.is_empty()) {
+        if spec
+            .ephemeral_containers
+            .as_ref()
+            .is_some_and(|e| !e.is_empty())
+        {
             errs.push(FieldError::forbidden(
                 &spec_path.child("ephemeralContainers"),
                 "cannot be set on create",
             ));
         }
         if !spec.node_name.as_deref().unwrap_or("").is_empty()
-            && spec.scheduling_gates.as_ref().is_some_and(|g| !g.is_empty())
+            && spec
+                .scheduling_gates
+                .as_ref()
+                .is_some_and(|g| !g.is_empty())
         {
             errs.push(FieldError::forbidden(
                 &spec_path.child("nodeName"),

@@ -10,13 +10,13 @@ const QUALIFIED_NAME_MSG: &str = "must consist of alphanumeric characters, '-', 
 const LABEL_VALUE_MSG: &str = "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character";
 const ENV_VAR_NAME_FMT: &str = "[-._a-zA-Z][-._a-zA-Z0-9]*";
 const ENV_VAR_NAME_MSG: &str = "a valid environment variable name must consist of alphabetic characters, digits, '_', '-', or '.', and must not start with a digit";
-const RELAXED_ENV_VAR_NAME_MSG: &str =
-    "a valid environment variable name must consist only of printable ASCII characters other than '='";
+const RELAXED_ENV_VAR_NAME_MSG: &str = "a valid environment variable name must consist only of printable ASCII characters other than '='";
 const CONFIG_MAP_KEY_FMT: &str = "[-._a-zA-Z0-9]+";
 const CONFIG_MAP_KEY_MSG: &str =
     "a valid config key must consist of alphanumeric characters, '-', '_' or '.'";
 const HTTP_HEADER_NAME_FMT: &str = "[-A-Za-z0-9]+";
-const HTTP_HEADER_NAME_MSG: &str = "a valid HTTP header must consist of alphanumeric characters or '-'";
+const HTTP_HEADER_NAME_MSG: &str =
+    "a valid HTTP header must consist of alphanumeric characters or '-'";
 
 /// Longest DNS-1123 label.
 pub const DNS1123_LABEL_MAX: usize = 63;
@@ -126,8 +126,7 @@ fn matches_qualified_name_part(s: &str) -> bool {
     !b.is_empty()
         && b[0].is_ascii_alphanumeric()
         && b[b.len() - 1].is_ascii_alphanumeric()
-        && b
-            .iter()
+        && b.iter()
             .all(|&c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.'))
 }
 
@@ -202,7 +201,9 @@ pub fn is_valid_port_name(port: &str) -> Vec<String> {
     }
     let b = port.as_bytes();
     if b.is_empty() || !b.iter().all(|&c| is_lower_alnum(c) || c == b'-') {
-        errs.push("must contain only alpha-numeric characters (a-z, 0-9), and hyphens (-)".to_owned());
+        errs.push(
+            "must contain only alpha-numeric characters (a-z, 0-9), and hyphens (-)".to_owned(),
+        );
     }
     if !b.iter().any(u8::is_ascii_lowercase) {
         errs.push("must contain at least one letter (a-z)".to_owned());
@@ -318,7 +319,9 @@ mod tests {
     fn dns_label_message_is_upstreams() {
         assert_eq!(
             is_dns1123_label("App"),
-            vec!["a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')"]
+            vec![
+                "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')"
+            ]
         );
         assert!(is_dns1123_label("a-1").is_empty());
         assert_eq!(is_dns1123_label(&"a".repeat(64)).len(), 1);
@@ -330,7 +333,10 @@ mod tests {
         assert!(!is_dns1123_subdomain("web..example").is_empty());
         assert!(is_qualified_name("example.com/My_Name").is_empty());
         assert!(!is_qualified_name("a/b/c").is_empty());
-        assert_eq!(is_qualified_name("/x"), vec!["prefix part must be non-empty"]);
+        assert_eq!(
+            is_qualified_name("/x"),
+            vec!["prefix part must be non-empty"]
+        );
         assert!(is_valid_label_value("").is_empty());
         assert!(!is_valid_label_value("-x").is_empty());
         assert!(name_is_dns_subdomain("web-", true).is_empty());
@@ -343,7 +349,10 @@ mod tests {
             is_valid_port_name("8080"),
             vec!["must contain at least one letter (a-z)"]
         );
-        assert_eq!(is_valid_port_name("a--b"), vec!["must not contain consecutive hyphens"]);
+        assert_eq!(
+            is_valid_port_name("a--b"),
+            vec!["must not contain consecutive hyphens"]
+        );
     }
 
     #[test]

@@ -25,7 +25,11 @@ pub(crate) fn validate_local_descending_path(target: &str, path: &Path) -> Vec<F
 pub(crate) fn validate_local_non_reserved_path(target: &str, path: &Path) -> Vec<FieldError> {
     let mut errs = validate_local_descending_path(target, path);
     if target.starts_with("..") && !target.starts_with("../") {
-        errs.push(FieldError::invalid(path, target, "must not start with '..'"));
+        errs.push(FieldError::invalid(
+            path,
+            target,
+            "must not start with '..'",
+        ));
     }
     errs
 }

@@ -91,7 +91,9 @@ impl Quantity {
             }
         } else {
             // Round up like Kubernetes does for sub-nano precision.
-            let div = 10i128.checked_pow(u32::try_from(-shift).ok()?).unwrap_or(i128::MAX);
+            let div = 10i128
+                .checked_pow(u32::try_from(-shift).ok()?)
+                .unwrap_or(i128::MAX);
             let q = nanos / div;
             nanos = if nanos % div == 0 { q } else { q + 1 };
         }
@@ -120,10 +122,10 @@ impl Quantity {
         let sign = if self.nanos < 0 { "-" } else { "" };
         let abs = self.nanos.unsigned_abs();
         let nano = NANO.unsigned_abs();
-        if self.binary && abs % nano == 0 && abs / nano >= 1024 {
+        if self.binary && abs.is_multiple_of(nano) && abs / nano >= 1024 {
             let mut units = abs / nano;
             let mut suffix = 0;
-            while units % 1024 == 0 && suffix < 6 {
+            while units.is_multiple_of(1024) && suffix < 6 {
                 units /= 1024;
                 suffix += 1;
             }
@@ -149,7 +151,7 @@ impl Quantity {
         let mut best = (abs, "n");
         for (exp, name) in suffixes {
             let div = 10u128.pow(u32::try_from(exp + 9).unwrap_or(0));
-            if abs % div == 0 {
+            if abs.is_multiple_of(div) {
                 best = (abs / div, name);
             } else {
                 break;

@@ -6,10 +6,9 @@ use k8s_openapi::api::core::v1::{
     DownwardAPIVolumeFile, KeyToPath, PodSpec, Toleration, Volume, VolumeProjection,
 };
 
-use super::containers::{
-    validate_containers, validate_ephemeral_containers, validate_image_whitespace,
-    validate_init_containers, validate_object_field_selector,
-};
+use super::containers::{validate_containers, validate_image_whitespace, validate_init_containers};
+use super::env::validate_object_field_selector;
+use super::ephemeral::validate_ephemeral_containers;
 use super::field::{FieldError, Path};
 use super::meta::validate_labels;
 use super::names::{
@@ -174,7 +173,12 @@ pub(crate) fn validate_pod_spec(spec: &PodSpec, opts: &ValidationOptions) -> Vec
 pub(crate) fn pod_only_checks(spec: &PodSpec) -> Vec<FieldError> {
     let path = Path::new("spec");
     let mut errs = Vec::new();
-    if spec.service_account_name.as_deref().unwrap_or("").is_empty() {
+    if spec
+        .service_account_name
+        .as_deref()
+        .unwrap_or("")
+        .is_empty()
+    {
         for (vi, v) in spec.volumes.iter().flatten().enumerate() {
             for (si, src) in v
                 .projected
@@ -319,7 +323,10 @@ fn validate_key_to_path(kp: &KeyToPath, path: &Path) -> Vec<FieldError> {
     if kp.path.is_empty() {
         errs.push(FieldError::required(&path.child("path"), ""));
     }
-    errs.extend(validate_local_non_reserved_path(&kp.path, &path.child("path")));
+    errs.extend(validate_local_non_reserved_path(
+        &kp.path,
+        &path.child("path"),
+    ));
     errs.extend(validate_mode(kp.mode, &path.child("mode")));
     errs
 }
@@ -337,7 +344,10 @@ fn validate_downward_api_file(file: &DownwardAPIVolumeFile, path: &Path) -> Vec<
     if file.path.is_empty() {
         errs.push(FieldError::required(&path.child("path"), ""));
     }
-    errs.extend(validate_local_non_reserved_path(&file.path, &path.child("path")));
+    errs.extend(validate_local_non_reserved_path(
+        &file.path,
+        &path.child("path"),
+    ));
     match (&file.field_ref, &file.resource_field_ref) {
         (Some(fr), rf) => {
             errs.extend(validate_object_field_selector(
@@ -385,7 +395,11 @@ fn validate_projection_sources(sources: &[VolumeProjection], path: &Path) -> Vec
             for (j, kp) in s.items.iter().flatten().enumerate() {
                 errs.extend(validate_key_to_path(kp, &pp.child("items").index(j)));
                 if !kp.path.is_empty() && !all_paths.insert(kp.path.clone()) {
-                    errs.push(FieldError::invalid(path, &s.name, "conflicting duplicate paths"));
+                    errs.push(FieldError::invalid(
+                        path,
+                        &s.name,
+                        "conflicting duplicate paths",
+                    ));
                 }
             }
         }
@@ -398,7 +412,11 @@ fn validate_projection_sources(sources: &[VolumeProjection], path: &Path) -> Vec
             for (j, kp) in cm.items.iter().flatten().enumerate() {
                 errs.extend(validate_key_to_path(kp, &pp.child("items").index(j)));
                 if !kp.path.is_empty() && !all_paths.insert(kp.path.clone()) {
-                    errs.push(FieldError::invalid(path, &cm.name, "conflicting duplicate paths"));
+                    errs.push(FieldError::invalid(
+                        path,
+                        &cm.name,
+                        "conflicting duplicate paths",
+                    ));
                 }
             }
         }
@@ -408,7 +426,11 @@ fn validate_projection_sources(sources: &[VolumeProjection], path: &Path) -> Vec
             for file in d.items.iter().flatten() {
                 errs.extend(validate_downward_api_file(file, &pp));
                 if !file.path.is_empty() && !all_paths.insert(file.path.clone()) {
-                    errs.push(FieldError::invalid(path, &file.path, "conflicting duplicate paths"));
+                    errs.push(FieldError::invalid(
+                        path,
+                        &file.path,
+                        "conflicting duplicate paths",
+                    ));
                 }
             }
         }
@@ -434,7 +456,10 @@ fn validate_projection_sources(sources: &[VolumeProjection], path: &Path) -> Vec
             if t.path.is_empty() {
                 errs.push(FieldError::required(&path.child("path"), ""));
             } else {
-                errs.extend(validate_local_non_reserved_path(&t.path, &path.child("path")));
+                errs.extend(validate_local_non_reserved_path(
+                    &t.path,
+                    &path.child("path"),
+                ));
             }
         }
         if src.cluster_trust_bundle.is_some() {

@@ -7,7 +7,7 @@ use k8s_openapi::api::core::v1::{Container, ContainerStatus, Pod, PodSpec};
 use serde_json::Value;
 
 use super::field::{FieldError, Path};
-use super::meta::validate_object_meta_update;
+use super::meta::{validate_mirror_annotation_update, validate_object_meta_update};
 use super::names::inclusive_range_error;
 use super::spec::validate_tolerations;
 use super::{ValidationErrors, ValidationOptions, into_result, pod_metadata_and_spec_errors};
@@ -30,7 +30,10 @@ const UPDATABLE_POD_SPEC_FIELDS: [&str; 5] = [
 ///
 /// Every problem found, in the API server's order.
 pub fn validate_pod_update(old: &Pod, new: &Pod) -> Result<(), ValidationErrors> {
-    into_result(new, pod_update_errors(old, new, &ValidationOptions::default()))
+    into_result(
+        new,
+        pod_update_errors(old, new, &ValidationOptions::default()),
+    )
 }
 
 fn container_update_errors(
@@ -62,8 +65,14 @@ fn container_update_errors(
 }
 
 fn pod_update_errors(old: &Pod, new: &Pod, opts: &ValidationOptions) -> Vec<FieldError> {
-    let mut errs = validate_object_meta_update(&new.metadata, &old.metadata, &Path::new("metadata"));
+    let mut errs =
+        validate_object_meta_update(&new.metadata, &old.metadata, &Path::new("metadata"));
     errs.extend(pod_metadata_and_spec_errors(new, opts));
+    errs.extend(validate_mirror_annotation_update(
+        &new.metadata,
+        &old.metadata,
+        &Path::new("metadata"),
+    ));
 
     let empty = PodSpec::default();
     let new_spec = new.spec.as_ref().unwrap_or(&empty);
@@ -71,7 +80,11 @@ fn pod_update_errors(old: &Pod, new: &Pod, opts: &ValidationOptions) -> Vec<Fiel
     let spec_path = Path::new("spec");
 
     for (field, n, o) in [
-        ("containers", &new_spec.containers[..], &old_spec.containers[..]),
+        (
+            "containers",
+            &new_spec.containers[..],
+            &old_spec.containers[..],
+        ),
         (
             "initContainers",
             new_spec.init_containers.as_deref().unwrap_or_default(),
@@ -89,7 +102,10 @@ fn pod_update_errors(old: &Pod, new: &Pod, opts: &ValidationOptions) -> Vec<Fiel
 
     // activeDeadlineSeconds: nil -> value, or value -> smaller value.
     let ads_path = spec_path.child("activeDeadlineSeconds");
-    match (new_spec.active_deadline_seconds, old_spec.active_deadline_seconds) {
+    match (
+        new_spec.active_deadline_seconds,
+        old_spec.active_deadline_seconds,
+    ) {
         (Some(n), _) if !(0..=i64::from(i32::MAX)).contains(&n) => {
             errs.push(FieldError::invalid(
                 &ads_path,
@@ -114,7 +130,11 @@ fn pod_update_errors(old: &Pod, new: &Pod, opts: &ValidationOptions) -> Vec<Fiel
         _ => {}
     }
 
-    errs.extend(only_added_tolerations(new_spec, old_spec, &spec_path.child("tolerations")));
+    errs.extend(only_added_tolerations(
+        new_spec,
+        old_spec,
+        &spec_path.child("tolerations"),
+    ));
     errs.extend(only_deleted_scheduling_gates(
         new_spec,
         old_spec,
@@ -138,14 +158,21 @@ fn pod_update_errors(old: &Pod, new: &Pod, opts: &ValidationOptions) -> Vec<Fiel
         }
     }
     munged.active_deadline_seconds = old_spec.active_deadline_seconds;
-    munged.scheduling_gates.clone_from(&old_spec.scheduling_gates);
+    munged
+        .scheduling_gates
+        .clone_from(&old_spec.scheduling_gates);
     munged.tolerations.clone_from(&old_spec.tolerations);
-    if old_spec.termination_grace_period_seconds.is_some_and(|g| g < 0)
+    if old_spec
+        .termination_grace_period_seconds
+        .is_some_and(|g| g < 0)
         && munged.termination_grace_period_seconds == Some(1)
     {
         munged.termination_grace_period_seconds = old_spec.termination_grace_period_seconds;
     }
-    let gated = old_spec.scheduling_gates.as_ref().is_some_and(|g| !g.is_empty());
+    let gated = old_spec
+        .scheduling_gates
+        .as_ref()
+        .is_some_and(|g| !g.is_empty());
     if gated && munged.node_selector != old_spec.node_selector {
         errs.extend(node_selector_mutation(
             munged.node_selector.as_ref(),
@@ -230,7 +257,10 @@ fn node_selector_mutation(
                 .collect();
             return vec![FieldError::invalid(
                 path,
-                super::field::BadValue::Raw(format!("map[string]string{{{}}}", rendered.join(", "))),
+                super::field::BadValue::Raw(format!(
+                    "map[string]string{{{}}}",
+                    rendered.join(", ")
+                )),
                 "only additions to spec.nodeSelector are allowed (no mutations or deletions)",
             )];
         }
@@ -299,7 +329,13 @@ fn diff_values(path: &str, old: &Value, new: &Value, out: &mut Vec<String>) {
 ///
 /// Every problem found.
 pub fn validate_status_update(old: &Pod, new: &Pod) -> Result<(), ValidationErrors> {
-    let mut errs = validate_object_meta_update(&new.metadata, &old.metadata, &Path::new("metadata"));
+    let meta_path = Path::new("metadata");
+    let mut errs = validate_object_meta_update(&new.metadata, &old.metadata, &meta_path);
+    errs.extend(validate_mirror_annotation_update(
+        &new.metadata,
+        &old.metadata,
+        &meta_path,
+    ));
     let empty_spec = PodSpec::default();
     let old_spec = old.spec.as_ref().unwrap_or(&empty_spec);
     let new_spec = new.spec.as_ref().unwrap_or(&empty_spec);
@@ -320,17 +356,35 @@ pub fn validate_status_update(old: &Pod, new: &Pod) -> Result<(), ValidationErro
         new_status.container_statuses.as_deref().unwrap_or_default(),
         old_status.container_statuses.as_deref().unwrap_or_default(),
         &status_path.child("containerStatuses"),
-        |name, exit| may_restart(old_spec.containers.iter().find(|c| c.name == name), pod_policy, exit),
+        |name, exit| {
+            may_restart(
+                old_spec.containers.iter().find(|c| c.name == name),
+                pod_policy,
+                exit,
+            )
+        },
     ));
     errs.extend(state_transitions(
-        new_status.init_container_statuses.as_deref().unwrap_or_default(),
-        old_status.init_container_statuses.as_deref().unwrap_or_default(),
+        new_status
+            .init_container_statuses
+            .as_deref()
+            .unwrap_or_default(),
+        old_status
+            .init_container_statuses
+            .as_deref()
+            .unwrap_or_default(),
         &status_path.child("initContainerStatuses"),
         |name, exit| may_restart(inits.iter().find(|c| c.name == name), pod_policy, exit),
     ));
     errs.extend(state_transitions(
-        new_status.ephemeral_container_statuses.as_deref().unwrap_or_default(),
-        old_status.ephemeral_container_statuses.as_deref().unwrap_or_default(),
+        new_status
+            .ephemeral_container_statuses
+            .as_deref()
+            .unwrap_or_default(),
+        old_status
+            .ephemeral_container_statuses
+            .as_deref()
+            .unwrap_or_default(),
         &status_path.child("ephemeralContainerStatuses"),
         |_, _| false,
     ));
@@ -382,7 +436,11 @@ fn state_transitions(
             continue;
         }
         for n in new.iter().filter(|n| n.name == o.name) {
-            if n.state.as_ref().and_then(|s| s.terminated.as_ref()).is_none() {
+            if n.state
+                .as_ref()
+                .and_then(|s| s.terminated.as_ref())
+                .is_none()
+            {
                 errs.push(FieldError::forbidden(
                     &path.index(i).child("state"),
                     "may not be transitioned to non-terminated state",

@@ -445,9 +445,7 @@ impl PodMachine {
     }
 
     /// Called when an instance becomes running and visible: readiness fast path (R12).
-    pub(super) fn on_instance_running(&mut self, ci: usize, now: Timestamp) {
-        if self.instance_started(ci) {
-            self.trigger_readiness(ci, now);
-        }
+    pub(super) fn on_instance_running(&mut self, _ci: usize, now: Timestamp) {
+        self.kick_unready_readiness(now);
     }
 }

@@ -437,6 +437,7 @@ impl PodMachine {
             finished_at: exit.finished_at.unwrap_or(now),
         });
         inst.stop = None;
+        self.kick_unready_readiness(now);
         self.step(now);
     }
 
@@ -497,8 +498,11 @@ impl PodMachine {
         if meta.deletion_grace_period_seconds != Some(grace) || meta.deletion_timestamp.is_none() {
             meta.deletion_grace_period_seconds = Some(grace);
             meta.deletion_timestamp = Some(Time(trunc_secs(now) + crate::time::secs(grace)));
+            // The object changed (K6 `Terminating`) even if the status did not.
+            self.actions.push_back(Action::PublishStatus);
         }
         self.begin_termination(now);
+        self.kick_unready_readiness(now);
         self.step(now);
     }
 
@@ -517,6 +521,7 @@ impl PodMachine {
             }
             self.pod.spec = Some(spec);
         }
+        self.kick_unready_readiness(now);
         self.step(now);
     }
 

@@ -163,10 +163,30 @@ impl PodMachine {
         let Some(result) = self.probes[wi].count(success) else {
             return;
         };
-        let was_started = self.instance_started(ci);
+        let previous = self.containers[ci]
+            .instances
+            .iter()
+            .find(|i| i.id == instance)
+            .map(|i| i.result(kind));
         self.set_result(ci, instance, kind, result);
-        if kind == ProbeKind::Startup && !was_started && self.instance_started(ci) {
-            self.trigger_readiness(ci, now);
+        // R14: a changed result (liveness: only a failure) makes the kubelet sync the pod.
+        if previous != Some(result) && (kind != ProbeKind::Liveness || result == ProbeResult::Failure)
+        {
+            self.kick_unready_readiness(now);
+        }
+    }
+
+    /// R12: every kubelet sync regenerates the status, and that kicks the readiness probe of each
+    /// started, running container that is not ready. Called for the inputs that make the kubelet
+    /// sync the pod: PLEG events (started, exited), probe result changes, pod updates.
+    pub(super) fn kick_unready_readiness(&mut self, now: Timestamp) {
+        for ci in 0..self.containers.len() {
+            let unready = self.containers[ci]
+                .newest_visible()
+                .is_some_and(|i| i.result(ProbeKind::Readiness) != ProbeResult::Success);
+            if unready && self.instance_started(ci) {
+                self.trigger_readiness(ci, now);
+            }
         }
     }
 }

@@ -87,7 +87,11 @@ impl PodMachine {
         // S6: a container that will be restarted shows the last failed start step.
         let init_succeeded = c.kind == ContainerKind::Init
             && newest.and_then(Instance::exit).is_some_and(|e| e.exit_code == 0);
-        if !terminal && !init_succeeded && self.should_restart(ci) {
+        // A replacement in its start step is the restart under way: the kubelet still shows the
+        // status it generated before that sync (the cached failure, H3/S6).
+        let restarting = c.newest().is_some_and(Instance::is_starting)
+            && self.pod.metadata.deletion_timestamp.is_none();
+        if !terminal && !init_succeeded && (restarting || self.should_restart(ci)) {
             if let Some((reason, message)) = &c.reason_cache {
                 if state.terminated.is_some() {
                     last_state = Some(state.clone());

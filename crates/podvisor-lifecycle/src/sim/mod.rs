@@ -88,6 +88,16 @@ pub enum Record {
         /// The event.
         event: Event,
     },
+    /// Something the (fake) runtime was asked to do: signals, SIGKILL, hooks. Shown in the text
+    /// timeline only.
+    Runtime {
+        /// Seconds since the start.
+        t: f64,
+        /// The container.
+        container: String,
+        /// What happened (`SIGTERM (SIGKILL in 25s)`, `SIGKILL`, `preStop hook`, ...).
+        what: String,
+    },
     /// A status change, at `t` seconds.
     Status {
         /// Seconds since the start.
@@ -344,7 +354,14 @@ impl Sim<'_> {
                 hook,
                 handler,
                 name,
-            } => self.hook(&name, instance, hook, &handler),
+            } => {
+                let what = match hook {
+                    HookKind::PostStart => "postStart hook started",
+                    HookKind::PreStop => "preStop hook started",
+                };
+                self.runtime(&name, what.to_string());
+                self.hook(&name, instance, hook, &handler);
+            }
             Action::RunProbe {
                 name,
                 instance,
@@ -359,8 +376,9 @@ impl Sim<'_> {
                 name,
                 instance,
                 signal,
-                ..
+                grace,
             } => {
+                self.runtime(&name, format!("{signal} (SIGKILL in {}s)", grace.as_secs()));
                 let cs = self.container_script(&name);
                 let after = cs.and_then(|c| c.stop_after_signal).unwrap_or(Some(Duration::ZERO));
                 let code = cs
@@ -374,7 +392,8 @@ impl Sim<'_> {
                     });
                 }
             }
-            Action::KillContainer { instance, .. } => {
+            Action::KillContainer { instance, name } => {
+                self.runtime(&name, "SIGKILL".to_string());
                 self.schedule(now, Happening::Exit {
                     id: instance,
                     code: 137,
@@ -394,6 +413,14 @@ impl Sim<'_> {
             }
             Action::PodTerminated => self.done = true,
         }
+    }
+
+    fn runtime(&mut self, container: &str, what: String) {
+        self.records.push(Record::Runtime {
+            t: self.t(),
+            container: container.to_string(),
+            what,
+        });
     }
 
     fn start(&mut self, name: String, id: InstanceId) {

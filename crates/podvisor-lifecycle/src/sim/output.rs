@@ -22,6 +22,7 @@ pub fn json_lines(records: &[Record]) -> String {
                 "container": event.container.as_ref().map(|(_, n)| n.clone()),
             }),
             Record::Status { t, status } => status_json(*t, status),
+            Record::Runtime { .. } => continue,
         };
         out.push_str(&v.to_string());
         out.push('\n');
@@ -102,6 +103,9 @@ pub fn text_report(pod_name: &str, records: &[Record]) -> String {
                     status.phase,
                     containers.join(" ")
                 );
+            }
+            Record::Runtime { t, container, what } => {
+                let _ = writeln!(out, "{}    runtime [{container}] {what}", fmt_t(*t));
             }
             Record::Event { t, event } => {
                 let from = event

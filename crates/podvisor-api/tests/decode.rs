@@ -1,0 +1,216 @@
+//! Decoding: JSON and multi-document YAML, kind checks, kubectl-style
+//! strict field validation, and syntax errors that say where.
+
+use podvisor_api::{
+    DecodeError, DocumentRef, FieldValidation, decode_pods, decode_pods_lenient, decode_pods_with,
+};
+
+const POD_A: &str = "apiVersion: v1\nkind: Pod\nmetadata:\n  name: a\nspec:\n  containers:\n  - name: app\n    image: busybox\n";
+
+#[test]
+fn decodes_single_yaml_document() {
+    let pods = decode_pods(POD_A, "a.yaml").unwrap();
+    assert_eq!(pods.len(), 1);
+    assert_eq!(pods[0].metadata.name.as_deref(), Some("a"));
+    assert_eq!(pods[0].spec.as_ref().unwrap().containers[0].name, "app");
+}
+
+#[test]
+fn decodes_multi_document_yaml_and_skips_empty_documents() {
+    let text = format!(
+        "---\n# leading comment only\n---\n{POD_A}---\n\n---\n{}\n...\n",
+        POD_A.replace("name: a", "name: b")
+    );
+    let pods = decode_pods(&text, "two.yaml").unwrap();
+    let names: Vec<_> = pods
+        .iter()
+        .map(|p| p.metadata.name.clone().unwrap())
+        .collect();
+    assert_eq!(names, ["a", "b"]);
+}
+
+#[test]
+fn decodes_json_and_json_streams() {
+    let json = r#"{"apiVersion":"v1","kind":"Pod","metadata":{"name":"j"},"spec":{"containers":[{"name":"c","image":"busybox"}]}}"#;
+    assert_eq!(decode_pods(json, "p.json").unwrap().len(), 1);
+    let stream = format!("{json}\n{json}");
+    assert_eq!(decode_pods(&stream, "p.json").unwrap().len(), 2);
+}
+
+#[test]
+fn decodes_a_v1_list_of_pods() {
+    let list = r#"{"apiVersion":"v1","kind":"List","items":[
+        {"apiVersion":"v1","kind":"Pod","metadata":{"name":"x"},"spec":{"containers":[{"name":"c","image":"i"}]}},
+        {"apiVersion":"v1","kind":"Pod","metadata":{"name":"y"},"spec":{"containers":[{"name":"c","image":"i"}]}}]}"#;
+    let pods = decode_pods_lenient(list, "list.json").unwrap();
+    assert_eq!(pods.len(), 2);
+    assert_eq!(pods[1].item, Some(1));
+    assert_eq!(pods[1].pod.metadata.name.as_deref(), Some("y"));
+}
+
+#[test]
+fn numbers_become_quantities() {
+    let text =
+        POD_A.to_owned() + "    resources:\n      limits:\n        cpu: 1\n        memory: 64Mi\n";
+    let pods = decode_pods(&text, "q.yaml").unwrap();
+    let limits = pods[0].spec.as_ref().unwrap().containers[0]
+        .resources
+        .as_ref()
+        .unwrap()
+        .limits
+        .clone()
+        .unwrap();
+    assert_eq!(limits["cpu"].0, "1");
+    assert_eq!(limits["memory"].0, "64Mi");
+}
+
+#[test]
+fn wrong_kind_names_the_document_and_what_was_found() {
+    let text = format!("{POD_A}---\napiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: d\n");
+    let err = decode_pods(&text, "mixed.yaml").unwrap_err();
+    assert_eq!(
+        err,
+        DecodeError::WrongKind {
+            source_name: "mixed.yaml".into(),
+            at: DocumentRef {
+                document: 2,
+                item: None
+            },
+            api_version: Some("apps/v1".into()),
+            kind: Some("Deployment".into()),
+        }
+    );
+    assert_eq!(
+        err.to_string(),
+        "mixed.yaml: document 2: expected apiVersion \"v1\" and kind \"Pod\", found apiVersion \"apps/v1\" and kind \"Deployment\""
+    );
+    let missing = decode_pods("metadata:\n  name: x\n", "m.yaml").unwrap_err();
+    assert_eq!(
+        missing.to_string(),
+        "m.yaml: document 1: expected apiVersion \"v1\" and kind \"Pod\", found apiVersion (none) and kind (none)"
+    );
+}
+
+#[test]
+fn unknown_fields_are_strict_errors_with_indexed_paths() {
+    let text = "apiVersion: v1\nkind: Pod\nmetadata:\n  name: a\n  labelz: {}\nspec:\n  containers:\n  - name: ok\n    image: busybox\n  - name: app\n    imagee: busybox\n    ports:\n    - containerPort: 80\n      hostPot: 80\n";
+    let err = decode_pods(text, "typo.yaml").unwrap_err();
+    let DecodeError::UnknownFields { fields, at, .. } = &err else {
+        panic!("expected unknown fields, got {err}");
+    };
+    assert_eq!(at.document, 1);
+    assert_eq!(
+        fields,
+        &[
+            "metadata.labelz",
+            "spec.containers[1].imagee",
+            "spec.containers[1].ports[0].hostPot"
+        ]
+    );
+    assert_eq!(
+        err.to_string(),
+        "typo.yaml: document 1: strict decoding error: unknown field \"metadata.labelz\", unknown field \"spec.containers[1].imagee\", unknown field \"spec.containers[1].ports[0].hostPot\""
+    );
+}
+
+#[test]
+fn lenient_and_ignore_modes_keep_the_pod() {
+    let text = POD_A.replace(
+        "    image: busybox\n",
+        "    image: busybox\n    imagee: typo\n",
+    );
+    let warned = decode_pods_lenient(&text, "w.yaml").unwrap();
+    assert_eq!(warned[0].unknown_fields, ["spec.containers[0].imagee"]);
+    let ignored = decode_pods_with(&text, "w.yaml", FieldValidation::Ignore).unwrap();
+    assert!(ignored[0].unknown_fields.is_empty());
+    assert_eq!(ignored[0].pod, warned[0].pod);
+}
+
+#[test]
+fn yaml_syntax_error_names_source_document_and_line() {
+    let text = format!("{POD_A}---\napiVersion: v1\nkind: Pod\nmetadata:\n  name: [unclosed\n");
+    let err = decode_pods(&text, "bad.yaml").unwrap_err();
+    let DecodeError::Syntax {
+        source_name,
+        document,
+        line,
+        json,
+        ..
+    } = &err
+    else {
+        panic!("expected a syntax error, got {err}");
+    };
+    assert_eq!(source_name, "bad.yaml");
+    assert_eq!(*document, 2);
+    assert!(!json);
+    // The broken flow sequence starts on line 13 of the whole file and the
+    // parser notices at or after it.
+    let line = line.expect("a line number");
+    assert!((13..=14).contains(&line), "line {line}");
+    let msg = err.to_string();
+    assert!(
+        msg.starts_with("bad.yaml: document 2: YAML syntax error at line "),
+        "{msg}"
+    );
+}
+
+#[test]
+fn yaml_bad_indentation_is_a_syntax_error() {
+    let text = "apiVersion: v1\nkind: Pod\nmetadata:\n  name: a\n   labels: x\n";
+    let err = decode_pods(text, "indent.yaml").unwrap_err();
+    assert!(
+        matches!(err, DecodeError::Syntax { line: Some(_), .. }),
+        "{err}"
+    );
+}
+
+#[test]
+fn json_syntax_error_names_line_and_column() {
+    let text = "{\"apiVersion\": \"v1\",\n \"kind\": \"Pod\",,\n}";
+    let err = decode_pods(text, "bad.json").unwrap_err();
+    let DecodeError::Syntax {
+        line, column, json, ..
+    } = &err
+    else {
+        panic!("expected a syntax error, got {err}");
+    };
+    assert!(json);
+    assert_eq!(*line, Some(2));
+    assert_eq!(*column, Some(16));
+    assert_eq!(
+        err.to_string(),
+        "bad.json: document 1: JSON syntax error at line 2 column 16: key must be a string"
+    );
+}
+
+#[test]
+fn wrong_types_are_shape_errors() {
+    let text = POD_A.to_owned() + "    ports:\n    - containerPort: http\n";
+    let err = decode_pods(&text, "t.yaml").unwrap_err();
+    assert!(matches!(err, DecodeError::Shape { .. }), "{err}");
+    assert!(
+        err.to_string()
+            .starts_with("t.yaml: document 1: invalid type"),
+        "{err}"
+    );
+}
+
+#[test]
+fn empty_input_is_an_error() {
+    assert_eq!(
+        decode_pods("# nothing\n---\n", "e.yaml")
+            .unwrap_err()
+            .to_string(),
+        "e.yaml: no objects found"
+    );
+}
+
+#[test]
+fn duplicate_yaml_keys_are_syntax_errors() {
+    let text = "apiVersion: v1\nkind: Pod\nkind: Pod\n";
+    let err = decode_pods(text, "dup.yaml").unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "dup.yaml: document 1: YAML syntax error at line 3 column 1: duplicate mapping key: kind"
+    );
+}

@@ -1,0 +1,211 @@
+//! API-server defaulting: R1 (probes), M2 (termination messages), A22
+//! (image pull policy), T1/V9 (grace period) and the other pod defaults.
+
+mod common;
+
+use common::{pod, with_spec};
+use podvisor_api::apply_defaults;
+use podvisor_api::k8s_openapi::api::core::v1::Pod;
+
+fn defaulted(spec: &str) -> Pod {
+    pod(&with_spec(spec))
+}
+
+#[test]
+fn r1_probe_timings_default_when_zero_or_unset() {
+    let p = defaulted(
+        "  containers:\n  - name: c\n    image: busybox\n    livenessProbe:\n      exec: {command: [\"true\"]}\n    readinessProbe:\n      httpGet: {port: 8080}\n      periodSeconds: 0\n      failureThreshold: 7\n    startupProbe:\n      grpc: {port: 9000}\n      initialDelaySeconds: 4\n",
+    );
+    let c = &p.spec.unwrap().containers[0];
+    let live = c.liveness_probe.as_ref().unwrap();
+    assert_eq!(
+        (
+            live.timeout_seconds,
+            live.period_seconds,
+            live.success_threshold,
+            live.failure_threshold,
+            live.initial_delay_seconds
+        ),
+        (Some(1), Some(10), Some(1), Some(3), None)
+    );
+    let ready = c.readiness_probe.as_ref().unwrap();
+    assert_eq!(ready.period_seconds, Some(10));
+    assert_eq!(ready.failure_threshold, Some(7), "set values are kept");
+    let http = ready.http_get.as_ref().unwrap();
+    assert_eq!(http.path.as_deref(), Some("/"));
+    assert_eq!(http.scheme.as_deref(), Some("HTTP"));
+    let startup = c.startup_probe.as_ref().unwrap();
+    assert_eq!(startup.initial_delay_seconds, Some(4));
+    assert_eq!(
+        startup.grpc.as_ref().unwrap().service,
+        None,
+        "grpc service has no default"
+    );
+}
+
+#[test]
+fn r1_lifecycle_http_get_gets_path_and_scheme() {
+    let p = defaulted(
+        "  containers:\n  - name: c\n    image: busybox\n    lifecycle:\n      preStop:\n        httpGet: {port: 80}\n      postStart:\n        httpGet: {port: 80, path: /hook, scheme: HTTPS}\n",
+    );
+    let l = p.spec.unwrap().containers[0].lifecycle.clone().unwrap();
+    let pre = l.pre_stop.unwrap().http_get.unwrap();
+    assert_eq!(
+        (pre.path.as_deref(), pre.scheme.as_deref()),
+        (Some("/"), Some("HTTP"))
+    );
+    let post = l.post_start.unwrap().http_get.unwrap();
+    assert_eq!(
+        (post.path.as_deref(), post.scheme.as_deref()),
+        (Some("/hook"), Some("HTTPS"))
+    );
+}
+
+#[test]
+fn m2_termination_message_defaults_for_every_container_kind() {
+    let mut p = defaulted(
+        "  initContainers:\n  - name: i\n    image: busybox\n  containers:\n  - name: c\n    image: busybox\n    terminationMessagePolicy: FallbackToLogsOnError\n  ephemeralContainers:\n  - name: e\n    image: busybox\n",
+    );
+    let spec = p.spec.take().unwrap();
+    let init = &spec.init_containers.as_ref().unwrap()[0];
+    assert_eq!(
+        init.termination_message_path.as_deref(),
+        Some("/dev/termination-log")
+    );
+    assert_eq!(init.termination_message_policy.as_deref(), Some("File"));
+    let c = &spec.containers[0];
+    assert_eq!(
+        c.termination_message_path.as_deref(),
+        Some("/dev/termination-log")
+    );
+    assert_eq!(
+        c.termination_message_policy.as_deref(),
+        Some("FallbackToLogsOnError")
+    );
+    let e = &spec.ephemeral_containers.as_ref().unwrap()[0];
+    assert_eq!(e.termination_message_policy.as_deref(), Some("File"));
+    assert_eq!(e.image_pull_policy.as_deref(), Some("Always"));
+}
+
+#[test]
+fn a22_image_pull_policy_follows_the_tag() {
+    let digest = format!("busybox@sha256:{}", "0".repeat(64));
+    let cases = [
+        ("busybox", "Always"),
+        ("busybox:latest", "Always"),
+        ("docker.io/library/busybox", "Always"),
+        ("busybox:1.36", "IfNotPresent"),
+        ("registry.local:5000/team/app:v1", "IfNotPresent"),
+        (digest.as_str(), "IfNotPresent"),
+    ];
+    for (image, want) in cases {
+        let p = defaulted(&format!("  containers:\n  - name: c\n    image: {image}\n"));
+        assert_eq!(
+            p.spec.unwrap().containers[0].image_pull_policy.as_deref(),
+            Some(want),
+            "image {image}"
+        );
+    }
+    let kept =
+        defaulted("  containers:\n  - name: c\n    image: busybox\n    imagePullPolicy: Never\n");
+    assert_eq!(
+        kept.spec.unwrap().containers[0]
+            .image_pull_policy
+            .as_deref(),
+        Some("Never")
+    );
+}
+
+#[test]
+fn t1_termination_grace_period_defaults_to_30() {
+    let p = defaulted("  containers:\n  - {name: c, image: busybox}\n");
+    assert_eq!(p.spec.unwrap().termination_grace_period_seconds, Some(30));
+    let kept = defaulted(
+        "  terminationGracePeriodSeconds: 0\n  containers:\n  - {name: c, image: busybox}\n",
+    );
+    assert_eq!(kept.spec.unwrap().termination_grace_period_seconds, Some(0));
+}
+
+#[test]
+fn v9_pod_spec_defaults() {
+    let p = defaulted(
+        "  containers:\n  - name: c\n    image: busybox\n    ports:\n    - containerPort: 80\n",
+    );
+    assert_eq!(p.metadata.namespace.as_deref(), Some("default"));
+    let spec = p.spec.unwrap();
+    assert_eq!(spec.restart_policy.as_deref(), Some("Always"));
+    assert_eq!(spec.dns_policy.as_deref(), Some("ClusterFirst"));
+    assert_eq!(spec.scheduler_name.as_deref(), Some("default-scheduler"));
+    assert_eq!(spec.enable_service_links, Some(true));
+    assert!(spec.security_context.is_some());
+    let port = &spec.containers[0].ports.as_ref().unwrap()[0];
+    assert_eq!(port.protocol.as_deref(), Some("TCP"));
+    assert_eq!(port.host_port, None, "no host port without hostNetwork");
+}
+
+#[test]
+fn v4_host_network_defaults_host_port_to_container_port() {
+    let p = defaulted(
+        "  hostNetwork: true\n  initContainers:\n  - name: i\n    image: busybox\n    ports: [{containerPort: 81}]\n  containers:\n  - name: c\n    image: busybox\n    ports: [{containerPort: 80}]\n",
+    );
+    let spec = p.spec.unwrap();
+    assert_eq!(
+        spec.containers[0].ports.as_ref().unwrap()[0].host_port,
+        Some(80)
+    );
+    assert_eq!(
+        spec.init_containers.unwrap()[0].ports.as_ref().unwrap()[0].host_port,
+        Some(81)
+    );
+}
+
+#[test]
+fn requests_default_from_limits_per_resource() {
+    let p = defaulted(
+        "  containers:\n  - name: c\n    image: busybox\n    resources:\n      limits: {cpu: 500m, memory: 64Mi}\n      requests: {cpu: 100m}\n",
+    );
+    let r = p.spec.unwrap().containers[0].resources.clone().unwrap();
+    let req = r.requests.unwrap();
+    assert_eq!(req["cpu"].0, "100m", "existing request kept");
+    assert_eq!(
+        req["memory"].0, "64Mi",
+        "missing request copied from the limit"
+    );
+}
+
+#[test]
+fn env_field_ref_api_version_defaults_to_v1() {
+    let p = defaulted(
+        "  containers:\n  - name: c\n    image: busybox\n    env:\n    - name: POD\n      valueFrom:\n        fieldRef: {fieldPath: metadata.name}\n",
+    );
+    let env = p.spec.unwrap().containers[0].env.clone().unwrap();
+    let fr = env[0].value_from.clone().unwrap().field_ref.unwrap();
+    assert_eq!(fr.api_version.as_deref(), Some("v1"));
+}
+
+#[test]
+fn volumes_default_to_empty_dir_and_host_path_type() {
+    let p = defaulted(
+        "  containers:\n  - {name: c, image: busybox}\n  volumes:\n  - name: scratch\n  - name: host\n    hostPath: {path: /tmp}\n  - name: cfg\n    configMap: {name: cfg}\n",
+    );
+    let vols = p.spec.unwrap().volumes.unwrap();
+    assert!(vols[0].empty_dir.is_some());
+    assert_eq!(
+        vols[1].host_path.as_ref().unwrap().type_.as_deref(),
+        Some("")
+    );
+    assert_eq!(
+        vols[2].config_map.as_ref().unwrap().default_mode,
+        Some(0o644)
+    );
+}
+
+#[test]
+fn defaulting_is_idempotent() {
+    let mut p = defaulted(
+        "  containers:\n  - name: c\n    image: busybox\n    readinessProbe:\n      httpGet: {port: 80}\n",
+    );
+    let once = p.clone();
+    apply_defaults(&mut p);
+    assert_eq!(p, once);
+}

@@ -1,0 +1,420 @@
+//! Pod-level rules of the behaviour reference, section 11 (V9-V12), plus
+//! metadata, resources and the full error summary. Messages are
+//! Kubernetes' own.
+
+mod common;
+
+use common::{assert_errors, errors, pod, with_spec};
+use podvisor_api::k8s_openapi::api::core::v1::Pod;
+use podvisor_api::{ValidationOptions, decode_pods, validate_pod, validate_pod_with};
+
+const LABEL_MSG: &str = "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')";
+
+/// A pod whose single container has the given extra YAML (indented 4).
+fn container(extra: &str) -> String {
+    with_spec(&format!(
+        "  containers:\n  - name: app\n    image: busybox\n    command: [sh]\n{extra}"
+    ))
+}
+
+// ---- V9: pod-level fields --------------------------------------------------
+
+#[test]
+fn v9_restart_policy_supported() {
+    assert_errors(
+        &with_spec("  restartPolicy: Sometimes\n  containers:\n  - {name: app, image: busybox}\n"),
+        &[
+            "spec.restartPolicy: Unsupported value: \"Sometimes\": supported values: \"Always\", \"OnFailure\", \"Never\"",
+        ],
+    );
+}
+
+#[test]
+fn v9_grace_period_and_policies_required_without_defaults() {
+    let text = with_spec(
+        "  containers:\n  - {name: app, image: busybox, imagePullPolicy: Always, terminationMessagePolicy: File}\n",
+    );
+    let mut pods = decode_pods(&text, "raw.yaml").unwrap();
+    pods[0].metadata.namespace = Some("default".into());
+    let got: Vec<String> = validate_pod(&pods[0])
+        .unwrap_err()
+        .errors
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    assert_eq!(
+        got,
+        [
+            "spec.terminationGracePeriodSeconds: Required value",
+            "spec.restartPolicy: Required value",
+            "spec.dnsPolicy: Required value",
+        ]
+    );
+}
+
+#[test]
+fn v9_active_deadline_seconds_range() {
+    for (v, ok) in [
+        (0i64, false),
+        (1, true),
+        (2_147_483_647, true),
+        (2_147_483_648, false),
+        (-5, false),
+    ] {
+        let got = errors(&with_spec(&format!(
+            "  activeDeadlineSeconds: {v}\n  containers:\n  - {{name: app, image: busybox}}\n"
+        )));
+        if ok {
+            assert!(got.is_empty(), "{v}: {got:?}");
+        } else {
+            assert_eq!(
+                got,
+                [format!(
+                    "spec.activeDeadlineSeconds: Invalid value: {v}: must be between 1 and 2147483647, inclusive"
+                )]
+            );
+        }
+    }
+}
+
+#[test]
+fn v9_dns_policy_supported() {
+    assert_errors(
+        &with_spec("  dnsPolicy: Custom\n  containers:\n  - {name: app, image: busybox}\n"),
+        &[
+            "spec.dnsPolicy: Unsupported value: \"Custom\": supported values: \"ClusterFirstWithHostNet\", \"ClusterFirst\", \"Default\", \"None\"",
+        ],
+    );
+}
+
+#[test]
+fn v9_readiness_gates_are_qualified_names() {
+    assert_errors(
+        &with_spec(
+            "  readinessGates:\n  - conditionType: example.com/ready\n  - conditionType: \"not ok\"\n  containers:\n  - {name: app, image: busybox}\n",
+        ),
+        &[
+            "spec.readinessGates[1].conditionType: Invalid value: \"not ok\": name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')",
+        ],
+    );
+}
+
+#[test]
+fn v9_resize_policy_must_be_not_required_when_pod_never_restarts() {
+    assert_errors(
+        &with_spec(
+            "  restartPolicy: Never\n  containers:\n  - name: app\n    image: busybox\n    resizePolicy:\n    - {resourceName: cpu, restartPolicy: RestartContainer}\n",
+        ),
+        &[
+            "spec.containers[0].resizePolicy: Invalid value: \"RestartContainer\": must be 'NotRequired' when `restartPolicy` is 'Never'",
+        ],
+    );
+}
+
+// ---- V10: volumes and mounts -----------------------------------------------
+
+#[test]
+fn v10_mount_must_name_an_existing_volume() {
+    assert_errors(
+        &container("    volumeMounts:\n    - {name: vol, mountPath: /data}\n"),
+        &["spec.containers[0].volumeMounts[0].name: Not found: \"vol\""],
+    );
+}
+
+#[test]
+fn v10_mount_paths_required_and_unique() {
+    let m = with_spec(
+        "  volumes:\n  - name: v\n  containers:\n  - name: app\n    image: busybox\n    volumeMounts:\n    - {name: v, mountPath: /data}\n    - {name: v, mountPath: /data}\n    - {name: v, mountPath: \"\"}\n",
+    );
+    assert_errors(
+        &m,
+        &[
+            "spec.containers[0].volumeMounts[1].mountPath: Invalid value: \"/data\": must be unique",
+            "spec.containers[0].volumeMounts[2].mountPath: Required value",
+        ],
+    );
+}
+
+#[test]
+fn v10_sub_paths() {
+    let m = |fields: &str| {
+        with_spec(&format!(
+            "  volumes:\n  - name: v\n  containers:\n  - name: app\n    image: busybox\n    volumeMounts:\n    - {{name: v, mountPath: /data, {fields}}}\n"
+        ))
+    };
+    assert_errors(
+        &m("subPath: /abs"),
+        &[
+            "spec.containers[0].volumeMounts.subPath: Invalid value: \"/abs\": must be a relative path",
+        ],
+    );
+    assert_errors(
+        &m("subPath: a/../b"),
+        &[
+            "spec.containers[0].volumeMounts.subPath: Invalid value: \"a/../b\": must not contain '..'",
+        ],
+    );
+    assert_errors(
+        &m("subPath: a, subPathExpr: $(POD)"),
+        &[
+            "spec.containers[0].volumeMounts[0].subPathExpr: Invalid value: \"$(POD)\": subPathExpr and subPath are mutually exclusive",
+        ],
+    );
+}
+
+#[test]
+fn v10_volume_names_and_sources() {
+    let m = with_spec(
+        "  volumes:\n  - name: Data\n  - name: a\n  - name: a\n  - name: two\n    emptyDir: {}\n    hostPath: {path: /tmp}\n  - name: hp\n    hostPath: {path: /tmp, type: Folder}\n  - name: cm\n    configMap: {name: \"\"}\n  containers:\n  - name: app\n    image: busybox\n    volumeMounts:\n    - {name: two, mountPath: /two}\n",
+    );
+    assert_errors(
+        &m,
+        &[
+            &format!("spec.volumes[0].name: Invalid value: \"Data\": {LABEL_MSG}"),
+            "spec.volumes[2].name: Duplicate value: \"a\"",
+            "spec.volumes[3].hostPath: Forbidden: may not specify more than 1 volume type",
+            "spec.volumes[4].hostPath.type: Unsupported value: \"Folder\": supported values: \"\", \"BlockDevice\", \"CharDevice\", \"Directory\", \"DirectoryOrCreate\", \"File\", \"FileOrCreate\", \"Socket\"",
+            "spec.volumes[5].configMap.name: Required value",
+            "spec.containers[0].volumeMounts[0].name: Not found: \"two\"",
+        ],
+    );
+}
+
+#[test]
+fn v10_volume_sources_checked() {
+    let m = with_spec(
+        "  volumes:\n  - name: s\n    secret: {defaultMode: 1000, items: [{key: k, path: ../x}]}\n  - name: d\n    downwardAPI:\n      items:\n      - {path: f, fieldRef: {fieldPath: spec.nodeName}}\n  - name: p\n    projected:\n      sources:\n      - configMap: {name: c}\n        secret: {name: s}\n  - name: h\n    hostPath: {path: /a/../b}\n  containers:\n  - {name: app, image: busybox}\n",
+    );
+    assert_errors(
+        &m,
+        &[
+            "spec.volumes[0].secret.secretName: Required value",
+            "spec.volumes[0].secret.defaultMode: Invalid value: 1000: must be a number between 0 and 0777 (octal), both inclusive",
+            "spec.volumes[0].secret.items[0].path: Invalid value: \"../x\": must not contain '..'",
+            "spec.volumes[1].downwardAPI.fieldRef.fieldPath: Unsupported value: \"spec.nodeName\": supported values: \"metadata.annotations\", \"metadata.labels\", \"metadata.name\", \"metadata.namespace\", \"metadata.uid\"",
+            "spec.volumes[2].projected.sources[0]: Forbidden: may not specify more than 1 volume type per source",
+            "spec.volumes[3].hostPath.path: Invalid value: \"/a/../b\": must not contain '..'",
+        ],
+    );
+}
+
+// ---- V11: env --------------------------------------------------------------
+
+#[test]
+fn v11_env_var_names() {
+    let msg = "a valid environment variable name must consist of alphabetic characters, digits, '_', '-', or '.', and must not start with a digit (e.g. 'my.env-name',  or 'MY_ENV.NAME',  or 'MyEnvName1', regex used for validation is '[-._a-zA-Z][-._a-zA-Z0-9]*')";
+    let table: [(&str, Vec<String>); 5] = [
+        ("MY_VAR", vec![]),
+        ("my.var-1", vec![]),
+        (
+            "1VAR",
+            vec![format!(
+                "spec.containers[0].env[0].name: Invalid value: \"1VAR\": {msg}"
+            )],
+        ),
+        (
+            "MY VAR",
+            vec![format!(
+                "spec.containers[0].env[0].name: Invalid value: \"MY VAR\": {msg}"
+            )],
+        ),
+        (
+            "..X",
+            vec![
+                "spec.containers[0].env[0].name: Invalid value: \"..X\": must not start with '..'"
+                    .into(),
+            ],
+        ),
+    ];
+    for (name, want) in table {
+        assert_eq!(
+            errors(&container(&format!(
+                "    env:\n    - {{name: \"{name}\", value: x}}\n"
+            ))),
+            want,
+            "{name}"
+        );
+    }
+    assert_errors(
+        &container("    env:\n    - {name: \"\", value: x}\n"),
+        &["spec.containers[0].env[0].name: Required value"],
+    );
+}
+
+#[test]
+fn v11_relaxed_env_var_names_with_the_gate() {
+    let p = pod(&container("    env:\n    - {name: \"1 VAR\", value: x}\n"));
+    let opts = ValidationOptions {
+        relaxed_env_var_names: true,
+        ..Default::default()
+    };
+    assert!(validate_pod_with(&p, &opts).is_ok());
+    let bad = pod(&container("    env:\n    - {name: \"A=B\", value: x}\n"));
+    let err = validate_pod_with(&bad, &opts).unwrap_err();
+    assert_eq!(
+        err.errors[0].to_string(),
+        "spec.containers[0].env[0].name: Invalid value: \"A=B\": a valid environment variable name must consist only of printable ASCII characters other than '='"
+    );
+}
+
+#[test]
+fn v11_value_from_needs_exactly_one_source_and_no_value() {
+    let base = "spec.containers[0].env[0].valueFrom";
+    let table: [(&str, String); 4] = [
+        (
+            "valueFrom: {}",
+            format!(
+                "{base}: Invalid value: \"\": must specify one of: `fieldRef`, `resourceFieldRef`, `configMapKeyRef` or `secretKeyRef`"
+            ),
+        ),
+        (
+            "value: x, valueFrom: {fieldRef: {fieldPath: metadata.name}}",
+            format!("{base}: Invalid value: \"\": may not be specified when `value` is not empty"),
+        ),
+        (
+            "valueFrom: {fieldRef: {fieldPath: metadata.name}, secretKeyRef: {name: s, key: k}}",
+            format!(
+                "{base}: Invalid value: \"\": may not have more than one field specified at a time"
+            ),
+        ),
+        (
+            "valueFrom: {fieldRef: {fieldPath: spec.restartPolicy}}",
+            format!(
+                "{base}.fieldRef.fieldPath: Unsupported value: \"spec.restartPolicy\": supported values: \"metadata.name\", \"metadata.namespace\", \"metadata.uid\", \"spec.nodeName\", \"spec.serviceAccountName\", \"status.hostIP\", \"status.hostIPs\", \"status.podIP\", \"status.podIPs\""
+            ),
+        ),
+    ];
+    for (fields, want) in table {
+        assert_errors(
+            &container(&format!("    env:\n    - {{name: X, {fields}}}\n")),
+            &[&want],
+        );
+    }
+    assert!(errors(&container("    env:\n    - {name: X, valueFrom: {fieldRef: {fieldPath: \"metadata.labels['app']\"}}}\n    - {name: YY, valueFrom: {configMapKeyRef: {name: cfg, key: some.key}}}\n")).is_empty());
+}
+
+// ---- V12: ephemeral containers ---------------------------------------------
+
+#[test]
+fn v12_ephemeral_containers_cannot_be_set_on_create() {
+    assert_errors(
+        &with_spec(
+            "  containers:\n  - {name: app, image: busybox}\n  ephemeralContainers:\n  - {name: debug, image: busybox, targetContainerName: app}\n",
+        ),
+        &["spec.ephemeralContainers: Forbidden: cannot be set on create"],
+    );
+}
+
+#[test]
+fn v12_ephemeral_containers_may_not_have_ports_probes_lifecycle_or_resources() {
+    let m = with_spec(
+        "  containers:\n  - {name: app, image: busybox}\n  ephemeralContainers:\n  - name: debug\n    image: busybox\n    targetContainerName: missing\n    ports: [{containerPort: 80}]\n    resources: {limits: {cpu: 1}}\n    readinessProbe: {exec: {command: [x]}}\n    lifecycle: {preStop: {exec: {command: [x]}}}\n",
+    );
+    let e = "cannot be set for an Ephemeral Container";
+    assert_errors(
+        &m,
+        &[
+            "spec.ephemeralContainers[0].targetContainerName: Not found: \"missing\"",
+            &format!("spec.ephemeralContainers[0].ports: Forbidden: {e}"),
+            &format!("spec.ephemeralContainers[0].resources: Forbidden: {e}"),
+            &format!("spec.ephemeralContainers[0].readinessProbe: Forbidden: {e}"),
+            &format!("spec.ephemeralContainers[0].lifecycle: Forbidden: {e}"),
+            "spec.ephemeralContainers: Forbidden: cannot be set on create",
+        ],
+    );
+}
+
+// ---- metadata --------------------------------------------------------------
+
+#[test]
+fn metadata_name_required_unless_generate_name() {
+    let no_name = "apiVersion: v1\nkind: Pod\nmetadata: {}\nspec:\n  containers:\n  - {name: app, image: busybox}\n";
+    assert_errors(
+        no_name,
+        &["metadata.name: Required value: name or generateName is required"],
+    );
+    let generated = no_name.replace("metadata: {}", "metadata: {generateName: web-}");
+    assert!(errors(&generated).is_empty());
+}
+
+#[test]
+fn metadata_labels_and_annotations_syntax() {
+    let m = "apiVersion: v1\nkind: Pod\nmetadata:\n  name: web\n  namespace: Prod\n  labels: {\"a/b/c\": x, ok: \"-bad\"}\n  annotations: {\"example.com/Fine\": any value at all, \"bad key\": x}\nspec:\n  containers:\n  - {name: app, image: busybox}\n";
+    assert_errors(
+        m,
+        &[
+            &format!("metadata.namespace: Invalid value: \"Prod\": {LABEL_MSG}"),
+            "metadata.labels: Invalid value: \"a/b/c\": a qualified name must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]') with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')",
+            "metadata.labels: Invalid value: \"-bad\": a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  or '12345', regex used for validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')",
+            "metadata.annotations: Invalid value: \"bad key\": name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')",
+        ],
+    );
+}
+
+// ---- resources -------------------------------------------------------------
+
+#[test]
+fn resources_requests_must_not_exceed_limits() {
+    assert_errors(
+        &container(
+            "    resources:\n      limits: {cpu: 500m, memory: 1Gi}\n      requests: {cpu: \"1\", memory: 512Mi}\n",
+        ),
+        &[
+            "spec.containers[0].resources.requests: Invalid value: \"1\": must be less than or equal to cpu limit of 500m",
+        ],
+    );
+}
+
+#[test]
+fn resources_quantities_must_parse_and_be_non_negative() {
+    assert_errors(
+        &container("    resources:\n      requests: {cpu: lots, memory: -1Mi}\n"),
+        &[
+            "spec.containers[0].resources.requests[cpu]: Invalid value: \"lots\": quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'",
+            "spec.containers[0].resources.requests[memory]: Invalid value: \"-1Mi\": must be greater than or equal to 0",
+        ],
+    );
+}
+
+#[test]
+fn resources_names_must_be_standard_or_extended() {
+    assert_errors(
+        &container("    resources:\n      limits: {gpu: 1, example.com/fpga: 1}\n"),
+        &[
+            "spec.containers[0].resources.limits[gpu]: Invalid value: \"gpu\": must be a standard resource type or fully qualified",
+            "spec.containers[0].resources.limits[gpu]: Invalid value: \"gpu\": must be a standard resource for containers",
+            // Defaulting copied the limits into requests, so they fail too.
+            "spec.containers[0].resources.requests[gpu]: Invalid value: \"gpu\": must be a standard resource type or fully qualified",
+            "spec.containers[0].resources.requests[gpu]: Invalid value: \"gpu\": must be a standard resource for containers",
+        ],
+    );
+}
+
+// ---- the whole list ----------------------------------------------------------
+
+#[test]
+fn every_error_is_listed_in_the_summary() {
+    let p: Pod = pod(&with_spec(
+        "  restartPolicy: Sometimes\n  containers:\n  - name: App\n    image: busybox\n  - name: b\n",
+    ));
+    let err = validate_pod(&p).unwrap_err();
+    assert_eq!(err.errors.len(), 3);
+    assert_eq!(
+        err.to_string(),
+        format!(
+            "The Pod \"web\" is invalid: [spec.containers[0].name: Invalid value: \"App\": {LABEL_MSG}, spec.containers[1].image: Required value, spec.restartPolicy: Unsupported value: \"Sometimes\": supported values: \"Always\", \"OnFailure\", \"Never\"]"
+        )
+    );
+}
+
+#[test]
+fn resources_extended_requests_must_equal_limits() {
+    assert_errors(
+        &container(
+            "    resources:\n      limits: {example.com/fpga: 2}\n      requests: {example.com/fpga: 1}\n",
+        ),
+        &[
+            "spec.containers[0].resources.requests: Invalid value: \"1\": must be equal to example.com/fpga limit of 2",
+        ],
+    );
+}
