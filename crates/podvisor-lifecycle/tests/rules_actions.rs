@@ -23,7 +23,8 @@
 //! - A19's image pull step: images are not pulled by the lifecycle core.
 //! - A21: deliberate difference (no 1 s relist): regular containers start in the same step as the
 //!   last init container's exit is handled.
-//! - A22: `podvisor_api` has no defaulting function yet, so there is no defaulting to test here.
+//! - A22 is API-server defaulting: tested only as such (`a22_image_pull_policy_default`), since
+//!   the core pulls no images.
 
 mod common;
 
@@ -487,7 +488,8 @@ fn a10_dead_container_is_restarted_when_it_should_be() {
 }
 
 /// A11: the `Killing` message of a running container killed by the sync, and whether it runs
-/// again after it has exited.
+/// again after it has exited. A second container keeps running so that A13 does not turn the
+/// kill into a whole-pod kill (see `a11_a13_*`).
 #[test]
 fn a11_kill_messages_and_restart_flag() {
     struct Case {
@@ -558,7 +560,7 @@ fn a11_kill_messages_and_restart_flag() {
         if let Some(p) = c.container_policy {
             app = with(app, json!({"restartPolicy": p}));
         }
-        let mut h = pod_with(c.policy, vec![], vec![app]);
+        let mut h = pod_with(c.policy, vec![], vec![app, container("other")]);
         h.boot(t(0));
         let kind = if c.cause == "liveness" {
             ProbeKind::Liveness
@@ -577,10 +579,32 @@ fn a11_kill_messages_and_restart_flag() {
         h.exit_stopped(143, t(13));
         assert_eq!(has_pending_start(&h, "app"), c.restarted, "{what}");
         if !c.restarted {
-            assert_eq!(h.phase(), Phase::Failed, "{what}");
+            // Killed and left dead.
             assert_eq!(h.terminated("app").unwrap().exit_code, 143, "{what}");
+            assert_eq!(h.state_kind("other"), "running", "{what}");
+            assert_eq!(h.phase(), Phase::Running, "{what}");
         }
     }
+}
+
+/// A11 + A13: when the only container fails its liveness probe under `Never`, keepCount is 0 and
+/// nothing is to be started, so the sync kills the whole pod instead: the kill message is the
+/// pod kill's `Stopping container <name>` (upstream `killPodWithSyncResult` passes no message).
+#[test]
+fn a11_a13_no_restart_and_nothing_left_kills_the_pod() {
+    let app = with(
+        container("app"),
+        json!({"livenessProbe": exec_probe(10, 1)}),
+    );
+    let mut h = pod_with("Never", vec![], vec![app]);
+    h.boot(t(0));
+    h.advance_to(t(10));
+    h.probe_fail("app", ProbeKind::Liveness, t(10));
+    assert_eq!(killing(&h), ["Stopping container app"]);
+    h.exit_stopped(143, t(11));
+    assert!(h.pending_starts().is_empty());
+    assert_eq!(h.phase(), Phase::Failed);
+    assert!(h.pod_terminated());
 }
 
 /// A11/A12/M12: a changed image forces the restart whatever the policy, and the replacement
@@ -750,6 +774,38 @@ fn a16_init_container_with_own_never_policy_fails_an_always_pod() {
     h.boot(t(0));
     h.exit("init", 75, t(2));
     assert_eq!(h.starts_of("init"), [(t(0), 0), (t(2), 1)]);
+}
+
+/// A22 (defaulting, through `podvisor_api::apply_defaults` in the harness): `imagePullPolicy`
+/// is `Always` for `latest` or no tag without a digest, else `IfNotPresent`; a set value stays.
+#[test]
+fn a22_image_pull_policy_default() {
+    let cases = [
+        (json!({"name": "a", "image": "busybox"}), "Always"),
+        (json!({"name": "b", "image": "busybox:latest"}), "Always"),
+        (
+            json!({"name": "c", "image": "registry.local:5000/busybox"}),
+            "Always",
+        ),
+        (
+            json!({"name": "d", "image": "busybox:1.36"}),
+            "IfNotPresent",
+        ),
+        (
+            json!({"name": "e", "image": format!("busybox@sha256:{}", "0".repeat(64))}),
+            "IfNotPresent",
+        ),
+        (
+            json!({"name": "f", "image": "busybox", "imagePullPolicy": "Never"}),
+            "Never",
+        ),
+    ];
+    let containers: Vec<Value> = cases.iter().map(|(c, _)| c.clone()).collect();
+    let h = pod_with("Always", vec![], containers);
+    let spec = h.pod().spec.clone().unwrap();
+    for ((c, expected), got) in cases.iter().zip(&spec.containers) {
+        assert_eq!(got.image_pull_policy.as_deref(), Some(*expected), "{c}");
+    }
 }
 
 #[test]
@@ -1058,7 +1114,11 @@ fn b6_liveness_restarts_back_off_too() {
     h.advance_to(t(10));
     h.probe_fail("app", ProbeKind::Liveness, t(10));
     h.exit_stopped(143, t(11));
-    assert_eq!(h.starts_of("app"), [(t(0), 0), (t(11), 1)], "first restart at once");
+    assert_eq!(
+        h.starts_of("app"),
+        [(t(0), 0), (t(11), 1)],
+        "first restart at once"
+    );
     h.start_all(t(11));
     h.advance_to(t(20)); // the next liveness tick probes the new instance
     h.probe_fail("app", ProbeKind::Liveness, t(20));

@@ -36,6 +36,15 @@ pub enum BackoffCurve {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Run pods for real, in the foreground, until they finish or Ctrl-C.
+    Run(cmd::run::Args),
+    /// Internal: the per-pod shim (started by podvisor itself).
+    #[command(hide = true)]
+    Shim {
+        /// Arguments for the shim.
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
     /// Check manifests like the API server: decoding, defaulting and validation; lists every error.
     Validate {
         /// Manifest files (YAML or JSON; `-` for stdin).
@@ -67,6 +76,9 @@ enum Command {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
+        // The shim must not start an async runtime: it runs before anything else.
+        Command::Shim { args } => Ok(podvisor_runtime::shim::server::main(&args)),
+        Command::Run(args) => cmd::run::run(&args),
         Command::Validate { files } => cmd::validate::run(&files),
         Command::Simulate {
             pod,

@@ -55,13 +55,18 @@ pub fn plus(ts: Timestamp, secs: i64) -> Timestamp {
     ts + SignedDuration::from_secs(secs)
 }
 
-/// Builds a `Pod` from JSON, filling what the API server would: `metadata.name` (`web`),
-/// `namespace` (`default`), `uid` ([`UID`]) and `creationTimestamp` (`t(0)`), when absent.
-///
-/// `podvisor_api` has no defaulting function yet, so nothing else is defaulted: the machine
-/// treats absent `restartPolicy` as `Always`, absent `terminationGracePeriodSeconds` as 30 and
-/// absent `terminationMessagePolicy` as `File`; probes get R1 defaults inside the core.
-pub fn pod(mut v: Value) -> Pod {
+/// Builds a `Pod` from JSON as the API server would store it: `metadata.name` (`web`),
+/// `namespace` (`default`), `uid` ([`UID`]) and `creationTimestamp` (`t(0)`) when absent, then
+/// [`podvisor_api::apply_defaults`] (restart policy, grace period, termination message policy,
+/// image pull policy, probe timings, ...). Use [`pod_undefaulted`] to skip the defaulting.
+pub fn pod(v: Value) -> Pod {
+    let mut pod = pod_undefaulted(v);
+    podvisor_api::apply_defaults(&mut pod);
+    pod
+}
+
+/// [`pod`] without the API defaulting (only the metadata is filled).
+pub fn pod_undefaulted(mut v: Value) -> Pod {
     let obj = v.as_object_mut().expect("a pod is a JSON object");
     obj.entry("apiVersion").or_insert(json!("v1"));
     obj.entry("kind").or_insert(json!("Pod"));

@@ -1,4 +1,5 @@
 //! One module per subcommand.
 
+pub mod run;
 pub mod simulate;
 pub mod validate;

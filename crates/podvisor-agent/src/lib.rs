@@ -1,0 +1,1 @@
+//! podvisor-agent (in progress)

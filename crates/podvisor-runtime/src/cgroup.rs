@@ -1,0 +1,1 @@
+//! cgroup (in progress)

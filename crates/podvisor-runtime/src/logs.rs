@@ -1,0 +1,1 @@
+//! logs (in progress)

@@ -1,0 +1,3 @@
+//! The per-pod shim (being built).
+
+pub mod server;

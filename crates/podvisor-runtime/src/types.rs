@@ -1,0 +1,220 @@
+//! The `Runtime` trait and the values that cross it.
+
+use k8s_openapi::api::core::v1::{Container, Pod};
+use jiff::Timestamp;
+use std::future::Future;
+use std::path::PathBuf;
+use std::time::Duration;
+use tokio::sync::mpsc;
+
+/// Identifies a container instance within its pod (assigned by the lifecycle core).
+pub type InstanceId = u64;
+
+/// What to start.
+#[derive(Debug, Clone)]
+pub struct StartRequest {
+    /// The instance id (unique within the pod).
+    pub instance: InstanceId,
+    /// The container spec (defaulted).
+    pub container: Container,
+    /// Its restart count: the log file is `<log_dir>/<name>/<restart_count>.log`.
+    pub restart_count: i32,
+}
+
+/// A started instance.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Started {
+    /// `<runtime>://<id>`, e.g. `podvisor://3f2a...`.
+    pub container_id: String,
+    /// The host pid of the container's main process.
+    pub pid: u32,
+    /// When the process started.
+    pub started_at: Timestamp,
+}
+
+/// A failed start (the lifecycle core maps `reason` to the waiting reason, section 2.2).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{reason}: {message}")]
+pub struct StartError {
+    /// `CreateContainerConfigError`, `CreateContainerError` or `RunContainerError`.
+    pub reason: String,
+    /// The detail, shown as the waiting message and in the `Failed` event.
+    pub message: String,
+    /// The container was created and failed to run (containerd records `StartError`, 128).
+    pub created: bool,
+}
+
+/// How an instance ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ContainerExit {
+    /// Exit code; 128 + n when killed by signal n.
+    pub exit_code: i32,
+    /// The signal that killed it, if any.
+    pub signal: Option<i32>,
+    /// Killed by the OOM killer in its memory cgroup.
+    pub oom_killed: bool,
+    /// Process start time.
+    pub started_at: Timestamp,
+    /// Process exit time (as recorded by the shim, possibly while the agent was down).
+    pub finished_at: Timestamp,
+    /// The termination-message file's content (the last 4096 bytes), if non-empty.
+    pub termination_message: Option<String>,
+    /// The last lines of the container log (at most 80 lines / 2048 bytes), for
+    /// `FallbackToLogsOnError`.
+    pub log_tail: Option<String>,
+}
+
+/// Something that happened to a pod's containers, pushed by the runtime.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RuntimeEvent {
+    /// An instance exited (recorded durably by the shim before it is reported).
+    Exited {
+        /// The instance.
+        instance: InstanceId,
+        /// How it ended.
+        exit: ContainerExit,
+    },
+}
+
+/// The result of running a command inside a container (exec probes and hooks).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExecResult {
+    /// Exit code (128 + n when killed by signal n).
+    pub exit_code: i32,
+    /// Combined stdout and stderr, at most 10 KiB.
+    pub output: Vec<u8>,
+    /// The timeout expired and the command's whole process group was killed.
+    pub timed_out: bool,
+}
+
+/// A runtime failure (the engine's own, not the workload's).
+#[derive(Debug, thiserror::Error)]
+pub enum RuntimeError {
+    /// An OS call failed.
+    #[error("{what}: {source}")]
+    Io {
+        /// What was being done.
+        what: String,
+        /// The error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The shim could not be reached or answered with an error.
+    #[error("shim: {0}")]
+    Shim(String),
+    /// No such instance in this sandbox.
+    #[error("no container instance {0}")]
+    NotFound(InstanceId),
+    /// Anything else, with a message that says what was being done.
+    #[error("{0}")]
+    Other(String),
+}
+
+/// A sandbox set-up failure (`FailedMount`, `FailedCreatePodSandBox`).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct SandboxError {
+    /// The event reason: `FailedMount` or `FailedCreatePodSandBox`.
+    pub reason: &'static str,
+    /// The event message.
+    pub message: String,
+}
+
+/// Where a pod's files live.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PodPaths {
+    /// `<state>/pods/<uid>`: emptyDirs, termination-message files, the shim socket.
+    pub pod_dir: PathBuf,
+    /// `<state>/logs/<ns>_<name>_<uid>`.
+    pub log_dir: PathBuf,
+}
+
+/// A container runtime. Implementations must be cheap to share (`Arc` inside) and must never
+/// leave a process behind: signals and kills go to a container's whole process group / cgroup.
+pub trait Runtime: Send + Sync + 'static {
+    /// The backend's handle for one pod.
+    type Sandbox: Send + Sync + 'static;
+
+    /// Prepares the pod (directories, volumes, the shim). Exits of the pod's containers are
+    /// sent to `events` for as long as the sandbox lives.
+    fn create_sandbox(
+        &self,
+        pod: &Pod,
+        events: mpsc::UnboundedSender<RuntimeEvent>,
+    ) -> impl Future<Output = Result<Self::Sandbox, SandboxError>> + Send;
+
+    /// Creates and starts one container instance.
+    fn start_container(
+        &self,
+        sandbox: &Self::Sandbox,
+        request: StartRequest,
+    ) -> impl Future<Output = Result<Started, StartError>> + Send;
+
+    /// Sends `signal` (a signal number) to the instance's whole process group.
+    fn signal(
+        &self,
+        sandbox: &Self::Sandbox,
+        instance: InstanceId,
+        signal: i32,
+    ) -> impl Future<Output = Result<(), RuntimeError>> + Send;
+
+    /// Runs `argv` inside the instance's view (mount namespace, env, working directory). With a
+    /// timeout, the command's whole process group is killed when it expires.
+    fn exec(
+        &self,
+        sandbox: &Self::Sandbox,
+        instance: InstanceId,
+        argv: Vec<String>,
+        timeout: Option<Duration>,
+    ) -> impl Future<Output = Result<ExecResult, RuntimeError>> + Send;
+
+    /// The pod's address for probes and hooks without a `host` (the process runtime shares the
+    /// host network: 127.0.0.1).
+    fn pod_ip(&self, sandbox: &Self::Sandbox) -> String;
+
+    /// Tears the pod down once every container is dead: stops the shim, removes cgroups and
+    /// the pod directory (emptyDirs). Logs are kept.
+    fn remove_sandbox(
+        &self,
+        sandbox: &Self::Sandbox,
+    ) -> impl Future<Output = Result<(), RuntimeError>> + Send;
+}
+
+/// Signal number for a name like `SIGTERM` or `TERM` (Linux numbering).
+pub fn signal_number(name: &str) -> Option<i32> {
+    let n = name.strip_prefix("SIG").unwrap_or(name);
+    Some(match n {
+        "HUP" => 1,
+        "INT" => 2,
+        "QUIT" => 3,
+        "ILL" => 4,
+        "TRAP" => 5,
+        "ABRT" => 6,
+        "BUS" => 7,
+        "FPE" => 8,
+        "KILL" => 9,
+        "USR1" => 10,
+        "SEGV" => 11,
+        "USR2" => 12,
+        "PIPE" => 13,
+        "ALRM" => 14,
+        "TERM" => 15,
+        "STKFLT" => 16,
+        "CHLD" => 17,
+        "CONT" => 18,
+        "STOP" => 19,
+        "TSTP" => 20,
+        "TTIN" => 21,
+        "TTOU" => 22,
+        "URG" => 23,
+        "XCPU" => 24,
+        "XFSZ" => 25,
+        "VTALRM" => 26,
+        "PROF" => 27,
+        "WINCH" => 28,
+        "IO" | "POLL" => 29,
+        "PWR" => 30,
+        "SYS" => 31,
+        _ => return None,
+    })
+}
