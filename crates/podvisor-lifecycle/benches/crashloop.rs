@@ -24,10 +24,9 @@ fn pod() -> Pod {
 }
 
 fn main() {
-    let script = Script::parse(
-        "containers:\n  app:\n    runs:\n    - {exitAfter: 45s, exitCode: 1}\n",
-    )
-    .expect("script");
+    let script =
+        Script::parse("containers:\n  app:\n    runs:\n    - {exitAfter: 45s, exitCode: 1}\n")
+            .expect("script");
     let opts = SimOptions {
         duration: Duration::from_secs(3600),
         ..SimOptions::default()
@@ -45,6 +44,9 @@ fn main() {
     println!("crash-looping pod, 3 probes, 1 h simulated:");
     println!("  machine steps per simulated hour: {steps}");
     println!("  timeline records: {}", records.len());
-    println!("  wall time per simulated hour: {:.3} ms (target <= 10 ms)", per_run.as_secs_f64() * 1e3);
+    println!(
+        "  wall time per simulated hour: {:.3} ms (target <= 10 ms)",
+        per_run.as_secs_f64() * 1e3
+    );
     println!("  steps per second: {steps_per_sec:.0}");
 }

@@ -59,7 +59,11 @@ impl ProbeKind {
     }
 
     /// All three kinds, in the order workers are created.
-    pub const ALL: [ProbeKind; 3] = [ProbeKind::Startup, ProbeKind::Liveness, ProbeKind::Readiness];
+    pub const ALL: [ProbeKind; 3] = [
+        ProbeKind::Startup,
+        ProbeKind::Liveness,
+        ProbeKind::Readiness,
+    ];
 }
 
 /// Lifecycle hook kinds (section 7).
@@ -190,8 +194,9 @@ pub enum Action {
     },
     /// Record an event.
     EmitEvent(Event),
-    /// The pod object's status changed: read [`crate::PodMachine::pod`] and publish it.
-    PublishStatus,
+    /// The pod object changed (status, or deletion metadata): publish this snapshot. Several may
+    /// be queued by one input (the status before and after a sync's actions); publish each.
+    PublishStatus(Box<k8s_openapi::api::core::v1::Pod>),
     /// Every container is dead and the final status is written: release the pod's resources
     /// (volumes, cgroups, sandbox). When the pod was deleted, the API object can now be removed.
     PodTerminated,

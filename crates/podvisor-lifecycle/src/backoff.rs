@@ -63,13 +63,14 @@ impl Backoff {
         let Some(finished_at) = finished_at else {
             return BackoffCheck::Proceed;
         };
-        if let Some(entry) = self.entries.get(&(name.to_string(), image.to_string())) {
-            if !self.expired(entry, finished_at) && since(now, finished_at) < to_signed(entry.delay) {
-                return BackoffCheck::Blocked {
-                    delay: entry.delay,
-                    until: finished_at + to_signed(entry.delay),
-                };
-            }
+        if let Some(entry) = self.entries.get(&(name.to_string(), image.to_string()))
+            && !self.expired(entry, finished_at)
+            && since(now, finished_at) < to_signed(entry.delay)
+        {
+            return BackoffCheck::Blocked {
+                delay: entry.delay,
+                until: finished_at + to_signed(entry.delay),
+            };
         }
         BackoffCheck::Proceed
     }

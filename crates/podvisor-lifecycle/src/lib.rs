@@ -27,5 +27,6 @@ pub use action::{
     ProbeKind, ProbeOutcome, StartFailure,
 };
 pub use config::{BackoffConfig, MachineConfig};
-pub use machine::{PodMachine, is_sidecar};
+pub use machine::PodMachine;
+pub use status::phase::is_sidecar;
 pub mod sim;

@@ -146,7 +146,9 @@ impl Driver {
                     kind,
                     ..
                 } => match self.answers.get(&(name.clone(), kind)).cloned() {
-                    Some(o) => self.m.handle_probe_result(&name, instance, kind, o, self.now),
+                    Some(o) => self
+                        .m
+                        .handle_probe_result(&name, instance, kind, o, self.now),
                     None => self.pending_probes.push((name, instance, kind)),
                 },
                 Action::RunHook {
@@ -163,7 +165,7 @@ impl Driver {
                 }
                 Action::KillContainer { instance, .. } => self.exit_instance(instance, 137),
                 Action::PodTerminated => self.terminated_at = Some(t),
-                Action::EmitEvent(_) | Action::PublishStatus => {}
+                Action::EmitEvent(_) | Action::PublishStatus(_) => {}
             }
         }
     }
@@ -280,7 +282,9 @@ impl Driver {
         self.log
             .iter()
             .filter_map(|(t, a)| match a {
-                Action::RunProbe { name: n, kind: k, .. } if n == name && *k == kind => Some(*t),
+                Action::RunProbe {
+                    name: n, kind: k, ..
+                } if n == name && *k == kind => Some(*t),
                 _ => None,
             })
             .collect()
@@ -306,7 +310,9 @@ impl Driver {
         self.log
             .iter()
             .filter_map(|(t, a)| match a {
-                Action::EmitEvent(e) if e.reason == reason => Some((*t, e.type_, e.message.clone())),
+                Action::EmitEvent(e) if e.reason == reason => {
+                    Some((*t, e.type_, e.message.clone()))
+                }
                 _ => None,
             })
             .collect()
@@ -322,7 +328,10 @@ impl Driver {
             .iter()
             .filter_map(|(t, a)| match a {
                 Action::StopContainer {
-                    name, signal, grace, ..
+                    name,
+                    signal,
+                    grace,
+                    ..
                 } => Some((*t, name.clone(), signal.clone(), grace.as_secs())),
                 _ => None,
             })
@@ -357,7 +366,9 @@ impl Driver {
             .iter()
             .filter_map(|(t, a)| match a {
                 Action::StartContainer {
-                    name, restart_count, ..
+                    name,
+                    restart_count,
+                    ..
                 } => Some((*t, name.clone(), *restart_count)),
                 _ => None,
             })
@@ -381,7 +392,11 @@ impl Driver {
         if st.running.is_some() {
             "running".to_string()
         } else if let Some(t) = st.terminated {
-            format!("terminated({},{})", t.reason.unwrap_or_default(), t.exit_code)
+            format!(
+                "terminated({},{})",
+                t.reason.unwrap_or_default(),
+                t.exit_code
+            )
         } else {
             let w = st.waiting.unwrap_or_default();
             format!("waiting({})", w.reason.unwrap_or_default())
@@ -464,13 +479,19 @@ fn r1_defaults_period_10_failure_threshold_3_success_threshold_1() {
     assert!(d.ready("app"));
     d.at(35.0);
     // Liveness: every 10 s from worker start; the third failure is published and kills.
-    assert_eq!(until(d.probe_times("app", Liveness), 35.0), vec![10.0, 20.0, 30.0]);
+    assert_eq!(
+        until(d.probe_times("app", Liveness), 35.0),
+        vec![10.0, 20.0, 30.0]
+    );
     assert_eq!(d.messages("Unhealthy").len(), 3);
     let killing = d.events("Killing");
     assert_eq!(killing.len(), 1);
     assert_eq!(killing[0].0, 30.0);
     // periodSeconds 0 means the default 10 s too (fast path at 0, then the ticker).
-    assert_eq!(until(d.probe_times("app", Readiness), 25.0), vec![0.0, 10.0, 20.0]);
+    assert_eq!(
+        until(d.probe_times("app", Readiness), 25.0),
+        vec![0.0, 10.0, 20.0]
+    );
 }
 
 #[test]
@@ -537,7 +558,8 @@ fn r4_ticks_are_measured_from_worker_start_not_container_start() {
 
 #[test]
 fn r4_a_tick_missed_while_probing_runs_right_after_the_answer() {
-    let mut d = Driver::new(json!({"containers": [c("app", json!({"livenessProbe": probe(2, 3)}))]}));
+    let mut d =
+        Driver::new(json!({"containers": [c("app", json!({"livenessProbe": probe(2, 3)}))]}));
     d.at(2.0);
     assert_eq!(d.probe_times("app", Liveness), vec![2.0]);
     // The probe takes 3.5 s: the tick at 4 is buffered, like Go's ticker, and runs on return.
@@ -618,7 +640,8 @@ fn r7_a_new_instance_clears_on_hold_and_gets_initial_results() {
 
 #[test]
 fn r7_readiness_of_a_new_instance_starts_as_failure() {
-    let mut d = Driver::new(json!({"containers": [c("app", json!({"readinessProbe": probe(10, 3)}))]}));
+    let mut d =
+        Driver::new(json!({"containers": [c("app", json!({"readinessProbe": probe(10, 3)}))]}));
     d.probe("app", Readiness, Success);
     assert!(d.ready("app"));
     d.at(1.0);
@@ -656,8 +679,8 @@ fn r8_liveness_worker_is_on_hold_after_a_published_failure() {
 fn r9_dead_container_that_will_not_run_again_stops_its_worker() {
     let mut d = Driver::with(
         json!({"restartPolicy": "Never", "containers": [
-            c("app", json!({"readinessProbe": probe(1, 3)})),
             c("other", json!({})),
+            c("app", json!({"readinessProbe": probe(1, 3)})),
         ]}),
         |d| d.answer_probes("app", Readiness, Success),
     );
@@ -716,12 +739,12 @@ fn r9_restart_rules_decide_whether_the_worker_survives() {
 fn r10_deletion_stops_liveness_and_startup_quietly_readiness_keeps_probing() {
     let mut d = Driver::with(
         json!({"containers": [
+            c("slow", json!({"startupProbe": probe(1, 100)})),
             c("app", json!({
                 "lifecycle": pre_stop(),
                 "livenessProbe": probe(1, 1),
                 "readinessProbe": probe(1, 1),
             })),
-            c("slow", json!({"startupProbe": probe(1, 100)})),
         ]}),
         |d| {
             d.answer_probes("app", Liveness, Success);
@@ -734,7 +757,10 @@ fn r10_deletion_stops_liveness_and_startup_quietly_readiness_keeps_probing() {
     d.at(6.0);
     assert_eq!(d.probe_times("app", Liveness), vec![1.0, 2.0]);
     assert_eq!(d.probe_times("slow", Startup), vec![1.0, 2.0]);
-    assert_eq!(d.probe_times("app", Readiness), vec![0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0]);
+    assert_eq!(
+        d.probe_times("app", Readiness),
+        vec![0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0]
+    );
     // The quiet shutdown publishes startup Success: nobody is killed for a startup failure.
     assert!(
         d.messages("Killing")
@@ -791,7 +817,8 @@ fn r11_startup_probe_gates_liveness_and_readiness() {
 
 #[test]
 fn r11_failures_must_be_consecutive_errors_do_not_count_or_reset() {
-    let mut d = Driver::new(json!({"containers": [c("app", json!({"livenessProbe": probe(1, 3)}))]}));
+    let mut d =
+        Driver::new(json!({"containers": [c("app", json!({"livenessProbe": probe(1, 3)}))]}));
     let script = [
         fail("a"),
         fail("b"),
@@ -811,7 +838,10 @@ fn r11_failures_must_be_consecutive_errors_do_not_count_or_reset() {
     let killing = d.events("Killing");
     assert_eq!(killing.len(), 1);
     assert_eq!(killing[0].0, 7.0);
-    assert_eq!(killing[0].2, "Container app failed liveness probe, will be restarted");
+    assert_eq!(
+        killing[0].2,
+        "Container app failed liveness probe, will be restarted"
+    );
 }
 
 #[test]
@@ -854,8 +884,8 @@ fn r12_readiness_probes_at_once_after_start_and_restarts_its_ticker() {
 #[test]
 fn r12_every_sync_kicks_the_readiness_probe_of_an_unready_container() {
     let mut d = Driver::new(json!({"containers": [
-        c("app", json!({"readinessProbe": probe(10, 1)})),
         c("other", json!({})),
+        c("app", json!({"readinessProbe": probe(10, 1)})),
     ]}));
     d.probe("app", Readiness, Success);
     d.at(3.0);
@@ -867,21 +897,31 @@ fn r12_every_sync_kicks_the_readiness_probe_of_an_unready_container() {
     d.probe("app", Readiness, fail("503"));
     // An unchanged result does not sync.
     assert_eq!(d.probe_times("app", Readiness), vec![0.0, 10.0, 10.0]);
-    // A PLEG event (a sibling exits and restarts) syncs the pod too.
+    // PLEG events (a sibling exits, then its replacement starts) sync the pod too: the second
+    // kick arrives while the first probe runs, so it runs again right after (Go's buffered
+    // trigger channel).
     d.at(14.0);
     d.exit("other", 1);
     assert_eq!(d.probe_times("app", Readiness), vec![0.0, 10.0, 10.0, 14.0]);
     d.probe("app", Readiness, fail("503"));
+    assert_eq!(
+        d.probe_times("app", Readiness),
+        vec![0.0, 10.0, 10.0, 14.0, 14.0]
+    );
+    d.probe("app", Readiness, fail("503"));
     d.at(25.0);
-    assert_eq!(d.probe_times("app", Readiness), vec![0.0, 10.0, 10.0, 14.0, 24.0]);
+    assert_eq!(
+        d.probe_times("app", Readiness),
+        vec![0.0, 10.0, 10.0, 14.0, 14.0, 24.0]
+    );
 }
 
 #[test]
 fn r12_ready_containers_are_not_kicked() {
     let mut d = Driver::with(
         json!({"containers": [
-            c("app", json!({"readinessProbe": probe(10, 1)})),
             c("other", json!({})),
+            c("app", json!({"readinessProbe": probe(10, 1)})),
         ]}),
         |d| d.answer_probes("app", Readiness, Success),
     );
@@ -950,7 +990,8 @@ fn r14_readiness_flips_ready_and_containers_ready_conditions() {
 
 #[test]
 fn r14_liveness_failure_kills_through_a_sync() {
-    let mut d = Driver::new(json!({"containers": [c("app", json!({"livenessProbe": probe(1, 1)}))]}));
+    let mut d =
+        Driver::new(json!({"containers": [c("app", json!({"livenessProbe": probe(1, 1)}))]}));
     d.at(1.0);
     d.probe("app", Liveness, fail("down"));
     assert_eq!(
@@ -983,7 +1024,10 @@ fn r15_startup_failure_kills_with_the_startup_message_and_restarts() {
             "Container app failed startup probe, will be restarted".to_string()
         )]
     );
-    assert_eq!(d.starts(), vec![(0.0, "app".to_string(), 0), (4.0, "app".to_string(), 1)]);
+    assert_eq!(
+        d.starts(),
+        vec![(0.0, "app".to_string(), 0), (4.0, "app".to_string(), 1)]
+    );
     // The new instance is probed again (after its own initial delay).
     d.at(7.0);
     assert_eq!(d.probe_times("app", Startup), vec![2.0, 3.0, 4.0, 6.0, 7.0]);
@@ -1000,7 +1044,10 @@ fn r15_startup_failure_under_never_is_not_restarted() {
     );
     d.at(3.0);
     // No `, will be restarted` suffix, and no new instance.
-    assert_eq!(d.messages("Killing"), vec!["Container app failed startup probe"]);
+    assert_eq!(
+        d.messages("Killing"),
+        vec!["Container app failed startup probe"]
+    );
     assert_eq!(d.starts().len(), 2);
     assert_eq!(d.state("app"), "terminated(Error,143)");
     assert_eq!(d.m.phase(), Phase::Running);
@@ -1044,17 +1091,25 @@ fn r15_probe_termination_grace_applies_to_startup_kills() {
         },
     );
     d.at(1.0);
-    assert_eq!(d.stops(), vec![(1.0, "app".to_string(), "SIGTERM".to_string(), 60)]);
+    assert_eq!(
+        d.stops(),
+        vec![(1.0, "app".to_string(), "SIGTERM".to_string(), 60)]
+    );
 }
 
 // ---- 6.3 events ---------------------------------------------------------------------------------
 
 #[test]
 fn r16_probe_error_event_and_the_attempt_is_discarded() {
-    let mut d = Driver::new(json!({"containers": [c("app", json!({"readinessProbe": probe(1, 1)}))]}));
+    let mut d =
+        Driver::new(json!({"containers": [c("app", json!({"readinessProbe": probe(1, 1)}))]}));
     d.probe("app", Readiness, Success);
     d.at(1.0);
-    d.probe("app", Readiness, ProbeOutcome::Error("unknown port \"web\"".to_string()));
+    d.probe(
+        "app",
+        Readiness,
+        ProbeOutcome::Error("unknown port \"web\"".to_string()),
+    );
     assert_eq!(
         d.events("Unhealthy"),
         vec![(
@@ -1079,12 +1134,20 @@ fn r17_failure_event_carries_the_probe_output() {
     d.at(2.0);
     d.probe("app", Startup, Success);
     d.at(3.0);
-    d.probe("app", Liveness, fail("HTTP probe failed with statuscode: 500"));
+    d.probe(
+        "app",
+        Liveness,
+        fail("HTTP probe failed with statuscode: 500"),
+    );
     assert_eq!(
         d.events("Unhealthy"),
         vec![
             // An empty output leaves the trailing space.
-            (1.0, EventType::Warning, "Startup probe failed: ".to_string()),
+            (
+                1.0,
+                EventType::Warning,
+                "Startup probe failed: ".to_string()
+            ),
             (
                 3.0,
                 EventType::Warning,
@@ -1096,7 +1159,8 @@ fn r17_failure_event_carries_the_probe_output() {
 
 #[test]
 fn r17_probe_warning_counts_as_success() {
-    let mut d = Driver::new(json!({"containers": [c("app", json!({"readinessProbe": probe(1, 1)}))]}));
+    let mut d =
+        Driver::new(json!({"containers": [c("app", json!({"readinessProbe": probe(1, 1)}))]}));
     d.probe(
         "app",
         Readiness,
@@ -1123,7 +1187,11 @@ fn h1_run_hook_carries_the_spec_handler() {
         .log
         .iter()
         .find_map(|(_, a)| match a {
-            Action::RunHook { handler, hook: HookKind::PostStart, .. } => Some(handler.clone()),
+            Action::RunHook {
+                handler,
+                hook: HookKind::PostStart,
+                ..
+            } => Some(handler.clone()),
             _ => None,
         })
         .expect("postStart requested");
@@ -1142,7 +1210,10 @@ fn h2_post_start_runs_after_start_and_hides_the_instance_until_done() {
     // Created and Started come before the hook; the hook runs against the new instance.
     let app_events: Vec<&str> = d.events_of(Some("app")).iter().map(|e| e.1).collect();
     assert_eq!(app_events, vec!["Created", "Started"]);
-    assert_eq!(d.hooks(), vec![(0.0, "app".to_string(), HookKind::PostStart)]);
+    assert_eq!(
+        d.hooks(),
+        vec![(0.0, "app".to_string(), HookKind::PostStart)]
+    );
     d.at(30.0);
     // Not running in the API, not started, pod Pending; later containers wait (A20).
     assert_eq!(d.state("app"), "waiting(ContainerCreating)");
@@ -1152,9 +1223,19 @@ fn h2_post_start_runs_after_start_and_hides_the_instance_until_done() {
     d.hook("app", HookKind::PostStart, Ok(()));
     assert_eq!(d.state("app"), "running");
     // startedAt is the process start, not the end of the hook.
-    let started_at = d.status("app").state.unwrap().running.unwrap().started_at.unwrap();
+    let started_at = d
+        .status("app")
+        .state
+        .unwrap()
+        .running
+        .unwrap()
+        .started_at
+        .unwrap();
     assert_eq!(started_at.0, d.t0);
-    assert_eq!(d.starts(), vec![(0.0, "app".to_string(), 0), (30.0, "next".to_string(), 0)]);
+    assert_eq!(
+        d.starts(),
+        vec![(0.0, "app".to_string(), 0), (30.0, "next".to_string(), 0)]
+    );
     assert_eq!(d.m.phase(), Phase::Running);
 }
 
@@ -1177,7 +1258,10 @@ fn h3_post_start_failure_kills_and_restarts_with_back_off() {
     );
     assert_eq!(d.events("FailedPostStartHook")[0].1, EventType::Warning);
     // Exited on SIGTERM, restarted at once (first restart), postStart runs again.
-    assert_eq!(d.starts(), vec![(0.0, "app".to_string(), 0), (1.0, "app".to_string(), 1)]);
+    assert_eq!(
+        d.starts(),
+        vec![(0.0, "app".to_string(), 0), (1.0, "app".to_string(), 1)]
+    );
     assert_eq!(d.hooks().len(), 2);
     // The failed start step is shown while the replacement is in its start step.
     let st = d.status("app");
@@ -1287,7 +1371,10 @@ fn h4_pre_stop_failure_event_and_termination_proceeds() {
         d.events("FailedPreStopHook"),
         vec![(1.0, EventType::Warning, "PreStopHook failed".to_string())]
     );
-    assert_eq!(d.stops(), vec![(1.0, "app".to_string(), "SIGTERM".to_string(), 29)]);
+    assert_eq!(
+        d.stops(),
+        vec![(1.0, "app".to_string(), "SIGTERM".to_string(), 29)]
+    );
     assert!(d.m.is_terminated());
 }
 
@@ -1378,13 +1465,19 @@ fn t1_pod_grace_comes_from_the_spec_or_the_delete() {
     d.delete(None);
     assert_eq!(d.m.pod().metadata.deletion_grace_period_seconds, Some(20));
     d.at(30.0);
-    assert_eq!(d.stops(), vec![(0.0, "app".to_string(), "SIGTERM".to_string(), 20)]);
+    assert_eq!(
+        d.stops(),
+        vec![(0.0, "app".to_string(), "SIGTERM".to_string(), 20)]
+    );
     assert_eq!(d.kills(), vec![(20.0, "app".to_string())]);
 
     let mut d = Driver::with(spec, setup);
     d.delete(Some(5));
     d.at(30.0);
-    assert_eq!(d.stops(), vec![(0.0, "app".to_string(), "SIGTERM".to_string(), 5)]);
+    assert_eq!(
+        d.stops(),
+        vec![(0.0, "app".to_string(), "SIGTERM".to_string(), 5)]
+    );
     assert_eq!(d.kills(), vec![(5.0, "app".to_string())]);
 }
 
@@ -1401,7 +1494,10 @@ fn t1_a_shorter_re_request_cuts_the_kill_in_progress_a_longer_one_is_ignored() {
     d.delete(Some(60));
     assert_eq!(d.m.pod().metadata.deletion_grace_period_seconds, Some(5));
     d.at(40.0);
-    assert_eq!(d.stops(), vec![(0.0, "app".to_string(), "SIGTERM".to_string(), 30)]);
+    assert_eq!(
+        d.stops(),
+        vec![(0.0, "app".to_string(), "SIGTERM".to_string(), 30)]
+    );
     assert_eq!(d.kills(), vec![(15.0, "app".to_string())]);
 }
 
@@ -1456,7 +1552,11 @@ fn t1_t10_forced_delete_grace_floor_one_second_and_two_second_stop() {
     );
     assert_eq!(
         d.lifecycle("plain"),
-        vec!["1 Killing: Stopping container plain", "1 Stop SIGTERM grace=2", "3 SIGKILL"]
+        vec![
+            "1 Killing: Stopping container plain",
+            "1 Stop SIGTERM grace=2",
+            "3 SIGKILL"
+        ]
     );
     assert_eq!(d.terminated_at, Some(4.0));
 }
@@ -1471,14 +1571,20 @@ fn t2_probe_grace_for_liveness_kills_deletion_grace_overrides() {
         d.ignore_stop.insert("app".to_string());
     });
     d.at(1.0);
-    assert_eq!(d.stops(), vec![(1.0, "app".to_string(), "SIGTERM".to_string(), 60)]);
+    assert_eq!(
+        d.stops(),
+        vec![(1.0, "app".to_string(), "SIGTERM".to_string(), 60)]
+    );
 
     // A pod deletion uses the pod value, never the probe's.
     let mut d = Driver::with(spec, |d| {
         d.ignore_stop.insert("app".to_string());
     });
     d.delete(None);
-    assert_eq!(d.stops(), vec![(0.0, "app".to_string(), "SIGTERM".to_string(), 30)]);
+    assert_eq!(
+        d.stops(),
+        vec![(0.0, "app".to_string(), "SIGTERM".to_string(), 30)]
+    );
 }
 
 #[test]
@@ -1531,7 +1637,10 @@ fn t4_all_containers_are_killed_concurrently() {
     d.delete(None);
     let hooks: Vec<(f64, String)> = d.hooks().into_iter().map(|h| (h.0, h.1)).collect();
     assert_eq!(hooks, vec![(1.0, "a".to_string()), (1.0, "b".to_string())]);
-    assert_eq!(d.stops(), vec![(1.0, "c".to_string(), "SIGTERM".to_string(), 30)]);
+    assert_eq!(
+        d.stops(),
+        vec![(1.0, "c".to_string(), "SIGTERM".to_string(), 30)]
+    );
     d.at(2.0);
     d.hook("b", HookKind::PreStop, Ok(()));
     d.at(4.0);
@@ -1539,7 +1648,11 @@ fn t4_all_containers_are_killed_concurrently() {
     let stops: Vec<(f64, String, u64)> = d.stops().into_iter().map(|s| (s.0, s.1, s.3)).collect();
     assert_eq!(
         stops,
-        vec![(1.0, "c".to_string(), 30), (2.0, "b".to_string(), 29), (4.0, "a".to_string(), 27)]
+        vec![
+            (1.0, "c".to_string(), 30),
+            (2.0, "b".to_string(), 29),
+            (4.0, "a".to_string(), 27)
+        ]
     );
     assert!(d.m.is_terminated());
 }
@@ -1588,7 +1701,11 @@ fn t5_sidecars_stop_after_regular_containers_in_reverse_order() {
     let stops: Vec<(f64, String, u64)> = d.stops().into_iter().map(|s| (s.0, s.1, s.3)).collect();
     assert_eq!(
         stops,
-        vec![(3.0, "a".to_string(), 27), (5.0, "b".to_string(), 25), (5.0, "s2".to_string(), 25)]
+        vec![
+            (3.0, "a".to_string(), 27),
+            (5.0, "b".to_string(), 25),
+            (5.0, "s2".to_string(), 25)
+        ]
     );
     d.at(6.0);
     d.exit("s2", 143);
@@ -1613,8 +1730,22 @@ fn t5_a_sidecar_whose_budget_ran_out_while_waiting_still_gets_two_seconds() {
     );
     d.delete(None);
     d.at(20.0);
-    assert_eq!(d.lifecycle("proxy"), vec!["0 Killing: Stopping container proxy", "5 Stop SIGTERM grace=2", "7 SIGKILL"]);
-    assert_eq!(d.lifecycle("app"), vec!["0 Killing: Stopping container app", "0 Stop SIGTERM grace=5", "5 SIGKILL"]);
+    assert_eq!(
+        d.lifecycle("proxy"),
+        vec![
+            "0 Killing: Stopping container proxy",
+            "5 Stop SIGTERM grace=2",
+            "7 SIGKILL"
+        ]
+    );
+    assert_eq!(
+        d.lifecycle("app"),
+        vec![
+            "0 Killing: Stopping container app",
+            "0 Stop SIGTERM grace=5",
+            "5 SIGKILL"
+        ]
+    );
 }
 
 #[test]
@@ -1631,11 +1762,23 @@ fn t5_job_style_completion_stops_sidecars_in_reverse_order() {
     );
     d.at(4.0);
     d.exit("job", 0);
-    assert_eq!(d.lifecycle("s2"), vec!["4 Killing: Stopping container s2", "4 Stop SIGTERM grace=30"]);
+    assert_eq!(
+        d.lifecycle("s2"),
+        vec![
+            "4 Killing: Stopping container s2",
+            "4 Stop SIGTERM grace=30"
+        ]
+    );
     assert_eq!(d.lifecycle("s1"), vec!["4 Killing: Stopping container s1"]);
     d.at(5.0);
     d.exit("s2", 143);
-    assert_eq!(d.lifecycle("s1"), vec!["4 Killing: Stopping container s1", "5 Stop SIGTERM grace=29"]);
+    assert_eq!(
+        d.lifecycle("s1"),
+        vec![
+            "4 Killing: Stopping container s1",
+            "5 Stop SIGTERM grace=29"
+        ]
+    );
     assert_eq!(d.m.phase(), Phase::Succeeded);
     assert!(d.m.is_terminated());
 }
@@ -1694,9 +1837,12 @@ fn t8_final_phase_succeeded_only_if_every_regular_container_exited_zero() {
 
 #[test]
 fn t9_pod_terminated_after_every_container_is_dead() {
-    let mut d = Driver::with(json!({"containers": [c("a", json!({})), c("b", json!({}))]}), |d| {
-        d.ignore_stop.insert("b".to_string());
-    });
+    let mut d = Driver::with(
+        json!({"containers": [c("a", json!({})), c("b", json!({}))]}),
+        |d| {
+            d.ignore_stop.insert("b".to_string());
+        },
+    );
     d.delete(Some(10));
     assert!(!d.m.is_terminated());
     assert_eq!(d.terminated_at, None);
@@ -1720,7 +1866,10 @@ fn t11_liveness_kill_of_a_sidecar_does_not_wait_for_ordering() {
     d.at(1.0);
     assert_eq!(
         d.lifecycle("proxy"),
-        vec!["1 Killing: Init container proxy failed liveness probe", "1 Stop SIGTERM grace=30"]
+        vec![
+            "1 Killing: Init container proxy failed liveness probe",
+            "1 Stop SIGTERM grace=30"
+        ]
     );
     // Restarted right away; the pod is not terminating.
     assert!(!d.m.is_terminating());
@@ -1739,7 +1888,10 @@ fn t11_definition_change_kill_and_restart() {
     d.drain();
     assert_eq!(
         d.lifecycle("app"),
-        vec!["2 Killing: Container app definition changed, will be restarted", "2 Stop SIGTERM grace=30"]
+        vec![
+            "2 Killing: Container app definition changed, will be restarted",
+            "2 Stop SIGTERM grace=30"
+        ]
     );
     assert_eq!(d.starts().last(), Some(&(2.0, "app".to_string(), 1)));
     assert_eq!(d.status("app").image, "busybox:2");
@@ -1762,7 +1914,14 @@ fn m1_active_deadline_terminates_like_a_deletion() {
             "Pod was active on the node longer than the specified deadline".to_string()
         )]
     );
-    assert_eq!(d.lifecycle("app"), vec!["10 Killing: Stopping container app", "10 Stop SIGTERM grace=4", "14 SIGKILL"]);
+    assert_eq!(
+        d.lifecycle("app"),
+        vec![
+            "10 Killing: Stopping container app",
+            "10 Stop SIGTERM grace=4",
+            "14 SIGKILL"
+        ]
+    );
     assert_eq!(d.m.phase(), Phase::Failed);
     let status = d.m.pod().status.clone().unwrap();
     assert_eq!(status.reason.as_deref(), Some("DeadlineExceeded"));
@@ -1778,6 +1937,82 @@ fn b5_back_off_message_names_the_pod() {
     d.exit("app", 1);
     assert_eq!(
         d.messages("BackOff"),
-        vec![format!("Back-off restarting failed container app in pod {FULL_NAME}")]
+        vec![format!(
+            "Back-off restarting failed container app in pod {FULL_NAME}"
+        )]
     );
+}
+
+#[test]
+fn t6_a_back_off_pending_at_deletion_is_no_timer_to_wake_for() {
+    let mut d = Driver::new(json!({"containers": [
+        c("app", json!({})),
+        c("slow", json!({"lifecycle": pre_stop()})),
+    ]}));
+    d.at(1.0);
+    d.exit("app", 1);
+    d.at(2.0);
+    d.exit("app", 1); // back-off until 12
+    d.at(3.0);
+    d.delete(None);
+    // slow's preStop runs until 33; the back-off expiring at 12 must not spin the driver.
+    d.at(20.0);
+    assert!(d.m.poll_timeout().is_some_and(|t| t > d.now));
+    assert_eq!(d.starts().len(), 3);
+    d.at(40.0);
+    assert!(d.m.is_terminated());
+}
+
+#[test]
+fn b7_a_back_off_expiring_while_initialization_regressed_is_no_busy_timer() {
+    let mut d = Driver::new(json!({
+        "initContainers": [sidecar("proxy", json!({}))],
+        "containers": [c("app", json!({}))],
+    }));
+    d.at(1.0);
+    d.exit("app", 1); // restarted at once
+    d.at(2.0);
+    d.exit("app", 1); // back-off until 12
+    d.at(3.0);
+    d.exit("proxy", 1); // restarted at once
+    d.at(4.0);
+    d.exit("proxy", 1); // back-off until 14: the pod is not initialized any more
+    // At 12 the app's back-off is over but its turn has not come: nothing to spin on.
+    d.at(13.0);
+    assert!(d.m.poll_timeout().is_some_and(|t| t > d.now));
+    d.at(14.0);
+    let last: Vec<(f64, String, i32)> = d.starts().into_iter().skip(4).collect();
+    assert_eq!(
+        last,
+        vec![(14.0, "proxy".to_string(), 2), (14.0, "app".to_string(), 2)]
+    );
+}
+
+#[test]
+fn p11_a_terminal_phase_is_never_left_even_for_the_other_terminal_phase() {
+    // The image change kills the app (restart forced, A11); it exits 0 and its replacement's start
+    // is still in flight when the pod is deleted.
+    let spec = json!({"containers": [c("app", json!({
+        "restartPolicy": "Never",
+        "restartPolicyRules": [{"action": "Restart", "exitCodes": {"operator": "In", "values": [42]}}],
+    }))]});
+    let mut d = Driver::with(spec.clone(), |d| {
+        d.ignore_stop.insert("app".to_string());
+    });
+    d.auto_start = false;
+    let mut new = pod(spec);
+    new.spec.as_mut().unwrap().containers[0].image = Some("busybox:2".to_string());
+    d.m.handle_spec_update(new, d.now);
+    d.drain();
+    d.at(1.0);
+    d.exit("app", 0);
+    d.delete(Some(3));
+    // The app's newest instance exited 0 and will not be restarted by policy.
+    assert_eq!(d.m.phase(), Phase::Succeeded);
+    // The replacement starts anyway and is killed with the pod (137): still Succeeded.
+    d.start_pending();
+    d.at(10.0);
+    assert!(d.m.is_terminated());
+    assert_eq!(d.kills().len(), 1);
+    assert_eq!(d.m.phase(), Phase::Succeeded);
 }

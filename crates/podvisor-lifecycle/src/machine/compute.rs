@@ -67,12 +67,15 @@ impl PodMachine {
             return true;
         };
         match &newest.state {
-            InstState::Exited(e) => container_should_restart(
-                self.container_spec_of(ci),
-                self.containers[ci].kind,
-                self.pod_policy(),
-                e.exit_code,
-            ),
+            InstState::Exited(e) => {
+                newest.restart_on_exit
+                    || container_should_restart(
+                        self.container_spec_of(ci),
+                        self.containers[ci].kind,
+                        self.pod_policy(),
+                        e.exit_code,
+                    )
+            }
             _ => false,
         }
     }
@@ -106,12 +109,27 @@ impl PodMachine {
         }
         // Syncs are serial: a start step (create, start, postStart) in progress blocks the next
         // one (A20).
-        if self.containers.iter().any(|c| c.instances.iter().any(Instance::is_starting)) {
+        if self
+            .containers
+            .iter()
+            .any(|c| c.instances.iter().any(Instance::is_starting))
+        {
             return;
         }
         if self.kill_pod {
             self.kill_all(None, now);
             return;
+        }
+        // This is the requeued sync a failed or backed-off start waited for, whether or not it
+        // gets to that container (initialization may have regressed meanwhile): the timers are
+        // spent. (A start still blocked by back-off always yields a later `until`.)
+        for c in &mut self.containers {
+            if c.retry_at.is_some_and(|r| r <= now) {
+                c.retry_at = None;
+            }
+            if c.backoff_until.is_some_and(|u| u <= now) {
+                c.backoff_until = None;
+            }
         }
         let actions = self.compute_pod_actions();
         if actions.kill_pod {
@@ -180,7 +198,14 @@ impl PodMachine {
             } else {
                 message
             };
-            out.to_kill.push((ci, KillReason { message, probe, restart }));
+            out.to_kill.push((
+                ci,
+                KillReason {
+                    message,
+                    probe,
+                    restart,
+                },
+            ));
         }
         // A13: nothing left to keep or start: stop everything, sidecars included.
         if keep == 0 && out.to_start.is_empty() && restart_after_kill == 0 {
@@ -321,11 +346,21 @@ impl PodMachine {
     fn start_containers(&mut self, to_start: &[usize], now: Timestamp) {
         let mut started = false;
         for &ci in to_start {
+            if self.containers[ci].retry_at.is_some_and(|r| now < r) {
+                if self.containers[ci].kind == ContainerKind::Init {
+                    return;
+                }
+                continue;
+            }
             let image = self.container_spec_of(ci).image.clone().unwrap_or_default();
             let name = self.containers[ci].name.clone();
             let finished = self.containers[ci].newest_exited().map(|e| e.finished_at);
             match self.backoff.check(&name, &image, finished, now) {
                 BackoffCheck::Blocked { delay, until } => {
+                    // A11: the restart after a kill was this one attempt.
+                    if let Some(i) = self.containers[ci].instances.last_mut() {
+                        i.restart_on_exit = false;
+                    }
                     let message = format!(
                         "back-off {} restarting failed container={} pod={}",
                         go_duration(delay),
@@ -353,6 +388,7 @@ impl PodMachine {
                         self.backoff.advance(&name, &image, f, now);
                     }
                     self.containers[ci].backoff_until = None;
+                    self.containers[ci].retry_at = None;
                     self.start_instance(ci, image);
                     started = true;
                     if self.containers[ci].kind == ContainerKind::Init {
@@ -386,6 +422,7 @@ impl PodMachine {
                 ProbeResult::initial(ProbeKind::Readiness),
             ],
             stop: None,
+            restart_on_exit: false,
         });
         self.actions.push_back(Action::StartContainer {
             name: c.name.clone(),
@@ -403,7 +440,11 @@ impl PodMachine {
             .iter()
             .any(|c| c.kind == ContainerKind::Sidecar);
         for ci in 0..self.containers.len() {
-            let Some(ii) = self.containers[ci].instances.iter().rposition(Instance::is_alive) else {
+            let Some(ii) = self.containers[ci]
+                .instances
+                .iter()
+                .rposition(Instance::is_alive)
+            else {
                 continue;
             };
             if self.containers[ci].instances[ii].stop.is_some() {
@@ -434,6 +475,7 @@ impl PodMachine {
         }
         for c in &mut self.containers {
             c.backoff_until = None;
+            c.retry_at = None;
         }
         self.worker = Worker::Terminated;
         self.sandbox = Sandbox::Gone;

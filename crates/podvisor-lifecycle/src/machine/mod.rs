@@ -18,6 +18,7 @@ use crate::action::{
 use crate::backoff::Backoff;
 use crate::config::MachineConfig;
 use crate::probe::{ProbeResult, ProbeWorker};
+use crate::status::phase::is_sidecar;
 use crate::time::trunc_secs;
 use k8s_openapi::api::core::v1::{Container, Pod, PodCondition, PodSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -62,6 +63,10 @@ pub(crate) struct Instance {
     pub results: [ProbeResult; 3],
     /// A stop (kill) in progress.
     pub stop: Option<Stop>,
+    /// Exited after a kill with the restart flag (A11): the kubelet starts the replacement in
+    /// the same sync as the kill, whatever the restart policy. Cleared when that start is
+    /// blocked or fails; later syncs decide by policy again.
+    pub restart_on_exit: bool,
 }
 
 impl Instance {
@@ -111,6 +116,10 @@ pub(crate) struct ContainerState {
     pub reason_cache: Option<(String, String)>,
     /// When the current back-off wait ends, while a start is blocked.
     pub backoff_until: Option<Timestamp>,
+    /// A start that failed before anything was created is retried at the next sync, which the
+    /// pod worker requeues 10 s after an errored sync (`backOffPeriod`); the start is skipped
+    /// until then (A18: the other containers still start).
+    pub retry_at: Option<Timestamp>,
 }
 
 impl ContainerState {
@@ -260,14 +269,19 @@ impl PodMachine {
             }
         }
         // A start step in progress triggers the next sync itself; a back-off expiring meanwhile
-        // is not a timer to wake for.
+        // is not a timer to wake for. Neither is one once nothing will be started any more
+        // (terminating, or KillPod decided): it would stay due forever.
         let starting = self
             .containers
             .iter()
             .any(|c| c.instances.iter().any(Instance::is_starting));
+        let may_start = self.worker == Worker::Syncing && !self.kill_pod;
         for c in &self.containers {
-            if let Some(u) = c.backoff_until.filter(|_| !starting) {
+            if let Some(u) = c.backoff_until.filter(|_| !starting && may_start) {
                 consider(u);
+            }
+            if let Some(r) = c.retry_at.filter(|_| !starting && may_start) {
+                consider(r);
             }
             for i in &c.instances {
                 if let Some(d) = i.stop.as_ref().and_then(Stop::deadline) {
@@ -392,6 +406,10 @@ impl PodMachine {
             });
         } else {
             self.containers[ci].instances.remove(ii);
+            self.containers[ci].retry_at = Some(now + crate::time::secs(10));
+        }
+        for inst in &mut self.containers[ci].instances {
+            inst.restart_on_exit = false;
         }
         self.emit(
             EventType::Warning,
@@ -404,7 +422,12 @@ impl PodMachine {
     }
 
     /// The instance exited.
-    pub fn handle_container_exited(&mut self, instance: InstanceId, exit: ExitStatus, now: Timestamp) {
+    pub fn handle_container_exited(
+        &mut self,
+        instance: InstanceId,
+        exit: ExitStatus,
+        now: Timestamp,
+    ) {
         let Some((ci, ii)) = self.find_instance(instance) else {
             return;
         };
@@ -436,6 +459,7 @@ impl PodMachine {
             started_at,
             finished_at: exit.finished_at.unwrap_or(now),
         });
+        inst.restart_on_exit = inst.stop.as_ref().is_some_and(|s| s.restart);
         inst.stop = None;
         self.kick_unready_readiness(now);
         self.step(now);
@@ -499,7 +523,8 @@ impl PodMachine {
             meta.deletion_grace_period_seconds = Some(grace);
             meta.deletion_timestamp = Some(Time(trunc_secs(now) + crate::time::secs(grace)));
             // The object changed (K6 `Terminating`) even if the status did not.
-            self.actions.push_back(Action::PublishStatus);
+            self.actions
+                .push_back(Action::PublishStatus(Box::new(self.pod.clone())));
         }
         self.begin_termination(now);
         self.kick_unready_readiness(now);
@@ -516,7 +541,10 @@ impl PodMachine {
         if let Some(mut spec) = pod.spec {
             spec.node_name = node;
             for c in &self.containers {
-                let image = container_spec(&spec, c.kind, c.index).image.clone().unwrap_or_default();
+                let image = container_spec(&spec, c.kind, c.index)
+                    .image
+                    .clone()
+                    .unwrap_or_default();
                 self.backoff.retain_image(&c.name, &image);
             }
             self.pod.spec = Some(spec);
@@ -549,6 +577,16 @@ impl PodMachine {
     fn step(&mut self, now: Timestamp) {
         self.advance_stops(now);
         if self.worker == Worker::Syncing {
+            // Spec 0.1: a sync first writes the status as it finds the pod, then acts; so a
+            // container that died shows `Error` before its `CrashLoopBackOff`. A container killed
+            // to be restarted is replaced within one kubelet sync, so that gap is never shown.
+            let awaiting_replacement = self.containers.iter().any(|c| {
+                c.newest()
+                    .is_some_and(|i| i.exit().is_some() && i.restart_on_exit)
+            });
+            if !awaiting_replacement {
+                self.publish_status(now);
+            }
             self.check_active_deadline(now);
         }
         match self.worker {
@@ -590,7 +628,12 @@ impl PodMachine {
         }
         let message = "Pod was active on the node longer than the specified deadline";
         self.evicted = Some(("DeadlineExceeded".to_string(), message.to_string()));
-        self.emit(EventType::Normal, "DeadlineExceeded", message.to_string(), None);
+        self.emit(
+            EventType::Normal,
+            "DeadlineExceeded",
+            message.to_string(),
+            None,
+        );
         self.begin_termination(now);
     }
 
@@ -601,10 +644,10 @@ impl PodMachine {
             Worker::Terminating { grace } => Some(grace),
             Worker::Syncing => None,
         };
-        if let Some(d) = self.pod.metadata.deletion_grace_period_seconds {
-            if chosen.is_none_or(|c| d < c) {
-                chosen = Some(d);
-            }
+        if let Some(d) = self.pod.metadata.deletion_grace_period_seconds
+            && chosen.is_none_or(|c| d < c)
+        {
+            chosen = Some(d);
         }
         let grace = chosen
             .unwrap_or_else(|| self.spec().termination_grace_period_seconds.unwrap_or(30))
@@ -619,7 +662,10 @@ impl PodMachine {
     // ----- helpers -----
 
     pub(crate) fn spec(&self) -> &PodSpec {
-        self.pod.spec.as_ref().expect("a PodMachine always has a spec")
+        self.pod
+            .spec
+            .as_ref()
+            .expect("a PodMachine always has a spec")
     }
 
     pub(crate) fn container_spec_of(&self, ci: usize) -> &Container {
@@ -643,7 +689,8 @@ impl PodMachine {
         message: String,
         container: Option<usize>,
     ) {
-        let container = container.map(|ci| (self.containers[ci].kind, self.containers[ci].name.clone()));
+        let container =
+            container.map(|ci| (self.containers[ci].kind, self.containers[ci].name.clone()));
         self.actions.push_back(Action::EmitEvent(Event {
             type_,
             reason,
@@ -663,7 +710,13 @@ impl PodMachine {
         )
     }
 
-    fn post_start_done(&mut self, ci: usize, ii: usize, result: Result<(), String>, now: Timestamp) {
+    fn post_start_done(
+        &mut self,
+        ci: usize,
+        ii: usize,
+        result: Result<(), String>,
+        now: Timestamp,
+    ) {
         let inst = &mut self.containers[ci].instances[ii];
         let InstState::PostStart { started_at } = inst.state else {
             return;
@@ -706,13 +759,9 @@ impl ContainerState {
             instances: Vec::new(),
             reason_cache: None,
             backoff_until: None,
+            retry_at: None,
         }
     }
-}
-
-/// A sidecar: an init container with `restartPolicy: Always`.
-pub fn is_sidecar(c: &Container) -> bool {
-    c.restart_policy.as_deref() == Some("Always")
 }
 
 pub(crate) fn container_spec(spec: &PodSpec, kind: ContainerKind, index: usize) -> &Container {
@@ -722,7 +771,10 @@ pub(crate) fn container_spec(spec: &PodSpec, kind: ContainerKind, index: usize) 
     }
 }
 
-pub(crate) fn probe_of(c: &Container, kind: ProbeKind) -> Option<&k8s_openapi::api::core::v1::Probe> {
+pub(crate) fn probe_of(
+    c: &Container,
+    kind: ProbeKind,
+) -> Option<&k8s_openapi::api::core::v1::Probe> {
     match kind {
         ProbeKind::Startup => c.startup_probe.as_ref(),
         ProbeKind::Liveness => c.liveness_probe.as_ref(),
@@ -735,7 +787,11 @@ fn termination_message(exit: &ExitStatus, fallback_to_logs: bool, reason: &str) 
     const MAX_FILE: usize = 4096;
     const MAX_LOG_BYTES: usize = 2048;
     const MAX_LOG_LINES: usize = 80;
-    if let Some(msg) = exit.termination_message.as_deref().filter(|m| !m.is_empty()) {
+    if let Some(msg) = exit
+        .termination_message
+        .as_deref()
+        .filter(|m| !m.is_empty())
+    {
         return Some(tail_bytes(msg, MAX_FILE).to_string());
     }
     if fallback_to_logs && exit.exit_code != 0 && reason != "ContainerCannotRun" {

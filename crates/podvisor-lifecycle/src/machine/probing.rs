@@ -110,7 +110,11 @@ impl PodMachine {
     }
 
     fn set_result(&mut self, ci: usize, id: InstanceId, kind: ProbeKind, result: ProbeResult) {
-        if let Some(inst) = self.containers[ci].instances.iter_mut().find(|i| i.id == id) {
+        if let Some(inst) = self.containers[ci]
+            .instances
+            .iter_mut()
+            .find(|i| i.id == id)
+        {
             inst.results[kind as usize] = result;
         }
     }
@@ -170,7 +174,8 @@ impl PodMachine {
             .map(|i| i.result(kind));
         self.set_result(ci, instance, kind, result);
         // R14: a changed result (liveness: only a failure) makes the kubelet sync the pod.
-        if previous != Some(result) && (kind != ProbeKind::Liveness || result == ProbeResult::Failure)
+        if previous != Some(result)
+            && (kind != ProbeKind::Liveness || result == ProbeResult::Failure)
         {
             self.kick_unready_readiness(now);
         }

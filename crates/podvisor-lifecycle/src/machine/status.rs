@@ -2,12 +2,12 @@
 //! sections 1.3, 2 and 9 over the machine's instance records.
 
 use super::{ContainerState, InstState, Instance, PodMachine, Sandbox, Worker};
+use crate::Phase;
 use crate::action::{Action, ContainerKind, ProbeKind};
 use crate::probe::ProbeResult;
 use crate::status::conditions::{ConditionInput, generate_conditions};
 use crate::status::phase::{PhaseInput, get_phase};
 use crate::time::trunc_secs;
-use crate::Phase;
 use k8s_openapi::api::core::v1::{
     ContainerState as ApiState, ContainerStateRunning, ContainerStateTerminated,
     ContainerStateWaiting, ContainerStatus, HostIP, PodIP, PodStatus,
@@ -47,10 +47,21 @@ fn terminated_state(inst: &Instance) -> Option<ContainerStateTerminated> {
 impl PodMachine {
     /// Regenerates the status and queues `PublishStatus` when it changed.
     pub(super) fn publish_status(&mut self, now: Timestamp) {
+        // A11: the kubelet kills a container and starts its replacement in one sync, so it never
+        // publishes the gap (which would read as terminal under `Never`/`OnFailure`): keep the
+        // previous status while such a replacement is in its start step.
+        let replacing_killed = self.containers.iter().any(|c| {
+            let n = c.instances.len();
+            n >= 2 && c.instances[n - 1].is_starting() && c.instances[n - 2].restart_on_exit
+        });
+        if replacing_killed && self.worker == Worker::Syncing {
+            return;
+        }
         let status = self.build_status(now);
         if self.pod.status.as_ref() != Some(&status) {
             self.pod.status = Some(status);
-            self.actions.push_back(Action::PublishStatus);
+            self.actions
+                .push_back(Action::PublishStatus(Box::new(self.pod.clone())));
         }
     }
 
@@ -86,24 +97,28 @@ impl PodMachine {
         });
         // S6: a container that will be restarted shows the last failed start step.
         let init_succeeded = c.kind == ContainerKind::Init
-            && newest.and_then(Instance::exit).is_some_and(|e| e.exit_code == 0);
+            && newest
+                .and_then(Instance::exit)
+                .is_some_and(|e| e.exit_code == 0);
         // A replacement in its start step is the restart under way: the kubelet still shows the
         // status it generated before that sync (the cached failure, H3/S6).
         let restarting = c.newest().is_some_and(Instance::is_starting)
             && self.pod.metadata.deletion_timestamp.is_none();
-        if !terminal && !init_succeeded && (restarting || self.should_restart(ci)) {
-            if let Some((reason, message)) = &c.reason_cache {
-                if state.terminated.is_some() {
-                    last_state = Some(state.clone());
-                }
-                state = ApiState {
-                    waiting: Some(ContainerStateWaiting {
-                        reason: Some(reason.clone()),
-                        message: Some(message.clone()),
-                    }),
-                    ..Default::default()
-                };
+        if !terminal
+            && !init_succeeded
+            && (restarting || self.should_restart(ci))
+            && let Some((reason, message)) = &c.reason_cache
+        {
+            if state.terminated.is_some() {
+                last_state = Some(state.clone());
             }
+            state = ApiState {
+                waiting: Some(ContainerStateWaiting {
+                    reason: Some(reason.clone()),
+                    message: Some(message.clone()),
+                }),
+                ..Default::default()
+            };
         }
         let running = state.running.is_some();
         let started = running && self.instance_started(ci);
@@ -172,8 +187,8 @@ impl PodMachine {
             is_static: self.config.is_static,
         });
         let prev_phase = prev.phase.as_deref().and_then(Phase::parse);
-        // P11: never leave a terminal phase.
-        if let Some(p) = prev_phase.filter(|p| p.is_terminal() && !phase.is_terminal()) {
+        // P11: never leave a terminal phase, not even for the other one (forced back).
+        if let Some(p) = prev_phase.filter(|p| p.is_terminal() && *p != phase) {
             phase = p;
         }
         let (mut reason, mut message) = (None, None);
@@ -237,15 +252,20 @@ fn terminate_statuses(
         terminated: Some(ContainerStateTerminated {
             exit_code: 137,
             reason: Some("ContainerStatusUnknown".to_string()),
-            message: Some("The container could not be located when the pod was terminated".to_string()),
+            message: Some(
+                "The container could not be located when the pod was terminated".to_string(),
+            ),
             ..Default::default()
         }),
         ..Default::default()
     };
-    let is_terminated = |s: &ContainerStatus| s.state.as_ref().is_some_and(|st| st.terminated.is_some());
+    let is_terminated =
+        |s: &ContainerStatus| s.state.as_ref().is_some_and(|st| st.terminated.is_some());
     let has_started = |s: &ContainerStatus| {
         s.state.as_ref().is_some_and(|st| st.running.is_some())
-            || s.last_state.as_ref().is_some_and(|st| st.terminated.is_some())
+            || s.last_state
+                .as_ref()
+                .is_some_and(|st| st.terminated.is_some())
     };
     if initialized {
         for s in statuses.iter_mut().filter(|s| !is_terminated(s)) {
@@ -280,15 +300,18 @@ fn cap_messages(init_statuses: &mut [ContainerStatus], statuses: &mut [Container
     }
     let limit = MAX_POD_TERMINATION_MESSAGE / n;
     for s in init_statuses.iter_mut().chain(statuses.iter_mut()) {
-        for st in [s.state.as_mut(), s.last_state.as_mut()].into_iter().flatten() {
-            if let Some(m) = st.terminated.as_mut().and_then(|t| t.message.as_mut()) {
-                if m.len() > limit {
-                    let mut end = limit;
-                    while !m.is_char_boundary(end) {
-                        end -= 1;
-                    }
-                    m.truncate(end);
+        for st in [s.state.as_mut(), s.last_state.as_mut()]
+            .into_iter()
+            .flatten()
+        {
+            if let Some(m) = st.terminated.as_mut().and_then(|t| t.message.as_mut())
+                && m.len() > limit
+            {
+                let mut end = limit;
+                while !m.is_char_boundary(end) {
+                    end -= 1;
                 }
+                m.truncate(end);
             }
         }
     }
@@ -296,7 +319,11 @@ fn cap_messages(init_statuses: &mut [ContainerStatus], statuses: &mut [Container
 
 /// The pod's QoS class (`Guaranteed`, `Burstable`, `BestEffort`).
 fn qos_class(spec: &k8s_openapi::api::core::v1::PodSpec) -> &'static str {
-    let all = spec.init_containers.iter().flatten().chain(spec.containers.iter());
+    let all = spec
+        .init_containers
+        .iter()
+        .flatten()
+        .chain(spec.containers.iter());
     let mut any = false;
     let mut guaranteed = true;
     for c in all {

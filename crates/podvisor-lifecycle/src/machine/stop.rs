@@ -27,9 +27,15 @@ pub(crate) struct Stop {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Stage {
     /// The preStop hook runs; wait for it or for `deadline` (H4).
-    PreStop { since: Timestamp, deadline: Timestamp },
+    PreStop {
+        since: Timestamp,
+        deadline: Timestamp,
+    },
     /// A sidecar waits for its turn (T5) until `deadline`.
-    WaitTurn { since: Timestamp, deadline: Timestamp },
+    WaitTurn {
+        since: Timestamp,
+        deadline: Timestamp,
+    },
     /// The stop signal was sent; SIGKILL at `kill_at`.
     Signalled { kill_at: Timestamp },
     /// SIGKILL was sent; waiting for the exit.
@@ -53,12 +59,11 @@ impl PodMachine {
         if let Some(d) = self.pod.metadata.deletion_grace_period_seconds {
             return d;
         }
-        if let Some(kind) = probe.filter(|k| *k != ProbeKind::Readiness) {
-            if let Some(g) = super::probe_of(self.container_spec_of(ci), kind)
+        if let Some(kind) = probe.filter(|k| *k != ProbeKind::Readiness)
+            && let Some(g) = super::probe_of(self.container_spec_of(ci), kind)
                 .and_then(|p| p.termination_grace_period_seconds)
-            {
-                return g;
-            }
+        {
+            return g;
         }
         self.spec().termination_grace_period_seconds.unwrap_or(30)
     }
@@ -115,9 +120,15 @@ impl PodMachine {
 
     /// preStop is over: wait for the turn (sidecars, T5) or signal.
     fn after_pre_stop(&mut self, ci: usize, ii: usize, now: Timestamp) {
-        let stop = self.containers[ci].instances[ii].stop.as_mut().expect("stopping");
+        let stop = self.containers[ci].instances[ii]
+            .stop
+            .as_mut()
+            .expect("stopping");
         if stop.ordering && stop.grace > 0 && self.containers[ci].kind == ContainerKind::Sidecar {
-            let stop = self.containers[ci].instances[ii].stop.as_mut().expect("stopping");
+            let stop = self.containers[ci].instances[ii]
+                .stop
+                .as_mut()
+                .expect("stopping");
             stop.stage = Stage::WaitTurn {
                 since: now,
                 deadline: now + secs(stop.grace),
@@ -196,7 +207,10 @@ impl PodMachine {
                         if stop.pre_stop_done || now >= deadline {
                             // H4: whole elapsed seconds come off the budget.
                             let elapsed = whole_secs_between(now.min(deadline), since);
-                            let s = self.containers[ci].instances[ii].stop.as_mut().expect("stop");
+                            let s = self.containers[ci].instances[ii]
+                                .stop
+                                .as_mut()
+                                .expect("stop");
                             s.grace -= elapsed;
                             self.after_pre_stop(ci, ii, now);
                         }
@@ -207,7 +221,8 @@ impl PodMachine {
                         let inst = &mut self.containers[ci].instances[ii];
                         inst.stop.as_mut().expect("stop").stage = Stage::Killed;
                         let instance = inst.id;
-                        self.actions.push_back(Action::KillContainer { name, instance });
+                        self.actions
+                            .push_back(Action::KillContainer { name, instance });
                     }
                     Stage::Signalled { .. } | Stage::Killed => {}
                 }
@@ -222,7 +237,9 @@ impl PodMachine {
         let limit = now + secs(grace);
         for c in &mut self.containers {
             for i in &mut c.instances {
-                let Some(stop) = i.stop.as_mut() else { continue };
+                let Some(stop) = i.stop.as_mut() else {
+                    continue;
+                };
                 stop.grace = stop.grace.min(grace);
                 match &mut stop.stage {
                     Stage::PreStop { deadline, .. } | Stage::WaitTurn { deadline, .. } => {

@@ -9,11 +9,11 @@ pub mod script;
 pub use output::{json_lines, text_report};
 pub use script::Script;
 
+use crate::ExitStatus;
 use crate::action::{Action, Event, HookKind, InstanceId, ProbeKind, ProbeOutcome};
 use crate::config::MachineConfig;
 use crate::kubectl::pod_row;
 use crate::machine::PodMachine;
-use crate::ExitStatus;
 use k8s_openapi::api::core::v1::{LifecycleHandler, Pod};
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use script::{ContainerScript, Outcome, ResultFrom};
@@ -124,11 +124,28 @@ pub enum SimError {
 #[derive(Debug, Clone)]
 enum Happening {
     SandboxReady,
-    Started { name: String, id: InstanceId },
-    Probe { name: String, id: InstanceId, kind: ProbeKind },
-    Exit { id: InstanceId, code: i32, oom: bool },
-    Hook { id: InstanceId, hook: HookKind, ok: bool },
-    Delete { grace: Option<i64> },
+    Started {
+        name: String,
+        id: InstanceId,
+    },
+    Probe {
+        name: String,
+        id: InstanceId,
+        kind: ProbeKind,
+    },
+    Exit {
+        id: InstanceId,
+        code: i32,
+        oom: bool,
+    },
+    Hook {
+        id: InstanceId,
+        hook: HookKind,
+        ok: bool,
+    },
+    Delete {
+        grace: Option<i64>,
+    },
 }
 
 struct Live {
@@ -175,7 +192,11 @@ pub fn simulate_counting(
                 .collect()
         })
         .unwrap_or_default();
-    if let Some(unknown) = script.containers.keys().find(|k| !names.contains(&k.as_str())) {
+    if let Some(unknown) = script
+        .containers
+        .keys()
+        .find(|k| !names.contains(&k.as_str()))
+    {
         return Err(SimError::UnknownContainer(unknown.clone()));
     }
     let m = PodMachine::new(pod, opts.config.clone(), opts.start);
@@ -195,9 +216,12 @@ pub fn simulate_counting(
     };
     if let Some(d) = &script.delete {
         let at = opts.start + dur(d.at);
-        sim.schedule(at, Happening::Delete {
-            grace: d.grace_period_seconds,
-        });
+        sim.schedule(
+            at,
+            Happening::Delete {
+                grace: d.grace_period_seconds,
+            },
+        );
     }
     let end = opts.start + dur(opts.duration);
     sim.drain();
@@ -247,8 +271,7 @@ fn prepare(mut pod: Pod, start: Timestamp) -> Pod {
         meta.uid = Some(fake_uid(&name));
     }
     if meta.creation_timestamp.is_none() {
-        meta.creation_timestamp =
-            Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(start));
+        meta.creation_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(start));
     }
     pod
 }
@@ -367,11 +390,14 @@ impl Sim<'_> {
                 instance,
                 kind,
                 ..
-            } => self.schedule(now, Happening::Probe {
-                name,
-                id: instance,
-                kind,
-            }),
+            } => self.schedule(
+                now,
+                Happening::Probe {
+                    name,
+                    id: instance,
+                    kind,
+                },
+            ),
             Action::StopContainer {
                 name,
                 instance,
@@ -380,29 +406,37 @@ impl Sim<'_> {
             } => {
                 self.runtime(&name, format!("{signal} (SIGKILL in {}s)", grace.as_secs()));
                 let cs = self.container_script(&name);
-                let after = cs.and_then(|c| c.stop_after_signal).unwrap_or(Some(Duration::ZERO));
+                let after = cs
+                    .and_then(|c| c.stop_after_signal)
+                    .unwrap_or(Some(Duration::ZERO));
                 let code = cs
                     .and_then(|c| c.signal_exit_code)
                     .unwrap_or(128 + signal_number(&signal));
                 if let Some(after) = after {
-                    self.schedule(now + dur(after), Happening::Exit {
-                        id: instance,
-                        code,
-                        oom: false,
-                    });
+                    self.schedule(
+                        now + dur(after),
+                        Happening::Exit {
+                            id: instance,
+                            code,
+                            oom: false,
+                        },
+                    );
                 }
             }
             Action::KillContainer { instance, name } => {
                 self.runtime(&name, "SIGKILL".to_string());
-                self.schedule(now, Happening::Exit {
-                    id: instance,
-                    code: 137,
-                    oom: false,
-                });
+                self.schedule(
+                    now,
+                    Happening::Exit {
+                        id: instance,
+                        code: 137,
+                        oom: false,
+                    },
+                );
             }
             Action::EmitEvent(event) => self.records.push(Record::Event { t: self.t(), event }),
-            Action::PublishStatus => {
-                let snap = snapshot(self.m.pod(), now);
+            Action::PublishStatus(pod) => {
+                let snap = snapshot(&pod, now);
                 if self.last.as_ref() != Some(&snap) {
                     self.last = Some(snap.clone());
                     self.records.push(Record::Status {
@@ -425,28 +459,41 @@ impl Sim<'_> {
 
     fn start(&mut self, name: String, id: InstanceId) {
         let now = self.now;
-        let run = *self.runs.entry(name.clone()).and_modify(|r| *r += 1).or_insert(0);
+        let run = *self
+            .runs
+            .entry(name.clone())
+            .and_modify(|r| *r += 1)
+            .or_insert(0);
         let cs = self.container_script(&name).cloned().unwrap_or_default();
-        self.live.insert(id, Live {
-            name: name.clone(),
-            started: now,
-            run,
-        });
-        if let Some(r) = cs.runs.get(run.min(cs.runs.len().saturating_sub(1))) {
-            if let Some(after) = r.exit_after {
-                self.schedule(now + dur(after), Happening::Exit {
+        self.live.insert(
+            id,
+            Live {
+                name: name.clone(),
+                started: now,
+                run,
+            },
+        );
+        if let Some(r) = cs.runs.get(run.min(cs.runs.len().saturating_sub(1)))
+            && let Some(after) = r.exit_after
+        {
+            self.schedule(
+                now + dur(after),
+                Happening::Exit {
                     id,
                     code: r.exit_code,
                     oom: false,
-                });
-            }
+                },
+            );
         }
         if let Some(after) = cs.oom_after {
-            self.schedule(now + dur(after), Happening::Exit {
-                id,
-                code: 137,
-                oom: true,
-            });
+            self.schedule(
+                now + dur(after),
+                Happening::Exit {
+                    id,
+                    code: 137,
+                    oom: true,
+                },
+            );
         }
         self.m
             .handle_container_started(id, format!("sim://{:016x}", id.0), now, now);
@@ -541,4 +588,3 @@ pub fn snapshot(pod: &Pod, now: Timestamp) -> StatusSnapshot {
         containers,
     }
 }
-

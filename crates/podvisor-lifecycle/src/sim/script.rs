@@ -154,7 +154,11 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
             "s" => 1.0,
             "m" => 60.0,
             "h" => 3600.0,
-            u => return Err(format!("invalid duration {text:?}: unknown unit {u:?} (use ms, s, m, h)")),
+            u => {
+                return Err(format!(
+                    "invalid duration {text:?}: unknown unit {u:?} (use ms, s, m, h)"
+                ));
+            }
         };
         total += n * factor;
         rest = &rest[unit_len..];
