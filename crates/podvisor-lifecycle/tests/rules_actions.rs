@@ -138,10 +138,20 @@ fn a2_failed_sandbox_creation_is_retried_and_containers_stay_waiting() {
         .expect("FailedMount");
     assert_eq!(failed.type_, EventType::Warning);
     assert_eq!(failed.message, msg);
-    h.advance_to(t(30));
+    // M8: retried after the sync error requeue (10 s), not in a hot loop.
     assert!(
-        h.actions_since(mark).contains(&Action::CreateSandbox),
-        "retried"
+        !h.actions_since(mark).contains(&Action::CreateSandbox),
+        "not retried at once"
+    );
+    assert_eq!(h.next_timer(), Some(t(11)));
+    h.advance_to(t(30));
+    assert_eq!(
+        h.actions_since(mark)
+            .iter()
+            .filter(|a| **a == Action::CreateSandbox)
+            .count(),
+        1,
+        "retried once"
     );
     assert_eq!(
         h.waiting("app"),

@@ -99,7 +99,10 @@ impl PodMachine {
     /// `SyncPod` while the pod worker is syncing.
     pub(super) fn sync_pod(&mut self, now: Timestamp) {
         match self.sandbox {
-            Sandbox::None => {
+            Sandbox::None { retry_at } => {
+                if retry_at.is_some_and(|r| now < r) {
+                    return;
+                }
                 self.sandbox = Sandbox::Creating;
                 self.actions.push_back(Action::CreateSandbox);
                 return;

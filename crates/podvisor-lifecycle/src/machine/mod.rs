@@ -151,7 +151,10 @@ pub(crate) enum Worker {
 /// The pod sandbox (A1); for the process runtime this is volumes and the pod directory.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Sandbox {
-    None,
+    /// Not created; a failed attempt is retried at `retry_at` (the sync error requeue, 10 s).
+    None {
+        retry_at: Option<Timestamp>,
+    },
     Creating,
     Ready,
     Gone,
@@ -211,7 +214,7 @@ impl PodMachine {
             config,
             pod,
             worker: Worker::Syncing,
-            sandbox: Sandbox::None,
+            sandbox: Sandbox::None { retry_at: None },
             containers,
             next_instance: 1,
             backoff,
@@ -292,6 +295,10 @@ impl PodMachine {
         if let Some(d) = self.active_deadline() {
             consider(d);
         }
+        if let (Sandbox::None { retry_at: Some(r) }, Worker::Syncing) = (self.sandbox, &self.worker)
+        {
+            consider(r);
+        }
         t
     }
 
@@ -311,10 +318,12 @@ impl PodMachine {
     }
 
     /// Creating the sandbox failed (M8: `FailedMount`, or `FailedCreatePodSandBox`); the
-    /// sandbox is requested again at the next sync.
+    /// sandbox is requested again 10 s later (the kubelet requeues a failed sync after 10 s).
     pub fn handle_sandbox_failed(&mut self, reason: &'static str, message: String, now: Timestamp) {
         if self.sandbox == Sandbox::Creating {
-            self.sandbox = Sandbox::None;
+            self.sandbox = Sandbox::None {
+                retry_at: Some(now + crate::time::secs(10)),
+            };
         }
         self.emit(EventType::Warning, reason, message, None);
         self.step(now);
