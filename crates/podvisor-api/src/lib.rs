@@ -30,6 +30,7 @@ pub use k8s_openapi;
 
 pub mod decode;
 pub mod defaults;
+pub mod quantity;
 pub mod validation;
 
 pub use decode::{

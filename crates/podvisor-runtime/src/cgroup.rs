@@ -1,1 +1,539 @@
-//! cgroup (in progress)
+//! Container cgroups: memory limits, OOM detection and kill-all, on pure cgroup v2, on the
+//! v1/v2 hybrid layout, or on neither.
+//!
+//! Layouts ([`CgroupMode`], chosen once by [`detect`]):
+//! - **unified** (pure v2): one cgroup `<root>/<parent>/<name>` carrying `memory.max`,
+//!   `memory.swap.max = 0` and `memory.oom.group = 1` (the kubelet's default on v2), with
+//!   `+memory` enabled in every ancestor's `cgroup.subtree_control`;
+//! - **hybrid**: a v1 memory cgroup `<memory root>/<parent>/<name>` (`memory.limit_in_bytes`,
+//!   `memory.memsw.limit_in_bytes` so the workload is OOM-killed instead of swapping, the OOM
+//!   killer enabled in `memory.oom_control`) plus, when cgroup2 is mounted (usually at
+//!   `/sys/fs/cgroup/unified`, without controllers), a parallel v2 cgroup for `cgroup.kill`
+//!   and `cgroup.events`;
+//! - **none**: no cgroup at all; every operation is a no-op and the caller falls back to
+//!   process groups.
+//!
+//! This module does IO but makes no lifecycle decision: it never decides when to kill or
+//! remove, and it never reaps (the shim, as subreaper, does).
+
+use std::fs;
+use std::io;
+use std::path::{Component, Path, PathBuf};
+use std::time::{Duration, Instant};
+
+/// Which cgroup layout the machine has.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CgroupMode {
+    /// Pure cgroup v2 mounted at `root`.
+    Unified {
+        /// The cgroup2 mount point, usually `/sys/fs/cgroup`.
+        root: PathBuf,
+        /// `memory` is listed in the root's `cgroup.controllers` (limits and OOM counting are
+        /// possible).
+        memory: bool,
+    },
+    /// The v1 memory controller is mounted, and maybe a controller-less cgroup2 too.
+    Hybrid {
+        /// The v1 memory hierarchy's mount point, usually `/sys/fs/cgroup/memory`.
+        memory_root: PathBuf,
+        /// The cgroup2 mount point, usually `/sys/fs/cgroup/unified`.
+        unified: Option<PathBuf>,
+    },
+    /// No usable cgroup hierarchy.
+    None,
+}
+
+/// Detects the layout from `/proc/self/mountinfo` (or `/proc/mounts`).
+pub fn detect() -> CgroupMode {
+    let text = fs::read_to_string("/proc/self/mountinfo")
+        .or_else(|_| fs::read_to_string("/proc/mounts"))
+        .unwrap_or_default();
+    detect_from(&text, |p| fs::read_to_string(p).ok())
+}
+
+/// [`detect`] on given mount-table text (mountinfo or `/proc/mounts` format); `read` reads a
+/// file such as `<root>/cgroup.controllers`.
+pub fn detect_from(mount_table: &str, read: impl Fn(&Path) -> Option<String>) -> CgroupMode {
+    let mounts = parse_mount_table(mount_table);
+    let memory_v1 = mounts
+        .iter()
+        .filter(|m| m.fstype == "cgroup" && m.super_options.split(',').any(|o| o == "memory"))
+        .min_by_key(|m| m.mount_point != Path::new("/sys/fs/cgroup/memory"));
+    let v2 = mounts
+        .iter()
+        .filter(|m| m.fstype == "cgroup2")
+        .min_by_key(|m| match m.mount_point.to_str() {
+            Some("/sys/fs/cgroup") => 0,
+            Some("/sys/fs/cgroup/unified") => 1,
+            _ => 2,
+        });
+    match (memory_v1, v2) {
+        (Some(mem), v2) => CgroupMode::Hybrid {
+            memory_root: mem.mount_point.clone(),
+            unified: v2.map(|m| m.mount_point.clone()),
+        },
+        (None, Some(v2)) => {
+            let controllers = read(&v2.mount_point.join("cgroup.controllers")).unwrap_or_default();
+            CgroupMode::Unified {
+                root: v2.mount_point.clone(),
+                memory: controllers.split_whitespace().any(|c| c == "memory"),
+            }
+        }
+        (None, None) => CgroupMode::None,
+    }
+}
+
+struct MountEntry {
+    mount_point: PathBuf,
+    fstype: String,
+    super_options: String,
+}
+
+/// Parses mountinfo lines (`id parent maj:min root mountpoint opts [optional...] - fstype
+/// source superopts`) or `/proc/mounts` lines (`source mountpoint fstype opts 0 0`).
+fn parse_mount_table(text: &str) -> Vec<MountEntry> {
+    text.lines()
+        .filter_map(|line| {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            if let Some(sep) = fields.iter().position(|f| *f == "-") {
+                Some(MountEntry {
+                    mount_point: PathBuf::from(unescape(fields.get(4)?)),
+                    fstype: (*fields.get(sep + 1)?).to_owned(),
+                    super_options: fields.get(sep + 3).copied().unwrap_or_default().to_owned(),
+                })
+            } else {
+                Some(MountEntry {
+                    mount_point: PathBuf::from(unescape(fields.get(1)?)),
+                    fstype: (*fields.get(2)?).to_owned(),
+                    super_options: fields.get(3).copied().unwrap_or_default().to_owned(),
+                })
+            }
+        })
+        .collect()
+}
+
+/// Undoes the kernel's octal escapes in mount paths (`\040` for a space).
+fn unescape(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'\\'
+            && b.get(i + 1..i + 4)
+                .is_some_and(|d| d.iter().all(|c| (b'0'..=b'7').contains(c)))
+        {
+            let v = (b[i + 1] - b'0') * 64 + (b[i + 2] - b'0') * 8 + (b[i + 3] - b'0');
+            out.push(v);
+            i += 4;
+        } else {
+            out.push(b[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// How long [`ContainerCgroup::kill_all`] keeps killing before giving up.
+const KILL_TIMEOUT: Duration = Duration::from_secs(2);
+/// How long [`ContainerCgroup::remove`] retries a busy cgroup.
+const REMOVE_TIMEOUT: Duration = Duration::from_secs(1);
+const POLL: Duration = Duration::from_millis(10);
+
+/// One container instance's cgroups (zero, one or two directories depending on the mode).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ContainerCgroup {
+    /// The v1 memory cgroup (hybrid).
+    memory_v1: Option<PathBuf>,
+    /// The v2 cgroup (unified, or the hybrid's controller-less companion).
+    unified: Option<PathBuf>,
+    /// The v2 cgroup carries the memory controller (pure v2).
+    unified_memory: bool,
+}
+
+impl ContainerCgroup {
+    /// Creates `<parent>/<name>` in every hierarchy the mode uses and applies the memory
+    /// limit. `parent` is relative to the hierarchy roots (e.g. `podvisor/<pod uid>`). An
+    /// existing cgroup of that name is reused. With [`CgroupMode::None`] nothing is created.
+    pub fn create(
+        mode: &CgroupMode,
+        parent: &str,
+        name: &str,
+        memory_limit: Option<u64>,
+    ) -> io::Result<ContainerCgroup> {
+        let rel = relative(parent, name)?;
+        let mut cg = ContainerCgroup::default();
+        let result = (|| match mode {
+            CgroupMode::None => Ok(()),
+            CgroupMode::Hybrid {
+                memory_root,
+                unified,
+            } => {
+                let dir = memory_root.join(&rel);
+                make_dirs(memory_root, &dir)?;
+                cg.memory_v1 = Some(dir.clone());
+                // Keep the kernel OOM killer enabled: a limit must end in an OOM kill (and
+                // `OOMKilled`), never in a frozen container.
+                write_file(&dir.join("memory.oom_control"), "0")?;
+                set_v1_limit(&dir, memory_limit)?;
+                if let Some(unified) = unified {
+                    let dir = unified.join(&rel);
+                    make_dirs(unified, &dir)?;
+                    cg.unified = Some(dir);
+                }
+                Ok(())
+            }
+            CgroupMode::Unified { root, memory } => {
+                let dir = root.join(&rel);
+                if !*memory && memory_limit.is_some() {
+                    return Err(io::Error::new(
+                        io::ErrorKind::Unsupported,
+                        format!(
+                            "cannot limit memory: the memory controller is not listed in {}",
+                            root.join("cgroup.controllers").display()
+                        ),
+                    ));
+                }
+                let mut enable = *memory;
+                // Enable +memory from the root down to the parent, creating directories.
+                let mut current = root.clone();
+                let parents: Vec<_> = rel
+                    .parent()
+                    .into_iter()
+                    .flat_map(Path::components)
+                    .collect();
+                for component in std::iter::once(None).chain(parents.into_iter().map(Some)) {
+                    if let Some(c) = component {
+                        current.push(c);
+                        make_dir(&current)?;
+                    }
+                    if enable && let Err(e) = enable_memory(&current) {
+                        if memory_limit.is_some() {
+                            return Err(e);
+                        }
+                        // Without a limit, memory accounting is a nicety; kill-all still works.
+                        enable = false;
+                    }
+                }
+                make_dir(&dir)?;
+                cg.unified = Some(dir.clone());
+                cg.unified_memory = enable;
+                if enable {
+                    let max = memory_limit.map_or_else(|| "max".to_owned(), |l| l.to_string());
+                    write_file(&dir.join("memory.max"), &max)?;
+                    write_if_present(&dir.join("memory.swap.max"), "0")?;
+                    // The kubelet's default on v2: an OOM kill takes the whole container.
+                    write_if_present(&dir.join("memory.oom.group"), "1")?;
+                }
+                Ok(())
+            }
+        })();
+        match result {
+            Ok(()) => Ok(cg),
+            Err(e) => {
+                let _ = cg.remove();
+                Err(e)
+            }
+        }
+    }
+
+    /// Re-adopts an existing container cgroup (after an agent or shim restart). Fails with
+    /// `NotFound` when the mode uses cgroups and none of them exists.
+    pub fn open(mode: &CgroupMode, parent: &str, name: &str) -> io::Result<ContainerCgroup> {
+        let rel = relative(parent, name)?;
+        let existing = |root: &Path| Some(root.join(&rel)).filter(|d| d.is_dir());
+        let cg = match mode {
+            CgroupMode::None => return Ok(ContainerCgroup::default()),
+            CgroupMode::Hybrid {
+                memory_root,
+                unified,
+            } => ContainerCgroup {
+                memory_v1: existing(memory_root),
+                unified: unified.as_deref().and_then(existing),
+                unified_memory: false,
+            },
+            CgroupMode::Unified { root, .. } => {
+                let unified = existing(root);
+                ContainerCgroup {
+                    unified_memory: unified
+                        .as_ref()
+                        .is_some_and(|d| d.join("memory.max").exists()),
+                    unified,
+                    memory_v1: None,
+                }
+            }
+        };
+        if cg.memory_v1.is_none() && cg.unified.is_none() {
+            return Err(io::Error::new(
+                io::ErrorKind::NotFound,
+                format!("no cgroup {} exists", rel.display()),
+            ));
+        }
+        Ok(cg)
+    }
+
+    /// Every `cgroup.procs` file a container process must join (write its pid, or `0` from
+    /// the process itself before exec), so that its descendants are born inside.
+    pub fn procs_paths(&self) -> Vec<PathBuf> {
+        self.dirs().map(|d| d.join("cgroup.procs")).collect()
+    }
+
+    /// The v1 memory cgroup directory, if any (for `cgroup.event_control` OOM eventfds).
+    pub fn memory_v1_dir(&self) -> Option<&Path> {
+        self.memory_v1.as_deref()
+    }
+
+    /// The v2 cgroup directory, if any.
+    pub fn unified_dir(&self) -> Option<&Path> {
+        self.unified.as_deref()
+    }
+
+    /// The v2 `cgroup.events` file (`populated 0|1`, pollable with `POLLPRI`), if any.
+    pub fn events_path(&self) -> Option<PathBuf> {
+        self.unified.as_ref().map(|d| d.join("cgroup.events"))
+    }
+
+    /// Whether there is no cgroup at all ([`CgroupMode::None`]).
+    pub fn is_empty(&self) -> bool {
+        self.memory_v1.is_none() && self.unified.is_none()
+    }
+
+    /// The processes in the cgroup(s), sorted, each once. Exited-but-unreaped processes may
+    /// be listed on some kernels.
+    pub fn pids(&self) -> Vec<u32> {
+        let mut pids: Vec<u32> = self
+            .dirs()
+            .filter_map(|d| fs::read_to_string(d.join("cgroup.procs")).ok())
+            .flat_map(|text| {
+                text.lines()
+                    .filter_map(|l| l.trim().parse().ok())
+                    .collect::<Vec<u32>>()
+            })
+            .collect();
+        pids.sort_unstable();
+        pids.dedup();
+        pids
+    }
+
+    /// How many processes the kernel OOM killer has killed in this cgroup (v1
+    /// `memory.oom_control` `oom_kill`, v2 `memory.events` `oom_kill`); 0 when unknown.
+    pub fn oom_kill_count(&self) -> u64 {
+        let file = if let Some(dir) = &self.memory_v1 {
+            dir.join("memory.oom_control")
+        } else if let (Some(dir), true) = (&self.unified, self.unified_memory) {
+            dir.join("memory.events")
+        } else {
+            return 0;
+        };
+        fs::read_to_string(file)
+            .ok()
+            .and_then(|text| {
+                text.lines().find_map(|l| {
+                    let (key, value) = l.split_once(' ')?;
+                    (key == "oom_kill").then(|| value.trim().parse().ok())?
+                })
+            })
+            .unwrap_or(0)
+    }
+
+    /// Kills every process in the cgroup: v2 `cgroup.kill` when available, and SIGKILL to each
+    /// listed pid until none is left alive, for at most about 2 s (then `TimedOut`). Dead but
+    /// unreaped processes count as gone; reaping them is the parent's (the shim's) job.
+    pub fn kill_all(&self) -> io::Result<()> {
+        if self.is_empty() {
+            return Ok(());
+        }
+        if let Some(dir) = &self.unified {
+            let kill = dir.join("cgroup.kill");
+            if kill.exists() {
+                write_file(&kill, "1")?;
+            }
+        }
+        let deadline = Instant::now() + KILL_TIMEOUT;
+        loop {
+            let alive: Vec<u32> = self.pids().into_iter().filter(|p| is_alive(*p)).collect();
+            if alive.is_empty() {
+                return Ok(());
+            }
+            for pid in &alive {
+                if let Some(pid) = i32::try_from(*pid)
+                    .ok()
+                    .and_then(rustix::process::Pid::from_raw)
+                {
+                    // ESRCH: it died meanwhile.
+                    let _ = rustix::process::kill_process(pid, rustix::process::Signal::KILL);
+                }
+            }
+            if Instant::now() >= deadline {
+                return Err(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    format!(
+                        "processes {alive:?} still alive in {} after {} s of SIGKILL",
+                        self.dirs()
+                            .map(|d| d.display().to_string())
+                            .collect::<Vec<_>>()
+                            .join(" and "),
+                        KILL_TIMEOUT.as_secs()
+                    ),
+                ));
+            }
+            std::thread::sleep(POLL);
+        }
+    }
+
+    /// Removes the container cgroup(s), retrying briefly while the kernel still reports them
+    /// busy, then the parent directories (`<parent>`) if they became empty. Missing
+    /// directories are not an error.
+    pub fn remove(&self) -> io::Result<()> {
+        let mut first_error = None;
+        for dir in self.dirs() {
+            if let Err(e) = remove_dir_retrying(dir) {
+                first_error.get_or_insert(e);
+                continue;
+            }
+            if let Some(parent) = dir.parent() {
+                // Other containers of the pod may still have cgroups there: best effort.
+                let _ = fs::remove_dir(parent);
+            }
+        }
+        first_error.map_or(Ok(()), Err)
+    }
+
+    fn dirs(&self) -> impl Iterator<Item = &PathBuf> {
+        self.memory_v1.iter().chain(self.unified.iter())
+    }
+}
+
+/// `<parent>/<name>` as a relative path that cannot escape the hierarchy root.
+fn relative(parent: &str, name: &str) -> io::Result<PathBuf> {
+    let rel = Path::new(parent.trim_start_matches('/')).join(name);
+    let ok = !name.is_empty()
+        && !name.contains('/')
+        && rel.components().all(|c| matches!(c, Component::Normal(_)));
+    if ok {
+        Ok(rel)
+    } else {
+        Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("invalid cgroup path {parent:?} / {name:?}"),
+        ))
+    }
+}
+
+/// Creates `dir` and its missing ancestors below `root`.
+fn make_dirs(root: &Path, dir: &Path) -> io::Result<()> {
+    let rel = dir.strip_prefix(root).unwrap_or(dir);
+    let mut current = root.to_path_buf();
+    for c in rel.components() {
+        current.push(c);
+        make_dir(&current)?;
+    }
+    Ok(())
+}
+
+fn make_dir(dir: &Path) -> io::Result<()> {
+    match fs::create_dir(dir) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(()),
+        Err(e) => Err(io::Error::new(
+            e.kind(),
+            format!("creating cgroup {}: {e}", dir.display()),
+        )),
+    }
+}
+
+fn write_file(path: &Path, value: &str) -> io::Result<()> {
+    fs::write(path, value).map_err(|e| {
+        io::Error::new(
+            e.kind(),
+            format!("writing {value:?} to {}: {e}", path.display()),
+        )
+    })
+}
+
+/// Writes a file that only exists with some kernel configurations (swap accounting, newer
+/// kernels).
+fn write_if_present(path: &Path, value: &str) -> io::Result<()> {
+    if path.exists() {
+        write_file(path, value)
+    } else {
+        Ok(())
+    }
+}
+
+/// Enables the memory controller for `dir`'s children.
+fn enable_memory(dir: &Path) -> io::Result<()> {
+    let control = dir.join("cgroup.subtree_control");
+    let current = fs::read_to_string(&control)
+        .map_err(|e| io::Error::new(e.kind(), format!("reading {}: {e}", control.display())))?;
+    if current.split_whitespace().any(|c| c == "memory") {
+        return Ok(());
+    }
+    write_file(&control, "+memory").map_err(|e| {
+        if e.kind() == io::ErrorKind::ResourceBusy {
+            io::Error::new(
+                e.kind(),
+                format!(
+                    "{e} (cgroup v2 allows no processes in a cgroup that delegates controllers: \
+                     move the processes in {} into a child cgroup)",
+                    dir.join("cgroup.procs").display()
+                ),
+            )
+        } else {
+            e
+        }
+    })
+}
+
+/// Sets (or, with `None`, lifts) a v1 memory limit, swap included when swap accounting is on.
+/// The kernel requires `memsw >= limit` at every step, so the order of the writes depends on
+/// the direction of the change.
+fn set_v1_limit(dir: &Path, limit: Option<u64>) -> io::Result<()> {
+    let value = limit.map_or_else(|| "-1".to_owned(), |l| l.to_string());
+    let limit_file = dir.join("memory.limit_in_bytes");
+    let memsw_file = dir.join("memory.memsw.limit_in_bytes");
+    if !memsw_file.exists() {
+        return write_file(&limit_file, &value);
+    }
+    let current_memsw: u64 = fs::read_to_string(&memsw_file)
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(u64::MAX);
+    if limit.unwrap_or(u64::MAX) > current_memsw {
+        write_file(&memsw_file, &value)?;
+        write_file(&limit_file, &value)
+    } else {
+        write_file(&limit_file, &value)?;
+        write_file(&memsw_file, &value)
+    }
+}
+
+/// Whether `pid` is a live (not zombie) process.
+fn is_alive(pid: u32) -> bool {
+    let Ok(stat) = fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return false;
+    };
+    // The state follows the parenthesised command name, which may itself contain ')'.
+    let state = stat
+        .rfind(')')
+        .and_then(|i| stat[i + 1..].split_whitespace().next());
+    !matches!(state, Some("Z" | "X" | "x") | None)
+}
+
+fn remove_dir_retrying(dir: &Path) -> io::Result<()> {
+    let deadline = Instant::now() + REMOVE_TIMEOUT;
+    loop {
+        match fs::remove_dir(dir) {
+            Ok(()) => return Ok(()),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+            Err(e) if e.kind() == io::ErrorKind::ResourceBusy && Instant::now() < deadline => {
+                std::thread::sleep(POLL);
+            }
+            Err(e) => {
+                return Err(io::Error::new(
+                    e.kind(),
+                    format!("removing cgroup {}: {e}", dir.display()),
+                ));
+            }
+        }
+    }
+}

@@ -1,1 +1,306 @@
-//! config (in progress)
+//! How a Kubernetes container becomes a host process: argv, environment, working directory,
+//! mounts, memory limit and file locations, computed the way the kubelet computes them
+//! (`makeEnvironmentVariables`, `ExpandContainerCommandAndArgs`, `makeMounts`).
+//!
+//! Pure: no IO, no clock. Whatever needs the machine (the node's allocatable resources, the
+//! real pod IP) comes in through [`BuildOptions`] or the pod's status. An `Err` from
+//! [`build`] is the message of a `CreateContainerConfigError`.
+//!
+//! Deliberate differences from a kubelet with containerd, all because there is no image and
+//! no API store yet:
+//! - a container without `command` is an error (there is no image entrypoint to fall back to);
+//! - `secretKeyRef`, `configMapKeyRef` and `envFrom` find nothing (`secret "x" not found`)
+//!   unless `optional: true`;
+//! - only `emptyDir` and `hostPath` volumes can be mounted;
+//! - no service-link variables (`KUBERNETES_SERVICE_HOST`, ...) are injected;
+//! - like containerd's default spec, `PATH` (and `HOSTNAME`, from `spec.nodeName`) are set
+//!   unless the container defines them.
+
+mod env;
+pub mod quantity;
+mod volumes;
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+
+use k8s_openapi::api::core::v1::{Container, Pod};
+use serde::{Deserialize, Serialize};
+
+use crate::PodPaths;
+use env::{limit, make_environment, parse_quantity, with_runtime_defaults};
+use volumes::make_mounts;
+pub use volumes::{PodVolume, PodVolumeKind, pod_volumes};
+
+/// Everything the process backend needs to start one container instance.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ContainerConfig {
+    /// The container name.
+    pub name: String,
+    /// `command` followed by `args`, with `$(VAR)` references expanded.
+    pub argv: Vec<String>,
+    /// The process environment, in declaration order, each name once (a later definition
+    /// replaces the value of an earlier one in place, as containerd's `WithEnv` does).
+    pub env: Vec<(String, String)>,
+    /// `workingDir`, if set and non-empty.
+    pub working_dir: Option<String>,
+    /// Mounts to make in the container's mount namespace, in order; the termination-message
+    /// file is last.
+    pub mounts: Vec<Mount>,
+    /// `resources.limits.memory` in bytes (rounded up); `None` when unset or zero.
+    pub memory_limit: Option<u64>,
+    /// Host file bound at [`ContainerConfig::termination_message_path`]:
+    /// `<pod_dir>/containers/<name>/<instance>/termination-log`.
+    pub termination_message_host_path: PathBuf,
+    /// `terminationMessagePath` inside the container (default `/dev/termination-log`).
+    pub termination_message_path: String,
+    /// The CRI log file: `<log_dir>/<name>/<restart_count>.log`.
+    pub log_path: PathBuf,
+    /// The cgroup parent, relative to each hierarchy's root: `podvisor/<pod uid>`.
+    pub cgroup_parent: String,
+    /// The instance id this configuration was built for.
+    pub instance: u64,
+}
+
+/// One mount in the container's mount namespace.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Mount {
+    /// The host path to bind (file or directory).
+    pub source: PathBuf,
+    /// Where it appears (`mountPath`).
+    pub target: PathBuf,
+    /// `readOnly`.
+    pub read_only: bool,
+    /// What backs it.
+    pub kind: MountKind,
+}
+
+/// What backs a [`Mount`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum MountKind {
+    /// A bind mount of `source`.
+    Bind,
+    /// `source` lives in a memory-backed `emptyDir` (`medium: Memory`). The kubelet mounts one
+    /// tmpfs per volume at the volume directory and every container binds it, so containers
+    /// share its content: the sandbox should mount a tmpfs of `size` bytes at the volume's
+    /// [`PodVolume::path`] (see [`pod_volumes`]) and the container then binds `source` like a
+    /// [`MountKind::Bind`]. `size` is `None` when the kernel default (half of RAM) applies.
+    Tmpfs {
+        /// The tmpfs size in bytes, as the kubelet computes it.
+        size: Option<u64>,
+    },
+}
+
+/// Machine facts the kubelet uses while building a container's configuration.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct BuildOptions {
+    /// The node's allocatable resources.
+    pub node_allocatable: NodeAllocatable,
+}
+
+/// The node's allocatable resources. The kubelet substitutes them for unset limits in
+/// `resourceFieldRef` (`limits.cpu`, `limits.memory`, `limits.ephemeral-storage`) and uses the
+/// memory as the upper bound of memory-backed `emptyDir` sizes. Unknown values behave like a
+/// node object without that allocatable entry (an unset limit reads as 0).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct NodeAllocatable {
+    /// CPU in millicores.
+    pub cpu_millis: Option<u64>,
+    /// Memory in bytes.
+    pub memory_bytes: Option<u64>,
+    /// Ephemeral storage in bytes.
+    pub ephemeral_storage_bytes: Option<u64>,
+}
+
+/// The default `terminationMessagePath`.
+pub const DEFAULT_TERMINATION_MESSAGE_PATH: &str = "/dev/termination-log";
+
+/// `PATH` when the container does not set one (containerd's default OCI spec).
+pub const DEFAULT_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+
+/// The pod and host address when `pod.status` has none (the process runtime shares the host
+/// network and answers on loopback).
+pub const DEFAULT_IP: &str = "127.0.0.1";
+
+/// Builds the configuration of one container instance with default [`BuildOptions`].
+/// `Err` is the `CreateContainerConfigError` message.
+pub fn build(
+    pod: &Pod,
+    container: &Container,
+    instance: u64,
+    restart_count: i32,
+    paths: &PodPaths,
+) -> Result<ContainerConfig, String> {
+    build_with(
+        pod,
+        container,
+        instance,
+        restart_count,
+        paths,
+        &BuildOptions::default(),
+    )
+}
+
+/// [`build`] with machine facts.
+pub fn build_with(
+    pod: &Pod,
+    container: &Container,
+    instance: u64,
+    restart_count: i32,
+    paths: &PodPaths,
+    opts: &BuildOptions,
+) -> Result<ContainerConfig, String> {
+    let command = container.command.as_deref().unwrap_or_default();
+    if command.is_empty() {
+        return Err(format!(
+            "container {:?} has no command: the process runtime runs host processes and cannot \
+             run an image's entrypoint; set {}.command",
+            container.name,
+            container_field_path(pod, &container.name)
+        ));
+    }
+
+    let env = make_environment(pod, container, opts)?;
+    let env_map: HashMap<&str, &str> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    let lookup = |name: &str| env_map.get(name).map(|v| (*v).to_owned());
+    let argv = command
+        .iter()
+        .chain(container.args.iter().flatten())
+        .map(|s| expand(s, lookup))
+        .collect();
+
+    let mut mounts = make_mounts(pod, container, &env_map, paths, opts)?;
+    let termination_message_path = match container.termination_message_path.as_deref() {
+        Some(p) if !p.is_empty() => p.to_owned(),
+        _ => DEFAULT_TERMINATION_MESSAGE_PATH.to_owned(),
+    };
+    let termination_message_host_path = paths
+        .pod_dir
+        .join("containers")
+        .join(&container.name)
+        .join(instance.to_string())
+        .join("termination-log");
+    mounts.push(Mount {
+        source: termination_message_host_path.clone(),
+        target: PathBuf::from(&termination_message_path),
+        read_only: false,
+        kind: MountKind::Bind,
+    });
+
+    let memory_limit = match limit(container, "memory") {
+        Some(q) => {
+            let q = parse_quantity(&q, "resources.limits.memory")?;
+            u64::try_from(q.value()).ok().filter(|v| *v > 0)
+        }
+        None => None,
+    };
+
+    Ok(ContainerConfig {
+        name: container.name.clone(),
+        argv,
+        env: with_runtime_defaults(pod, env),
+        working_dir: container.working_dir.clone().filter(|w| !w.is_empty()),
+        mounts,
+        memory_limit,
+        termination_message_host_path,
+        termination_message_path,
+        log_path: paths
+            .log_dir
+            .join(&container.name)
+            .join(format!("{restart_count}.log")),
+        cgroup_parent: format!("podvisor/{}", pod_key(pod)),
+        instance,
+    })
+}
+
+/// Expands `$(VAR)` references exactly like Kubernetes
+/// (`third_party/forked/golang/expansion`): `$$` is an escaped `$`, `$(NAME)` is replaced by
+/// `lookup(NAME)` or left as written when undefined, an unterminated `$(` and any other `$`
+/// are copied as they are. References do not nest: in `$(A$(B))` the name is `A$(B`.
+pub fn expand(s: &str, lookup: impl Fn(&str) -> Option<String>) -> String {
+    let bytes = s.as_bytes();
+    let mut out = String::with_capacity(s.len());
+    let mut checkpoint = 0;
+    let mut cursor = 0;
+    while cursor < bytes.len() {
+        if bytes[cursor] == b'$' && cursor + 1 < bytes.len() {
+            out.push_str(&s[checkpoint..cursor]);
+            let rest = &s[cursor + 1..];
+            let advance = match rest.as_bytes()[0] {
+                b'$' => {
+                    out.push('$');
+                    1
+                }
+                b'(' => match rest.find(')') {
+                    Some(close) => {
+                        let name = &rest[1..close];
+                        match lookup(name) {
+                            Some(value) => out.push_str(&value),
+                            None => {
+                                out.push_str("$(");
+                                out.push_str(name);
+                                out.push(')');
+                            }
+                        }
+                        close + 1
+                    }
+                    None => {
+                        out.push_str("$(");
+                        1
+                    }
+                },
+                _ => {
+                    // Go copies `$` and the next byte; copying the whole next character keeps
+                    // the text valid UTF-8 (identical for ASCII).
+                    let c = rest.chars().next().unwrap_or('$');
+                    out.push('$');
+                    out.push(c);
+                    c.len_utf8()
+                }
+            };
+            cursor += advance;
+            checkpoint = cursor + 1;
+        }
+        cursor += 1;
+    }
+    out.push_str(&s[checkpoint.min(s.len())..]);
+    out
+}
+
+/// Where the container sits in the pod spec, e.g. `spec.initContainers[1]`.
+fn container_field_path(pod: &Pod, name: &str) -> String {
+    if let Some(spec) = pod.spec.as_ref() {
+        if let Some(i) = spec.containers.iter().position(|c| c.name == name) {
+            return format!("spec.containers[{i}]");
+        }
+        if let Some(i) = spec
+            .init_containers
+            .iter()
+            .flatten()
+            .position(|c| c.name == name)
+        {
+            return format!("spec.initContainers[{i}]");
+        }
+        if let Some(i) = spec
+            .ephemeral_containers
+            .iter()
+            .flatten()
+            .position(|c| c.name == name)
+        {
+            return format!("spec.ephemeralContainers[{i}]");
+        }
+    }
+    "spec.containers[]".to_owned()
+}
+
+/// The pod's cgroup key: its uid, else `<namespace>_<name>` for pods that never went through
+/// the API server.
+fn pod_key(pod: &Pod) -> String {
+    match pod.metadata.uid.as_deref() {
+        Some(uid) if !uid.is_empty() => uid.to_owned(),
+        _ => format!(
+            "{}_{}",
+            pod.metadata.namespace.as_deref().unwrap_or("default"),
+            pod.metadata.name.as_deref().unwrap_or_default()
+        ),
+    }
+}

@@ -21,7 +21,6 @@ mod handlers;
 mod meta;
 mod names;
 mod paths;
-mod quantity;
 mod resources;
 mod spec;
 mod update;

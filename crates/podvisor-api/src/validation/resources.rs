@@ -9,7 +9,7 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity as WireQuantity;
 use super::Ctx;
 use super::field::{FieldError, Path};
 use super::names::is_qualified_name;
-use super::quantity::{QUANTITY_SYNTAX_MSG, Quantity};
+use crate::quantity::{QUANTITY_SYNTAX_MSG, Quantity};
 
 fn is_native_resource(name: &str) -> bool {
     !name.contains('/') || name.contains("kubernetes.io/")

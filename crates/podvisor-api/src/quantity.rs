@@ -9,7 +9,7 @@ pub const QUANTITY_SYNTAX_MSG: &str =
 
 /// A parsed quantity, held exactly as nano-units (10^-9), saturating at
 /// the `i128` range (Kubernetes itself caps at 2^63-1 units).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub struct Quantity {
     nanos: i128,
     binary: bool,
@@ -30,6 +30,51 @@ impl Ord for Quantity {
 const NANO: i128 = 1_000_000_000;
 
 impl Quantity {
+    /// A quantity of `n` whole units.
+    #[must_use]
+    pub fn from_units(n: i64) -> Quantity {
+        Quantity {
+            nanos: i128::from(n) * NANO,
+            binary: false,
+        }
+    }
+
+    /// A quantity of `n` thousandths.
+    #[must_use]
+    pub fn from_millis(n: i64) -> Quantity {
+        Quantity {
+            nanos: i128::from(n) * 1_000_000,
+            binary: false,
+        }
+    }
+
+    /// Whether the quantity is zero.
+    #[must_use]
+    pub fn is_zero(&self) -> bool {
+        self.nanos == 0
+    }
+
+    /// Kubernetes' `Value()`: whole units, rounded up away from zero, saturating at `i64`.
+    #[must_use]
+    pub fn value(&self) -> i64 {
+        scaled(self.nanos, NANO)
+    }
+
+    /// Kubernetes' `MilliValue()`: thousandths, rounded up away from zero, saturating.
+    #[must_use]
+    pub fn milli_value(&self) -> i64 {
+        scaled(self.nanos, 1_000_000)
+    }
+
+    /// The sum of two quantities (saturating).
+    #[must_use]
+    pub fn saturating_add(self, other: Quantity) -> Quantity {
+        Quantity {
+            nanos: self.nanos.saturating_add(other.nanos),
+            binary: self.binary && other.binary,
+        }
+    }
+
     /// Parses `<signedNumber><suffix>`; `None` when malformed.
     #[must_use]
     pub fn parse(s: &str) -> Option<Quantity> {
@@ -190,4 +235,17 @@ mod tests {
         assert_eq!(c("1000"), "1k");
         assert_eq!(c("0"), "0");
     }
+}
+
+fn scaled(nanos: i128, unit: i128) -> i64 {
+    let q = nanos / unit;
+    let r = nanos % unit;
+    let v = if r > 0 {
+        q + 1
+    } else if r < 0 {
+        q - 1
+    } else {
+        q
+    };
+    i64::try_from(v).unwrap_or(if v < 0 { i64::MIN } else { i64::MAX })
 }

@@ -1,0 +1,3 @@
+//! Kubernetes resource quantities: the one parser lives in `podvisor-api`.
+
+pub use podvisor_api::quantity::Quantity;
