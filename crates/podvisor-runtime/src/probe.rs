@@ -1,1 +1,0 @@
-//! probe (in progress)
