@@ -1,1 +1,668 @@
-//! process (in progress)
+//! The process backend: containers are host processes supervised by one `podvisor shim` per
+//! pod.
+//!
+//! State layout: `<state>/pods/<uid>/` (emptyDir volumes under `volumes/`, per-instance
+//! termination-message files, the shim's socket, journal and log under `shim/`) and
+//! `<state>/logs/<ns>_<name>_<uid>/<container>/<restartCount>.log`.
+//!
+//! The agent process becomes a child subreaper in [`ProcessRuntime::new`] so that shims (and,
+//! should a shim die, its containers) are re-parented to it rather than to a PID 1 that reaps
+//! slowly; a background thread reaps those, and only those: processes of another session than
+//! the agent's, so children the agent spawns itself are left to their owners.
+//!
+//! Re-adoption: [`Runtime::create_sandbox`] for a pod whose shim still answers reuses that shim
+//! (volumes are kept), and the new subscription replays exits not yet acknowledged.
+
+use crate::config::{self, PodVolumeKind};
+use crate::shim::client::ShimClient;
+use crate::shim::protocol::{ExitRecord, InstanceState, Request, Response, layout};
+use crate::{
+    ContainerExit, ExecResult, InstanceId, PodPaths, Runtime, RuntimeError, RuntimeEvent,
+    SandboxError, StartError, StartRequest, Started,
+};
+use k8s_openapi::api::core::v1::Pod;
+use std::io;
+use std::os::unix::fs::{FileTypeExt, PermissionsExt};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Once};
+use std::time::{Duration, Instant};
+use tokio::sync::mpsc;
+
+/// How long a new shim may take to answer on its socket.
+const SHIM_START_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long `remove_sandbox` waits for the shim to exit after `Shutdown` before it kills the
+/// containers still running (exits in flight are recorded well within it).
+const SHIM_STOP_GRACE: Duration = Duration::from_secs(1);
+/// How long `remove_sandbox` waits for the shim to exit in all.
+const SHIM_STOP_TIMEOUT: Duration = Duration::from_secs(10);
+/// `termination_message`: the last bytes of the file.
+const TERMINATION_MESSAGE_LIMIT: u64 = 4096;
+
+/// The process runtime (cheap to clone).
+#[derive(Debug, Clone)]
+pub struct ProcessRuntime {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    state_dir: PathBuf,
+    shim_exe: PathBuf,
+}
+
+/// One pod's sandbox: its directories and its shim.
+#[derive(Debug)]
+pub struct ProcessSandbox {
+    pod: Pod,
+    paths: PodPaths,
+    client: ShimClient,
+    shim_pid: u32,
+    forwarder: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for ProcessSandbox {
+    fn drop(&mut self) {
+        self.forwarder.abort();
+    }
+}
+
+impl ProcessSandbox {
+    /// The pod's directories.
+    pub fn paths(&self) -> &PodPaths {
+        &self.paths
+    }
+
+    /// The shim's pid.
+    pub fn shim_pid(&self) -> u32 {
+        self.shim_pid
+    }
+
+    /// The shim client.
+    pub fn client(&self) -> &ShimClient {
+        &self.client
+    }
+
+    /// Every instance the shim knows (for re-adoption after an agent restart).
+    pub async fn state(&self) -> Result<Vec<InstanceState>, RuntimeError> {
+        Ok(self.client.state().await?.1)
+    }
+}
+
+fn io_err(what: impl Into<String>) -> impl FnOnce(io::Error) -> RuntimeError {
+    let what = what.into();
+    move |source| RuntimeError::Io { what, source }
+}
+
+impl ProcessRuntime {
+    /// A runtime keeping its files under `state_dir`, starting `shim_exe shim ...` per pod.
+    /// Makes this process a child subreaper and starts its reaper (once per process).
+    pub fn new(state_dir: PathBuf, shim_exe: PathBuf) -> Result<Self, RuntimeError> {
+        for dir in ["pods", "logs"] {
+            let path = state_dir.join(dir);
+            std::fs::create_dir_all(&path)
+                .map_err(io_err(format!("creating {}", path.display())))?;
+        }
+        rustix::process::set_child_subreaper(Some(rustix::process::getpid())).map_err(|e| {
+            RuntimeError::Io {
+                what: "becoming a child subreaper".into(),
+                source: e.into(),
+            }
+        })?;
+        static REAPER: Once = Once::new();
+        REAPER.call_once(|| {
+            let started = std::thread::Builder::new()
+                .name("podvisor-reaper".into())
+                .stack_size(128 * 1024)
+                .spawn(reap_foreign_sessions);
+            if let Err(e) = started {
+                eprintln!("podvisor: cannot start the shim reaper: {e}");
+            }
+        });
+        Ok(ProcessRuntime {
+            inner: Arc::new(Inner {
+                state_dir,
+                shim_exe,
+            }),
+        })
+    }
+
+    /// Where a pod's files live.
+    pub fn pod_paths(&self, pod: &Pod) -> Option<PodPaths> {
+        let meta = &pod.metadata;
+        let uid = meta.uid.as_deref().filter(|u| !u.is_empty())?;
+        let ns = meta.namespace.as_deref().unwrap_or("default");
+        let name = meta.name.as_deref().unwrap_or_default();
+        Some(PodPaths {
+            pod_dir: self.inner.state_dir.join("pods").join(uid),
+            log_dir: self
+                .inner
+                .state_dir
+                .join("logs")
+                .join(format!("{ns}_{name}_{uid}")),
+        })
+    }
+
+    fn spawn_shim(&self, pod_dir: &Path, socket: &Path) -> io::Result<u32> {
+        let shim_dir = layout::shim_dir(pod_dir);
+        std::fs::create_dir_all(&shim_dir)?;
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(layout::shim_log(pod_dir))?;
+        let mut command = std::process::Command::new(&self.inner.shim_exe);
+        command
+            .arg("shim")
+            .arg("--pod-dir")
+            .arg(pod_dir)
+            .arg("--socket")
+            .arg(socket)
+            .stdin(std::process::Stdio::null())
+            .stdout(log.try_clone()?)
+            .stderr(log);
+        // SAFETY: setsid and close_range are async-signal-safe system calls; nothing is
+        // allocated after fork.
+        #[allow(unsafe_code)]
+        unsafe {
+            command.pre_exec(|| {
+                rustix::process::setsid()?;
+                // The shim must not keep the agent's inherited descriptors (a pipe someone
+                // waits on for EOF, say) open for its whole life.
+                let rc = libc::syscall(
+                    libc::SYS_close_range,
+                    3_u32,
+                    u32::MAX,
+                    libc::CLOSE_RANGE_CLOEXEC,
+                );
+                if rc < 0 {
+                    return Err(io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        // Detached: its own session, so neither a terminal's signals nor the agent's exit reach
+        // it. The reaper thread collects it when it exits (never `wait` here).
+        Ok(command.spawn()?.id())
+    }
+}
+
+/// Reaps zombie children of another session than ours: shims (which call `setsid`) and
+/// whatever they leave re-parented to us. Children in our own session belong to whoever
+/// spawned them (tokio, std) and are left alone.
+fn reap_foreign_sessions() {
+    let own_sid = rustix::process::getsid(None).map_or(0, |p| p.as_raw_pid());
+    loop {
+        // SAFETY: a zeroed siginfo_t is a valid out-parameter for waitid.
+        #[allow(unsafe_code)]
+        let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+        // SAFETY: waitid with WNOWAIT only inspects; `info` is a valid out-parameter.
+        #[allow(unsafe_code)]
+        let rc =
+            unsafe { libc::waitid(libc::P_ALL, 0, &raw mut info, libc::WEXITED | libc::WNOWAIT) };
+        if rc < 0 {
+            let err = io::Error::last_os_error();
+            let pause = if err.raw_os_error() == Some(libc::EINTR) {
+                0
+            } else {
+                200
+            };
+            std::thread::sleep(Duration::from_millis(pause));
+            continue;
+        }
+        // SAFETY: waitid filled `info` for an exited child.
+        #[allow(unsafe_code)]
+        let pid = unsafe { info.si_pid() };
+        if session_of(pid).is_some_and(|sid| sid != own_sid) {
+            let _ = rustix::process::waitpid(
+                rustix::process::Pid::from_raw(pid),
+                rustix::process::WaitOptions::NOHANG,
+            );
+        } else {
+            // Someone else's child: give its owner time, and collect ours behind it.
+            reap_scan(own_sid);
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+/// The session of a process (zombies included), from `/proc/<pid>/stat`.
+fn session_of(pid: i32) -> Option<i32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let rest = &stat[stat.rfind(')')? + 1..];
+    // state ppid pgrp session
+    rest.split_whitespace().nth(3)?.parse().ok()
+}
+
+fn reap_scan(own_sid: i32) {
+    let me = std::process::id().cast_signed();
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return;
+    };
+    for entry in dir.flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|s| s.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            continue;
+        };
+        let Some(close) = stat.rfind(')') else {
+            continue;
+        };
+        let fields: Vec<&str> = stat[close + 1..].split_whitespace().collect();
+        let (Some(&"Z"), Some(ppid), Some(sid)) = (fields.first(), fields.get(1), fields.get(3))
+        else {
+            continue;
+        };
+        if ppid.parse() == Ok(me) && sid.parse::<i32>().is_ok_and(|s| s != own_sid) {
+            let _ = rustix::process::waitpid(
+                rustix::process::Pid::from_raw(pid),
+                rustix::process::WaitOptions::NOHANG,
+            );
+        }
+    }
+}
+
+/// `MountVolume.SetUp failed`, the kubelet's words.
+fn failed_mount(volume: &str, message: impl std::fmt::Display) -> SandboxError {
+    SandboxError {
+        reason: "FailedMount",
+        message: format!("MountVolume.SetUp failed for volume \"{volume}\" : {message}"),
+    }
+}
+
+fn sandbox_failed(message: impl std::fmt::Display) -> SandboxError {
+    SandboxError {
+        reason: "FailedCreatePodSandBox",
+        message: format!("Failed to create pod sandbox: {message}"),
+    }
+}
+
+/// The kubelet's `hostPath.type` checks (`checkTypeInternal`).
+fn check_host_path(path: &Path, type_: &str) -> Result<(), String> {
+    let shown = path.display();
+    let meta = std::fs::metadata(path);
+    let exists = meta.is_ok();
+    let is = |f: fn(&std::fs::Metadata) -> bool| meta.as_ref().is_ok_and(f);
+    let fail = |what: &str| Err(format!("hostPath type check failed: {shown} is not {what}"));
+    match type_ {
+        "" => Ok(()),
+        "DirectoryOrCreate" if !exists => {
+            std::fs::create_dir_all(path).map_err(|e| format!("mkdir {shown}: {e}"))?;
+            std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755))
+                .map_err(|e| format!("chmod {shown}: {e}"))
+        }
+        "DirectoryOrCreate" | "Directory" if is(std::fs::Metadata::is_dir) => Ok(()),
+        "DirectoryOrCreate" | "Directory" => fail("a directory"),
+        "FileOrCreate" if !exists => std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+            .and_then(|f| f.set_permissions(std::fs::Permissions::from_mode(0o644)))
+            .map_err(|e| format!("open {shown}: {e}")),
+        "FileOrCreate" | "File" if is(std::fs::Metadata::is_file) => Ok(()),
+        "FileOrCreate" | "File" => fail("a file"),
+        "Socket" if is(|m| m.file_type().is_socket()) => Ok(()),
+        "Socket" => fail("a socket file"),
+        "CharDevice" if is(|m| m.file_type().is_char_device()) => Ok(()),
+        "CharDevice" => fail("a character device"),
+        "BlockDevice" if is(|m| m.file_type().is_block_device()) => Ok(()),
+        "BlockDevice" => fail("a block device"),
+        other => Err(format!("{other} is an invalid volume type")),
+    }
+}
+
+fn prepare_volumes(pod: &Pod, paths: &PodPaths) -> Result<(), SandboxError> {
+    for volume in config::pod_volumes(pod, paths, &config::BuildOptions::default()) {
+        match &volume.kind {
+            PodVolumeKind::EmptyDir | PodVolumeKind::MemoryEmptyDir { .. } => {
+                // emptyDirs are world-writable, as the kubelet makes them.
+                std::fs::create_dir_all(&volume.path)
+                    .and_then(|()| {
+                        std::fs::set_permissions(
+                            &volume.path,
+                            std::fs::Permissions::from_mode(0o777),
+                        )
+                    })
+                    .map_err(|e| {
+                        failed_mount(
+                            &volume.name,
+                            format!("mkdir {}: {e}", volume.path.display()),
+                        )
+                    })?;
+            }
+            PodVolumeKind::HostPath { type_ } => {
+                check_host_path(&volume.path, type_).map_err(|m| failed_mount(&volume.name, m))?;
+            }
+            PodVolumeKind::Unsupported { source } => {
+                return Err(failed_mount(
+                    &volume.name,
+                    format!("{source} volumes are not supported by the process runtime"),
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The last `limit` bytes of a file, if it has any.
+fn read_tail(path: &Path, limit: u64) -> Option<String> {
+    use std::io::{Read, Seek, SeekFrom};
+    let mut file = std::fs::File::open(path).ok()?;
+    let len = file.metadata().ok()?.len();
+    if len == 0 {
+        return None;
+    }
+    file.seek(SeekFrom::Start(len.saturating_sub(limit))).ok()?;
+    let mut buf = Vec::new();
+    file.read_to_end(&mut buf).ok()?;
+    Some(String::from_utf8_lossy(&buf).into_owned())
+}
+
+fn timestamp(text: &str) -> jiff::Timestamp {
+    text.parse().unwrap_or_else(|_| jiff::Timestamp::now())
+}
+
+/// The runtime's view of a journaled exit.
+fn container_exit(record: &ExitRecord) -> ContainerExit {
+    let log_tail = crate::logs::tail(&record.log_path, 80, 2048);
+    ContainerExit {
+        exit_code: record.exit_code,
+        signal: record.signal,
+        oom_killed: record.oom_killed,
+        started_at: timestamp(&record.started_at),
+        finished_at: timestamp(&record.finished_at),
+        termination_message: read_tail(
+            &record.termination_message_host_path,
+            TERMINATION_MESSAGE_LIMIT,
+        ),
+        log_tail: (!log_tail.is_empty()).then_some(log_tail),
+    }
+}
+
+/// Forwards the shim's exits to the agent, acknowledging each once handed over.
+async fn forward_exits(
+    client: ShimClient,
+    mut exits: mpsc::UnboundedReceiver<ExitRecord>,
+    events: mpsc::UnboundedSender<RuntimeEvent>,
+) {
+    while let Some(record) = exits.recv().await {
+        let instance = record.instance;
+        let exit = tokio::task::spawn_blocking(move || container_exit(&record))
+            .await
+            .ok();
+        let Some(exit) = exit else { return };
+        if events
+            .send(RuntimeEvent::Exited { instance, exit })
+            .is_err()
+        {
+            return;
+        }
+        let _ = client.expect_ok(&Request::Ack { instance }).await;
+    }
+}
+
+/// `podvisor://` + 64 hex digits, unique per pod and instance.
+fn container_id(paths: &PodPaths, instance: InstanceId) -> String {
+    let uid: String = paths
+        .pod_dir
+        .file_name()
+        .and_then(|s| s.to_str())
+        .unwrap_or_default()
+        .chars()
+        .filter(char::is_ascii_hexdigit)
+        .collect();
+    format!("podvisor://{uid:0>32.32}{instance:032x}")
+}
+
+/// Waits until a shim answers on `socket` (or the deadline passes).
+async fn wait_for_shim(
+    socket: &Path,
+    pod_dir: &Path,
+    shim_pid: u32,
+) -> Result<ShimClient, SandboxError> {
+    let deadline = Instant::now() + SHIM_START_TIMEOUT;
+    loop {
+        if let Ok(client) = ShimClient::connect(socket).await {
+            return Ok(client);
+        }
+        let exited = !process_alive(shim_pid);
+        if exited || Instant::now() > deadline {
+            let log = read_tail(&layout::shim_log(pod_dir), 1024).unwrap_or_default();
+            let what = if exited {
+                "exited".to_owned()
+            } else {
+                format!(
+                    "did not answer on {} within {SHIM_START_TIMEOUT:?}",
+                    socket.display()
+                )
+            };
+            return Err(sandbox_failed(format!("the shim {what}: {}", log.trim())));
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+impl Runtime for ProcessRuntime {
+    type Sandbox = ProcessSandbox;
+
+    async fn create_sandbox(
+        &self,
+        pod: &Pod,
+        events: mpsc::UnboundedSender<RuntimeEvent>,
+    ) -> Result<ProcessSandbox, SandboxError> {
+        let paths = self
+            .pod_paths(pod)
+            .ok_or_else(|| sandbox_failed("the pod has no metadata.uid"))?;
+        let socket = layout::socket(&paths.pod_dir);
+        let client = match ShimClient::connect(&socket).await {
+            // Re-adoption: the pod's shim survived an agent restart.
+            Ok(client) => client,
+            Err(_) => {
+                for dir in [&paths.pod_dir, &paths.log_dir] {
+                    std::fs::create_dir_all(dir)
+                        .map_err(|e| sandbox_failed(format!("mkdir {}: {e}", dir.display())))?;
+                }
+                prepare_volumes(pod, &paths)?;
+                let pid = self
+                    .spawn_shim(&paths.pod_dir, &socket)
+                    .map_err(|e| sandbox_failed(format!("starting the shim: {e}")))?;
+                wait_for_shim(&socket, &paths.pod_dir, pid).await?
+            }
+        };
+        let (shim_pid, _) = client
+            .state()
+            .await
+            .map_err(|e| sandbox_failed(format!("asking the shim its state: {e}")))?;
+        let exits = client
+            .subscribe()
+            .await
+            .map_err(|e| sandbox_failed(format!("subscribing to exits: {e}")))?;
+        let forwarder = tokio::spawn(forward_exits(client.clone(), exits, events));
+        Ok(ProcessSandbox {
+            pod: pod.clone(),
+            paths,
+            client,
+            shim_pid,
+            forwarder,
+        })
+    }
+
+    async fn start_container(
+        &self,
+        sandbox: &ProcessSandbox,
+        request: StartRequest,
+    ) -> Result<Started, StartError> {
+        let config = config::build(
+            &sandbox.pod,
+            &request.container,
+            request.instance,
+            request.restart_count,
+            &sandbox.paths,
+        )
+        .map_err(|message| StartError {
+            reason: "CreateContainerConfigError".into(),
+            message,
+            created: false,
+        })?;
+        let start = Request::Start {
+            instance: request.instance,
+            config,
+        };
+        let failed = |message: String| StartError {
+            reason: "CreateContainerError".into(),
+            message,
+            created: false,
+        };
+        match sandbox.client.request(&start).await {
+            Ok(Response::Started { pid, started_at }) => Ok(Started {
+                container_id: container_id(&sandbox.paths, request.instance),
+                pid,
+                started_at: timestamp(&started_at),
+            }),
+            Ok(Response::StartFailed {
+                reason,
+                message,
+                created,
+            }) => Err(StartError {
+                reason,
+                message,
+                created,
+            }),
+            Ok(Response::Error { message }) => Err(failed(message)),
+            Ok(other) => Err(failed(format!(
+                "unexpected answer from the shim: {other:?}"
+            ))),
+            Err(e) => Err(failed(e.to_string())),
+        }
+    }
+
+    async fn signal(
+        &self,
+        sandbox: &ProcessSandbox,
+        instance: InstanceId,
+        signal: i32,
+    ) -> Result<(), RuntimeError> {
+        let request = if signal == libc::SIGKILL {
+            Request::Kill { instance }
+        } else {
+            Request::Signal { instance, signal }
+        };
+        sandbox.client.expect_ok(&request).await
+    }
+
+    async fn exec(
+        &self,
+        sandbox: &ProcessSandbox,
+        instance: InstanceId,
+        argv: Vec<String>,
+        timeout: Option<Duration>,
+    ) -> Result<ExecResult, RuntimeError> {
+        let timeout_ms = timeout.map(|t| u64::try_from(t.as_millis()).unwrap_or(u64::MAX));
+        let request = Request::Exec {
+            instance,
+            argv,
+            timeout_ms,
+        };
+        match sandbox.client.request(&request).await? {
+            Response::Exec {
+                exit_code,
+                output,
+                timed_out,
+            } => Ok(ExecResult {
+                exit_code,
+                output,
+                timed_out,
+            }),
+            Response::NotFound { instance } => Err(RuntimeError::NotFound(instance)),
+            Response::Error { message } => Err(RuntimeError::Other(message)),
+            other => Err(RuntimeError::Shim(format!("unexpected answer {other:?}"))),
+        }
+    }
+
+    fn pod_ip(&self, _sandbox: &ProcessSandbox) -> String {
+        config::DEFAULT_IP.to_owned()
+    }
+
+    async fn remove_sandbox(&self, sandbox: &ProcessSandbox) -> Result<(), RuntimeError> {
+        sandbox.forwarder.abort();
+        stop_shim(sandbox).await?;
+        let pod_dir = sandbox.paths.pod_dir.clone();
+        tokio::task::spawn_blocking(move || match std::fs::remove_dir_all(&pod_dir) {
+            Err(e) if e.kind() != io::ErrorKind::NotFound => Err(RuntimeError::Io {
+                what: format!("removing {}", pod_dir.display()),
+                source: e,
+            }),
+            _ => Ok(()),
+        })
+        .await
+        .map_err(|e| RuntimeError::Other(format!("removing the pod directory: {e}")))??;
+        remove_pod_cgroups(&sandbox.paths);
+        Ok(())
+    }
+}
+
+/// Asks the shim to exit; kills what still runs if it takes too long.
+async fn stop_shim(sandbox: &ProcessSandbox) -> Result<(), RuntimeError> {
+    let client = &sandbox.client;
+    if client.expect_ok(&Request::Shutdown).await.is_err() {
+        return Ok(()); // Already gone.
+    }
+    let gone = || !process_alive(sandbox.shim_pid) || !client.socket().exists();
+    let start = Instant::now();
+    let mut killed = false;
+    while !gone() {
+        let waited = start.elapsed();
+        if !killed && waited > SHIM_STOP_GRACE {
+            // Containers still run (the agent should have stopped them): leave no process.
+            killed = true;
+            if let Ok((_, instances)) = client.state().await {
+                for i in instances.iter().filter(|i| i.exit.is_none()) {
+                    let _ = client
+                        .expect_ok(&Request::Kill {
+                            instance: i.instance,
+                        })
+                        .await;
+                }
+            }
+        }
+        if waited > SHIM_STOP_TIMEOUT {
+            return Err(RuntimeError::Shim(format!(
+                "shim {} did not exit after Shutdown",
+                sandbox.shim_pid
+            )));
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    Ok(())
+}
+
+fn process_alive(pid: u32) -> bool {
+    // A zombie (exited, not yet reaped) counts as gone.
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| Some(s[s.rfind(')')? + 1..].split_whitespace().next()? != "Z"))
+        .unwrap_or(false)
+}
+
+/// Removes the pod's cgroup parent (`podvisor/<uid>`) in every hierarchy, once the shim has
+/// removed the container cgroups below it.
+fn remove_pod_cgroups(paths: &PodPaths) {
+    let Some(uid) = paths.pod_dir.file_name() else {
+        return;
+    };
+    let roots = match crate::cgroup::detect() {
+        crate::cgroup::CgroupMode::Unified { root, .. } => vec![root],
+        crate::cgroup::CgroupMode::Hybrid {
+            memory_root,
+            unified,
+        } => std::iter::once(memory_root).chain(unified).collect(),
+        crate::cgroup::CgroupMode::None => Vec::new(),
+    };
+    for root in roots {
+        let _ = std::fs::remove_dir(root.join("podvisor").join(uid));
+    }
+}

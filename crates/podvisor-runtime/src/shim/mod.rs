@@ -1,3 +1,15 @@
-//! The per-pod shim (being built).
+//! The per-pod shim: `podvisor shim`, the subreaper and parent of a pod's container processes.
+//!
+//! - [`server`]: the shim process (no async runtime: std threads).
+//! - [`protocol`]: JSON lines exchanged with the agent.
+//! - [`client`]: the agent's tokio client.
+//!
+//! The shim writes container output to CRI log files, journals every exit (fsync) before it
+//! reports it, and outlives the agent, which re-adopts it on restart.
 
+mod child;
+pub mod client;
+mod exec;
+pub mod protocol;
 pub mod server;
+mod supervisor;

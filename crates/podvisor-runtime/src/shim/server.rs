@@ -1,7 +1,248 @@
-//! The shim process (being built).
+//! The shim process: `podvisor shim --pod-dir DIR [--socket PATH]`.
+//!
+//! Started detached by the agent (new session, stdio to `<pod_dir>/shim/shim.log`), it is the
+//! subreaper and parent of the pod's containers and serves the agent over a unix socket (see
+//! [`super::protocol`]). It outlives the agent; a restarted agent reconnects, asks `State` and
+//! `Subscribe`s again (unacknowledged exits are replayed). It exits after `Shutdown` once no
+//! container runs. No async runtime: std threads only, started after the process has set up
+//! its own mount namespace (which must happen while it is single-threaded).
+
+use super::protocol::{Event, Request, Response, layout};
+use super::supervisor::{Shim, THREAD_STACK};
+use std::io::{self, BufRead, BufReader, Read, Write};
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::PathBuf;
+use std::sync::{Arc, mpsc};
+use std::thread;
+use std::time::Duration;
+
+/// How long a connection may take to send its request line.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+/// How often an idle `Subscribe` connection checks that the agent is still there.
+const SUBSCRIBER_CHECK: Duration = Duration::from_secs(1);
 
 /// Entry point of `podvisor shim ARGS...`; returns the exit code.
 pub fn main(args: &[String]) -> i32 {
-    eprintln!("podvisor shim: not built yet ({} args)", args.len());
-    2
+    match try_main(args) {
+        Ok(()) => 0,
+        Err(e) => {
+            eprintln!("podvisor shim: {e}");
+            1
+        }
+    }
+}
+
+struct Args {
+    pod_dir: PathBuf,
+    socket: PathBuf,
+}
+
+fn parse(args: &[String]) -> io::Result<Args> {
+    let usage = |m: &str| io::Error::new(io::ErrorKind::InvalidInput, m.to_owned());
+    let (mut pod_dir, mut socket) = (None, None);
+    let mut it = args.iter();
+    while let Some(arg) = it.next() {
+        let mut value = || {
+            it.next()
+                .cloned()
+                .ok_or_else(|| usage(&format!("{arg} needs a value")))
+        };
+        match arg.as_str() {
+            "--pod-dir" => pod_dir = Some(PathBuf::from(value()?)),
+            "--socket" => socket = Some(PathBuf::from(value()?)),
+            other => return Err(usage(&format!("unknown argument {other}"))),
+        }
+    }
+    let pod_dir =
+        pod_dir.ok_or_else(|| usage("usage: podvisor shim --pod-dir DIR [--socket PATH]"))?;
+    let socket = socket.unwrap_or_else(|| layout::socket(&pod_dir));
+    Ok(Args { pod_dir, socket })
+}
+
+fn try_main(args: &[String]) -> io::Result<()> {
+    let args = parse(args)?;
+    // Still single-threaded: the only moment a private mount namespace covers the whole shim.
+    let shared_tmpfs = private_mount_namespace();
+    rustix::process::set_child_subreaper(Some(rustix::process::getpid()))
+        .map_err(|e| io::Error::new(e.kind(), format!("becoming a child subreaper: {e}")))?;
+    cloexec_inherited();
+    let shim_dir = layout::shim_dir(&args.pod_dir);
+    std::fs::create_dir_all(&shim_dir)?;
+    std::fs::write(
+        layout::pid_file(&args.pod_dir),
+        format!("{}\n", std::process::id()),
+    )?;
+    let listener = bind(&args.socket)?;
+    let shim = Arc::new(Shim::new(&args.pod_dir, args.socket.clone(), shared_tmpfs)?);
+    {
+        let shim = Arc::clone(&shim);
+        thread::Builder::new()
+            .name("reaper".into())
+            .stack_size(THREAD_STACK)
+            .spawn(move || shim.reap_forever())?;
+    }
+    for conn in listener.incoming() {
+        match conn {
+            Ok(stream) => {
+                let shim = Arc::clone(&shim);
+                let spawned = thread::Builder::new()
+                    .name("conn".into())
+                    .stack_size(THREAD_STACK)
+                    .spawn(move || {
+                        if let Err(e) = serve(&shim, stream) {
+                            eprintln!("podvisor shim: connection: {e}");
+                        }
+                    });
+                if let Err(e) = spawned {
+                    eprintln!("podvisor shim: cannot serve a connection: {e}");
+                }
+            }
+            Err(e) => {
+                eprintln!("podvisor shim: accept: {e}");
+                thread::sleep(Duration::from_millis(100));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Gives the shim its own mount namespace (slave of the host's) when it may: tmpfs volumes
+/// mounted there are shared by the pod's containers and vanish with the shim.
+fn private_mount_namespace() -> bool {
+    if !rustix::process::geteuid().is_root() {
+        return false;
+    }
+    // SAFETY: unshare while the process has a single thread, before any thread is spawned.
+    #[allow(unsafe_code)]
+    let unshared = unsafe { rustix::thread::unshare_unsafe(rustix::thread::UnshareFlags::NEWNS) };
+    if let Err(e) = unshared {
+        eprintln!(
+            "podvisor shim: no private mount namespace ({e}): tmpfs volumes are per container"
+        );
+        return false;
+    }
+    let flags = rustix::mount::MountPropagationFlags::DOWNSTREAM
+        | rustix::mount::MountPropagationFlags::REC;
+    if let Err(e) = rustix::mount::mount_change("/", flags) {
+        eprintln!("podvisor shim: making / a slave mount: {e}");
+    }
+    true
+}
+
+/// Marks every inherited descriptor above 2 close-on-exec, so none reaches a container.
+fn cloexec_inherited() {
+    let Ok(dir) = std::fs::read_dir("/proc/self/fd") else {
+        return;
+    };
+    let fds: Vec<i32> = dir
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+        .filter(|&fd| fd > 2)
+        .collect();
+    for fd in fds {
+        // SAFETY: borrowing a descriptor number only to set its flags; a stale number (the
+        // directory's own descriptor) fails harmlessly with EBADF.
+        #[allow(unsafe_code)]
+        let fd = unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) };
+        let _ = rustix::io::fcntl_setfd(fd, rustix::io::FdFlags::CLOEXEC);
+    }
+}
+
+/// Binds the socket, replacing a stale one; refuses if another shim answers on it.
+fn bind(socket: &std::path::Path) -> io::Result<UnixListener> {
+    if UnixStream::connect(socket).is_ok() {
+        return Err(io::Error::new(
+            io::ErrorKind::AddrInUse,
+            format!("another shim serves {}", socket.display()),
+        ));
+    }
+    let _ = std::fs::remove_file(socket);
+    if let Some(dir) = socket.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    UnixListener::bind(socket)
+        .map_err(|e| io::Error::new(e.kind(), format!("binding {}: {e}", socket.display())))
+}
+
+fn write_line(stream: &mut UnixStream, value: &impl serde::Serialize) -> io::Result<()> {
+    let mut line = serde_json::to_vec(value).map_err(io::Error::other)?;
+    line.push(b'\n');
+    stream.write_all(&line)
+}
+
+fn serve(shim: &Arc<Shim>, mut stream: UnixStream) -> io::Result<()> {
+    stream.set_read_timeout(Some(REQUEST_TIMEOUT))?;
+    let mut line = String::new();
+    BufReader::new(&stream).read_line(&mut line)?;
+    if line.trim().is_empty() {
+        return Ok(());
+    }
+    let request: Request = match serde_json::from_str(&line) {
+        Ok(request) => request,
+        Err(e) => {
+            let message = format!("bad request: {e}");
+            return write_line(&mut stream, &Response::Error { message });
+        }
+    };
+    if let Request::Subscribe = request {
+        return stream_events(shim, stream);
+    }
+    shim.busy(true);
+    let result = answer(shim, request, &mut stream);
+    drop(stream);
+    shim.busy(false);
+    result
+}
+
+fn answer(shim: &Arc<Shim>, request: Request, stream: &mut UnixStream) -> io::Result<()> {
+    let response = match request {
+        Request::Subscribe => return Ok(()),
+        Request::Shutdown => {
+            shim.shutdown();
+            Response::Ok
+        }
+        Request::Start { instance, config } => shim.start(instance, config),
+        Request::Signal { instance, signal } => shim.signal(instance, signal),
+        Request::Kill { instance } => shim.kill(instance),
+        Request::Exec {
+            instance,
+            argv,
+            timeout_ms,
+        } => super::exec::exec(shim, instance, &argv, timeout_ms.map(Duration::from_millis)),
+        Request::State => shim.snapshot(),
+        Request::Ack { instance } => shim.ack(instance),
+    };
+    write_line(stream, &response)
+}
+
+/// Streams exits to a subscriber: first the unacknowledged ones, then each new one.
+fn stream_events(shim: &Arc<Shim>, mut stream: UnixStream) -> io::Result<()> {
+    let (tx, rx) = mpsc::channel();
+    for exit in shim.subscribe(tx) {
+        write_line(&mut stream, &Event::Exited(exit))?;
+    }
+    loop {
+        match rx.recv_timeout(SUBSCRIBER_CHECK) {
+            Ok(exit) => write_line(&mut stream, &Event::Exited(exit))?,
+            Err(mpsc::RecvTimeoutError::Timeout) => {
+                if peer_gone(&mut stream)? {
+                    return Ok(());
+                }
+            }
+            Err(mpsc::RecvTimeoutError::Disconnected) => return Ok(()),
+        }
+    }
+}
+
+/// The agent never writes on a subscription: readable means it hung up.
+fn peer_gone(stream: &mut UnixStream) -> io::Result<bool> {
+    stream.set_nonblocking(true)?;
+    let mut byte = [0_u8; 1];
+    let gone = match stream.read(&mut byte) {
+        Ok(0) => true,
+        Ok(_) => false,
+        Err(e) if e.kind() == io::ErrorKind::WouldBlock => false,
+        Err(_) => true,
+    };
+    stream.set_nonblocking(false)?;
+    Ok(gone)
 }

@@ -1,0 +1,518 @@
+//! What a container (or exec) child does between `fork` and `exec`.
+//!
+//! The shim is multi-threaded, so after `fork` the child may only make async-signal-safe calls:
+//! everything (paths as `CString`s, cgroup `cgroup.procs` descriptors, namespace descriptors,
+//! uid maps) is prepared in the parent by [`ChildSetup::for_container`] and
+//! [`ChildSetup::for_exec`]; [`ChildSetup::run`] only issues raw system calls and never
+//! allocates. When a step fails, the child writes the step and errno to a report pipe so the
+//! parent can say which mount failed rather than just "permission denied".
+
+use crate::config::{ContainerConfig, MountKind};
+use std::ffi::CString;
+use std::fs::File;
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+
+/// Step codes reported through the pipe (`kind * STEP_STRIDE + index`).
+const STEP_STRIDE: u32 = 10_000;
+const STEP_CGROUP: u32 = 1;
+const STEP_UNSHARE: u32 = 2;
+const STEP_USER_MAPS: u32 = 3;
+const STEP_PROPAGATION: u32 = 4;
+const STEP_SETNS: u32 = 5;
+const STEP_MOUNT_TARGET: u32 = 6;
+const STEP_MOUNT: u32 = 7;
+const STEP_REMOUNT_RO: u32 = 8;
+const STEP_WORKDIR: u32 = 9;
+const STEP_CLOSE_FDS: u32 = 10;
+
+/// How the child gets its view of the filesystem.
+enum Namespaces {
+    /// A fresh private mount namespace, plus a user namespace (mapping the shim's own uid and
+    /// gid) when the shim is not root.
+    New { user_maps: Option<UserMaps> },
+    /// The namespaces of a running container (exec).
+    Join { user: Option<OwnedFd>, mnt: OwnedFd },
+}
+
+struct UserMaps {
+    uid_map: Vec<u8>,
+    gid_map: Vec<u8>,
+}
+
+/// One mount, ready for the child.
+struct MountStep {
+    /// `None`: a tmpfs.
+    source: Option<CString>,
+    target: CString,
+    /// Directories to create (outermost first) so that the target exists.
+    dirs: Vec<CString>,
+    /// The target is a file (bind of a file): created empty if missing.
+    file: bool,
+    read_only: bool,
+    /// Flags of the source's mount that a read-only remount must keep (nosuid, nodev, ...).
+    keep_flags: libc::c_ulong,
+    /// tmpfs options (`size=...`).
+    data: Option<CString>,
+    /// Describes the mount in error messages.
+    describe: String,
+}
+
+/// Everything the child needs, prepared before `fork`.
+pub(super) struct ChildSetup {
+    cgroup_procs: Vec<OwnedFd>,
+    namespaces: Namespaces,
+    mounts: Vec<MountStep>,
+    workdir: Option<(CString, Vec<CString>)>,
+    report: OwnedFd,
+}
+
+/// The read end of a child's report pipe.
+pub(super) struct Report(File);
+
+impl Report {
+    /// Describes the step that failed, if the child reported one (call after `spawn` failed).
+    pub(super) fn failed_step(mut self, setup_mounts: &[String]) -> Option<String> {
+        use std::io::Read;
+        let mut buf = [0_u8; 8];
+        self.0.read_exact(&mut buf).ok()?;
+        let step = u32::from_ne_bytes([buf[0], buf[1], buf[2], buf[3]]);
+        let errno = i32::from_ne_bytes([buf[4], buf[5], buf[6], buf[7]]);
+        let err = io::Error::from_raw_os_error(errno);
+        let (kind, index) = (step / STEP_STRIDE, (step % STEP_STRIDE) as usize);
+        let mount = || setup_mounts.get(index).cloned().unwrap_or_default();
+        Some(match kind {
+            STEP_CGROUP => format!("joining the container cgroup: {err}"),
+            STEP_UNSHARE => format!("creating the container namespaces: {err}"),
+            STEP_USER_MAPS => format!("writing the user namespace maps: {err}"),
+            STEP_PROPAGATION => format!("making the root mount a slave: {err}"),
+            STEP_SETNS => format!("entering the container namespaces: {err}"),
+            STEP_MOUNT_TARGET => format!("creating mount target for {}: {err}", mount()),
+            STEP_MOUNT => format!("error mounting {}: {err}", mount()),
+            STEP_REMOUNT_RO => format!("remounting {} read-only: {err}", mount()),
+            STEP_WORKDIR => format!("changing to the working directory: {err}"),
+            STEP_CLOSE_FDS => format!("closing inherited descriptors: {err}"),
+            _ => format!("container setup: {err}"),
+        })
+    }
+}
+
+impl ChildSetup {
+    /// Prepares a container's child: join its cgroups, a private mount namespace with its
+    /// mounts, its working directory. `shared_tmpfs` tells whether the shim mounted each tmpfs
+    /// volume at its source already (then it is bind-mounted like a directory, so containers
+    /// share it).
+    pub(super) fn for_container(
+        config: &ContainerConfig,
+        cgroup_procs: Vec<OwnedFd>,
+        rootless: bool,
+        shared_tmpfs: bool,
+    ) -> io::Result<(Self, Report, Vec<String>)> {
+        let mut mounts = Vec::new();
+        let mut specs: Vec<(Option<PathBuf>, PathBuf, bool, Option<u64>)> = config
+            .mounts
+            .iter()
+            .map(|m| match m.kind {
+                // A shared tmpfs is already mounted at its source: bind it like a directory.
+                MountKind::Tmpfs { size } if !shared_tmpfs => {
+                    (None, m.target.clone(), m.read_only, size)
+                }
+                MountKind::Bind | MountKind::Tmpfs { .. } => {
+                    (Some(m.source.clone()), m.target.clone(), m.read_only, None)
+                }
+            })
+            .collect();
+        let tm_target = PathBuf::from(&config.termination_message_path);
+        if !config.termination_message_path.is_empty()
+            && !specs.iter().any(|(_, target, _, _)| *target == tm_target)
+        {
+            specs.push((
+                Some(config.termination_message_host_path.clone()),
+                tm_target,
+                false,
+                None,
+            ));
+        }
+        // Parents before children, like containerd: `/data` before `/data/sub`.
+        specs.sort_by_key(|(_, target, _, _)| target.components().count());
+        for (source, target, read_only, size) in specs {
+            mounts.push(mount_step(source.as_deref(), &target, read_only, size)?);
+        }
+        let describe = mounts.iter().map(|m| m.describe.clone()).collect();
+        let workdir = match &config.working_dir {
+            Some(dir) if !dir.is_empty() => {
+                let dir = Path::new(dir);
+                let mut dirs = ancestors(dir)?;
+                dirs.push(cstring(dir)?);
+                Some((cstring(dir)?, dirs))
+            }
+            _ => None,
+        };
+        let user_maps = rootless.then(|| {
+            let uid = rustix::process::getuid().as_raw();
+            let gid = rustix::process::getgid().as_raw();
+            UserMaps {
+                uid_map: format!("{uid} {uid} 1\n").into_bytes(),
+                gid_map: format!("{gid} {gid} 1\n").into_bytes(),
+            }
+        });
+        let (read, write) = report_pipe()?;
+        let setup = ChildSetup {
+            cgroup_procs,
+            namespaces: Namespaces::New { user_maps },
+            mounts,
+            workdir,
+            report: write,
+        };
+        Ok((setup, read, describe))
+    }
+
+    /// Prepares an exec child: join the container's cgroups and namespaces (those of its main
+    /// process `pid`) and change to its working directory.
+    pub(super) fn for_exec(
+        pid: u32,
+        working_dir: Option<&str>,
+        cgroup_procs: Vec<OwnedFd>,
+        rootless: bool,
+    ) -> io::Result<(Self, Report)> {
+        let open_ns = |ns: &str| -> io::Result<OwnedFd> {
+            Ok(File::open(format!("/proc/{pid}/ns/{ns}"))?.into())
+        };
+        let user = if rootless {
+            Some(open_ns("user")?)
+        } else {
+            None
+        };
+        let mnt = open_ns("mnt")?;
+        let workdir = match working_dir {
+            Some(dir) if !dir.is_empty() => Some((cstring(Path::new(dir))?, Vec::new())),
+            _ => None,
+        };
+        let (read, write) = report_pipe()?;
+        let setup = ChildSetup {
+            cgroup_procs,
+            namespaces: Namespaces::Join { user, mnt },
+            mounts: Vec::new(),
+            workdir,
+            report: write,
+        };
+        Ok((setup, read))
+    }
+
+    /// Runs in the child after `fork`: async-signal-safe system calls only, no allocation.
+    pub(super) fn run(&self) -> io::Result<()> {
+        let mut step = 0;
+        let result = self.run_steps(&mut step);
+        if let Err(err) = &result {
+            let errno = err.raw_os_error().unwrap_or(libc::EINVAL);
+            let mut buf = [0_u8; 8];
+            buf[..4].copy_from_slice(&step.to_ne_bytes());
+            buf[4..].copy_from_slice(&errno.to_ne_bytes());
+            // SAFETY: writing a stack buffer to a descriptor we own.
+            #[allow(unsafe_code)]
+            unsafe {
+                libc::write(self.report.as_raw_fd(), buf.as_ptr().cast(), buf.len());
+            }
+        }
+        result
+    }
+
+    fn run_steps(&self, step: &mut u32) -> io::Result<()> {
+        *step = STEP_CGROUP * STEP_STRIDE;
+        for fd in &self.cgroup_procs {
+            // Writing "0" moves the writing process itself into the cgroup.
+            write_all(fd.as_raw_fd(), b"0")?;
+        }
+        match &self.namespaces {
+            Namespaces::New { user_maps } => {
+                *step = STEP_UNSHARE * STEP_STRIDE;
+                let mut flags = libc::CLONE_NEWNS;
+                if user_maps.is_some() {
+                    flags |= libc::CLONE_NEWUSER;
+                }
+                // SAFETY: unshare in the single-threaded child.
+                #[allow(unsafe_code)]
+                check(unsafe { libc::unshare(flags) })?;
+                if let Some(maps) = user_maps {
+                    *step = STEP_USER_MAPS * STEP_STRIDE;
+                    write_file(c"/proc/self/setgroups", b"deny")?;
+                    write_file(c"/proc/self/uid_map", &maps.uid_map)?;
+                    write_file(c"/proc/self/gid_map", &maps.gid_map)?;
+                }
+                *step = STEP_PROPAGATION * STEP_STRIDE;
+                // Host mounts still propagate in; nothing the container mounts leaks out.
+                sys_mount(None, c"/", None, libc::MS_REC | libc::MS_SLAVE, None)?;
+            }
+            Namespaces::Join { user, mnt } => {
+                *step = STEP_SETNS * STEP_STRIDE;
+                if let Some(user) = user {
+                    setns(user, libc::CLONE_NEWUSER)?;
+                }
+                setns(mnt, libc::CLONE_NEWNS)?;
+            }
+        }
+        for (index, m) in (0_u32..).zip(&self.mounts) {
+            *step = STEP_MOUNT_TARGET * STEP_STRIDE + index;
+            for dir in &m.dirs {
+                mkdir(dir)?;
+            }
+            if m.file {
+                create_file(&m.target)?;
+            }
+            *step = STEP_MOUNT * STEP_STRIDE + index;
+            match &m.source {
+                Some(source) => {
+                    let flags = libc::MS_BIND | libc::MS_REC;
+                    sys_mount(Some(source), &m.target, None, flags, None)?;
+                    if m.read_only {
+                        *step = STEP_REMOUNT_RO * STEP_STRIDE + index;
+                        let flags = libc::MS_BIND | libc::MS_REMOUNT | libc::MS_RDONLY;
+                        sys_mount(None, &m.target, None, flags | m.keep_flags, None)?;
+                    }
+                }
+                None => {
+                    let mut flags = libc::MS_NOSUID | libc::MS_NODEV;
+                    if m.read_only {
+                        flags |= libc::MS_RDONLY;
+                    }
+                    let data = m.data.as_deref();
+                    sys_mount(Some(c"tmpfs"), &m.target, Some(c"tmpfs"), flags, data)?;
+                }
+            }
+        }
+        if let Some((dir, dirs)) = &self.workdir {
+            *step = STEP_WORKDIR * STEP_STRIDE;
+            for d in dirs {
+                mkdir(d)?;
+            }
+            // SAFETY: chdir with a NUL-terminated path prepared before fork.
+            #[allow(unsafe_code)]
+            check(unsafe { libc::chdir(dir.as_ptr()) })?;
+        }
+        *step = STEP_CLOSE_FDS * STEP_STRIDE;
+        // Belt and braces: whatever descriptor is not close-on-exec yet becomes so; only
+        // 0, 1 and 2 reach the program.
+        // SAFETY: close_range only changes descriptor flags.
+        #[allow(unsafe_code)]
+        let rc = unsafe {
+            libc::syscall(
+                libc::SYS_close_range,
+                3_u32,
+                u32::MAX,
+                libc::CLOSE_RANGE_CLOEXEC,
+            )
+        };
+        if rc < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(())
+    }
+}
+
+fn mount_step(
+    source: Option<&Path>,
+    target: &Path,
+    read_only: bool,
+    size: Option<u64>,
+) -> io::Result<MountStep> {
+    if !target.is_absolute() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("mount target {} is not absolute", target.display()),
+        ));
+    }
+    let (file, keep_flags) = match source {
+        Some(source) => {
+            let meta = std::fs::metadata(source)
+                .map_err(|e| io::Error::new(e.kind(), format!("stat {}: {e}", source.display())))?;
+            (!meta.is_dir(), locked_flags(source))
+        }
+        None => (false, 0),
+    };
+    let mut dirs = ancestors(target)?;
+    if !file {
+        dirs.push(cstring(target)?);
+    }
+    let describe = match source {
+        Some(s) => format!("\"{}\" to rootfs at \"{}\"", s.display(), target.display()),
+        None => format!("\"tmpfs\" to rootfs at \"{}\"", target.display()),
+    };
+    Ok(MountStep {
+        source: source.map(cstring).transpose()?,
+        target: cstring(target)?,
+        dirs,
+        file,
+        read_only,
+        keep_flags,
+        data: size
+            .map(|s| CString::new(format!("size={s}")))
+            .transpose()
+            .map_err(io::Error::other)?,
+        describe,
+    })
+}
+
+/// Flags of the mount holding `path` that a read-only bind remount must repeat (the kernel
+/// refuses to clear them inside a user namespace).
+fn locked_flags(path: &Path) -> libc::c_ulong {
+    use rustix::fs::StatVfsMountFlags as F;
+    let Ok(st) = rustix::fs::statvfs(path) else {
+        return 0;
+    };
+    let mut flags = 0;
+    for (have, want) in [
+        (F::NOSUID, libc::MS_NOSUID),
+        (F::NODEV, libc::MS_NODEV),
+        (F::NOEXEC, libc::MS_NOEXEC),
+        (F::NOATIME, libc::MS_NOATIME),
+        (F::NODIRATIME, libc::MS_NODIRATIME),
+        (F::RELATIME, libc::MS_RELATIME),
+    ] {
+        if st.f_flag.contains(have) {
+            flags |= want;
+        }
+    }
+    flags
+}
+
+/// `/a/b/c` → `["/a", "/a/b"]`.
+fn ancestors(path: &Path) -> io::Result<Vec<CString>> {
+    let mut dirs: Vec<&Path> = path
+        .ancestors()
+        .skip(1)
+        .filter(|p| !p.as_os_str().is_empty() && *p != Path::new("/"))
+        .collect();
+    dirs.reverse();
+    dirs.into_iter().map(cstring).collect()
+}
+
+fn cstring(path: &Path) -> io::Result<CString> {
+    CString::new(path.as_os_str().as_bytes()).map_err(|_| {
+        io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("path {} contains a NUL byte", path.display()),
+        )
+    })
+}
+
+fn report_pipe() -> io::Result<(Report, OwnedFd)> {
+    use rustix::pipe::{PipeFlags, pipe_with};
+    let (read, write) = pipe_with(PipeFlags::CLOEXEC | PipeFlags::NONBLOCK)?;
+    // Only the read end is non-blocking: the child's single small write never blocks anyway.
+    rustix::fs::fcntl_setfl(&write, rustix::fs::OFlags::empty())?;
+    Ok((Report(File::from(read)), write))
+}
+
+fn check(rc: libc::c_int) -> io::Result<()> {
+    if rc < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(())
+    }
+}
+
+fn write_all(fd: libc::c_int, mut bytes: &[u8]) -> io::Result<()> {
+    while !bytes.is_empty() {
+        // SAFETY: writing a borrowed buffer to a descriptor we hold.
+        #[allow(unsafe_code)]
+        let n = unsafe { libc::write(fd, bytes.as_ptr().cast(), bytes.len()) };
+        if n < 0 {
+            let err = io::Error::last_os_error();
+            if err.kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(err);
+        }
+        bytes = &bytes[n.unsigned_abs()..];
+    }
+    Ok(())
+}
+
+fn write_file(path: &std::ffi::CStr, bytes: &[u8]) -> io::Result<()> {
+    // SAFETY: open with a NUL-terminated path; the descriptor is closed below.
+    #[allow(unsafe_code)]
+    let fd = unsafe { libc::open(path.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: `fd` was just opened and is owned here; OwnedFd closes it (no allocation).
+    #[allow(unsafe_code)]
+    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    write_all(fd.as_raw_fd(), bytes)
+}
+
+fn create_file(path: &std::ffi::CStr) -> io::Result<()> {
+    // SAFETY: open with a NUL-terminated path; the descriptor is closed right away.
+    #[allow(unsafe_code)]
+    let fd = unsafe {
+        libc::open(
+            path.as_ptr(),
+            libc::O_WRONLY | libc::O_CREAT | libc::O_CLOEXEC | libc::O_NOCTTY,
+            0o644,
+        )
+    };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: `fd` was just opened and is owned here.
+    #[allow(unsafe_code)]
+    drop(unsafe { OwnedFd::from_raw_fd(fd) });
+    Ok(())
+}
+
+fn mkdir(path: &std::ffi::CStr) -> io::Result<()> {
+    // SAFETY: mkdir with a NUL-terminated path.
+    #[allow(unsafe_code)]
+    let rc = unsafe { libc::mkdir(path.as_ptr(), 0o755) };
+    if rc < 0 {
+        let err = io::Error::last_os_error();
+        if err.raw_os_error() != Some(libc::EEXIST) {
+            return Err(err);
+        }
+    }
+    Ok(())
+}
+
+fn setns(fd: &OwnedFd, kind: libc::c_int) -> io::Result<()> {
+    // SAFETY: setns with a namespace descriptor opened before fork.
+    #[allow(unsafe_code)]
+    check(unsafe { libc::setns(fd.as_raw_fd(), kind) })
+}
+
+fn sys_mount(
+    source: Option<&std::ffi::CStr>,
+    target: &std::ffi::CStr,
+    fstype: Option<&std::ffi::CStr>,
+    flags: libc::c_ulong,
+    data: Option<&std::ffi::CStr>,
+) -> io::Result<()> {
+    let ptr = |s: Option<&std::ffi::CStr>| s.map_or(std::ptr::null(), std::ffi::CStr::as_ptr);
+    // SAFETY: every pointer is NUL-terminated or null, prepared before fork.
+    #[allow(unsafe_code)]
+    check(unsafe {
+        libc::mount(
+            ptr(source),
+            target.as_ptr(),
+            ptr(fstype),
+            flags,
+            ptr(data).cast(),
+        )
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ancestors_are_outermost_first() {
+        let dirs = ancestors(Path::new("/a/b/c")).unwrap();
+        assert_eq!(
+            dirs,
+            vec![CString::new("/a").unwrap(), CString::new("/a/b").unwrap()]
+        );
+        assert!(ancestors(Path::new("/a")).unwrap().is_empty());
+    }
+}

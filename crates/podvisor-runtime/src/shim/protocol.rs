@@ -1,0 +1,234 @@
+//! The agent ↔ shim protocol: one JSON object per line over the shim's unix socket.
+//!
+//! Every connection carries one [`Request`] and one [`Response`], except `Subscribe`, after
+//! which the shim streams [`Event`] lines (first the exits not yet acknowledged) until the
+//! agent hangs up. Timestamps are RFC 3339 strings with nanoseconds, so the journal
+//! (`<pod_dir>/shim/exits.jsonl`) stays readable by people.
+
+use crate::config::ContainerConfig;
+use serde::{Deserialize, Serialize};
+use std::path::PathBuf;
+
+/// The longest output of an exec that is kept (combined stdout and stderr).
+pub const EXEC_OUTPUT_LIMIT: usize = 10 * 1024;
+
+/// What the agent asks of the shim.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "snake_case")]
+pub enum Request {
+    /// Create and start a container instance.
+    Start {
+        /// The instance id (unique within the pod).
+        instance: u64,
+        /// What to run and how.
+        config: ContainerConfig,
+    },
+    /// Send `signal` to the instance's process group.
+    Signal {
+        /// The instance.
+        instance: u64,
+        /// The signal number.
+        signal: i32,
+    },
+    /// SIGKILL the instance's process group and every process in its cgroup.
+    Kill {
+        /// The instance.
+        instance: u64,
+    },
+    /// Run a command in the instance's view and wait for it.
+    Exec {
+        /// The instance.
+        instance: u64,
+        /// The command.
+        argv: Vec<String>,
+        /// Kill the command's process group after this many milliseconds.
+        timeout_ms: Option<u64>,
+    },
+    /// Every instance the shim knows, running or exited.
+    State,
+    /// Turn this connection into a stream of [`Event`]s.
+    Subscribe,
+    /// The agent has handled the exit of `instance`: do not replay it.
+    Ack {
+        /// The instance.
+        instance: u64,
+    },
+    /// Exit once no container runs (the socket is then removed).
+    Shutdown,
+}
+
+/// The shim's answer to one request.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "result", rename_all = "snake_case")]
+pub enum Response {
+    /// The instance runs.
+    Started {
+        /// Host pid of its main process (also its process group id).
+        pid: u32,
+        /// RFC 3339 start time.
+        started_at: String,
+    },
+    /// The instance could not be started.
+    StartFailed {
+        /// `CreateContainerError` or `RunContainerError`.
+        reason: String,
+        /// containerd-style detail.
+        message: String,
+        /// The container was created (cgroup, mounts) before it failed.
+        created: bool,
+    },
+    /// Done.
+    Ok,
+    /// The outcome of an exec.
+    Exec {
+        /// Exit code, 128 + n when killed by signal n.
+        exit_code: i32,
+        /// Combined stdout and stderr, at most [`EXEC_OUTPUT_LIMIT`] bytes.
+        output: Vec<u8>,
+        /// The timeout expired and the command's process group was killed.
+        timed_out: bool,
+    },
+    /// The shim's instances.
+    State {
+        /// The shim's pid.
+        shim_pid: u32,
+        /// Every instance, in id order.
+        instances: Vec<InstanceState>,
+    },
+    /// No such instance.
+    NotFound {
+        /// The instance asked for.
+        instance: u64,
+    },
+    /// The request failed.
+    Error {
+        /// What went wrong, lower-case.
+        message: String,
+    },
+}
+
+/// One instance as the shim sees it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InstanceState {
+    /// The instance id.
+    pub instance: u64,
+    /// The container name.
+    pub name: String,
+    /// Host pid of the main process.
+    pub pid: u32,
+    /// RFC 3339 start time.
+    pub started_at: String,
+    /// How it ended, once it has.
+    pub exit: Option<ExitRecord>,
+    /// The agent acknowledged the exit.
+    pub acked: bool,
+}
+
+/// How an instance ended, as recorded (fsynced) in the journal before it is reported.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ExitRecord {
+    /// The instance id.
+    pub instance: u64,
+    /// The container name.
+    pub name: String,
+    /// Host pid of the main process.
+    pub pid: u32,
+    /// Exit code, 128 + n when killed by signal n.
+    pub exit_code: i32,
+    /// The signal that killed it.
+    pub signal: Option<i32>,
+    /// The memory cgroup's `oom_kill` counter rose while it ran.
+    pub oom_killed: bool,
+    /// RFC 3339 start time.
+    pub started_at: String,
+    /// RFC 3339 exit time (when the shim reaped it).
+    pub finished_at: String,
+    /// The host file bound at `terminationMessagePath`.
+    pub termination_message_host_path: PathBuf,
+    /// The instance's CRI log file.
+    pub log_path: PathBuf,
+}
+
+/// What a `Subscribe` connection streams.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "event", rename_all = "snake_case")]
+pub enum Event {
+    /// An instance exited.
+    Exited(ExitRecord),
+}
+
+/// One line of the shim's journal (`<pod_dir>/shim/exits.jsonl`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum JournalEntry {
+    /// An instance exited.
+    Exit(ExitRecord),
+    /// The agent acknowledged an exit.
+    Ack {
+        /// The instance.
+        instance: u64,
+    },
+}
+
+/// The shim's files inside a pod directory.
+pub mod layout {
+    use std::path::{Path, PathBuf};
+
+    /// `<pod_dir>/shim`: the shim's own directory.
+    pub fn shim_dir(pod_dir: &Path) -> PathBuf {
+        pod_dir.join("shim")
+    }
+
+    /// The default socket path.
+    pub fn socket(pod_dir: &Path) -> PathBuf {
+        shim_dir(pod_dir).join("shim.sock")
+    }
+
+    /// The exit journal.
+    pub fn journal(pod_dir: &Path) -> PathBuf {
+        shim_dir(pod_dir).join("exits.jsonl")
+    }
+
+    /// The shim's own stdout/stderr.
+    pub fn shim_log(pod_dir: &Path) -> PathBuf {
+        shim_dir(pod_dir).join("shim.log")
+    }
+
+    /// The shim's pid file.
+    pub fn pid_file(pod_dir: &Path) -> PathBuf {
+        shim_dir(pod_dir).join("shim.pid")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn requests_are_tagged_lines() {
+        let line = serde_json::to_string(&Request::Kill { instance: 3 }).unwrap();
+        assert_eq!(line, r#"{"op":"kill","instance":3}"#);
+        let back: Request = serde_json::from_str(r#"{"op":"state"}"#).unwrap();
+        assert!(matches!(back, Request::State));
+    }
+
+    #[test]
+    fn journal_round_trips() {
+        let exit = ExitRecord {
+            instance: 1,
+            name: "c".into(),
+            pid: 42,
+            exit_code: 137,
+            signal: Some(9),
+            oom_killed: true,
+            started_at: "2025-01-01T00:00:00.5Z".into(),
+            finished_at: "2025-01-01T00:00:01.5Z".into(),
+            termination_message_host_path: "/t".into(),
+            log_path: "/l".into(),
+        };
+        let entry = JournalEntry::Exit(exit);
+        let line = serde_json::to_string(&entry).unwrap();
+        assert!(line.starts_with(r#"{"kind":"exit","instance":1"#));
+        assert_eq!(serde_json::from_str::<JournalEntry>(&line).unwrap(), entry);
+    }
+}

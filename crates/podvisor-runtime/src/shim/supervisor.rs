@@ -1,0 +1,735 @@
+//! The shim's state: instances, the reaper, exit recording and subscribers.
+//!
+//! Threads: the reaper (one `waitid` loop for every child and re-parented descendant), two log
+//! pumps per instance, one short-lived thread per exit (kill leftovers, wait for the pumps,
+//! journal, notify), and one thread per agent connection (in `server`).
+//!
+//! Lock order: `fork_lock` before `state`; `journal` is taken alone.
+
+use super::child::ChildSetup;
+use super::protocol::{ExitRecord, InstanceState, JournalEntry, Response};
+use crate::cgroup::{CgroupMode, ContainerCgroup};
+use crate::config::ContainerConfig;
+use crate::logs::{SharedLogWriter, Stream};
+use rustix::io::Errno;
+use rustix::process::{Pid, Signal, WaitId, WaitIdOptions, WaitOptions, WaitStatus};
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::fs::{File, OpenOptions};
+use std::io::{self, BufRead, Read, Write};
+use std::os::fd::OwnedFd;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, mpsc};
+use std::thread;
+use std::time::{Duration, Instant};
+
+/// How long an exit waits for its log pumps to drain after the cgroup is emptied.
+const PUMP_DRAIN: Duration = Duration::from_secs(2);
+/// Small stacks: the shim should stay a few MiB.
+pub(super) const THREAD_STACK: usize = 128 * 1024;
+
+/// Who waits for a reaped pid.
+pub(super) enum Waiter {
+    /// The main process of an instance.
+    Container(u64),
+    /// An exec: the status goes back to the requesting connection.
+    Exec(mpsc::Sender<WaitStatus>),
+}
+
+/// One container instance.
+struct Instance {
+    name: String,
+    /// `None` for instances loaded from the journal of an earlier shim.
+    config: Option<ContainerConfig>,
+    pid: u32,
+    started_at: String,
+    cgroup: Option<Arc<ContainerCgroup>>,
+    oom_baseline: u64,
+    /// Receives one message per log pump that finished.
+    pumps: Option<mpsc::Receiver<()>>,
+    /// The main process has been reaped (its pid may be reused: never signal it again).
+    reaped: bool,
+    exit: Option<ExitRecord>,
+    acked: bool,
+}
+
+#[derive(Default)]
+struct State {
+    instances: BTreeMap<u64, Instance>,
+    waiters: HashMap<i32, Waiter>,
+    subscribers: Vec<mpsc::Sender<ExitRecord>>,
+    shutdown: bool,
+    /// Bumped after every fork, so the reaper does not sleep through a new child.
+    forks: u64,
+    tmpfs_mounted: HashSet<PathBuf>,
+}
+
+/// The shim.
+pub(super) struct Shim {
+    pub(super) socket: PathBuf,
+    cgroups: CgroupMode,
+    rootless: bool,
+    /// The shim runs in its own mount namespace: tmpfs volumes are mounted once at their
+    /// source there and bind-mounted into each container, so containers share them.
+    shared_tmpfs: bool,
+    /// Held across `fork`+`exec` (std reaps a child whose exec failed inside `spawn`) and
+    /// across each reaping round, so the reaper never steals that status.
+    fork_lock: Mutex<()>,
+    state: Mutex<State>,
+    forked: Condvar,
+    journal: Mutex<File>,
+    /// Requests being answered: the shim does not exit in the middle of one.
+    busy: std::sync::atomic::AtomicUsize,
+}
+
+/// `(exit code, signal)` of a wait status: 128 + n when killed by signal n.
+pub(super) fn decode(status: WaitStatus) -> (i32, Option<i32>) {
+    if let Some(sig) = status.terminating_signal() {
+        (128 + sig, Some(sig))
+    } else {
+        (status.exit_status().unwrap_or(255), None)
+    }
+}
+
+fn now() -> String {
+    jiff::Timestamp::now().to_string()
+}
+
+fn pid_of(pid: u32) -> Option<Pid> {
+    Pid::from_raw(i32::try_from(pid).ok()?)
+}
+
+fn signal_of(signal: i32) -> Option<Signal> {
+    Signal::from_named_raw(signal)
+}
+
+impl Shim {
+    /// Opens the journal (replaying exits of an earlier shim) and detects cgroups.
+    pub(super) fn new(pod_dir: &Path, socket: PathBuf, shared_tmpfs: bool) -> io::Result<Self> {
+        let journal_path = super::protocol::layout::journal(pod_dir);
+        let mut state = State::default();
+        if let Ok(file) = File::open(&journal_path) {
+            for line in io::BufReader::new(file).lines() {
+                match serde_json::from_str::<JournalEntry>(&line?) {
+                    Ok(JournalEntry::Exit(exit)) => {
+                        state.instances.insert(
+                            exit.instance,
+                            Instance {
+                                name: exit.name.clone(),
+                                config: None,
+                                pid: exit.pid,
+                                started_at: exit.started_at.clone(),
+                                cgroup: None,
+                                oom_baseline: 0,
+                                pumps: None,
+                                reaped: true,
+                                exit: Some(exit),
+                                acked: false,
+                            },
+                        );
+                    }
+                    Ok(JournalEntry::Ack { instance }) => {
+                        if let Some(i) = state.instances.get_mut(&instance) {
+                            i.acked = true;
+                        }
+                    }
+                    // A torn last line (crash while appending) is not worth dying for.
+                    Err(_) => {}
+                }
+            }
+        }
+        let journal = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&journal_path)?;
+        // The journal's directory entry must survive a crash too.
+        if let Some(dir) = journal_path.parent() {
+            File::open(dir)?.sync_all()?;
+        }
+        Ok(Shim {
+            socket,
+            cgroups: crate::cgroup::detect(),
+            rootless: !rustix::process::geteuid().is_root(),
+            shared_tmpfs,
+            fork_lock: Mutex::new(()),
+            state: Mutex::new(state),
+            forked: Condvar::new(),
+            journal: Mutex::new(journal),
+            busy: std::sync::atomic::AtomicUsize::new(0),
+        })
+    }
+
+    fn state(&self) -> MutexGuard<'_, State> {
+        self.state
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn journal_append(&self, entry: &JournalEntry) -> io::Result<()> {
+        let mut line = serde_json::to_vec(entry).map_err(io::Error::other)?;
+        line.push(b'\n');
+        let file = self
+            .journal
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        (&*file).write_all(&line)?;
+        file.sync_data()
+    }
+
+    /// Forks `command` with the fork lock held and registers its pid before the reaper can
+    /// see it exit.
+    pub(super) fn spawn(
+        &self,
+        command: &mut Command,
+        waiter: Waiter,
+    ) -> io::Result<std::process::Child> {
+        self.spawn_registered(command, waiter, |_, _| {})
+    }
+
+    /// [`Shim::spawn`], also running `register` under the state lock before the reaper can
+    /// look at the child.
+    fn spawn_registered(
+        &self,
+        command: &mut Command,
+        waiter: Waiter,
+        register: impl FnOnce(&mut State, u32),
+    ) -> io::Result<std::process::Child> {
+        let _fork = self
+            .fork_lock
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let child = command.spawn()?;
+        let mut state = self.state();
+        state.waiters.insert(child.id().cast_signed(), waiter);
+        register(&mut state, child.id());
+        state.forks += 1;
+        self.forked.notify_all();
+        Ok(child)
+    }
+
+    /// The reaper: reaps every child and re-parented descendant (the shim is a subreaper),
+    /// hands main-process exits to exit handlers and exec statuses to their callers.
+    pub(super) fn reap_forever(self: &Arc<Self>) -> ! {
+        loop {
+            let forks = self.state().forks;
+            // Wait (without reaping) until some child is a zombie.
+            match rustix::process::waitid(
+                WaitId::All,
+                WaitIdOptions::EXITED | WaitIdOptions::NOWAIT,
+            ) {
+                Ok(_) => {}
+                Err(Errno::CHILD) => {
+                    let state = self.state();
+                    if state.forks == forks {
+                        drop(self.forked.wait_timeout(state, Duration::from_secs(1)));
+                    }
+                    continue;
+                }
+                Err(Errno::INTR) => continue,
+                Err(e) => {
+                    eprintln!("podvisor shim: waitid: {e}");
+                    thread::sleep(Duration::from_millis(100));
+                    continue;
+                }
+            }
+            let _fork = self
+                .fork_lock
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            while let Ok(Some((pid, status))) = rustix::process::wait(WaitOptions::NOHANG) {
+                self.reaped(pid.as_raw_pid(), status);
+            }
+        }
+    }
+
+    fn reaped(self: &Arc<Self>, pid: i32, status: WaitStatus) {
+        let finished_at = now();
+        let mut state = self.state();
+        match state.waiters.remove(&pid) {
+            Some(Waiter::Container(instance)) => {
+                if let Some(i) = state.instances.get_mut(&instance) {
+                    i.reaped = true;
+                }
+                drop(state);
+                let shim = Arc::clone(self);
+                let spawned = thread::Builder::new()
+                    .name(format!("exit-{instance}"))
+                    .stack_size(THREAD_STACK)
+                    .spawn(move || shim.record_exit(instance, status, finished_at));
+                if let Err(e) = spawned {
+                    eprintln!("podvisor shim: cannot handle exit of {instance}: {e}");
+                }
+            }
+            Some(Waiter::Exec(tx)) => drop(tx.send(status)),
+            // A re-parented descendant: reaping it is all there is to do.
+            None => {}
+        }
+    }
+
+    /// Kills what is left of the instance, waits for its logs, journals the exit (fsync) and
+    /// only then tells subscribers.
+    fn record_exit(self: Arc<Self>, instance: u64, status: WaitStatus, finished_at: String) {
+        let (cgroup, pumps, pid) = {
+            let mut state = self.state();
+            let Some(i) = state.instances.get_mut(&instance) else {
+                return;
+            };
+            (i.cgroup.clone(), i.pumps.take(), i.pid)
+        };
+        // The container is over once its main process is: no process may outlive it.
+        if let Some(pgid) = pid_of(pid) {
+            let _ = rustix::process::kill_process_group(pgid, Signal::KILL);
+        }
+        let mut oom_killed = false;
+        if let Some(cg) = &cgroup
+            && let Err(e) = cg.kill_all()
+        {
+            eprintln!("podvisor shim: killing the rest of instance {instance}: {e}");
+        }
+        if let Some(pumps) = pumps {
+            let deadline = Instant::now() + PUMP_DRAIN;
+            for _ in 0..2 {
+                let left = deadline.saturating_duration_since(Instant::now());
+                if pumps.recv_timeout(left).is_err() {
+                    break;
+                }
+            }
+        }
+        let (exit_code, signal) = decode(status);
+        let record = {
+            let state = self.state();
+            let Some(i) = state.instances.get(&instance) else {
+                return;
+            };
+            if let Some(cg) = &cgroup {
+                oom_killed = cg.oom_kill_count() > i.oom_baseline;
+            }
+            let config = i.config.as_ref();
+            ExitRecord {
+                instance,
+                name: i.name.clone(),
+                pid,
+                exit_code,
+                signal,
+                oom_killed,
+                started_at: i.started_at.clone(),
+                finished_at,
+                termination_message_host_path: config
+                    .map(|c| c.termination_message_host_path.clone())
+                    .unwrap_or_default(),
+                log_path: config.map(|c| c.log_path.clone()).unwrap_or_default(),
+            }
+        };
+        if let Err(e) = self.journal_append(&JournalEntry::Exit(record.clone())) {
+            eprintln!("podvisor shim: journaling exit of {instance}: {e}");
+        }
+        if let Some(cg) = &cgroup
+            && let Err(e) = cg.remove()
+        {
+            eprintln!("podvisor shim: removing cgroup of instance {instance}: {e}");
+        }
+        {
+            let mut state = self.state();
+            if let Some(i) = state.instances.get_mut(&instance) {
+                i.exit = Some(record.clone());
+                i.cgroup = None;
+            }
+            state.subscribers.retain(|s| s.send(record.clone()).is_ok());
+        }
+        self.exit_if_done();
+    }
+
+    /// Counts a request in (`true`) or out (`false`, then exits if that was the last thing
+    /// keeping a shut-down shim alive).
+    pub(super) fn busy(&self, start: bool) {
+        use std::sync::atomic::Ordering;
+        if start {
+            self.busy.fetch_add(1, Ordering::SeqCst);
+        } else {
+            self.busy.fetch_sub(1, Ordering::SeqCst);
+            self.exit_if_done();
+        }
+    }
+
+    /// After `Shutdown`: exits the process once no container runs and no request is being
+    /// answered.
+    pub(super) fn exit_if_done(&self) {
+        let state = self.state();
+        let idle = self.busy.load(std::sync::atomic::Ordering::SeqCst) == 0;
+        if idle && state.shutdown && state.instances.values().all(|i| i.exit.is_some()) {
+            let _ = std::fs::remove_file(&self.socket);
+            std::process::exit(0);
+        }
+    }
+
+    /// Marks the shim for shutdown.
+    pub(super) fn shutdown(&self) {
+        self.state().shutdown = true;
+    }
+
+    /// Starts an instance (see [`super::protocol::Request::Start`]).
+    pub(super) fn start(self: &Arc<Self>, instance: u64, config: ContainerConfig) -> Response {
+        if self.state().instances.contains_key(&instance) {
+            return Response::Error {
+                message: format!("instance {instance} already exists"),
+            };
+        }
+        match self.prepare_and_spawn(instance, config) {
+            Ok(response) => response,
+            Err(e) => Response::StartFailed {
+                reason: "CreateContainerError".into(),
+                message: e.to_string(),
+                created: false,
+            },
+        }
+    }
+
+    fn prepare_and_spawn(
+        self: &Arc<Self>,
+        instance: u64,
+        config: ContainerConfig,
+    ) -> io::Result<Response> {
+        let ctx =
+            |what: String| move |e: io::Error| io::Error::new(e.kind(), format!("{what}: {e}"));
+        // A fresh, empty termination-message file per instance.
+        let tm = &config.termination_message_host_path;
+        if let Some(dir) = tm.parent() {
+            std::fs::create_dir_all(dir).map_err(ctx(format!("creating {}", dir.display())))?;
+        }
+        File::create(tm).map_err(ctx(format!("creating {}", tm.display())))?;
+        if let Some(dir) = config.log_path.parent() {
+            std::fs::create_dir_all(dir).map_err(ctx(format!("creating {}", dir.display())))?;
+        }
+        let writer = SharedLogWriter::create(&config.log_path).map_err(ctx(format!(
+            "creating log file {}",
+            config.log_path.display()
+        )))?;
+        let cgroup_name = format!("{}-{instance}", config.name);
+        let cgroup = ContainerCgroup::create(
+            &self.cgroups,
+            &config.cgroup_parent,
+            &cgroup_name,
+            config.memory_limit,
+        )
+        .map_err(ctx(format!(
+            "creating cgroup {}/{cgroup_name}",
+            config.cgroup_parent
+        )))?;
+        let cgroup = Arc::new(cgroup);
+        let result = self.spawn_container(instance, config, &cgroup, writer);
+        if !matches!(result, Ok(Response::Started { .. })) {
+            let _ = cgroup.kill_all();
+            let _ = cgroup.remove();
+        }
+        result
+    }
+
+    fn spawn_container(
+        self: &Arc<Self>,
+        instance: u64,
+        config: ContainerConfig,
+        cgroup: &Arc<ContainerCgroup>,
+        writer: SharedLogWriter,
+    ) -> io::Result<Response> {
+        if self.shared_tmpfs {
+            self.mount_shared_tmpfs(&config)?;
+        }
+        let procs = open_procs(cgroup)?;
+        let run_failed = |detail: String| Response::StartFailed {
+            reason: "RunContainerError".into(),
+            message: format!(
+                "failed to create containerd task: failed to create shim task: OCI runtime \
+                 create failed: runc create failed: unable to start container process: \
+                 {detail}: unknown"
+            ),
+            created: true,
+        };
+        let (setup, report, mounts) =
+            match ChildSetup::for_container(&config, procs, self.rootless, self.shared_tmpfs) {
+                Ok(prepared) => prepared,
+                Err(e) => return Ok(run_failed(format!("error during container init: {e}"))),
+            };
+        let Some(program) = config.argv.first() else {
+            return Ok(run_failed(
+                "exec: \"\": executable file not found in $PATH".into(),
+            ));
+        };
+        let mut command = Command::new(program);
+        command
+            .args(&config.argv[1..])
+            .env_clear()
+            .envs(config.env.iter().map(|(k, v)| (k, v)))
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .process_group(0);
+        // SAFETY: `ChildSetup::run` only makes async-signal-safe system calls on data prepared
+        // before fork; it does not allocate or take locks.
+        #[allow(unsafe_code)]
+        unsafe {
+            command.pre_exec(move || setup.run());
+        }
+        let oom_baseline = cgroup.oom_kill_count();
+        let (done_tx, done_rx) = mpsc::channel();
+        let started_at = now();
+        let instance_state = Instance {
+            name: config.name.clone(),
+            config: Some(config.clone()),
+            pid: 0,
+            started_at: started_at.clone(),
+            cgroup: Some(Arc::clone(cgroup)),
+            oom_baseline,
+            pumps: Some(done_rx),
+            reaped: false,
+            exit: None,
+            acked: false,
+        };
+        let register = |state: &mut State, pid: u32| {
+            let mut i = instance_state;
+            i.pid = pid;
+            state.instances.insert(instance, i);
+        };
+        let spawned = self.spawn_registered(&mut command, Waiter::Container(instance), register);
+        let mut child = match spawned {
+            Ok(child) => child,
+            Err(e) => {
+                let detail = match report.failed_step(&mounts) {
+                    Some(step) => format!("error during container init: {step}"),
+                    None => exec_error(program, &e),
+                };
+                return Ok(run_failed(detail));
+            }
+        };
+        drop(command);
+        let pid = child.id();
+        let outputs = [
+            (child.stdout.take().map(OwnedFd::from), Stream::Stdout),
+            (child.stderr.take().map(OwnedFd::from), Stream::Stderr),
+        ];
+        // The reaper owns the child's status: never call `wait` on it.
+        drop(child);
+        for (fd, stream) in outputs {
+            let (writer, done) = (writer.clone(), done_tx.clone());
+            if let Some(fd) = fd {
+                thread::Builder::new()
+                    .name(format!("log-{instance}"))
+                    .stack_size(THREAD_STACK)
+                    .spawn(move || pump(File::from(fd), stream, &writer, &done))?;
+            }
+        }
+        Ok(Response::Started { pid, started_at })
+    }
+
+    fn mount_shared_tmpfs(&self, config: &ContainerConfig) -> io::Result<()> {
+        for m in &config.mounts {
+            let crate::config::MountKind::Tmpfs { size } = m.kind else {
+                continue;
+            };
+            let mut state = self.state();
+            if state.tmpfs_mounted.contains(&m.source) {
+                continue;
+            }
+            std::fs::create_dir_all(&m.source)?;
+            let data = size.map(|s| format!("size={s}")).unwrap_or_default();
+            let flags = rustix::mount::MountFlags::NOSUID | rustix::mount::MountFlags::NODEV;
+            let data = std::ffi::CString::new(data).map_err(io::Error::other)?;
+            rustix::mount::mount("tmpfs", &m.source, "tmpfs", flags, Some(data.as_c_str()))
+                .map_err(|e| {
+                    io::Error::other(format!("mounting tmpfs at {}: {e}", m.source.display()))
+                })?;
+            state.tmpfs_mounted.insert(m.source.clone());
+        }
+        Ok(())
+    }
+
+    /// Sends `signal` to the instance's process group.
+    pub(super) fn signal(&self, instance: u64, signal: i32) -> Response {
+        let state = self.state();
+        let Some(i) = state.instances.get(&instance) else {
+            return Response::NotFound { instance };
+        };
+        if i.reaped {
+            return Response::Ok;
+        }
+        let (Some(pgid), Some(sig)) = (pid_of(i.pid), signal_of(signal)) else {
+            return Response::Error {
+                message: format!("cannot send signal {signal} to instance {instance}"),
+            };
+        };
+        match rustix::process::kill_process_group(pgid, sig) {
+            Ok(()) | Err(Errno::SRCH) => Response::Ok,
+            Err(e) => Response::Error {
+                message: format!("sending signal {signal} to instance {instance}: {e}"),
+            },
+        }
+    }
+
+    /// SIGKILLs the instance's process group and every process in its cgroup.
+    pub(super) fn kill(&self, instance: u64) -> Response {
+        let (cgroup, pgid) = {
+            let state = self.state();
+            let Some(i) = state.instances.get(&instance) else {
+                return Response::NotFound { instance };
+            };
+            (
+                i.cgroup.clone(),
+                if i.reaped { None } else { pid_of(i.pid) },
+            )
+        };
+        if let Some(pgid) = pgid {
+            let _ = rustix::process::kill_process_group(pgid, Signal::KILL);
+        }
+        if let Some(cg) = cgroup
+            && let Err(e) = cg.kill_all()
+        {
+            return Response::Error {
+                message: format!("killing the cgroup of instance {instance}: {e}"),
+            };
+        }
+        Response::Ok
+    }
+
+    /// What an exec needs of a running instance: pid, cgroup, env and working directory.
+    pub(super) fn exec_target(&self, instance: u64) -> Result<ExecTarget, Response> {
+        let state = self.state();
+        let Some(i) = state.instances.get(&instance) else {
+            return Err(Response::NotFound { instance });
+        };
+        match (&i.config, &i.cgroup, i.reaped) {
+            (Some(config), Some(cgroup), false) => Ok(ExecTarget {
+                pid: i.pid,
+                procs: cgroup.procs_paths(),
+                env: config.env.clone(),
+                working_dir: config.working_dir.clone(),
+                rootless: self.rootless,
+            }),
+            _ => Err(Response::Error {
+                message: format!("container instance {instance} is not running"),
+            }),
+        }
+    }
+
+    /// Every instance.
+    pub(super) fn snapshot(&self) -> Response {
+        let state = self.state();
+        Response::State {
+            shim_pid: std::process::id(),
+            instances: state
+                .instances
+                .iter()
+                .map(|(&instance, i)| InstanceState {
+                    instance,
+                    name: i.name.clone(),
+                    pid: i.pid,
+                    started_at: i.started_at.clone(),
+                    exit: i.exit.clone(),
+                    acked: i.acked,
+                })
+                .collect(),
+        }
+    }
+
+    /// Records that the agent handled an exit.
+    pub(super) fn ack(&self, instance: u64) -> Response {
+        {
+            let mut state = self.state();
+            let Some(i) = state.instances.get_mut(&instance) else {
+                return Response::NotFound { instance };
+            };
+            if i.acked {
+                return Response::Ok;
+            }
+            i.acked = true;
+        }
+        match self.journal_append(&JournalEntry::Ack { instance }) {
+            Ok(()) => Response::Ok,
+            Err(e) => Response::Error {
+                message: format!("journaling ack of instance {instance}: {e}"),
+            },
+        }
+    }
+
+    /// Registers a subscriber; returns the exits it must be sent first (not acknowledged).
+    pub(super) fn subscribe(&self, tx: mpsc::Sender<ExitRecord>) -> Vec<ExitRecord> {
+        let mut state = self.state();
+        let pending = state
+            .instances
+            .values()
+            .filter(|i| !i.acked)
+            .filter_map(|i| i.exit.clone())
+            .collect();
+        state.subscribers.push(tx);
+        pending
+    }
+}
+
+/// What [`Shim::exec_target`] returns.
+pub(super) struct ExecTarget {
+    pub(super) pid: u32,
+    pub(super) procs: Vec<PathBuf>,
+    pub(super) env: Vec<(String, String)>,
+    pub(super) working_dir: Option<String>,
+    pub(super) rootless: bool,
+}
+
+/// Opens each `cgroup.procs` of the cgroup (close-on-exec) for the child to write "0" to.
+pub(super) fn open_procs_paths(paths: &[PathBuf]) -> io::Result<Vec<OwnedFd>> {
+    paths
+        .iter()
+        .map(|p| {
+            OpenOptions::new()
+                .write(true)
+                .open(p)
+                .map(OwnedFd::from)
+                .map_err(|e| io::Error::new(e.kind(), format!("opening {}: {e}", p.display())))
+        })
+        .collect()
+}
+
+fn open_procs(cgroup: &ContainerCgroup) -> io::Result<Vec<OwnedFd>> {
+    open_procs_paths(&cgroup.procs_paths())
+}
+
+/// containerd's words for a failed exec of the container's program.
+pub(super) fn exec_error(program: &str, err: &io::Error) -> String {
+    match err.kind() {
+        io::ErrorKind::NotFound if program.contains('/') => {
+            format!("exec: \"{program}\": stat {program}: no such file or directory")
+        }
+        io::ErrorKind::NotFound => {
+            format!("exec: \"{program}\": executable file not found in $PATH")
+        }
+        io::ErrorKind::PermissionDenied => format!("exec: \"{program}\": permission denied"),
+        _ => {
+            let text = err.to_string();
+            let text = text
+                .split(" (os error")
+                .next()
+                .unwrap_or(&text)
+                .to_lowercase();
+            format!("exec: \"{program}\": {text}")
+        }
+    }
+}
+
+/// Copies one output stream of a container into its CRI log until EOF.
+fn pump(mut pipe: File, stream: Stream, writer: &SharedLogWriter, done: &mpsc::Sender<()>) {
+    let mut buf = vec![0_u8; 16 * 1024];
+    loop {
+        match pipe.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => {
+                if let Err(e) = writer.write(stream, &buf[..n]) {
+                    eprintln!("podvisor shim: writing log: {e}");
+                }
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(_) => break,
+        }
+    }
+    if let Err(e) = writer.finish(stream) {
+        eprintln!("podvisor shim: finishing log: {e}");
+    }
+    let _ = done.send(());
+}

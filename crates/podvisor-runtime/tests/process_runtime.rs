@@ -1,0 +1,792 @@
+//! The process runtime with real processes: a real `podvisor shim`, cgroups, mount namespaces.
+//!
+//! Needs root (cgroups, mounts): skipped with a printed reason otherwise. The shim is the
+//! `podvisor` binary: `$PODVISOR_BIN`, else `target/<profile>/podvisor` next to this test's
+//! `deps/` directory, built on demand with `cargo build -p podvisor` when missing (run that
+//! first to test a freshly changed shim).
+//!
+//! Every test leaves nothing behind: its pod is removed, and a guard SIGKILLs whatever still
+//! runs in the shim's session and deletes the test's directory.
+
+use k8s_openapi::api::core::v1::Pod;
+use podvisor_runtime::process::{ProcessRuntime, ProcessSandbox};
+use podvisor_runtime::{ContainerExit, Runtime, RuntimeEvent, StartRequest, Started};
+use serde_json::json;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
+use tokio::sync::mpsc;
+
+fn is_root() -> bool {
+    if rustix::process::geteuid().is_root() {
+        true
+    } else {
+        eprintln!("skipped: the process runtime tests need root (cgroups, mount namespaces)");
+        false
+    }
+}
+
+fn shim_exe() -> PathBuf {
+    if let Some(bin) = std::env::var_os("PODVISOR_BIN") {
+        return PathBuf::from(bin);
+    }
+    // target/<profile>/deps/process_runtime-<hash> → target/<profile>/podvisor
+    let exe = std::env::current_exe().expect("current exe");
+    let profile_dir = exe.parent().and_then(Path::parent).expect("target dir");
+    let bin = profile_dir.join("podvisor");
+    if !bin.exists() {
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let status = std::process::Command::new(cargo)
+            .args(["build", "--quiet", "-p", "podvisor", "--bin", "podvisor"])
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .status()
+            .expect("running cargo build -p podvisor");
+        assert!(status.success(), "cargo build -p podvisor failed");
+    }
+    assert!(
+        bin.exists(),
+        "{} is missing: run `cargo build -p podvisor`",
+        bin.display()
+    );
+    bin
+}
+
+static COUNTER: AtomicU32 = AtomicU32::new(0);
+
+/// One pod under test, with everything needed to clean up after it.
+struct Harness {
+    root: PathBuf,
+    runtime: ProcessRuntime,
+    pod: Pod,
+    sandbox: Option<ProcessSandbox>,
+    events: mpsc::UnboundedReceiver<RuntimeEvent>,
+    shim_pid: u32,
+}
+
+fn make_pod(uid: &str, containers: serde_json::Value, volumes: serde_json::Value) -> Pod {
+    serde_json::from_value(json!({
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": format!("p{uid}"), "namespace": "default", "uid": uid},
+        "spec": {"restartPolicy": "Never", "containers": containers, "volumes": volumes},
+    }))
+    .expect("pod")
+}
+
+impl Harness {
+    /// `containers`/`volumes` may use `ROOT` in strings: the test's own directory.
+    async fn new(containers: serde_json::Value, volumes: serde_json::Value) -> Harness {
+        let n = COUNTER.fetch_add(1, Ordering::SeqCst);
+        let root = std::env::temp_dir().join(format!("pv-rt-{}-{n}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        std::fs::create_dir_all(&root).unwrap();
+        let uid = format!("{:08x}-0000-4000-8000-{n:012x}", std::process::id());
+        let fill = |v: serde_json::Value| -> serde_json::Value {
+            serde_json::from_str(&v.to_string().replace("ROOT", root.to_str().unwrap())).unwrap()
+        };
+        let pod = make_pod(&uid, fill(containers), fill(volumes));
+        let runtime = ProcessRuntime::new(root.join("state"), shim_exe()).expect("runtime");
+        let (tx, events) = mpsc::unbounded_channel();
+        let sandbox = runtime.create_sandbox(&pod, tx).await.expect("sandbox");
+        let shim_pid = sandbox.shim_pid();
+        Harness {
+            root,
+            runtime,
+            pod,
+            sandbox: Some(sandbox),
+            events,
+            shim_pid,
+        }
+    }
+
+    fn sandbox(&self) -> &ProcessSandbox {
+        self.sandbox.as_ref().expect("sandbox")
+    }
+
+    fn container(&self, name: &str) -> k8s_openapi::api::core::v1::Container {
+        let spec = self.pod.spec.as_ref().unwrap();
+        spec.containers
+            .iter()
+            .find(|c| c.name == name)
+            .expect("container")
+            .clone()
+    }
+
+    async fn start(&self, name: &str, instance: u64) -> Started {
+        let request = StartRequest {
+            instance,
+            container: self.container(name),
+            restart_count: 0,
+        };
+        self.runtime
+            .start_container(self.sandbox(), request)
+            .await
+            .expect("start")
+    }
+
+    async fn next_exit(&mut self) -> (u64, ContainerExit) {
+        let event = tokio::time::timeout(Duration::from_secs(20), self.events.recv())
+            .await
+            .expect("an exit within 20 s")
+            .expect("event channel open");
+        let RuntimeEvent::Exited { instance, exit } = event;
+        (instance, exit)
+    }
+
+    fn log(&self, name: &str) -> String {
+        let path = self.sandbox().paths().log_dir.join(name).join("0.log");
+        std::fs::read_to_string(&path).unwrap_or_default()
+    }
+
+    async fn remove(&mut self) {
+        if let Some(sandbox) = self.sandbox.take() {
+            self.runtime
+                .remove_sandbox(&sandbox)
+                .await
+                .expect("remove sandbox");
+        }
+    }
+}
+
+impl Drop for Harness {
+    fn drop(&mut self) {
+        // Whatever is left in the shim's session (the shim included) goes.
+        for p in session_processes(self.shim_pid) {
+            if let Some(pid) = rustix::process::Pid::from_raw(p.pid) {
+                let _ = rustix::process::kill_process(pid, rustix::process::Signal::KILL);
+            }
+        }
+        // A failed test may leave its pod's cgroups: remove them (children first).
+        let uid = self.pod.metadata.uid.clone().unwrap_or_default();
+        for root in [
+            "/sys/fs/cgroup/memory",
+            "/sys/fs/cgroup/unified",
+            "/sys/fs/cgroup",
+        ] {
+            let pod_cgroup = Path::new(root).join("podvisor").join(&uid);
+            if let Ok(children) = std::fs::read_dir(&pod_cgroup) {
+                for child in children.flatten().filter(|e| e.path().is_dir()) {
+                    let _ = std::fs::remove_dir(child.path());
+                }
+                let _ = std::fs::remove_dir(&pod_cgroup);
+            }
+        }
+        let _ = std::fs::remove_dir_all(&self.root);
+    }
+}
+
+#[derive(Debug)]
+struct Proc {
+    pid: i32,
+    ppid: i32,
+    state: String,
+    cmdline: String,
+}
+
+fn all_processes() -> Vec<(Proc, i32)> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|s| s.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            continue;
+        };
+        let Some(close) = stat.rfind(')') else {
+            continue;
+        };
+        let f: Vec<&str> = stat[close + 1..].split_whitespace().collect();
+        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline"))
+            .map(|b| {
+                String::from_utf8_lossy(&b)
+                    .replace('\0', " ")
+                    .trim()
+                    .to_owned()
+            })
+            .unwrap_or_default();
+        let proc = Proc {
+            pid,
+            ppid: f[1].parse().unwrap(),
+            state: f[0].to_owned(),
+            cmdline,
+        };
+        out.push((proc, f[3].parse().unwrap()));
+    }
+    out
+}
+
+/// Processes (zombies included) in the session `sid`.
+fn session_processes(sid: u32) -> Vec<Proc> {
+    all_processes()
+        .into_iter()
+        .filter(|(_, s)| u32::try_from(*s) == Ok(sid))
+        .map(|(p, _)| p)
+        .collect()
+}
+
+/// Waits until `check` holds (up to 5 s), then asserts it.
+async fn eventually(what: &str, mut check: impl FnMut() -> bool) {
+    for _ in 0..500 {
+        if check() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("timed out waiting for: {what}");
+}
+
+fn c(name: &str, command: &[&str]) -> serde_json::Value {
+    json!({"name": name, "image": "none", "command": command})
+}
+
+#[tokio::test]
+async fn logs_exit_codes_and_times() {
+    if !is_root() {
+        return;
+    }
+    let mut h = Harness::new(
+        json!([
+            c(
+                "echo",
+                &["sh", "-c", "echo out; echo err >&2; printf partial; exit 3"]
+            ),
+            c("selfkill", &["sh", "-c", "kill -TERM $$$$"])
+        ]),
+        json!([]),
+    )
+    .await;
+    let started = h.start("echo", 1).await;
+    assert!(started.container_id.starts_with("podvisor://"));
+    assert_eq!(started.container_id.len(), "podvisor://".len() + 64);
+    let (instance, exit) = h.next_exit().await;
+    assert_eq!(
+        (instance, exit.exit_code, exit.signal, exit.oom_killed),
+        (1, 3, None, false)
+    );
+    assert!(exit.started_at <= exit.finished_at);
+    assert!(exit.started_at >= started.started_at - jiff::SignedDuration::from_secs(1));
+    let log = h.log("echo");
+    let lines: Vec<&str> = log.lines().collect();
+    assert!(lines.iter().any(|l| l.ends_with(" stdout F out")), "{log}");
+    assert!(lines.iter().any(|l| l.ends_with(" stderr F err")), "{log}");
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.contains(" stdout ") && l.ends_with("partial")),
+        "{log}"
+    );
+    let tail = exit.log_tail.expect("log tail");
+    assert!(tail.contains("out") && tail.contains("err"), "{tail}");
+
+    h.start("selfkill", 2).await;
+    let (instance, exit) = h.next_exit().await;
+    assert_eq!((instance, exit.exit_code, exit.signal), (2, 143, Some(15)));
+    h.remove().await;
+    assert!(
+        !h.root
+            .join(format!(
+                "state/pods/{}",
+                h.pod.metadata.uid.as_ref().unwrap()
+            ))
+            .exists()
+    );
+    assert!(
+        h.root
+            .join("state/logs")
+            .read_dir()
+            .unwrap()
+            .next()
+            .is_some(),
+        "logs are kept"
+    );
+}
+
+#[tokio::test]
+async fn termination_message_and_missing_binary() {
+    if !is_root() {
+        return;
+    }
+    let mut h = Harness::new(
+        json!([
+            {"name": "msg", "image": "none", "command": ["sh", "-c", "printf bye > ROOT/tm/msg; exit 1"],
+             "terminationMessagePath": "ROOT/tm/msg"},
+            c("missing", &["no-such-binary-podvisor"]),
+            c("missing-abs", &["/no/such/binary"]),
+        ]),
+        json!([]),
+    )
+    .await;
+    h.start("msg", 1).await;
+    let (_, exit) = h.next_exit().await;
+    assert_eq!(exit.exit_code, 1);
+    assert_eq!(exit.termination_message.as_deref(), Some("bye"));
+    // The message went to the per-instance host file, through the bind mount.
+    assert_eq!(std::fs::read_to_string(h.root.join("tm/msg")).unwrap(), "");
+
+    let request = StartRequest {
+        instance: 2,
+        container: h.container("missing"),
+        restart_count: 0,
+    };
+    let err = h
+        .runtime
+        .start_container(h.sandbox(), request)
+        .await
+        .unwrap_err();
+    assert_eq!(err.reason, "RunContainerError");
+    assert!(err.created);
+    assert!(
+        err.message
+            .starts_with("failed to create containerd task: ")
+            && err
+                .message
+                .contains("exec: \"no-such-binary-podvisor\": executable file not found in $PATH"),
+        "{}",
+        err.message
+    );
+    let request = StartRequest {
+        instance: 3,
+        container: h.container("missing-abs"),
+        restart_count: 0,
+    };
+    let err = h
+        .runtime
+        .start_container(h.sandbox(), request)
+        .await
+        .unwrap_err();
+    assert!(
+        err.message
+            .contains("stat /no/such/binary: no such file or directory"),
+        "{}",
+        err.message
+    );
+    h.remove().await;
+}
+
+#[tokio::test]
+async fn signal_reaches_the_whole_process_group() {
+    if !is_root() {
+        return;
+    }
+    let mut h = Harness::new(
+        json!([c("sleeper", &["sh", "-c", "sleep 100 & sleep 100"])]),
+        json!([]),
+    )
+    .await;
+    let started = h.start("sleeper", 1).await;
+    let shim = h.shim_pid;
+    eventually("two sleeps run", || {
+        session_processes(shim)
+            .iter()
+            .filter(|p| p.cmdline == "sleep 100")
+            .count()
+            == 2
+    })
+    .await;
+    assert_eq!(
+        session_processes(shim)
+            .iter()
+            .find(|p| p.pid.cast_unsigned() == started.pid)
+            .map(|p| p.ppid),
+        Some(shim.cast_signed())
+    );
+    h.runtime.signal(h.sandbox(), 1, 15).await.unwrap();
+    let (_, exit) = h.next_exit().await;
+    assert_eq!((exit.exit_code, exit.signal), (143, Some(15)));
+    eventually("only the shim is left", || {
+        session_processes(shim)
+            .iter()
+            .all(|p| p.pid.cast_unsigned() == shim)
+    })
+    .await;
+    h.remove().await;
+    eventually("the shim is gone", || session_processes(shim).is_empty()).await;
+}
+
+#[tokio::test]
+async fn kill_stops_what_ignores_sigterm() {
+    if !is_root() {
+        return;
+    }
+    let mut h = Harness::new(
+        json!([
+            // `setsid` leaves the process group: only the cgroup still holds it.
+            c(
+                "stubborn",
+                &[
+                    "sh",
+                    "-c",
+                    "trap '' TERM; setsid sleep 1017 & sleep 100 & sleep 100; wait"
+                ]
+            ),
+            c(
+                "quitter",
+                &["sh", "-c", "setsid sleep 1018 & sleep 0.2; exit 0"]
+            ),
+        ]),
+        json!([]),
+    )
+    .await;
+    let running = |marker: &str| {
+        all_processes()
+            .iter()
+            .any(|(p, _)| p.cmdline == marker && p.state != "Z")
+    };
+    h.start("quitter", 2).await;
+    eventually("the escapee runs", || running("sleep 1018")).await;
+    let (instance, exit) = h.next_exit().await;
+    assert_eq!((instance, exit.exit_code), (2, 0));
+    assert!(
+        !running("sleep 1018"),
+        "a container's processes end with its main process"
+    );
+
+    h.start("stubborn", 1).await;
+    let shim = h.shim_pid;
+    eventually("sleeps run", || {
+        session_processes(shim)
+            .iter()
+            .filter(|p| p.cmdline == "sleep 100")
+            .count()
+            == 2
+            && running("sleep 1017")
+    })
+    .await;
+    h.runtime.signal(h.sandbox(), 1, 15).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(h.events.try_recv().is_err(), "SIGTERM is ignored");
+    h.runtime.signal(h.sandbox(), 1, 9).await.unwrap();
+    let (_, exit) = h.next_exit().await;
+    assert_eq!((exit.exit_code, exit.signal), (137, Some(9)));
+    eventually("nothing left", || {
+        session_processes(shim)
+            .iter()
+            .all(|p| p.pid.cast_unsigned() == shim)
+    })
+    .await;
+    assert!(!running("sleep 1017"), "SIGKILL reaches the whole cgroup");
+    h.remove().await;
+}
+
+#[tokio::test]
+async fn memory_limit_ends_in_oom_kill() {
+    if !is_root() {
+        return;
+    }
+    let mut h = Harness::new(
+        json!([{"name": "hog", "image": "none",
+                "command": ["python3", "-c", "s = 'x' * (256 * 1024 * 1024); print(len(s))"],
+                "resources": {"limits": {"memory": "32Mi"}}}]),
+        json!([]),
+    )
+    .await;
+    h.start("hog", 1).await;
+    let (_, exit) = h.next_exit().await;
+    assert_eq!(
+        (exit.exit_code, exit.signal, exit.oom_killed),
+        (137, Some(9), true)
+    );
+    h.remove().await;
+}
+
+#[tokio::test]
+async fn volumes_are_mounted_shared_and_read_only() {
+    if !is_root() {
+        return;
+    }
+    let mut h = Harness::new(
+        json!([
+            {"name": "writer", "image": "none",
+             "command": ["sh", "-c", "echo hello > ROOT/mnt/shared/f && echo mem > ROOT/mnt/mem/f && sleep 100"],
+             "volumeMounts": [{"name": "shared", "mountPath": "ROOT/mnt/shared"},
+                              {"name": "mem", "mountPath": "ROOT/mnt/mem"}]},
+            {"name": "reader", "image": "none",
+             "command": ["sh", "-c", "cat ROOT/in/shared/f ROOT/in/mem/f; stat -f -c %T ROOT/in/mem; cat ROOT/ro/host-file; touch ROOT/ro/new"],
+             "volumeMounts": [{"name": "shared", "mountPath": "ROOT/in/shared"},
+                              {"name": "mem", "mountPath": "ROOT/in/mem"},
+                              {"name": "host", "mountPath": "ROOT/ro", "readOnly": true}]},
+        ]),
+        json!([
+            {"name": "shared", "emptyDir": {}},
+            {"name": "mem", "emptyDir": {"medium": "Memory", "sizeLimit": "8Mi"}},
+            {"name": "host", "hostPath": {"path": "ROOT/host", "type": "DirectoryOrCreate"}},
+        ]),
+    )
+    .await;
+    std::fs::write(h.root.join("host/host-file"), "from-host\n").unwrap();
+    h.start("writer", 1).await;
+    let volume = h.sandbox().paths().pod_dir.join("volumes/shared/f");
+    eventually("the writer wrote", || volume.exists()).await;
+    h.start("reader", 2).await;
+    let (instance, exit) = h.next_exit().await;
+    assert_eq!(instance, 2);
+    let log = h.log("reader");
+    assert!(log.contains("stdout F hello"), "{log}");
+    assert!(log.contains("stdout F mem"), "{log}");
+    assert!(log.contains("stdout F tmpfs"), "{log}");
+    assert!(log.contains("stdout F from-host"), "{log}");
+    assert!(log.contains("Read-only file system"), "{log}");
+    assert_eq!(exit.exit_code, 1);
+    // The mounts were private to the containers.
+    assert!(!h.root.join("mnt/shared/f").exists());
+    assert!(!h.root.join("host/new").exists());
+    h.runtime.signal(h.sandbox(), 1, 9).await.unwrap();
+    h.next_exit().await;
+    h.remove().await;
+}
+
+#[tokio::test]
+async fn host_path_type_checks() {
+    if !is_root() {
+        return;
+    }
+    let root = std::env::temp_dir().join(format!("pv-rt-hp-{}", std::process::id()));
+    std::fs::create_dir_all(&root).unwrap();
+    std::fs::write(root.join("file"), "").unwrap();
+    let runtime = ProcessRuntime::new(root.join("state"), shim_exe()).unwrap();
+    for (n, (path, type_, expect)) in [
+        ("missing", "Directory", "is not a directory"),
+        ("file", "Directory", "is not a directory"),
+        ("missing", "File", "is not a file"),
+        ("file", "Socket", "is not a socket file"),
+        ("file", "CharDevice", "is not a character device"),
+        ("file", "BlockDevice", "is not a block device"),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let path = root.join(path);
+        let volumes = json!([{"name": "v", "hostPath": {"path": path, "type": type_}}]);
+        let pod = make_pod(&format!("hp-{n}"), json!([c("x", &["true"])]), volumes);
+        let (tx, _rx) = mpsc::unbounded_channel();
+        let err = runtime.create_sandbox(&pod, tx).await.unwrap_err();
+        assert_eq!(err.reason, "FailedMount");
+        let want = format!("hostPath type check failed: {} {expect}", path.display());
+        assert!(err.message.ends_with(&want), "{} / {want}", err.message);
+    }
+    let _ = std::fs::remove_dir_all(&root);
+}
+
+#[tokio::test]
+async fn exec_runs_in_the_container_view_and_times_out() {
+    if !is_root() {
+        return;
+    }
+    let mut h = Harness::new(
+        json!([{"name": "main", "image": "none", "command": ["sleep", "100"],
+                "workingDir": "ROOT/work", "env": [{"name": "FOO", "value": "bar"}],
+                "volumeMounts": [{"name": "data", "mountPath": "ROOT/data"}]}]),
+        json!([{"name": "data", "emptyDir": {}}]),
+    )
+    .await;
+    let started = h.start("main", 1).await;
+    let shim = h.shim_pid;
+    let argv = |s: &str| vec!["sh".to_owned(), "-c".to_owned(), s.to_owned()];
+    let r = h
+        .runtime
+        .exec(
+            h.sandbox(),
+            1,
+            argv(&format!(
+                "echo $FOO; pwd; touch {}/data/x; echo oops >&2; exit 7",
+                h.root.display()
+            )),
+            None,
+        )
+        .await
+        .unwrap();
+    let out = String::from_utf8_lossy(&r.output);
+    assert_eq!((r.exit_code, r.timed_out), (7, false));
+    assert!(
+        out.contains("bar\n") && out.contains("/work\n") && out.contains("oops"),
+        "{out}"
+    );
+    assert!(
+        h.sandbox().paths().pod_dir.join("volumes/data/x").exists(),
+        "exec sees the mounts: {out}"
+    );
+
+    let t0 = std::time::Instant::now();
+    let r = h
+        .runtime
+        .exec(
+            h.sandbox(),
+            1,
+            argv("echo start; sleep 100 & sleep 100"),
+            Some(Duration::from_millis(300)),
+        )
+        .await
+        .unwrap();
+    assert!(r.timed_out);
+    assert_eq!(r.exit_code, 137);
+    assert!(t0.elapsed() < Duration::from_secs(3));
+    assert_eq!(String::from_utf8_lossy(&r.output), "start\n");
+    // No exec process is left: the shim's only child is the container.
+    eventually(
+        "only the container is a child of the shim, no zombie",
+        || {
+            let procs = session_processes(shim);
+            procs
+                .iter()
+                .filter(|p| p.ppid == shim.cast_signed())
+                .map(|p| p.pid.cast_unsigned())
+                .collect::<Vec<_>>()
+                == vec![started.pid]
+                && procs.len() == 2
+                && procs.iter().all(|p| p.state != "Z")
+        },
+    )
+    .await;
+
+    let big = h
+        .runtime
+        .exec(
+            h.sandbox(),
+            1,
+            argv("head -c 20000 /dev/zero"),
+            Some(Duration::from_secs(5)),
+        )
+        .await
+        .unwrap();
+    assert_eq!((big.exit_code, big.output.len()), (0, 10 * 1024));
+
+    let err = h
+        .runtime
+        .exec(h.sandbox(), 1, vec!["no-such-probe".into()], None)
+        .await
+        .unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("executable file not found in $PATH"),
+        "{err}"
+    );
+
+    h.runtime.signal(h.sandbox(), 1, 9).await.unwrap();
+    h.next_exit().await;
+    h.remove().await;
+}
+
+#[tokio::test]
+async fn the_shim_outlives_its_client_and_replays_exits() {
+    if !is_root() {
+        return;
+    }
+    let mut h = Harness::new(
+        json!([
+            c("long", &["sleep", "100"]),
+            c("short", &["sh", "-c", "sleep 0.3; exit 4"])
+        ]),
+        json!([]),
+    )
+    .await;
+    let long = h.start("long", 1).await;
+    h.start("short", 2).await;
+    // The agent goes away: its sandbox handle (and subscription) is dropped.
+    drop(h.sandbox.take());
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    let (tx, events) = mpsc::unbounded_channel();
+    let sandbox = h
+        .runtime
+        .create_sandbox(&h.pod, tx)
+        .await
+        .expect("re-adopt");
+    assert_eq!(
+        sandbox.shim_pid(),
+        h.shim_pid,
+        "the same shim is re-adopted"
+    );
+    h.events = events;
+    h.sandbox = Some(sandbox);
+    let state = h.sandbox().state().await.unwrap();
+    let running = state.iter().find(|i| i.instance == 1).unwrap();
+    assert_eq!((running.pid, running.exit.is_none()), (long.pid, true));
+    // The exit that happened while nobody listened is replayed.
+    let (instance, exit) = h.next_exit().await;
+    assert_eq!((instance, exit.exit_code), (2, 4));
+    h.runtime.signal(h.sandbox(), 1, 9).await.unwrap();
+    let (instance, _) = h.next_exit().await;
+    assert_eq!(instance, 1);
+    let state = h.sandbox().state().await.unwrap();
+    assert!(state.iter().all(|i| i.acked), "{state:?}");
+    h.remove().await;
+}
+
+#[tokio::test]
+async fn containers_inherit_only_stdio() {
+    if !is_root() {
+        return;
+    }
+    let mut h = Harness::new(json!([c("idle", &["sleep", "100"])]), json!([])).await;
+    let started = h.start("idle", 1).await;
+    let fds = |pid: u32| -> Vec<String> {
+        let mut fds: Vec<String> = std::fs::read_dir(format!("/proc/{pid}/fd"))
+            .unwrap()
+            .map(|e| {
+                let fd = e.unwrap().file_name().to_string_lossy().into_owned();
+                let link = std::fs::read_link(format!("/proc/{pid}/fd/{fd}"));
+                format!(
+                    "{fd}:{}",
+                    link.map(|l| l.display().to_string()).unwrap_or_default()
+                )
+            })
+            .collect();
+        fds.sort();
+        fds
+    };
+    // The dynamic loader briefly holds the libraries it maps: wait for `sleep` to settle; a
+    // leaked descriptor would stay.
+    let mut seen = Vec::new();
+    for _ in 0..100 {
+        seen = fds(started.pid);
+        if seen.len() == 3 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let numbers: Vec<&str> = seen.iter().map(|f| f.split(':').next().unwrap()).collect();
+    assert_eq!(numbers, ["0", "1", "2"], "{seen:?}");
+    assert!(
+        seen[0].ends_with(":/dev/null") && seen[1].starts_with("1:pipe:"),
+        "{seen:?}"
+    );
+    // Its own process group, child of the shim.
+    let stat = std::fs::read_to_string(format!("/proc/{}/stat", started.pid)).unwrap();
+    let f: Vec<&str> = stat[stat.rfind(')').unwrap() + 1..]
+        .split_whitespace()
+        .collect();
+    assert_eq!(f[2], started.pid.to_string());
+    h.runtime.signal(h.sandbox(), 1, 9).await.unwrap();
+    h.next_exit().await;
+    h.remove().await;
+}
+
+#[tokio::test]
+async fn remove_sandbox_leaves_no_process_behind() {
+    if !is_root() {
+        return;
+    }
+    let mut h = Harness::new(
+        json!([c("left", &["sh", "-c", "sleep 100 & sleep 100"])]),
+        json!([{"name": "scratch", "emptyDir": {"medium": "Memory"}}]),
+    )
+    .await;
+    h.start("left", 1).await;
+    let shim = h.shim_pid;
+    let pod_dir = h.sandbox().paths().pod_dir.clone();
+    // The agent should stop containers first; if it does not, nothing may survive anyway.
+    h.remove().await;
+    eventually("the shim and its containers are gone", || {
+        session_processes(shim).is_empty()
+    })
+    .await;
+    assert!(!pod_dir.exists());
+    let uid = h.pod.metadata.uid.clone().unwrap();
+    for root in ["/sys/fs/cgroup/memory", "/sys/fs/cgroup/unified"] {
+        let cgroup = Path::new(root).join("podvisor").join(&uid);
+        assert!(!cgroup.exists(), "{} is left", cgroup.display());
+    }
+}
