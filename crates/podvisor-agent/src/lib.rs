@@ -1,1 +1,208 @@
-//! podvisor-agent (in progress)
+//! podvisor's agent: the wiring between the lifecycle core and a container runtime.
+//!
+//! [`Agent::spawn_pod`] admits a pod (uid, namespace, creation timestamp, as the API server
+//! would) and starts its *pod worker*: one tokio task that owns the pod's
+//! [`podvisor_lifecycle::PodMachine`], performs the machine's actions on a
+//! [`podvisor_runtime::Runtime`] (sandbox, starts, signals, probes, hooks), feeds every result,
+//! container exit, deletion and timer back to it with `now`, and publishes the pod's status and
+//! events as [`PodUpdate`]s on its [`PodHandle`].
+//!
+//! What it does not do: decide anything about the lifecycle (when to start, restart, probe or
+//! kill is the core's job), run processes itself (the runtime does), or persist anything (the
+//! store, later). One owner per pod: no state is shared between pod workers.
+
+mod clock;
+mod executors;
+mod identity;
+mod log;
+mod pod_task;
+
+pub use clock::{Clock, SystemClock, TokioClock, instant_for, wait_until};
+pub use identity::new_uid;
+
+use jiff::Timestamp;
+use k8s_openapi::api::core::v1::Pod;
+use pod_task::{Command, PodTask};
+use podvisor_lifecycle::{Event, MachineConfig};
+use podvisor_runtime::Runtime;
+use std::sync::Arc;
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+
+/// Errors of the agent itself (never of the workload: a crashing container is an event).
+#[derive(Debug, thiserror::Error)]
+pub enum AgentError {
+    /// The pod worker panicked or was cancelled before the pod terminated.
+    #[error("pod {pod}: pod worker ended abnormally: {source}")]
+    Worker {
+        /// `<namespace>/<name>`.
+        pod: String,
+        /// Why.
+        #[source]
+        source: tokio::task::JoinError,
+    },
+}
+
+/// An event the core emitted, with the time it happened.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TimedEvent {
+    /// When it was emitted.
+    pub time: Timestamp,
+    /// The event (type, reason, message, container).
+    pub event: Event,
+}
+
+/// What a pod worker publishes, in order.
+#[derive(Debug, Clone)]
+pub enum PodUpdate {
+    /// The pod object changed (status, or the deletion timestamp): its new state.
+    Status(Box<Pod>),
+    /// An event was recorded.
+    Event(TimedEvent),
+    /// The pod is terminated and its sandbox released; the last update of the pod. The pod
+    /// object has its final status.
+    Terminated(Box<Pod>),
+}
+
+/// Runs pods on a runtime, one pod worker task each.
+pub struct Agent<R: Runtime> {
+    runtime: Arc<R>,
+    config: MachineConfig,
+    clock: Arc<dyn Clock>,
+}
+
+impl<R: Runtime> Agent<R> {
+    /// An agent using `runtime`, machine settings `config` (back-off curve, node name) and the
+    /// system clock.
+    pub fn new(runtime: Arc<R>, config: MachineConfig) -> Agent<R> {
+        Agent::with_clock(runtime, config, Arc::new(SystemClock))
+    }
+
+    /// An agent reading `now` from `clock` (a [`TokioClock`] in paused-time tests).
+    pub fn with_clock(runtime: Arc<R>, config: MachineConfig, clock: Arc<dyn Clock>) -> Agent<R> {
+        Agent {
+            runtime,
+            config,
+            clock,
+        }
+    }
+
+    /// The runtime.
+    pub fn runtime(&self) -> &Arc<R> {
+        &self.runtime
+    }
+
+    /// Admits `pod` (already defaulted and validated) and starts its pod worker. Must be called
+    /// within a tokio runtime.
+    ///
+    /// Admission does what the API server does on create: `metadata.name` from `generateName`
+    /// when empty, namespace `default` when empty, a random `uid`, `creationTimestamp` now.
+    pub fn spawn_pod(&self, mut pod: Pod) -> PodHandle {
+        identity::admit(&mut pod, self.clock.now());
+        let meta = &pod.metadata;
+        let name = meta.name.clone().unwrap_or_default();
+        let namespace = meta.namespace.clone().unwrap_or_default();
+        let uid = meta.uid.clone().unwrap_or_default();
+        let (commands_tx, commands_rx) = mpsc::unbounded_channel();
+        let (updates_tx, updates_rx) = mpsc::unbounded_channel();
+        let task = PodTask::new(
+            Arc::clone(&self.runtime),
+            Arc::clone(&self.clock),
+            self.config.clone(),
+            pod,
+            commands_rx,
+            updates_tx,
+        );
+        let task = tokio::spawn(task.run());
+        PodHandle {
+            name,
+            namespace,
+            uid,
+            control: PodControl {
+                commands: commands_tx,
+            },
+            updates: updates_rx,
+            task,
+        }
+    }
+}
+
+/// A cloneable way to delete a pod, separate from its [`PodHandle`].
+#[derive(Debug, Clone)]
+pub struct PodControl {
+    commands: mpsc::UnboundedSender<Command>,
+}
+
+impl PodControl {
+    /// Deletes the pod gracefully: `grace` seconds (None: the pod's
+    /// `terminationGracePeriodSeconds`; `Some(0)`: forced, still at least 2 s per container
+    /// before SIGKILL). A later delete may only shorten the grace period. Does nothing once the
+    /// pod worker has finished.
+    pub fn delete(&self, grace: Option<i64>) {
+        let _ = self.commands.send(Command::Delete { grace });
+    }
+}
+
+/// A running pod: its identity, its updates, deletion, and its end.
+///
+/// Dropping the handle does not stop the pod: its worker runs on until the pod terminates.
+#[derive(Debug)]
+pub struct PodHandle {
+    name: String,
+    namespace: String,
+    uid: String,
+    control: PodControl,
+    updates: mpsc::UnboundedReceiver<PodUpdate>,
+    task: JoinHandle<Pod>,
+}
+
+impl PodHandle {
+    /// `metadata.name`.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// `metadata.namespace`.
+    pub fn namespace(&self) -> &str {
+        &self.namespace
+    }
+
+    /// `metadata.uid`.
+    pub fn uid(&self) -> &str {
+        &self.uid
+    }
+
+    /// See [`PodControl::delete`].
+    pub fn delete(&self, grace: Option<i64>) {
+        self.control.delete(grace);
+    }
+
+    /// A cloneable handle for deleting the pod.
+    pub fn control(&self) -> PodControl {
+        self.control.clone()
+    }
+
+    /// The next update; `None` once the worker has finished and every update was received
+    /// (the last one is [`PodUpdate::Terminated`]).
+    pub async fn next_update(&mut self) -> Option<PodUpdate> {
+        self.updates.recv().await
+    }
+
+    /// An update if one is waiting, without blocking.
+    pub fn try_next_update(&mut self) -> Option<PodUpdate> {
+        self.updates.try_recv().ok()
+    }
+
+    /// Waits for the pod to terminate and returns its final object. Updates not yet received
+    /// are dropped.
+    ///
+    /// # Errors
+    ///
+    /// [`AgentError::Worker`] when the pod worker panicked.
+    pub async fn join(self) -> Result<Pod, AgentError> {
+        let pod = format!("{}/{}", self.namespace, self.name);
+        self.task
+            .await
+            .map_err(|source| AgentError::Worker { pod, source })
+    }
+}

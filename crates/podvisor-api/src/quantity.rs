@@ -206,6 +206,19 @@ impl Quantity {
     }
 }
 
+fn scaled(nanos: i128, unit: i128) -> i64 {
+    let q = nanos / unit;
+    let r = nanos % unit;
+    let v = if r > 0 {
+        q + 1
+    } else if r < 0 {
+        q - 1
+    } else {
+        q
+    };
+    i64::try_from(v).unwrap_or(if v < 0 { i64::MIN } else { i64::MAX })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -235,17 +248,4 @@ mod tests {
         assert_eq!(c("1000"), "1k");
         assert_eq!(c("0"), "0");
     }
-}
-
-fn scaled(nanos: i128, unit: i128) -> i64 {
-    let q = nanos / unit;
-    let r = nanos % unit;
-    let v = if r > 0 {
-        q + 1
-    } else if r < 0 {
-        q - 1
-    } else {
-        q
-    };
-    i64::try_from(v).unwrap_or(if v < 0 { i64::MIN } else { i64::MAX })
 }

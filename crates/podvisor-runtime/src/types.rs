@@ -1,7 +1,7 @@
 //! The `Runtime` trait and the values that cross it.
 
-use k8s_openapi::api::core::v1::{Container, Pod};
 use jiff::Timestamp;
+use k8s_openapi::api::core::v1::{Container, Pod};
 use std::future::Future;
 use std::path::PathBuf;
 use std::time::Duration;

@@ -176,8 +176,13 @@ async fn http_server(status: u16) -> (u16, Arc<Mutex<Vec<String>>>) {
 }
 
 async fn closed_port() -> u16 {
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    listener.local_addr().unwrap().port()
+    // A bound socket that never listens: connections are refused, and no other test can take
+    // the port while this process lives (a dropped listener's port could be reused at once).
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.bind("127.0.0.1:0".parse().unwrap()).unwrap();
+    let port = socket.local_addr().unwrap().port();
+    std::mem::forget(socket);
+    port
 }
 
 #[tokio::test]

@@ -350,8 +350,13 @@ fn self_signed_acceptor() -> tokio_rustls::TlsAcceptor {
 
 /// A port on which nothing listens.
 async fn closed_port() -> i32 {
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    i32::from(listener.local_addr().unwrap().port())
+    // A bound socket that never listens: connections are refused, and no other test can take
+    // the port while this process lives (a dropped listener's port could be reused at once).
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.bind("127.0.0.1:0".parse().unwrap()).unwrap();
+    let port = socket.local_addr().unwrap().port();
+    std::mem::forget(socket);
+    i32::from(port)
 }
 
 // ---------------------------------------------------------------------------------------------

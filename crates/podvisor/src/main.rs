@@ -10,7 +10,11 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 #[derive(Parser)]
-#[command(name = "podvisor", version, about = "Kubernetes pod lifecycle on one machine")]
+#[command(
+    name = "podvisor",
+    version,
+    about = "Kubernetes pod lifecycle on one machine"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,

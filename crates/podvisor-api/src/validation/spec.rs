@@ -16,8 +16,8 @@ use super::names::{
     name_is_dns_subdomain,
 };
 use super::paths::{validate_local_non_reserved_path, validate_no_backsteps};
-use crate::quantity::{QUANTITY_SYNTAX_MSG, Quantity};
 use super::{Ctx, ValidationOptions};
+use crate::quantity::{QUANTITY_SYNTAX_MSG, Quantity};
 
 const FILE_MODE_MSG: &str = "must be a number between 0 and 0777 (octal), both inclusive";
 

@@ -1,16 +1,621 @@
-//! `podvisor run FILE... [--output text|json]` (being built).
+//! `podvisor run FILE... [--output text|json] [--state-dir DIR] [--backoff default|reduced]
+//! [--max-restart-period DUR]`: run pods for real, in the foreground.
+//!
+//! Every pod of every file is decoded, defaulted and validated first; any bad input is reported
+//! (kubectl's messages) and nothing runs (exit 2). Then each pod gets a pod worker on the
+//! process runtime, and `run` prints what happens until every pod has terminated:
+//! - text: a `kubectl get pods -w` table (NAME READY STATUS RESTARTS AGE), redrawn in place on a
+//!   terminal and appended row by row otherwise, with one line per event:
+//!   `<age> <Type> <Reason> pod/<name> [<container>] <message>` (age as in the AGE column);
+//! - json: the line format of `podvisor simulate --output json` (`t` is seconds since `run`
+//!   started); with several pods every line also has `"pod"`.
+//!
+//! Ctrl-C, SIGTERM or SIGHUP deletes every pod with its grace period; a second one forces
+//! (grace 0).
+//! Exit status: 0 when every pod Succeeded or was still healthy when interrupted, 1 when any
+//! failed, 2 on bad input.
 
-use std::path::PathBuf;
+use crate::{BackoffCurve, OutputFormat};
+use anyhow::{Context, bail};
+use jiff::Timestamp;
+use k8s_openapi::api::core::v1::Pod;
+use podvisor_agent::{Agent, PodUpdate, TimedEvent};
+use podvisor_api::{apply_defaults, decode_pods, validate_pod};
+use podvisor_lifecycle::duration::human_signed_duration;
+use podvisor_lifecycle::kubectl::pod_row;
+use podvisor_lifecycle::sim::{self, Record, StatusSnapshot, script::parse_duration};
+use podvisor_lifecycle::{BackoffConfig, MachineConfig};
+use podvisor_runtime::Runtime;
+use podvisor_runtime::process::ProcessRuntime;
+use std::collections::HashSet;
+use std::io::{IsTerminal, Read, Write};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::signal::unix::{SignalKind, signal};
+use tokio::sync::mpsc;
+use tokio::task::JoinSet;
 
 /// Arguments of `podvisor run`.
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    /// Pod manifests (YAML or JSON).
+    /// Pod manifests (YAML or JSON; `-` for stdin).
     #[arg(required = true)]
     pub files: Vec<PathBuf>,
+    /// Output format.
+    #[arg(long, short = 'o', value_enum, default_value_t = OutputFormat::Text)]
+    pub output: OutputFormat,
+    /// Where pods keep their files and logs (default: a temporary directory, removed at the end).
+    #[arg(long)]
+    pub state_dir: Option<PathBuf>,
+    /// CrashLoopBackOff curve.
+    #[arg(long, value_enum, default_value_t = BackoffCurve::Default)]
+    pub backoff: BackoffCurve,
+    /// `crashLoopBackOff.maxContainerRestartPeriod` (1s..300s).
+    #[arg(long)]
+    pub max_restart_period: Option<String>,
 }
 
-/// Runs the pods in the foreground.
+/// Runs the pods in the foreground until every one has terminated; returns the exit code.
+///
+/// # Errors
+///
+/// The engine's own failures (state directory, runtime start-up).
 pub fn run(args: &Args) -> anyhow::Result<i32> {
-    anyhow::bail!("podvisor run is not built yet ({} files)", args.files.len())
+    let config = machine_config(args)?;
+    let Some(pods) = load_pods(&args.files) else {
+        return Ok(2);
+    };
+    let (state_dir, temporary) = match &args.state_dir {
+        Some(dir) => {
+            std::fs::create_dir_all(dir)
+                .with_context(|| format!("creating state directory {}", dir.display()))?;
+            (dir.clone(), false)
+        }
+        None => (temp_state_dir()?, true),
+    };
+    let result = run_in(&state_dir, pods, config, args.output);
+    if temporary && let Err(e) = std::fs::remove_dir_all(&state_dir) {
+        eprintln!("warning: removing {}: {e}", state_dir.display());
+    }
+    result
+}
+
+fn run_in(
+    state_dir: &Path,
+    pods: Vec<Pod>,
+    config: MachineConfig,
+    output: OutputFormat,
+) -> anyhow::Result<i32> {
+    let shim = std::env::current_exe().context("finding the podvisor executable for the shim")?;
+    let tokio = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    tokio.block_on(async {
+        let runtime = ProcessRuntime::new(state_dir.to_path_buf(), shim)
+            .context("starting the process runtime")?;
+        let agent = Agent::new(Arc::new(runtime), config);
+        supervise(&agent, pods, output).await
+    })
+}
+
+/// The back-off curve and node identity from the flags.
+fn machine_config(args: &Args) -> anyhow::Result<MachineConfig> {
+    let mut backoff = match args.backoff {
+        BackoffCurve::Default => BackoffConfig::default(),
+        BackoffCurve::Reduced => BackoffConfig::reduced(),
+    };
+    if let Some(max) = &args.max_restart_period {
+        let max = parse_duration(max).map_err(|e| anyhow::anyhow!("--max-restart-period: {e}"))?;
+        if max < Duration::from_secs(1) || max > Duration::from_secs(300) {
+            bail!("--max-restart-period: must be between 1s and 300s");
+        }
+        backoff = backoff.with_max_period(max);
+    }
+    let hostname = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_lowercase())
+        .ok()
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "localhost".to_string());
+    Ok(MachineConfig {
+        backoff,
+        node_name: hostname,
+        // The process runtime shares the host's network.
+        host_ip: Some("127.0.0.1".to_string()),
+        pod_ip: Some("127.0.0.1".to_string()),
+        ..MachineConfig::default()
+    })
+}
+
+/// Decodes, defaults and validates every pod of every file; prints every problem and returns
+/// None when there was any.
+fn load_pods(files: &[PathBuf]) -> Option<Vec<Pod>> {
+    let mut pods = Vec::new();
+    let mut ok = true;
+    let mut names = HashSet::new();
+    for file in files {
+        let source = file.display().to_string();
+        let text = if file.as_os_str() == "-" {
+            let mut t = String::new();
+            std::io::stdin().read_to_string(&mut t).map(|_| t)
+        } else {
+            std::fs::read_to_string(file)
+        };
+        let text = match text {
+            Ok(t) => t,
+            Err(e) => {
+                eprintln!("error: reading {source}: {e}");
+                ok = false;
+                continue;
+            }
+        };
+        let decoded = match decode_pods(&text, &source) {
+            Ok(p) => p,
+            Err(e) => {
+                eprintln!("error: {e}");
+                ok = false;
+                continue;
+            }
+        };
+        for mut pod in decoded {
+            apply_defaults(&mut pod);
+            if let Err(e) = validate_pod(&pod) {
+                eprintln!("{e}");
+                ok = false;
+                continue;
+            }
+            let meta = &pod.metadata;
+            if let Some(name) = meta.name.as_deref().filter(|n| !n.is_empty()) {
+                let namespace = meta.namespace.as_deref().unwrap_or("default");
+                if !names.insert((namespace.to_string(), name.to_string())) {
+                    eprintln!(
+                        "Error from server (AlreadyExists): error when creating \"{source}\": \
+                         pods \"{name}\" already exists"
+                    );
+                    ok = false;
+                    continue;
+                }
+            }
+            pods.push(pod);
+        }
+    }
+    ok.then_some(pods)
+}
+
+/// A fresh directory under the system's temporary directory.
+fn temp_state_dir() -> anyhow::Result<PathBuf> {
+    let uid = podvisor_agent::new_uid();
+    let dir = std::env::temp_dir().join(format!("podvisor-run-{}", &uid[..8]));
+    std::fs::create_dir(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    Ok(dir)
+}
+
+/// What is known about one pod.
+struct Tracked {
+    /// The latest pod object (None until its first status).
+    pod: Option<Pod>,
+    terminated: bool,
+    /// Whether it was healthy when the run was interrupted (None: not interrupted while it
+    /// ran).
+    healthy_at_interrupt: Option<bool>,
+}
+
+/// Runs every pod, prints their progress, handles Ctrl-C; returns the exit code.
+async fn supervise<R: Runtime>(
+    agent: &Agent<R>,
+    pods: Vec<Pod>,
+    output: OutputFormat,
+) -> anyhow::Result<i32> {
+    let mut interrupt = signal(SignalKind::interrupt()).context("handling SIGINT")?;
+    let mut terminate = signal(SignalKind::terminate()).context("handling SIGTERM")?;
+    // A closed terminal must not leave the pods running either.
+    let mut hangup = signal(SignalKind::hangup()).context("handling SIGHUP")?;
+    let start = Timestamp::now();
+    let (tx, mut rx) = mpsc::unbounded_channel::<(usize, PodUpdate)>();
+    let mut controls = Vec::new();
+    let mut workers = JoinSet::new();
+    let mut tracked = Vec::new();
+    let mut names = Vec::new();
+    for (i, pod) in pods.into_iter().enumerate() {
+        let mut handle = agent.spawn_pod(pod);
+        names.push(handle.name().to_string());
+        controls.push(handle.control());
+        tracked.push(Tracked {
+            pod: None,
+            terminated: false,
+            healthy_at_interrupt: None,
+        });
+        let tx = tx.clone();
+        workers.spawn(async move {
+            while let Some(update) = handle.next_update().await {
+                let _ = tx.send((i, update));
+            }
+            handle.join().await
+        });
+    }
+    drop(tx);
+    let mut printer = Printer::new(output, start, names);
+    let mut interrupts = 0u32;
+    let mut tick = tokio::time::interval(Duration::from_secs(1));
+    loop {
+        let wake = tokio::select! {
+            update = rx.recv() => match update {
+                Some(update) => Wake::Update(update),
+                // Every pod worker has finished.
+                None => break,
+            },
+            _ = interrupt.recv() => Wake::Interrupt,
+            _ = terminate.recv() => Wake::Interrupt,
+            _ = hangup.recv() => Wake::Interrupt,
+            _ = tick.tick() => Wake::Tick,
+        };
+        match wake {
+            Wake::Update((i, PodUpdate::Status(pod))) => {
+                printer.status(i, &pod);
+                tracked[i].pod = Some(*pod);
+            }
+            Wake::Update((i, PodUpdate::Event(event))) => printer.event(i, &event),
+            Wake::Update((i, PodUpdate::Terminated(pod))) => {
+                printer.status(i, &pod);
+                tracked[i].pod = Some(*pod);
+                tracked[i].terminated = true;
+            }
+            Wake::Interrupt => on_interrupt(&mut interrupts, &mut tracked, &controls, &mut printer),
+            Wake::Tick => printer.tick(),
+        }
+    }
+    while let Some(joined) = workers.join_next().await {
+        joined.context("a pod forwarder task failed")??;
+    }
+    printer.finish();
+    Ok(exit_code(&tracked))
+}
+
+/// What woke `supervise`.
+enum Wake {
+    Update((usize, PodUpdate)),
+    Interrupt,
+    Tick,
+}
+
+/// First interrupt: delete every pod gracefully; later ones: force (grace 0).
+fn on_interrupt(
+    interrupts: &mut u32,
+    tracked: &mut [Tracked],
+    controls: &[podvisor_agent::PodControl],
+    printer: &mut Printer,
+) {
+    *interrupts += 1;
+    if *interrupts == 1 {
+        for t in tracked.iter_mut().filter(|t| !t.terminated) {
+            t.healthy_at_interrupt = Some(t.pod.as_ref().is_none_or(healthy));
+        }
+        printer.note("Deleting every pod (interrupt again to force)");
+        for c in controls {
+            c.delete(None);
+        }
+    } else {
+        printer.note("Forcing deletion (grace period 0)");
+        for c in controls {
+            c.delete(Some(0));
+        }
+    }
+}
+
+/// A pod is healthy when it succeeded, or runs (or is still starting) without a failure
+/// showing in kubectl's STATUS column.
+fn healthy(pod: &Pod) -> bool {
+    let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
+    match phase {
+        Some("Succeeded") => true,
+        Some("Failed") => false,
+        _ => {
+            let status = podvisor_lifecycle::kubectl::pod_status_text(pod);
+            let init_progress = status
+                .strip_prefix("Init:")
+                .is_some_and(|s| s.starts_with(|c: char| c.is_ascii_digit()));
+            init_progress
+                || matches!(
+                    status.as_str(),
+                    "Running" | "Completed" | "Pending" | "ContainerCreating" | "PodInitializing"
+                )
+        }
+    }
+}
+
+/// 0 when every pod succeeded or was healthy when interrupted, 1 otherwise.
+fn exit_code(tracked: &[Tracked]) -> i32 {
+    let failed = tracked.iter().any(|t| match t.healthy_at_interrupt {
+        Some(h) => !h,
+        None => {
+            let phase = t
+                .pod
+                .as_ref()
+                .and_then(|p| p.status.as_ref())
+                .and_then(|s| s.phase.as_deref());
+            phase != Some("Succeeded")
+        }
+    });
+    i32::from(failed)
+}
+
+/// Prints the pods' progress in the chosen format.
+struct Printer {
+    format: OutputFormat,
+    /// Text on a terminal: the table is redrawn in place below the event lines.
+    live: bool,
+    start: Timestamp,
+    names: Vec<String>,
+    pods: Vec<Option<Pod>>,
+    /// Text, appended: the last row printed per pod (READY, STATUS, RESTARTS count).
+    printed: Vec<Option<(String, String, String)>>,
+    /// Appended text: column widths so far (they only grow, keeping rows aligned).
+    widths: [usize; 4],
+    header_printed: bool,
+    /// JSON: the last snapshot printed per pod.
+    snapshots: Vec<Option<StatusSnapshot>>,
+    /// Live: how many table lines are on screen below the cursor's line start.
+    drawn: usize,
+    last_t: f64,
+}
+
+const HEADER: [&str; 5] = ["NAME", "READY", "STATUS", "RESTARTS", "AGE"];
+
+impl Printer {
+    fn new(format: OutputFormat, start: Timestamp, names: Vec<String>) -> Printer {
+        let n = names.len();
+        Printer {
+            format,
+            live: format == OutputFormat::Text && std::io::stdout().is_terminal(),
+            start,
+            names,
+            pods: vec![None; n],
+            printed: vec![None; n],
+            widths: [0; 4],
+            header_printed: false,
+            snapshots: vec![None; n],
+            drawn: 0,
+            last_t: 0.0,
+        }
+    }
+
+    fn status(&mut self, i: usize, pod: &Pod) {
+        let now = Timestamp::now();
+        self.pods[i] = Some(pod.clone());
+        match self.format {
+            OutputFormat::Json => {
+                let snap = sim::snapshot(pod, now);
+                if self.snapshots[i].as_ref() == Some(&snap) {
+                    return;
+                }
+                self.snapshots[i] = Some(snap.clone());
+                let t = self.t(now);
+                self.json(i, &Record::Status { t, status: snap });
+            }
+            OutputFormat::Text if self.live => self.redraw(&[]),
+            OutputFormat::Text => {
+                let row = pod_row(pod, now);
+                let count = row
+                    .restarts
+                    .split_whitespace()
+                    .next()
+                    .unwrap_or("0")
+                    .to_string();
+                let key = (row.ready.clone(), row.status.clone(), count);
+                if self.printed[i].as_ref() == Some(&key) {
+                    return;
+                }
+                self.printed[i] = Some(key);
+                let cells = [row.name, row.ready, row.status, row.restarts, row.age];
+                let mut out = String::new();
+                for (w, c) in self.widths.iter_mut().zip(HEADER.iter().zip(&cells)) {
+                    *w = (*w).max(c.0.len()).max(c.1.len());
+                }
+                if !self.header_printed {
+                    self.header_printed = true;
+                    out.push_str(&table_line(&HEADER.map(String::from), &self.widths));
+                }
+                out.push_str(&table_line(&cells, &self.widths));
+                write_out(&out);
+            }
+        }
+    }
+
+    fn event(&mut self, i: usize, e: &TimedEvent) {
+        match self.format {
+            OutputFormat::Json => {
+                let t = self.t(e.time);
+                let record = Record::Event {
+                    t,
+                    event: e.event.clone(),
+                };
+                self.json(i, &record);
+            }
+            OutputFormat::Text => {
+                // Measured like the AGE column, so an event and its row agree.
+                let created = self.pods[i]
+                    .as_ref()
+                    .and_then(|p| p.metadata.creation_timestamp.as_ref())
+                    .map_or(self.start, |t| t.0);
+                let age = human_signed_duration(e.time.duration_since(created));
+                let container = e
+                    .event
+                    .container
+                    .as_ref()
+                    .map(|(_, name)| format!("[{name}] "))
+                    .unwrap_or_default();
+                let line = format!(
+                    "{age} {} {} pod/{} {container}{}",
+                    e.event.type_.as_str(),
+                    e.event.reason,
+                    self.names[i],
+                    e.event.message
+                );
+                if self.live {
+                    self.redraw(&[line]);
+                } else {
+                    write_out(&format!("{line}\n"));
+                }
+            }
+        }
+    }
+
+    /// A message from `run` itself.
+    fn note(&mut self, message: &str) {
+        match self.format {
+            OutputFormat::Json => eprintln!("{message}"),
+            OutputFormat::Text if self.live => self.redraw(&[message.to_string()]),
+            OutputFormat::Text => write_out(&format!("{message}\n")),
+        }
+    }
+
+    /// Once a second: the live table's AGE and `(Xs ago)` columns move on.
+    fn tick(&mut self) {
+        if self.live && self.drawn > 0 {
+            self.redraw(&[]);
+        }
+    }
+
+    fn finish(&mut self) {
+        if self.live {
+            self.redraw(&[]);
+        }
+    }
+
+    /// Seconds since the start, never going backwards between lines.
+    fn t(&mut self, at: Timestamp) -> f64 {
+        let t = at.duration_since(self.start).as_secs_f64().max(self.last_t);
+        self.last_t = t;
+        t
+    }
+
+    fn json(&self, i: usize, record: &Record) {
+        let line = sim::json_lines(std::slice::from_ref(record));
+        if self.names.len() == 1 {
+            write_out(&line);
+            return;
+        }
+        // Several pods: say which one each line is about.
+        match serde_json::from_str::<serde_json::Value>(line.trim_end()) {
+            Ok(serde_json::Value::Object(mut map)) => {
+                map.insert("pod".to_string(), self.names[i].clone().into());
+                write_out(&format!("{}\n", serde_json::Value::Object(map)));
+            }
+            _ => write_out(&line),
+        }
+    }
+
+    /// Live mode: erase the table, print `lines` where it was, and draw it again below them.
+    fn redraw(&mut self, lines: &[String]) {
+        let now = Timestamp::now();
+        let mut out = String::new();
+        if self.drawn > 0 {
+            // Up to the table's first line, then clear to the end of the screen.
+            out.push_str(&format!("\x1b[{}A\r\x1b[J", self.drawn));
+        }
+        for line in lines {
+            out.push_str(line);
+            out.push('\n');
+        }
+        let rows: Vec<[String; 5]> = self
+            .pods
+            .iter()
+            .flatten()
+            .map(|p| {
+                let r = pod_row(p, now);
+                [r.name, r.ready, r.status, r.restarts, r.age]
+            })
+            .collect();
+        if rows.is_empty() {
+            self.drawn = 0;
+        } else {
+            let mut widths = [0; 4];
+            for cells in std::iter::once(&HEADER.map(String::from)).chain(&rows) {
+                for (w, c) in widths.iter_mut().zip(cells) {
+                    *w = (*w).max(c.len());
+                }
+            }
+            out.push_str(&table_line(&HEADER.map(String::from), &widths));
+            for cells in &rows {
+                out.push_str(&table_line(cells, &widths));
+            }
+            self.drawn = rows.len() + 1;
+        }
+        write_out(&out);
+    }
+}
+
+/// One table line as kubectl's tabwriter lays it out (minimum width 6, padding 3; the last
+/// column is not padded).
+fn table_line(cells: &[String; 5], widths: &[usize; 4]) -> String {
+    let mut line = String::new();
+    for (cell, w) in cells.iter().zip(widths) {
+        let width = (w + 3).max(6);
+        line.push_str(&format!("{cell:<width$}"));
+    }
+    line.push_str(&cells[4]);
+    line.push('\n');
+    line
+}
+
+/// Writes to stdout; a closed stdout (e.g. piped into `head`) is not an error worth dying for
+/// while pods still need stopping.
+fn write_out(s: &str) {
+    let mut out = std::io::stdout().lock();
+    let _ = out.write_all(s.as_bytes());
+    let _ = out.flush();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn table_lines_follow_kubectl_tabwriter() {
+        let header = HEADER.map(String::from);
+        let row = ["web", "1/1", "Running", "0", "5s"].map(String::from);
+        let mut widths = [0; 4];
+        for cells in [&header, &row] {
+            for (w, c) in widths.iter_mut().zip(cells) {
+                *w = (*w).max(c.len());
+            }
+        }
+        assert_eq!(
+            table_line(&header, &widths),
+            "NAME   READY   STATUS    RESTARTS   AGE\n"
+        );
+        assert_eq!(
+            table_line(&row, &widths),
+            "web    1/1     Running   0          5s\n"
+        );
+    }
+
+    fn pod_with(phase: &str, waiting: Option<&str>) -> Pod {
+        let state = match waiting {
+            Some(reason) => serde_json::json!({"waiting": {"reason": reason}}),
+            None => serde_json::json!({"running": {}}),
+        };
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "p"},
+            "spec": {"containers": [{"name": "a", "image": "x"}]},
+            "status": {
+                "phase": phase,
+                "containerStatuses": [{
+                    "name": "a", "image": "x", "imageID": "", "ready": false,
+                    "restartCount": 0, "state": state,
+                }],
+            },
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn health_at_interrupt() {
+        assert!(healthy(&pod_with("Running", None)));
+        assert!(healthy(&pod_with("Pending", Some("ContainerCreating"))));
+        assert!(!healthy(&pod_with("Running", Some("CrashLoopBackOff"))));
+        assert!(healthy(&pod_with("Succeeded", None)));
+        assert!(!healthy(&pod_with("Failed", None)));
+    }
 }

@@ -24,7 +24,8 @@ pub fn run(args: &Args) -> anyhow::Result<i32> {
     let pods = decode::decode_pods(&text, &source)?;
     let script = match &args.script {
         Some(p) => {
-            let t = std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display()))?;
+            let t =
+                std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display()))?;
             Script::parse(&t).map_err(|e| anyhow::anyhow!("{}: {e}", p.display()))?
         }
         None => Script::default(),

@@ -1,0 +1,621 @@
+//! The pod worker: one tokio task owning one [`PodMachine`].
+//!
+//! The loop is the sans-IO driver of `podvisor_lifecycle::sim`, with real IO: drain the
+//! machine's actions and perform each (runtime calls run as tasks in a [`JoinSet`] the worker
+//! owns), then wait for the next input — a task's result, a container exit pushed by the
+//! runtime, a command from the [`crate::PodHandle`], or the machine's timer — and feed it to
+//! the machine with `now` from the agent's [`Clock`]. The worker never decides anything itself:
+//! it only translates between the core and the runtime.
+
+use crate::clock::{Clock, instant_for};
+use crate::log::{debug, warning};
+use crate::{PodUpdate, TimedEvent, executors};
+use jiff::Timestamp;
+use k8s_openapi::api::core::v1::{Container, Pod};
+use podvisor_lifecycle::{
+    Action, ContainerKind, Event, EventType, ExitStatus, HookKind, InstanceId, MachineConfig,
+    PodMachine, ProbeKind, ProbeOutcome, StartFailure,
+};
+use podvisor_runtime::hooks::HookOutcome;
+use podvisor_runtime::{
+    ContainerExit, Runtime, RuntimeError, RuntimeEvent, SandboxError, StartError, StartRequest,
+    Started, signal_number,
+};
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::{mpsc, oneshot};
+use tokio::task::{AbortHandle, Id, JoinError, JoinSet};
+use tokio::time::Instant;
+
+/// What a [`crate::PodHandle`] asks of its pod worker.
+#[derive(Debug)]
+pub(crate) enum Command {
+    /// Delete the pod with this grace period (None: the pod's own).
+    Delete { grace: Option<i64> },
+}
+
+/// The result of one runtime task, fed back to the machine.
+enum Input<S> {
+    SandboxCreated(Result<S, SandboxError>),
+    Started {
+        instance: u64,
+        result: Result<Started, StartError>,
+    },
+    Hook {
+        instance: u64,
+        hook: HookKind,
+        outcome: HookOutcome,
+    },
+    Probe {
+        name: String,
+        instance: u64,
+        kind: ProbeKind,
+        outcome: ProbeOutcome,
+    },
+    /// A stop signal or SIGKILL was delivered (or not); nothing to tell the machine.
+    Signalled {
+        instance: u64,
+        signal: i32,
+        result: Result<(), RuntimeError>,
+    },
+}
+
+/// What woke the worker.
+enum Wake<S> {
+    Command(Option<Command>),
+    Runtime(Option<RuntimeEvent>),
+    Task(Result<(Id, Input<S>), JoinError>),
+    Timer(Timestamp),
+}
+
+/// A task in flight: how to abort it, and what to report if it panics so the machine is never
+/// left waiting for an answer.
+struct InFlight<S> {
+    abort: AbortHandle,
+    on_panic: Option<Input<S>>,
+}
+
+/// One pod's worker. See the module docs.
+pub(crate) struct PodTask<R: Runtime> {
+    rt: Arc<R>,
+    clock: Arc<dyn Clock>,
+    machine: PodMachine,
+    /// `<name>_<namespace>(<uid>)`, as hook messages name the pod.
+    full_name: String,
+    sandbox: Option<Arc<R::Sandbox>>,
+    /// The `CreateSandbox` task, while it runs.
+    sandbox_task: Option<Id>,
+    tasks: JoinSet<Input<R::Sandbox>>,
+    in_flight: HashMap<Id, InFlight<R::Sandbox>>,
+    /// Inputs produced while executing actions, fed after the drain.
+    ready: VecDeque<Input<R::Sandbox>>,
+    events_tx: mpsc::UnboundedSender<RuntimeEvent>,
+    events_rx: mpsc::UnboundedReceiver<RuntimeEvent>,
+    commands: mpsc::UnboundedReceiver<Command>,
+    commands_open: bool,
+    updates: mpsc::UnboundedSender<PodUpdate>,
+    /// Instances whose `start_container` has not answered yet.
+    starting: HashSet<u64>,
+    /// Exits that arrived before their instance's start was answered.
+    early_exits: HashMap<u64, ContainerExit>,
+    /// Hooks running against an instance, told when it exits.
+    exit_watchers: HashMap<u64, Vec<oneshot::Sender<()>>>,
+    now: Timestamp,
+    /// The timer deadline handled last, to never spin on a deadline the machine keeps due.
+    last_timer: Option<Timestamp>,
+    terminated: bool,
+}
+
+impl<R: Runtime> PodTask<R> {
+    pub(crate) fn new(
+        rt: Arc<R>,
+        clock: Arc<dyn Clock>,
+        config: MachineConfig,
+        pod: Pod,
+        commands: mpsc::UnboundedReceiver<Command>,
+        updates: mpsc::UnboundedSender<PodUpdate>,
+    ) -> PodTask<R> {
+        let now = clock.now();
+        let meta = &pod.metadata;
+        let full_name = format!(
+            "{}_{}({})",
+            meta.name.as_deref().unwrap_or(""),
+            meta.namespace.as_deref().unwrap_or("default"),
+            meta.uid.as_deref().unwrap_or("")
+        );
+        let machine = PodMachine::new(pod, config, now);
+        let (events_tx, events_rx) = mpsc::unbounded_channel();
+        PodTask {
+            rt,
+            clock,
+            machine,
+            full_name,
+            sandbox: None,
+            sandbox_task: None,
+            tasks: JoinSet::new(),
+            in_flight: HashMap::new(),
+            ready: VecDeque::new(),
+            events_tx,
+            events_rx,
+            commands,
+            commands_open: true,
+            updates,
+            starting: HashSet::new(),
+            early_exits: HashMap::new(),
+            exit_watchers: HashMap::new(),
+            now,
+            last_timer: None,
+            terminated: false,
+        }
+    }
+
+    /// Runs the pod until it is terminated; returns the final pod object.
+    pub(crate) async fn run(mut self) -> Pod {
+        debug!("{}: worker started", self.full_name);
+        loop {
+            self.drain();
+            if self.terminated {
+                break;
+            }
+            if let Some(input) = self.ready.pop_front() {
+                self.now = self.clock.now();
+                self.feed(input);
+                continue;
+            }
+            let wake = self.next_wake().await;
+            self.now = self.clock.now();
+            self.on_wake(wake);
+        }
+        self.finish().await
+    }
+
+    /// Performs every queued action.
+    fn drain(&mut self) {
+        while let Some(action) = self.machine.poll_action() {
+            self.execute(action);
+        }
+    }
+
+    async fn next_wake(&mut self) -> Wake<R::Sandbox> {
+        let timer = self
+            .machine
+            .poll_timeout()
+            .map(|at| (at, self.timer_instant(at)));
+        let far = Instant::now() + Duration::from_secs(86_400);
+        let timer_at = timer.map_or(far, |(_, i)| i);
+        tokio::select! {
+            cmd = self.commands.recv(), if self.commands_open => Wake::Command(cmd),
+            ev = self.events_rx.recv() => Wake::Runtime(ev),
+            Some(res) = self.tasks.join_next_with_id(), if !self.tasks.is_empty() => Wake::Task(res),
+            () = tokio::time::sleep_until(timer_at), if timer.is_some() => {
+                Wake::Timer(timer.map_or(self.now, |(at, _)| at))
+            }
+        }
+    }
+
+    /// The tokio instant for the machine's deadline `at`. A deadline that stays due after it
+    /// was handled (which the core should never produce) is retried after 10 ms, not in a spin.
+    fn timer_instant(&self, at: Timestamp) -> Instant {
+        let instant = instant_for(&*self.clock, at);
+        if self.last_timer == Some(at) {
+            debug!("{}: timer {at} still due after handling it", self.full_name);
+            return instant.max(Instant::now() + Duration::from_millis(10));
+        }
+        instant
+    }
+
+    fn on_wake(&mut self, wake: Wake<R::Sandbox>) {
+        let now = self.now;
+        match wake {
+            Wake::Command(Some(Command::Delete { grace })) => {
+                debug!("{}: delete (grace {grace:?})", self.full_name);
+                self.machine.handle_delete(grace, now);
+            }
+            Wake::Command(None) => self.commands_open = false,
+            Wake::Runtime(Some(RuntimeEvent::Exited { instance, exit })) => {
+                if self.starting.contains(&instance) {
+                    // The process died before `start_container` answered: report the start
+                    // first, as the kubelet sees created → started → exited.
+                    self.early_exits.insert(instance, exit);
+                } else {
+                    self.exited(instance, exit);
+                }
+            }
+            // The worker holds a sender itself, so the channel never closes.
+            Wake::Runtime(None) => {}
+            Wake::Task(Ok((id, input))) => {
+                self.in_flight.remove(&id);
+                self.feed(input);
+            }
+            Wake::Task(Err(e)) => {
+                let entry = self.in_flight.remove(&e.id());
+                if e.is_panic() {
+                    warning!("{}: a runtime task panicked: {e}", self.full_name);
+                    if let Some(input) = entry.and_then(|f| f.on_panic) {
+                        self.feed(input);
+                    }
+                }
+            }
+            Wake::Timer(at) => {
+                self.last_timer = Some(at);
+                self.machine.handle_timeout(now);
+            }
+        }
+    }
+
+    fn exited(&mut self, instance: u64, exit: ContainerExit) {
+        for watcher in self.exit_watchers.remove(&instance).unwrap_or_default() {
+            let _ = watcher.send(());
+        }
+        debug!(
+            "{}: instance {instance} exited with {}",
+            self.full_name, exit.exit_code
+        );
+        let status = ExitStatus {
+            exit_code: exit.exit_code,
+            oom_killed: exit.oom_killed,
+            finished_at: Some(exit.finished_at),
+            termination_message: exit.termination_message,
+            log_tail: exit.log_tail,
+        };
+        self.machine
+            .handle_container_exited(InstanceId(instance), status, self.now);
+    }
+
+    /// Reports one task result to the machine.
+    fn feed(&mut self, input: Input<R::Sandbox>) {
+        let now = self.now;
+        match input {
+            Input::SandboxCreated(result) => {
+                self.sandbox_task = None;
+                match result {
+                    Ok(sandbox) => {
+                        debug!("{}: sandbox ready", self.full_name);
+                        self.sandbox = Some(Arc::new(sandbox));
+                        self.machine.handle_sandbox_ready(now);
+                    }
+                    Err(e) => {
+                        debug!("{}: sandbox failed: {e}", self.full_name);
+                        self.machine.handle_sandbox_failed(e.reason, e.message, now);
+                    }
+                }
+            }
+            Input::Started { instance, result } => {
+                self.starting.remove(&instance);
+                let early_exit = self.early_exits.remove(&instance);
+                match result {
+                    Ok(started) => {
+                        debug!(
+                            "{}: instance {instance} started as {} (pid {})",
+                            self.full_name, started.container_id, started.pid
+                        );
+                        self.machine.handle_container_started(
+                            InstanceId(instance),
+                            started.container_id,
+                            started.started_at,
+                            now,
+                        );
+                        if let Some(exit) = early_exit {
+                            // Let the machine act on the start before it learns of the exit.
+                            self.drain();
+                            self.exited(instance, exit);
+                        }
+                    }
+                    Err(e) => {
+                        debug!(
+                            "{}: instance {instance} failed to start: {e}",
+                            self.full_name
+                        );
+                        let failure = StartFailure {
+                            reason: e.reason,
+                            message: e.message,
+                            created: e.created,
+                        };
+                        self.machine.handle_container_start_failed(
+                            InstanceId(instance),
+                            failure,
+                            now,
+                        );
+                    }
+                }
+            }
+            Input::Hook {
+                instance,
+                hook,
+                outcome,
+            } => {
+                debug!(
+                    "{}: {hook:?} hook of instance {instance}: {:?}",
+                    self.full_name, outcome.result
+                );
+                if let Some(message) = outcome.http_fallback {
+                    // An observation of the executor's, not a lifecycle decision: the kubelet
+                    // records it on the pod as the hook runs.
+                    self.publish_event(Event {
+                        type_: EventType::Warning,
+                        reason: "LifecycleHTTPFallback",
+                        message,
+                        container: None,
+                    });
+                }
+                self.machine
+                    .handle_hook_result(InstanceId(instance), hook, outcome.result, now);
+            }
+            Input::Probe {
+                name,
+                instance,
+                kind,
+                outcome,
+            } => {
+                debug!(
+                    "{}: {kind:?} probe of {name} ({instance}): {outcome:?}",
+                    self.full_name
+                );
+                self.machine
+                    .handle_probe_result(&name, InstanceId(instance), kind, outcome, now);
+            }
+            Input::Signalled {
+                instance,
+                signal,
+                result,
+            } => match result {
+                Ok(()) => debug!("{}: signal {signal} sent to {instance}", self.full_name),
+                // Already gone: its exit is on the way.
+                Err(RuntimeError::NotFound(_)) => {}
+                Err(e) => warning!(
+                    "{}: sending signal {signal} to instance {instance}: {e}",
+                    self.full_name
+                ),
+            },
+        }
+    }
+
+    /// Performs one action.
+    fn execute(&mut self, action: Action) {
+        match action {
+            Action::CreateSandbox => self.spawn_create_sandbox(),
+            Action::StartContainer {
+                name,
+                kind,
+                instance,
+                restart_count,
+            } => self.spawn_start(&name, kind, instance.0, restart_count),
+            Action::RunHook {
+                name,
+                instance,
+                hook,
+                handler,
+            } => {
+                let failed = |message: &str| Input::Hook {
+                    instance: instance.0,
+                    hook,
+                    outcome: HookOutcome {
+                        result: Err(message.to_string()),
+                        http_fallback: None,
+                    },
+                };
+                let (Some(sandbox), Some(container)) =
+                    (self.sandbox.clone(), self.container(&name))
+                else {
+                    self.ready
+                        .push_back(failed("the container or its sandbox is gone"));
+                    return;
+                };
+                let rt = Arc::clone(&self.rt);
+                let full_name = self.full_name.clone();
+                let id = instance.0;
+                // A sleep handler ends early once the instance has exited.
+                let (exited_tx, exited_rx) = oneshot::channel();
+                self.exit_watchers.entry(id).or_default().push(exited_tx);
+                let terminated = async move {
+                    if exited_rx.await.is_err() {
+                        std::future::pending::<()>().await;
+                    }
+                };
+                self.spawn(Some(failed("hook executor panicked")), async move {
+                    let outcome = executors::run_hook(
+                        &*rt, &sandbox, id, &container, &handler, &full_name, terminated,
+                    )
+                    .await;
+                    Input::Hook {
+                        instance: id,
+                        hook,
+                        outcome,
+                    }
+                });
+            }
+            Action::RunProbe {
+                name,
+                instance,
+                kind,
+                probe,
+            } => {
+                let id = instance.0;
+                let probe_input = |name: &str, outcome| Input::Probe {
+                    name: name.to_string(),
+                    instance: id,
+                    kind,
+                    outcome,
+                };
+                let (Some(sandbox), Some(container)) =
+                    (self.sandbox.clone(), self.container(&name))
+                else {
+                    let outcome = ProbeOutcome::Error("container not found".to_string());
+                    self.ready.push_back(probe_input(&name, outcome));
+                    return;
+                };
+                let on_panic = probe_input(&name, ProbeOutcome::Error("prober panicked".into()));
+                let rt = Arc::clone(&self.rt);
+                self.spawn(Some(on_panic), async move {
+                    let outcome =
+                        executors::run_probe(&*rt, &sandbox, id, &container, &probe).await;
+                    Input::Probe {
+                        name,
+                        instance: id,
+                        kind,
+                        outcome,
+                    }
+                });
+            }
+            Action::StopContainer {
+                name,
+                instance,
+                signal,
+                grace,
+            } => {
+                debug!(
+                    "{}: stopping {name} ({instance}) with {signal}, SIGKILL in {}s",
+                    self.full_name,
+                    grace.as_secs()
+                );
+                let number = signal_number(&signal).unwrap_or_else(|| {
+                    warning!(
+                        "{}: unknown stop signal {signal:?}, using SIGTERM",
+                        self.full_name
+                    );
+                    15
+                });
+                self.spawn_signal(instance.0, number);
+            }
+            Action::KillContainer { name, instance } => {
+                debug!("{}: killing {name} ({instance})", self.full_name);
+                self.spawn_signal(instance.0, 9);
+            }
+            Action::EmitEvent(event) => {
+                debug!(
+                    "{}: event {} {}: {}",
+                    self.full_name,
+                    event.type_.as_str(),
+                    event.reason,
+                    event.message
+                );
+                self.publish_event(event);
+            }
+            Action::PublishStatus(pod) => {
+                let _ = self.updates.send(PodUpdate::Status(pod));
+            }
+            Action::PodTerminated => self.terminated = true,
+        }
+    }
+
+    fn publish_event(&self, event: Event) {
+        let _ = self.updates.send(PodUpdate::Event(TimedEvent {
+            time: self.now,
+            event,
+        }));
+    }
+
+    /// The spec of container `name` (regular, init or sidecar), as the machine has it now.
+    fn container(&self, name: &str) -> Option<Container> {
+        let spec = self.machine.pod().spec.as_ref()?;
+        spec.containers
+            .iter()
+            .chain(spec.init_containers.iter().flatten())
+            .find(|c| c.name == name)
+            .cloned()
+    }
+
+    fn spawn<F>(&mut self, on_panic: Option<Input<R::Sandbox>>, task: F) -> Id
+    where
+        F: Future<Output = Input<R::Sandbox>> + Send + 'static,
+    {
+        let abort = self.tasks.spawn(task);
+        let id = abort.id();
+        self.in_flight.insert(id, InFlight { abort, on_panic });
+        id
+    }
+
+    fn spawn_create_sandbox(&mut self) {
+        let rt = Arc::clone(&self.rt);
+        let pod = self.machine.pod().clone();
+        let events = self.events_tx.clone();
+        let on_panic = Input::SandboxCreated(Err(SandboxError {
+            reason: "FailedCreatePodSandBox",
+            message: "runtime task panicked while creating the sandbox".to_string(),
+        }));
+        let id = self.spawn(Some(on_panic), async move {
+            Input::SandboxCreated(rt.create_sandbox(&pod, events).await)
+        });
+        self.sandbox_task = Some(id);
+    }
+
+    fn spawn_start(&mut self, name: &str, kind: ContainerKind, instance: u64, restart_count: i32) {
+        let failed = |message: String| Input::Started {
+            instance,
+            result: Err(StartError {
+                reason: "RunContainerError".to_string(),
+                message,
+                created: false,
+            }),
+        };
+        let Some(container) = self.container(name) else {
+            let message = format!("no {kind:?} container named {name:?} in the pod spec");
+            self.ready.push_back(failed(message));
+            return;
+        };
+        let Some(sandbox) = self.sandbox.clone() else {
+            self.ready
+                .push_back(failed("the pod sandbox is not ready".to_string()));
+            return;
+        };
+        debug!(
+            "{}: starting {name} as instance {instance} (restart {restart_count})",
+            self.full_name
+        );
+        self.starting.insert(instance);
+        let rt = Arc::clone(&self.rt);
+        let request = StartRequest {
+            instance,
+            container,
+            restart_count,
+        };
+        let on_panic = failed("runtime task panicked while starting the container".to_string());
+        self.spawn(Some(on_panic), async move {
+            Input::Started {
+                instance,
+                result: rt.start_container(&sandbox, request).await,
+            }
+        });
+    }
+
+    fn spawn_signal(&mut self, instance: u64, signal: i32) {
+        let Some(sandbox) = self.sandbox.clone() else {
+            return;
+        };
+        let rt = Arc::clone(&self.rt);
+        self.spawn(None, async move {
+            Input::Signalled {
+                instance,
+                signal,
+                result: rt.signal(&sandbox, instance, signal).await,
+            }
+        });
+    }
+
+    /// The machine is terminated: stop every task, release the sandbox, publish the end.
+    async fn finish(mut self) -> Pod {
+        for (id, t) in &self.in_flight {
+            // A sandbox being created must be waited for, so that it can be removed.
+            if Some(*id) != self.sandbox_task {
+                t.abort.abort();
+            }
+        }
+        while let Some(res) = self.tasks.join_next().await {
+            if let Ok(Input::SandboxCreated(Ok(sandbox))) = res {
+                self.sandbox = Some(Arc::new(sandbox));
+            }
+        }
+        if let Some(sandbox) = self.sandbox.take()
+            && let Err(e) = self.rt.remove_sandbox(&sandbox).await
+        {
+            warning!("{}: removing the sandbox: {e}", self.full_name);
+        }
+        debug!("{}: worker finished", self.full_name);
+        let pod = self.machine.pod().clone();
+        let _ = self
+            .updates
+            .send(PodUpdate::Terminated(Box::new(pod.clone())));
+        pod
+    }
+}

@@ -1,0 +1,145 @@
+//! `podvisor run` end to end: real processes under the process runtime, one short pod each.
+
+use std::io::Write;
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+fn podvisor() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_podvisor"))
+}
+
+/// Runs `podvisor run - ARGS...` with `manifest` on stdin.
+fn run(manifest: &str, args: &[&str]) -> Output {
+    let mut child = podvisor()
+        .arg("run")
+        .arg("-")
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("podvisor starts");
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(manifest.as_bytes())
+        .unwrap();
+    child.wait_with_output().unwrap()
+}
+
+fn json_lines(out: &Output) -> Vec<serde_json::Value> {
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{l}: {e}")))
+        .collect()
+}
+
+fn last_status(lines: &[serde_json::Value]) -> &serde_json::Value {
+    lines
+        .iter()
+        .rev()
+        .find(|l| l["kind"] == "status")
+        .expect("a status line")
+}
+
+fn pod(name: &str, policy: &str, script: &str) -> String {
+    format!(
+        "apiVersion: v1\nkind: Pod\nmetadata: {{name: {name}}}\nspec:\n  restartPolicy: {policy}\n  \
+         terminationGracePeriodSeconds: 5\n  containers:\n  - name: app\n    image: busybox\n    \
+         command: [sh, -c, '{script}']\n"
+    )
+}
+
+#[test]
+fn bad_input_exits_2_before_running_anything() {
+    let out = run(
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: Bad_Name}\nspec:\n  containers: []\n",
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(2));
+    assert!(out.stdout.is_empty());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.starts_with("The Pod \"Bad_Name\" is invalid: "),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_pod_that_succeeds_ends_the_run_with_0() {
+    let out = run(&pod("ok", "Never", "echo hi; exit 0"), &["-o", "json"]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let lines = json_lines(&out);
+    let last = last_status(&lines);
+    assert_eq!(last["phase"], "Succeeded");
+    assert_eq!(last["status_text"], "Completed");
+    assert!(last.get("pod").is_none(), "one pod: the simulate format");
+    let reasons: Vec<&str> = lines
+        .iter()
+        .filter(|l| l["kind"] == "event")
+        .map(|l| l["reason"].as_str().unwrap())
+        .collect();
+    assert_eq!(reasons, ["Created", "Started"]);
+}
+
+#[test]
+fn a_failed_pod_ends_the_run_with_1() {
+    let manifest = format!(
+        "{}---\n{}",
+        pod("bad", "Never", "exit 3"),
+        pod("good", "OnFailure", "exit 0")
+    );
+    let out = run(&manifest, &["-o", "json"]);
+    assert_eq!(out.status.code(), Some(1));
+    let lines = json_lines(&out);
+    let bad: Vec<_> = lines
+        .iter()
+        .filter(|l| l["pod"] == "bad")
+        .cloned()
+        .collect();
+    let last = last_status(&bad);
+    assert_eq!(last["phase"], "Failed");
+    assert_eq!(last["containers"][0]["exit_code"], 3);
+}
+
+#[test]
+fn sigterm_deletes_the_pods_gracefully() {
+    let mut child = podvisor()
+        .args(["run", "-", "--output", "text"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(pod("sleeper", "Always", "sleep 600").as_bytes())
+        .unwrap();
+    std::thread::sleep(Duration::from_secs(2));
+    let pid = child.id().to_string();
+    let killed = Command::new("kill").args(["-TERM", &pid]).status().unwrap();
+    assert!(killed.success());
+    let start = Instant::now();
+    let out = child.wait_with_output().unwrap();
+    assert!(start.elapsed() < Duration::from_secs(10));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "healthy when interrupted: {text}"
+    );
+    assert!(text.starts_with("NAME      READY   STATUS"), "{text}");
+    assert!(
+        text.contains("Normal Killing pod/sleeper [app] Stopping container app"),
+        "{text}"
+    );
+    assert!(text.contains("Terminating"), "{text}");
+}
