@@ -55,6 +55,10 @@ pub struct ContainerSnapshot {
     pub reason: Option<String>,
     /// Exit code when terminated.
     pub exit_code: Option<i32>,
+    /// Waiting or terminated message (e.g. the termination message).
+    pub message: Option<String>,
+    /// `lastState.terminated.exitCode`, if any.
+    pub last_exit_code: Option<i32>,
     /// `restartCount`.
     pub restart_count: i32,
     /// `ready`.
@@ -74,6 +78,10 @@ pub struct StatusSnapshot {
     pub ready: String,
     /// kubectl's RESTARTS count.
     pub restarts: i64,
+    /// `status.reason` (e.g. `DeadlineExceeded`).
+    pub reason: Option<String>,
+    /// Condition type -> status (`True`/`False`), in status order.
+    pub conditions: Vec<(String, String)>,
     /// Init containers then regular containers.
     pub containers: Vec<ContainerSnapshot>,
 }
@@ -560,27 +568,38 @@ pub fn snapshot(pod: &Pod, now: Timestamp) -> StatusSnapshot {
     for (init, list) in lists {
         for s in list {
             let st = s.state.unwrap_or_default();
-            let (state, reason, exit_code) = if let Some(r) = st.running {
-                let _ = r;
-                ("running", None, None)
+            let (state, reason, exit_code, message) = if st.running.is_some() {
+                ("running", None, None, None)
             } else if let Some(t) = st.terminated {
-                ("terminated", t.reason, Some(t.exit_code))
+                ("terminated", t.reason, Some(t.exit_code), t.message)
             } else {
-                ("waiting", st.waiting.and_then(|w| w.reason), None)
+                let w = st.waiting.unwrap_or_default();
+                ("waiting", w.reason, None, w.message)
             };
+            let last_exit_code = s.last_state.and_then(|l| l.terminated).map(|t| t.exit_code);
             containers.push(ContainerSnapshot {
                 name: s.name,
                 init,
                 state,
                 reason,
                 exit_code,
+                message,
+                last_exit_code,
                 restart_count: s.restart_count,
                 ready: s.ready,
                 started: s.started.unwrap_or(false),
             });
         }
     }
+    let conditions = status
+        .conditions
+        .unwrap_or_default()
+        .into_iter()
+        .map(|c| (c.type_, c.status))
+        .collect();
     StatusSnapshot {
+        reason: status.reason,
+        conditions,
         phase: status.phase.unwrap_or_default(),
         status_text: row.status,
         ready: row.ready,

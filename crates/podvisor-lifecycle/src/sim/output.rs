@@ -41,6 +41,8 @@ fn status_json(t: f64, s: &StatusSnapshot) -> serde_json::Value {
                 "state": c.state,
                 "reason": c.reason,
                 "exit_code": c.exit_code,
+                "message": c.message,
+                "last_exit_code": c.last_exit_code,
                 "restart_count": c.restart_count,
                 "ready": c.ready,
                 "started": c.started,
@@ -54,6 +56,8 @@ fn status_json(t: f64, s: &StatusSnapshot) -> serde_json::Value {
         "status_text": s.status_text,
         "ready": s.ready,
         "restarts": s.restarts,
+        "reason": s.reason,
+        "conditions": s.conditions.iter().map(|(k, v)| (k.clone(), serde_json::Value::from(v.clone()))).collect::<serde_json::Map<_, _>>(),
         "containers": containers,
     })
 }
@@ -71,6 +75,7 @@ pub fn text_report(pod_name: &str, records: &[Record]) -> String {
         "{:>10}  {:<24} {:<7} {:<26} {:<9} {:<10} CONTAINERS",
         "TIME", "NAME", "READY", "STATUS", "RESTARTS", "PHASE"
     );
+    let mut last_line = String::new();
     for r in records {
         match r {
             Record::Status { t, status } => {
@@ -92,10 +97,8 @@ pub fn text_report(pod_name: &str, records: &[Record]) -> String {
                         s
                     })
                     .collect();
-                let _ = writeln!(
-                    out,
-                    "{}  {:<24} {:<7} {:<26} {:<9} {:<10} {}",
-                    fmt_t(*t),
+                let line = format!(
+                    "{:<24} {:<7} {:<26} {:<9} {:<10} {}",
                     pod_name,
                     status.ready,
                     status.status_text,
@@ -103,6 +106,11 @@ pub fn text_report(pod_name: &str, records: &[Record]) -> String {
                     status.phase,
                     containers.join(" ")
                 );
+                // Changes the table does not show (conditions, messages) make no new row.
+                if line != last_line {
+                    let _ = writeln!(out, "{}  {line}", fmt_t(*t));
+                    last_line = line;
+                }
             }
             Record::Runtime { t, container, what } => {
                 let _ = writeln!(out, "{}    runtime [{container}] {what}", fmt_t(*t));
