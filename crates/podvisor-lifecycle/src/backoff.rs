@@ -94,6 +94,15 @@ impl Backoff {
         );
     }
 
+    /// Restores an entry after an agent restart: the delay shown in the last published
+    /// `CrashLoopBackOff` message and the time of the start it last let through.
+    pub fn restore(&mut self, name: &str, image: &str, delay: Duration, last_update: Timestamp) {
+        self.entries.insert(
+            (name.to_string(), image.to_string()),
+            Entry { delay, last_update },
+        );
+    }
+
     /// Forgets entries of other images of `name` (B2: an image change starts afresh).
     pub fn retain_image(&mut self, name: &str, image: &str) {
         self.entries.retain(|(n, i), _| n != name || i == image);

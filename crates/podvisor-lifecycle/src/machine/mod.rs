@@ -8,6 +8,7 @@
 
 mod compute;
 mod probing;
+mod recover;
 mod status;
 mod stop;
 
@@ -23,6 +24,7 @@ use crate::time::trunc_secs;
 use k8s_openapi::api::core::v1::{Container, Pod, PodCondition, PodSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
+pub use recover::RecoveredInstance;
 use std::collections::VecDeque;
 use stop::Stop;
 
@@ -181,7 +183,14 @@ pub struct PodMachine {
 impl PodMachine {
     /// A machine for `pod` (already defaulted and validated), admitted at `now`: it queues the
     /// sandbox creation and writes the first status (`startTime`, P16).
-    pub fn new(mut pod: Pod, config: MachineConfig, now: Timestamp) -> PodMachine {
+    pub fn new(pod: Pod, config: MachineConfig, now: Timestamp) -> PodMachine {
+        let mut m = PodMachine::blank(pod, config, now);
+        m.step(now);
+        m
+    }
+
+    /// A machine with no instance records and probe workers starting at `now`; no sync yet.
+    fn blank(mut pod: Pod, config: MachineConfig, now: Timestamp) -> PodMachine {
         let spec = pod.spec.get_or_insert_with(PodSpec::default);
         if spec.node_name.as_deref().unwrap_or("").is_empty() {
             spec.node_name = Some(config.node_name.clone());
@@ -210,7 +219,7 @@ impl PodMachine {
         let status = pod.status.get_or_insert_with(Default::default);
         status.start_time.get_or_insert(Time(trunc_secs(now)));
         let backoff = Backoff::new(config.backoff);
-        let mut m = PodMachine {
+        PodMachine {
             config,
             pod,
             worker: Worker::Syncing,
@@ -222,9 +231,7 @@ impl PodMachine {
             actions: VecDeque::new(),
             evicted: None,
             kill_pod: false,
-        };
-        m.step(now);
-        m
+        }
     }
 
     // ----- getters -----

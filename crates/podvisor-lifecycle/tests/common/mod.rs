@@ -151,6 +151,47 @@ impl Harness {
         h
     }
 
+    /// A machine rebuilt after an agent restart at `now` from `pod` (with its last persisted
+    /// status) and the instances the runtime still runs.
+    pub fn recovered(
+        pod: Pod,
+        running: &[podvisor_lifecycle::RecoveredInstance],
+        config: MachineConfig,
+        now: Timestamp,
+    ) -> Harness {
+        let m = PodMachine::recover(pod, running, config, now);
+        let mut h = Harness {
+            m,
+            log: Vec::new(),
+            log_at: Vec::new(),
+            now,
+            answered: HashSet::new(),
+            exited: HashSet::new(),
+        };
+        h.drain();
+        h
+    }
+
+    /// What a runtime would report as still running: every running container instance.
+    pub fn running_instances(&self) -> Vec<podvisor_lifecycle::RecoveredInstance> {
+        let status = self.status();
+        status
+            .init_container_statuses
+            .iter()
+            .flatten()
+            .chain(status.container_statuses.iter().flatten())
+            .filter_map(|s| {
+                let running = s.state.as_ref()?.running.as_ref()?;
+                Some(podvisor_lifecycle::RecoveredInstance {
+                    name: s.name.clone(),
+                    instance: self.instance(&s.name),
+                    container_id: s.container_id.clone()?,
+                    started_at: running.started_at.as_ref()?.0,
+                })
+            })
+            .collect()
+    }
+
     // ----- driving -----
 
     /// Moves the input clock to `now` (never backwards).

@@ -1,0 +1,279 @@
+//! Rebuilding a [`PodMachine`] after the agent restarted (issue 4, S14): from the last
+//! persisted pod status and the instances the runtime still knows, without restarting any
+//! container, flapping readiness, resetting restart counts or forgetting back-off.
+
+use super::{ContainerState, ExitRecord, InstState, Instance, PodMachine, Sandbox, Worker};
+use crate::action::{InstanceId, ProbeKind};
+use crate::probe::ProbeResult;
+use crate::time::since;
+use crate::{MachineConfig, Phase};
+use k8s_openapi::api::core::v1::{ContainerStateTerminated, ContainerStatus, Pod};
+use k8s_openapi::jiff::Timestamp;
+use std::time::Duration;
+
+/// A container instance the runtime still runs (or ran) when the agent starts again.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RecoveredInstance {
+    /// Spec container name.
+    pub name: String,
+    /// The instance id it was started with.
+    pub instance: InstanceId,
+    /// `<runtime>://<id>`.
+    pub container_id: String,
+    /// Process start time.
+    pub started_at: Timestamp,
+}
+
+/// S14: readiness survives an agent restart for instances that started this long before it.
+const READY_KEEP_AFTER: i64 = 10;
+
+impl PodMachine {
+    /// Rebuilds the machine of a pod that was running before the agent restarted. `pod` carries
+    /// the last persisted status; `running` lists the instances the runtime still runs. Exits
+    /// that happened while the agent was down are then reported through
+    /// [`PodMachine::handle_container_exited`] with their real times.
+    ///
+    /// Restart counts, `lastState`, readiness (S14), `started`, the CrashLoopBackOff delay and the
+    /// termination in progress continue where they were; a container recorded as running that
+    /// the runtime no longer knows reads as `ContainerStatusUnknown` (S4).
+    pub fn recover(
+        pod: Pod,
+        running: &[RecoveredInstance],
+        config: MachineConfig,
+        now: Timestamp,
+    ) -> PodMachine {
+        let status = pod.status.clone().unwrap_or_default();
+        let ready_condition = status
+            .conditions
+            .iter()
+            .flatten()
+            .any(|c| c.type_ == "Ready" && c.status == "True");
+        let mut m = PodMachine::blank(pod, config, now);
+        m.sandbox = Sandbox::Ready;
+        let previous: Vec<ContainerStatus> = status
+            .init_container_statuses
+            .iter()
+            .flatten()
+            .chain(status.container_statuses.iter().flatten())
+            .cloned()
+            .collect();
+        let mut max_id = 0;
+        for ci in 0..m.containers.len() {
+            let name = m.containers[ci].name.clone();
+            let image = m.container_spec_of(ci).image.clone().unwrap_or_default();
+            let prev = previous.iter().find(|s| s.name == name);
+            let mut instances = Vec::new();
+            let count = prev.map_or(0, |s| s.restart_count);
+            if let Some(prev) = prev {
+                // While waiting (S6), `lastState` is the newest instance itself.
+                let waiting = prev.state.as_ref().is_some_and(|s| s.waiting.is_some());
+                let last_count = if waiting { count } else { (count - 1).max(0) };
+                if let Some(t) = prev.last_state.as_ref().and_then(|s| s.terminated.as_ref()) {
+                    instances.push(exited(t, last_count, &image));
+                }
+                if let Some(t) = prev.state.as_ref().and_then(|s| s.terminated.as_ref()) {
+                    instances.push(exited(t, count, &image));
+                }
+            }
+            for r in running.iter().filter(|r| r.name == name) {
+                let known =
+                    prev.is_some_and(|s| s.container_id.as_deref() == Some(&r.container_id));
+                let restart_count = if known || prev.is_none() {
+                    count
+                } else {
+                    count + 1
+                };
+                let mut inst = instance(r.instance, &r.container_id, restart_count, &image);
+                inst.state = InstState::Running {
+                    started_at: r.started_at,
+                };
+                if known {
+                    let prev = prev.expect("known");
+                    let started = prev.started == Some(true);
+                    inst.results[ProbeKind::Startup as usize] = if started {
+                        ProbeResult::Success
+                    } else {
+                        ProbeResult::Unknown
+                    };
+                    let long_running = since(now, r.started_at).as_secs() > READY_KEEP_AFTER;
+                    if prev.ready && ready_condition && long_running {
+                        inst.results[ProbeKind::Readiness as usize] = ProbeResult::Success;
+                    }
+                }
+                instances.push(inst);
+            }
+            // S4: recorded as running, but the runtime lost it.
+            if let Some(prev) = prev {
+                let lost = prev
+                    .state
+                    .as_ref()
+                    .and_then(|s| s.running.as_ref())
+                    .is_some()
+                    && !running
+                        .iter()
+                        .any(|r| prev.container_id.as_deref() == Some(r.container_id.as_str()));
+                if lost {
+                    let started_at = prev
+                        .state
+                        .as_ref()
+                        .and_then(|s| s.running.as_ref())
+                        .and_then(|r| r.started_at.as_ref())
+                        .map(|t| t.0);
+                    let mut inst = instance(
+                        InstanceId(0),
+                        prev.container_id.as_deref().unwrap_or(""),
+                        count,
+                        &image,
+                    );
+                    inst.state = InstState::Exited(ExitRecord {
+                        exit_code: 137,
+                        reason: "ContainerStatusUnknown".to_string(),
+                        message: Some(
+                            "The container could not be located when the pod was terminated"
+                                .to_string(),
+                        ),
+                        started_at,
+                        finished_at: now,
+                    });
+                    instances.push(inst);
+                }
+            }
+            restore_waiting(&mut m, ci, prev, &image);
+            for inst in &instances {
+                max_id = max_id.max(inst.id.0);
+            }
+            m.containers[ci].instances = instances;
+        }
+        m.next_instance = max_id + 1;
+        // Instances rebuilt from the status alone got id 0; give them ids of their own.
+        for c in &mut m.containers {
+            for inst in &mut c.instances {
+                if inst.id.0 == 0 {
+                    inst.id = InstanceId(m.next_instance);
+                    m.next_instance += 1;
+                }
+            }
+        }
+        if status.reason.as_deref() == Some("DeadlineExceeded") {
+            m.evicted = Some((
+                "DeadlineExceeded".to_string(),
+                status.message.clone().unwrap_or_default(),
+            ));
+        }
+        let terminal = status
+            .phase
+            .as_deref()
+            .and_then(Phase::parse)
+            .is_some_and(Phase::is_terminal);
+        if terminal || m.evicted.is_some() || m.pod.metadata.deletion_timestamp.is_some() {
+            m.begin_termination(now);
+        } else {
+            m.worker = Worker::Syncing;
+        }
+        m.step(now);
+        m
+    }
+}
+
+fn instance(id: InstanceId, container_id: &str, restart_count: i32, image: &str) -> Instance {
+    Instance {
+        id,
+        container_id: container_id.to_string(),
+        restart_count,
+        image: image.to_string(),
+        state: InstState::Starting,
+        results: [
+            ProbeResult::initial(ProbeKind::Startup),
+            ProbeResult::initial(ProbeKind::Liveness),
+            ProbeResult::initial(ProbeKind::Readiness),
+        ],
+        stop: None,
+        restart_on_exit: false,
+    }
+}
+
+fn exited(t: &ContainerStateTerminated, restart_count: i32, image: &str) -> Instance {
+    let mut inst = instance(
+        InstanceId(0),
+        t.container_id.as_deref().unwrap_or(""),
+        restart_count,
+        image,
+    );
+    inst.state = InstState::Exited(ExitRecord {
+        exit_code: t.exit_code,
+        reason: t.reason.clone().unwrap_or_default(),
+        message: t.message.clone(),
+        started_at: t.started_at.as_ref().map(|s| s.0),
+        finished_at: t
+            .finished_at
+            .as_ref()
+            .map_or(Timestamp::UNIX_EPOCH, |s| s.0),
+    });
+    inst
+}
+
+/// The reason cache (S6) and, for `CrashLoopBackOff`, the back-off delay of its message.
+fn restore_waiting(m: &mut PodMachine, ci: usize, prev: Option<&ContainerStatus>, image: &str) {
+    let Some(waiting) = prev
+        .and_then(|s| s.state.as_ref())
+        .and_then(|s| s.waiting.as_ref())
+    else {
+        return;
+    };
+    let (Some(reason), Some(message)) = (waiting.reason.clone(), waiting.message.clone()) else {
+        return;
+    };
+    if reason == "CrashLoopBackOff" {
+        let last_start = prev
+            .and_then(|s| s.last_state.as_ref())
+            .and_then(|s| s.terminated.as_ref())
+            .and_then(|t| t.started_at.as_ref())
+            .map(|t| t.0);
+        let delay = message
+            .strip_prefix("back-off ")
+            .and_then(|rest| rest.split_whitespace().next())
+            .and_then(parse_go_duration);
+        if let (Some(delay), Some(last_start)) = (delay, last_start) {
+            let name = m.containers[ci].name.clone();
+            m.backoff.restore(&name, image, delay, last_start);
+        }
+    }
+    let c: &mut ContainerState = &mut m.containers[ci];
+    c.reason_cache = Some((reason, message));
+}
+
+/// Parses Go's `time.Duration` text for whole seconds (`10s`, `1m20s`, `5m0s`, `1h0m0s`).
+fn parse_go_duration(s: &str) -> Option<Duration> {
+    let mut total = 0u64;
+    let mut num = String::new();
+    for ch in s.chars() {
+        if ch.is_ascii_digit() {
+            num.push(ch);
+            continue;
+        }
+        let n: u64 = num.parse().ok()?;
+        num.clear();
+        total += n * match ch {
+            'h' => 3600,
+            'm' => 60,
+            's' => 1,
+            _ => return None,
+        };
+    }
+    num.is_empty().then_some(Duration::from_secs(total))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_go_duration;
+    use std::time::Duration;
+
+    #[test]
+    fn go_durations_parse() {
+        assert_eq!(parse_go_duration("10s"), Some(Duration::from_secs(10)));
+        assert_eq!(parse_go_duration("1m20s"), Some(Duration::from_secs(80)));
+        assert_eq!(parse_go_duration("5m0s"), Some(Duration::from_secs(300)));
+        assert_eq!(parse_go_duration("1h0m0s"), Some(Duration::from_secs(3600)));
+        assert_eq!(parse_go_duration("10"), None);
+    }
+}

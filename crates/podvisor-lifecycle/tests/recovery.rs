@@ -1,0 +1,171 @@
+//! Rebuilding a pod's machine after an agent restart (issue 4 recovery, S14): no container is
+//! restarted, readiness does not flap, restart counts and back-off continue, a termination in
+//! progress goes on, and exits that happened meanwhile are handled with their real times.
+
+#![allow(missing_docs)]
+
+mod common;
+
+use common::{Harness, container, exec_probe, t};
+use podvisor_lifecycle::{Action, ExitStatus, InstanceId, MachineConfig, Phase, ProbeKind};
+use serde_json::json;
+
+fn starts(h: &Harness) -> usize {
+    h.log
+        .iter()
+        .filter(|a| matches!(a, Action::StartContainer { .. }))
+        .count()
+}
+
+fn exit_at(code: i32, at: k8s_openapi::jiff::Timestamp) -> ExitStatus {
+    ExitStatus {
+        exit_code: code,
+        finished_at: Some(at),
+        ..ExitStatus::default()
+    }
+}
+
+#[test]
+fn s14_recovery_keeps_running_containers_and_readiness() {
+    let mut h = Harness::from_spec(json!({"containers": [
+        {"name": "app", "image": "busybox", "readinessProbe": exec_probe(5, 3)}
+    ]}));
+    h.boot(t(0));
+    h.advance_to(t(5));
+    h.probe_ok("app", ProbeKind::Readiness, t(5));
+    assert!(h.status_of("app").ready);
+    assert_eq!(h.condition_status("Ready"), "True");
+    let running = h.running_instances();
+    assert_eq!(running.len(), 1);
+
+    // The agent restarts at t=60 with the last persisted object.
+    let r = Harness::recovered(h.pod().clone(), &running, MachineConfig::default(), t(60));
+    assert_eq!(starts(&r), 0, "no container is restarted: {:#?}", r.log);
+    assert!(!r.log.contains(&Action::CreateSandbox));
+    let app = r.status_of("app");
+    assert_eq!(app.restart_count, 0);
+    assert!(
+        app.ready,
+        "S14: readiness is kept for a long-running instance"
+    );
+    assert_eq!(r.condition_status("Ready"), "True");
+    assert_eq!(r.phase(), Phase::Running);
+    assert_eq!(app.container_id, h.status_of("app").container_id);
+}
+
+#[test]
+fn s14_a_young_instance_waits_for_its_readiness_probe() {
+    let mut h = Harness::from_spec(json!({"containers": [
+        {"name": "app", "image": "busybox", "readinessProbe": exec_probe(5, 3)}
+    ]}));
+    h.boot(t(0));
+    h.probe_ok("app", ProbeKind::Readiness, t(0));
+    let running = h.running_instances();
+    let r = Harness::recovered(h.pod().clone(), &running, MachineConfig::default(), t(5));
+    assert!(
+        !r.status_of("app").ready,
+        "started less than 10 s before the restart"
+    );
+}
+
+#[test]
+fn s10_restart_counts_and_last_state_continue() {
+    let mut h = Harness::from_spec(json!({"containers": [container("app")]}));
+    h.boot(t(0));
+    h.exit("app", 1, t(1));
+    h.start_all(t(1));
+    h.exit("app", 1, t(2));
+    h.advance_to(t(12));
+    h.start_all(t(12));
+    assert_eq!(h.status_of("app").restart_count, 2);
+    let running = h.running_instances();
+    let r = Harness::recovered(h.pod().clone(), &running, MachineConfig::default(), t(20));
+    assert_eq!(starts(&r), 0);
+    let app = r.status_of("app");
+    assert_eq!(app.restart_count, 2);
+    assert_eq!(r.last_terminated("app").map(|t| t.exit_code), Some(1));
+}
+
+#[test]
+fn b3_back_off_continues_across_a_restart() {
+    let mut h = Harness::from_spec(json!({"containers": [container("app")]}));
+    h.boot(t(0));
+    h.exit("app", 1, t(0));
+    h.start_all(t(0));
+    h.exit("app", 1, t(0));
+    h.advance_to(t(10));
+    h.start_all(t(10));
+    h.exit("app", 1, t(10));
+    // Blocked for 20 s (10..30) with `back-off 20s`.
+    assert_eq!(
+        h.waiting("app").map(|w| w.0),
+        Some("CrashLoopBackOff".to_string())
+    );
+    let mut r = Harness::recovered(h.pod().clone(), &[], MachineConfig::default(), t(15));
+    assert_eq!(starts(&r), 0, "still backing off at t=15: {:#?}", r.log);
+    assert_eq!(
+        r.waiting("app").map(|w| w.0),
+        Some("CrashLoopBackOff".to_string())
+    );
+    r.advance_to(t(29));
+    assert_eq!(starts(&r), 0);
+    r.advance_to(t(30));
+    assert_eq!(starts(&r), 1, "restarted when the 20 s back-off expires");
+    r.start_all(t(30));
+    assert_eq!(r.status_of("app").restart_count, 3);
+}
+
+#[test]
+fn exits_while_the_agent_was_down_are_handled_with_their_real_times() {
+    let mut h =
+        Harness::from_spec(json!({"restartPolicy": "Never", "containers": [container("app")]}));
+    h.boot(t(0));
+    let running = h.running_instances();
+    let id: InstanceId = running[0].instance;
+    let mut r = Harness::recovered(h.pod().clone(), &running, MachineConfig::default(), t(100));
+    r.exit_instance(id, exit_at(0, t(40)), t(100));
+    let term = r.terminated("app").expect("terminated");
+    assert_eq!(term.exit_code, 0);
+    assert_eq!(term.finished_at.map(|f| f.0), Some(t(40)));
+    r.advance_to(t(101));
+    assert_eq!(r.phase(), Phase::Succeeded);
+    assert!(r.pod_terminated());
+}
+
+#[test]
+fn s4_a_running_container_the_runtime_lost_reads_as_unknown() {
+    let mut h = Harness::from_spec(json!({"containers": [container("app")]}));
+    h.boot(t(0));
+    let mut r = Harness::recovered(h.pod().clone(), &[], MachineConfig::default(), t(50));
+    let last = r
+        .last_terminated("app")
+        .or_else(|| r.terminated("app"))
+        .expect("terminated record");
+    assert_eq!(last.exit_code, 137);
+    assert_eq!(last.reason.as_deref(), Some("ContainerStatusUnknown"));
+    // Under Always it is started again (a fresh instance, restart count 1).
+    r.start_all(t(50));
+    assert_eq!(r.status_of("app").restart_count, 1);
+}
+
+#[test]
+fn t1_a_termination_in_progress_goes_on() {
+    let mut h = Harness::from_spec(json!({"terminationGracePeriodSeconds": 30,
+        "containers": [container("app")]}));
+    h.boot(t(0));
+    h.delete(None, t(10));
+    let running = h.running_instances();
+    let r = Harness::recovered(h.pod().clone(), &running, MachineConfig::default(), t(12));
+    assert_eq!(starts(&r), 0);
+    assert!(
+        r.log
+            .iter()
+            .any(|a| matches!(a, Action::StopContainer { .. })),
+        "the stop signal is sent again: {:#?}",
+        r.log
+    );
+    assert_eq!(
+        common::secs_of(r.pod().metadata.deletion_timestamp.clone().unwrap().0),
+        40
+    );
+}
