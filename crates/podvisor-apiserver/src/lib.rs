@@ -1,0 +1,1 @@
+//! podvisor-apiserver (being built)

@@ -1,0 +1,1 @@
+//! podvisor-store (being built)
