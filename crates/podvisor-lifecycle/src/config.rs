@@ -58,6 +58,11 @@ pub struct MachineConfig {
     pub host_ip: Option<String>,
     /// `status.podIP` (the process runtime shares the host network).
     pub pod_ip: Option<String>,
+    /// How long a sidecar without a startup probe must have been running before the next init
+    /// container (or the regular containers) start (A8, A21). The kubelet only sees a started
+    /// sidecar at its next sync, after a PLEG relist (1 s); starting the next container at once
+    /// would race the sidecar's own start-up, which upstream's ordering checks rely on.
+    pub sidecar_settle: Duration,
 }
 
 impl Default for MachineConfig {
@@ -68,6 +73,7 @@ impl Default for MachineConfig {
             node_name: "localhost".to_string(),
             host_ip: None,
             pod_ip: None,
+            sidecar_settle: Duration::from_secs(1),
         }
     }
 }

@@ -261,6 +261,38 @@ fn a5_sidecar_without_startup_probe_unblocks_the_next_init_container_once_runnin
 }
 
 #[test]
+fn a8_a21_a_sidecar_settles_for_one_relist_before_the_next_container_starts() {
+    // With the default config: the kubelet sees a started sidecar only at its next sync, after
+    // a PLEG relist (1 s). The next init container, then the regular containers, wait for it.
+    let pod = common::pod(json!({"spec": {
+        "initContainers": [sidecar("proxy"), sidecar("logs")],
+        "containers": [container("app")],
+    }}));
+    let mut h = Harness::admitted_at(pod, MachineConfig::default(), t(0));
+    h.sandbox_ready(t(0));
+    h.start("proxy", t(0));
+    assert_eq!(h.start_order(), ["proxy"], "logs waits for proxy to settle");
+    assert_eq!(h.next_timer(), Some(t(1)));
+    h.advance_to(t(1));
+    assert_eq!(h.start_order(), ["proxy", "logs"]);
+    h.start("logs", t_ms(1_200));
+    h.advance_to(t_ms(2_199));
+    assert_eq!(
+        h.start_order(),
+        ["proxy", "logs"],
+        "app waits for logs to settle"
+    );
+    h.advance_to(t_ms(2_200));
+    assert_eq!(h.start_order(), ["proxy", "logs", "app"]);
+    // A sidecar restarting later holds nothing up: the pod has initialized.
+    h.start("app", t(3));
+    h.exit("proxy", 1, t(4));
+    h.start("proxy", t(4));
+    assert_eq!(h.state_kind("app"), "running");
+    assert_eq!(h.phase(), Phase::Running);
+}
+
+#[test]
 fn a5_a8_sidecar_startup_probe_without_result_holds_initialization() {
     let proxy = with(sidecar("proxy"), json!({"startupProbe": exec_probe(10, 3)}));
     let mut h = pod_with("Always", vec![proxy], vec![container("app")]);

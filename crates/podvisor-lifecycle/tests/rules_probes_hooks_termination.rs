@@ -96,7 +96,12 @@ impl Driver {
     /// sees the configuration).
     fn with(spec: Value, setup: impl FnOnce(&mut Driver)) -> Driver {
         let t0 = Timestamp::from_second(T0).unwrap();
-        let m = PodMachine::new(pod(spec), MachineConfig::default(), t0);
+        // No A8 settle time: these tests are about probes, hooks and termination.
+        let config = MachineConfig {
+            sidecar_settle: std::time::Duration::ZERO,
+            ..MachineConfig::default()
+        };
+        let m = PodMachine::new(pod(spec), config, t0);
         let mut d = Driver {
             m,
             t0,

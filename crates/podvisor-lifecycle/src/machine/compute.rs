@@ -16,6 +16,8 @@ struct PodActions {
     to_start: Vec<usize>,
     /// (container index, kill message, probe that caused it).
     to_kill: Vec<(usize, KillReason)>,
+    /// When a settling sidecar (A8) lets initialization go on.
+    settle_until: Option<Timestamp>,
 }
 
 /// Whether a container may run again after exiting with `exit_code` (A16, `ContainerRestartRules`
@@ -134,7 +136,8 @@ impl PodMachine {
                 c.backoff_until = None;
             }
         }
-        let actions = self.compute_pod_actions();
+        let actions = self.compute_pod_actions(now);
+        self.sidecar_settle_until = actions.settle_until;
         if actions.kill_pod {
             self.kill_pod = true;
             self.kill_all(None, now);
@@ -149,9 +152,9 @@ impl PodMachine {
     }
 
     /// `computePodActions` (4.2, 4.3) over the current instance records.
-    fn compute_pod_actions(&self) -> PodActions {
+    fn compute_pod_actions(&self, now: Timestamp) -> PodActions {
         let mut out = PodActions::default();
-        let initialized = self.compute_init_actions(&mut out);
+        let initialized = self.compute_init_actions(&mut out, now);
         if out.kill_pod || !initialized {
             return out;
         }
@@ -219,7 +222,7 @@ impl PodMachine {
     }
 
     /// `computeInitContainerActions` (A3–A9). Returns whether the pod has initialized.
-    fn compute_init_actions(&self, out: &mut PodActions) -> bool {
+    fn compute_init_actions(&self, out: &mut PodActions, now: Timestamp) -> bool {
         let inits: Vec<usize> = (0..self.containers.len())
             .filter(|&ci| self.containers[ci].kind != ContainerKind::Regular)
             .collect();
@@ -257,6 +260,10 @@ impl PodMachine {
                         // killed for a startup failure; restarted once it exited
                     } else if self.startup_pending(ci, inst) {
                         // A5: a sidecar whose startup probe has no result holds initialization
+                    } else if let Some(until) = self.settling(ci, inst, now).filter(|_| !previously)
+                    {
+                        // A8: the next container waits for the sidecar to be seen started.
+                        out.settle_until = Some(until);
                     } else {
                         if pos == last {
                             initialized = true;
@@ -298,6 +305,19 @@ impl PodMachine {
         start.reverse();
         out.to_start.extend(start);
         initialized
+    }
+
+    /// A8/A21: a sidecar without a startup probe that started less than `sidecar_settle` ago;
+    /// returns when it has settled.
+    fn settling(&self, ci: usize, inst: &Instance, now: Timestamp) -> Option<Timestamp> {
+        if super::probe_of(self.container_spec_of(ci), ProbeKind::Startup).is_some() {
+            return None;
+        }
+        let InstState::Running { started_at } = inst.state else {
+            return None;
+        };
+        let until = started_at + crate::time::to_signed(self.config.sidecar_settle);
+        (now < until).then_some(until)
     }
 
     fn startup_pending(&self, ci: usize, inst: &Instance) -> bool {

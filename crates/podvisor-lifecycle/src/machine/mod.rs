@@ -178,6 +178,8 @@ pub struct PodMachine {
     evicted: Option<(String, String)>,
     /// Set when `KillPod` was decided while syncing (A5 Never-policy init failure, A13).
     kill_pod: bool,
+    /// A settling sidecar holds initialization until then (A8).
+    sidecar_settle_until: Option<Timestamp>,
 }
 
 impl PodMachine {
@@ -231,6 +233,7 @@ impl PodMachine {
             actions: VecDeque::new(),
             evicted: None,
             kill_pod: false,
+            sidecar_settle_until: None,
         }
     }
 
@@ -286,6 +289,9 @@ impl PodMachine {
             .iter()
             .any(|c| c.instances.iter().any(Instance::is_starting));
         let may_start = self.worker == Worker::Syncing && !self.kill_pod;
+        if let Some(u) = self.sidecar_settle_until.filter(|_| !starting && may_start) {
+            consider(u);
+        }
         for c in &self.containers {
             if let Some(u) = c.backoff_until.filter(|_| !starting && may_start) {
                 consider(u);

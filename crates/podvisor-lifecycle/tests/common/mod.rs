@@ -102,6 +102,16 @@ pub fn exec_probe(period: i32, failure_threshold: i32) -> Value {
     })
 }
 
+/// The default config, except that a sidecar unblocks the next container as soon as it runs
+/// (no A8 settle time): most rule tests are about what happens, not the relist delay, which
+/// has tests of its own.
+pub fn config() -> MachineConfig {
+    MachineConfig {
+        sidecar_settle: std::time::Duration::ZERO,
+        ..MachineConfig::default()
+    }
+}
+
 /// One driver session around a [`PodMachine`]. See the module docs.
 #[derive(Debug)]
 pub struct Harness {
@@ -123,7 +133,7 @@ pub struct Harness {
 impl Harness {
     /// A machine for `pod_json` (see [`pod`]) with the default config, admitted at `t(0)`.
     pub fn new(pod_json: Value) -> Harness {
-        Harness::with_config(pod_json, MachineConfig::default())
+        Harness::with_config(pod_json, config())
     }
 
     /// A machine for a pod whose `spec` is `spec_json`, admitted at `t(0)`.

@@ -2,7 +2,8 @@
 //! `printPod` in `pkg/printers/internalversion/printers.go` computes it.
 //!
 //! Pure functions of a `Pod` (and `now` for the AGE / "ago" columns); podvisor's own CLI uses
-//! them so its output matches what the real kubectl prints for the same object.
+//! them so its output matches what the real kubectl prints for the same object. The table
+//! layout ([`table_lines`]) and `kubectl describe pod` ([`describe_pod`], K12-K14) are here too.
 
 use std::collections::HashMap;
 
@@ -12,6 +13,16 @@ use k8s_openapi::jiff::Timestamp;
 
 use crate::duration::human_signed_duration;
 use crate::status::phase::is_sidecar;
+
+pub mod describe;
+mod table;
+mod tabwriter;
+
+pub use describe::{describe_pod, describe_pod_in};
+pub use table::{
+    HEADERS, WIDE_HEADERS, header_cells, line_with_widths, remember_widths, row_cells, table_lines,
+    table_text,
+};
 
 /// One `kubectl get pods -o wide` row, every cell already formatted.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -1,0 +1,125 @@
+//! The little the store knows about objects: `metadata.name`, `namespace`, `uid` and
+//! `resourceVersion`, and what a fresh store's namespaces look like.
+
+use crate::error::{Result, StoreError};
+use crate::key::Key;
+use serde_json::{Map, Value, json};
+use std::io::Read;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// `metadata.resourceVersion`, if it is a string.
+pub(crate) fn resource_version(obj: &Value) -> Option<&str> {
+    obj.get("metadata")?.get("resourceVersion")?.as_str()
+}
+
+/// `metadata.uid`, if it is a string.
+pub(crate) fn uid(obj: &Value) -> Option<&str> {
+    obj.get("metadata")?.get("uid")?.as_str()
+}
+
+/// Sets `metadata.resourceVersion`; `obj` has passed [`check`].
+pub(crate) fn set_resource_version(obj: &mut Value, rv: &str) {
+    if let Some(meta) = obj
+        .as_object_mut()
+        .map(|o| {
+            o.entry("metadata")
+                .or_insert_with(|| Value::Object(Map::new()))
+        })
+        .and_then(Value::as_object_mut)
+    {
+        meta.insert("resourceVersion".to_string(), Value::String(rv.to_string()));
+    }
+}
+
+/// Checks that `obj` is a JSON object whose metadata (if any) is an object and names the same
+/// object as `key`. An absent or empty `metadata.namespace` is accepted for namespaced keys.
+pub(crate) fn check(key: &Key, obj: &Value) -> Result<()> {
+    let Some(map) = obj.as_object() else {
+        return Err(StoreError::Invalid(format!("{key}: not a JSON object")));
+    };
+    let Some(meta) = map.get("metadata") else {
+        return Ok(());
+    };
+    let Some(meta) = meta.as_object() else {
+        return Err(StoreError::Invalid(format!(
+            "{key}: metadata is not a JSON object"
+        )));
+    };
+    if let Some(name) = meta.get("name").and_then(Value::as_str)
+        && name != key.name
+    {
+        return Err(StoreError::Invalid(format!(
+            "{key}: metadata.name {name:?} does not match the key"
+        )));
+    }
+    if let Some(ns) = meta.get("namespace").and_then(Value::as_str)
+        && !ns.is_empty()
+        && ns != key.namespace
+    {
+        return Err(StoreError::Invalid(format!(
+            "{key}: metadata.namespace {ns:?} does not match the key"
+        )));
+    }
+    Ok(())
+}
+
+/// The namespaces a fresh store starts with, as the API server creates them.
+pub(crate) const INITIAL_NAMESPACES: [&str; 2] = ["default", "kube-system"];
+
+/// A v1 Namespace as the API server would create it (without its resourceVersion).
+pub(crate) fn namespace(name: &str) -> Value {
+    // The API stores whole seconds.
+    let now = jiff::Timestamp::now();
+    let created = jiff::Timestamp::from_second(now.as_second()).unwrap_or(now);
+    json!({
+        "apiVersion": "v1",
+        "kind": "Namespace",
+        "metadata": {
+            "name": name,
+            "uid": new_uid(),
+            "creationTimestamp": created.to_string(),
+            "labels": { "kubernetes.io/metadata.name": name },
+        },
+        "spec": { "finalizers": ["kubernetes"] },
+        "status": { "phase": "Active" },
+    })
+}
+
+/// A random (version 4) UUID, as the API server gives new objects.
+pub fn new_uid() -> String {
+    let mut b = random_bytes();
+    b[6] = (b[6] & 0x0f) | 0x40;
+    b[8] = (b[8] & 0x3f) | 0x80;
+    let hex: String = b.iter().map(|x| format!("{x:02x}")).collect();
+    format!(
+        "{}-{}-{}-{}-{}",
+        &hex[0..8],
+        &hex[8..12],
+        &hex[12..16],
+        &hex[16..20],
+        &hex[20..32]
+    )
+}
+
+/// 16 bytes from `/dev/urandom`; if it cannot be read, the time, the pid and a counter mixed
+/// (unique, if not unpredictable).
+fn random_bytes() -> [u8; 16] {
+    let mut b = [0u8; 16];
+    let read = std::fs::File::open("/dev/urandom").and_then(|mut f| f.read_exact(&mut b));
+    if read.is_err() {
+        static COUNTER: AtomicU64 = AtomicU64::new(0);
+        let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+        let t = jiff::Timestamp::now().as_nanosecond().unsigned_abs();
+        let seed = (t as u64) ^ ((t >> 64) as u64) ^ (u64::from(std::process::id()) << 32) ^ n;
+        b[..8].copy_from_slice(&splitmix(seed).to_le_bytes());
+        b[8..].copy_from_slice(&splitmix(seed ^ 0x5555_5555_5555_5555).to_le_bytes());
+    }
+    b
+}
+
+fn splitmix(x: u64) -> u64 {
+    let mut z = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}

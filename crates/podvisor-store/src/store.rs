@@ -1,0 +1,494 @@
+//! [`Store`]: objects in redb, the resourceVersion counter, and watch registration.
+
+use crate::error::{Result, StoreError, db};
+use crate::key::{self, Key};
+use crate::object;
+use crate::watch::{EventType, Hub, Owed, Watch, WatchEvent, WatchFrom};
+use redb::{Database, Durability, ReadableDatabase, ReadableTable, TableDefinition};
+use serde_json::Value;
+use std::collections::VecDeque;
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+/// Objects by encoded key (`kind/namespace/name`), as JSON bytes.
+const OBJECTS: TableDefinition<&str, &[u8]> = TableDefinition::new("objects");
+/// Store-wide counters.
+const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
+/// The latest committed resourceVersion.
+const RV_KEY: &str = "resourceVersion";
+/// The layout version of the tables above.
+const SCHEMA_KEY: &str = "schema";
+const SCHEMA: u64 = 1;
+
+/// Tuning for [`Store::open_with`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StoreOptions {
+    /// How many recent events are kept in memory for [`WatchFrom::After`]; older versions are
+    /// [`StoreError::Gone`]. Default 10 000.
+    pub history: usize,
+    /// How many events a watcher may fall behind before it is closed. Default 1024.
+    pub watch_buffer: usize,
+}
+
+impl Default for StoreOptions {
+    fn default() -> StoreOptions {
+        StoreOptions {
+            history: 10_000,
+            watch_buffer: 1024,
+        }
+    }
+}
+
+/// Preconditions for [`Store::update`] and [`Store::delete`]; `None` (or an empty string)
+/// means no condition.
+#[derive(Default, Clone, Debug)]
+pub struct Preconditions {
+    /// The object's `metadata.uid` must be this.
+    pub uid: Option<String>,
+    /// The object's `metadata.resourceVersion` must be this.
+    pub resource_version: Option<String>,
+}
+
+/// The object store: a redb file, one resourceVersion counter, and watch streams.
+///
+/// Cheap to clone (an `Arc` inside); every clone is the same store. One process may open a
+/// database file once at a time.
+///
+/// All methods are synchronous. Reads take a redb snapshot and never wait for writers. Writes
+/// are serialized and each returns only after its transaction has been committed and fsynced,
+/// so a write blocks its thread for about one fsync (see the crate docs for numbers); calling
+/// them from async code costs a worker thread that long, or use `tokio::task::spawn_blocking`
+/// with a clone.
+#[derive(Clone)]
+pub struct Store {
+    shared: Arc<Shared>,
+}
+
+struct Shared {
+    db: Database,
+    path: PathBuf,
+    /// Held for the whole of each write (read, commit, publish) and while a watcher registers,
+    /// which is what makes list + watch exact.
+    writer: Mutex<Hub>,
+    /// The latest committed and published resourceVersion.
+    rv: AtomicU64,
+}
+
+/// What a write decided to do, given the current object.
+enum Outcome {
+    /// Nothing changes; return this object and consume no resourceVersion.
+    Unchanged(Value),
+    /// Store this object (with the new resourceVersion already set).
+    Put(EventType, Value),
+    /// Remove the object; this is its last state, with the new resourceVersion set.
+    Delete(Value),
+}
+
+/// Which operation a precondition guards: Kubernetes words their conflicts differently.
+#[derive(Clone, Copy)]
+enum Op {
+    Update,
+    Delete,
+}
+
+impl Store {
+    /// Opens (creating if needed, with its parent directories) the database at `path` with
+    /// default options. A fresh database gets the namespaces `default` and `kube-system`.
+    pub fn open(path: &Path) -> Result<Store> {
+        Store::open_with(path, StoreOptions::default())
+    }
+
+    /// [`Store::open`] with explicit options.
+    pub fn open_with(path: &Path, options: StoreOptions) -> Result<Store> {
+        if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+            std::fs::create_dir_all(parent).map_err(|e| {
+                StoreError::Db(format!("creating directory {}: {e}", parent.display()))
+            })?;
+        }
+        let database = Database::create(path)
+            .map_err(|e| StoreError::Db(format!("opening {}: {e}", path.display())))?;
+        let rv = init(&database)?;
+        Ok(Store {
+            shared: Arc::new(Shared {
+                db: database,
+                path: path.to_path_buf(),
+                writer: Mutex::new(Hub::new(rv, options.history, options.watch_buffer)),
+                rv: AtomicU64::new(rv),
+            }),
+        })
+    }
+
+    /// The database file.
+    pub fn path(&self) -> &Path {
+        &self.shared.path
+    }
+
+    /// The latest committed resourceVersion.
+    pub fn resource_version(&self) -> u64 {
+        self.shared.rv.load(Ordering::Acquire)
+    }
+
+    /// The oldest resourceVersion a [`WatchFrom::After`] can currently start from; older ones
+    /// are [`StoreError::Gone`].
+    pub fn oldest_watchable(&self) -> u64 {
+        self.lock().history_start()
+    }
+
+    /// How many watchers are registered (closed ones are pruned on the next write).
+    pub fn watcher_count(&self) -> usize {
+        self.lock().watchers()
+    }
+
+    /// The object at `key`, if any.
+    pub fn get(&self, key: &Key) -> Result<Option<Value>> {
+        key.validate()?;
+        let txn = self
+            .shared
+            .db
+            .begin_read()
+            .map_err(db("beginning a read"))?;
+        let table = txn.open_table(OBJECTS).map_err(db("opening objects"))?;
+        let found = table
+            .get(key.encode().as_str())
+            .map_err(db("reading an object"))?;
+        found.map(|v| decode(key, v.value())).transpose()
+    }
+
+    /// Every object of `kind` (in `namespace`, if given), sorted by (namespace, name), and the
+    /// resourceVersion of the snapshot they were read from. A watch from
+    /// [`WatchFrom::After`] that version continues exactly where this list ends.
+    pub fn list(&self, kind: &str, namespace: Option<&str>) -> Result<(Vec<Value>, u64)> {
+        check_filter(kind, namespace)?;
+        let txn = self
+            .shared
+            .db
+            .begin_read()
+            .map_err(db("beginning a read"))?;
+        let meta = txn.open_table(META).map_err(db("opening meta"))?;
+        let rv = meta
+            .get(RV_KEY)
+            .map_err(db("reading the resourceVersion"))?
+            .map_or(0, |v| v.value());
+        let table = txn.open_table(OBJECTS).map_err(db("opening objects"))?;
+        let (start, end) = key::prefix_range(kind, namespace);
+        let mut items = Vec::new();
+        for entry in table
+            .range(start.as_str()..end.as_str())
+            .map_err(db("listing objects"))?
+        {
+            let (k, v) = entry.map_err(db("listing objects"))?;
+            let key = Key::decode(k.value())
+                .ok_or_else(|| StoreError::Db(format!("malformed key {:?}", k.value())))?;
+            let obj = decode(&key, v.value())?;
+            items.push((key.namespace, key.name, obj));
+        }
+        // Keys sort as strings, where "a-b/" comes before "a/"; the API wants tuple order.
+        items.sort_by(|a, b| (&a.0, &a.1).cmp(&(&b.0, &b.1)));
+        Ok((items.into_iter().map(|(_, _, obj)| obj).collect(), rv))
+    }
+
+    /// Stores a new object, setting `metadata.resourceVersion` to the new resourceVersion.
+    /// [`StoreError::AlreadyExists`] if `key` is taken.
+    pub fn create(&self, key: &Key, mut obj: Value) -> Result<Value> {
+        object::check(key, &obj)?;
+        self.write(key, |current, rv| {
+            if current.is_some() {
+                return Err(StoreError::AlreadyExists(key.clone()));
+            }
+            object::set_resource_version(&mut obj, rv);
+            Ok(Outcome::Put(EventType::Added, obj))
+        })
+    }
+
+    /// Replaces an object, setting `metadata.resourceVersion` to the new resourceVersion.
+    /// [`StoreError::NotFound`], or [`StoreError::Conflict`] when a precondition fails.
+    ///
+    /// As in Kubernetes, an update that changes nothing (apart from `resourceVersion`) writes
+    /// nothing: it returns the stored object, consumes no resourceVersion and sends no event.
+    pub fn update(&self, key: &Key, obj: Value, precondition: Preconditions) -> Result<Value> {
+        object::check(key, &obj)?;
+        self.write(key, |current, rv| {
+            let current = current.ok_or_else(|| StoreError::NotFound(key.clone()))?;
+            check_preconditions(key, &current, &precondition, Op::Update)?;
+            Ok(modified(current, obj, rv))
+        })
+    }
+
+    /// Atomically replaces an object with `f(current)`, in one write transaction (no other
+    /// write can come between the read and the write). An `Err` from `f` is returned and
+    /// nothing is written; an unchanged result writes nothing, as in [`Store::update`].
+    /// [`StoreError::NotFound`] if there is no object.
+    ///
+    /// `f` runs under the store's writer lock: it must not call the store's write methods or
+    /// [`Store::watch`] (that would deadlock); reads are fine.
+    pub fn update_with<F>(&self, key: &Key, f: F) -> Result<Value>
+    where
+        F: FnOnce(Value) -> Result<Value>,
+    {
+        self.write(key, |current, rv| {
+            let current = current.ok_or_else(|| StoreError::NotFound(key.clone()))?;
+            let obj = f(current.clone())?;
+            object::check(key, &obj)?;
+            Ok(modified(current, obj, rv))
+        })
+    }
+
+    /// Removes an object and returns its last state with the deletion's resourceVersion in
+    /// `metadata.resourceVersion` (the object the `Deleted` event carries).
+    /// [`StoreError::NotFound`], or [`StoreError::Conflict`] when a precondition fails.
+    pub fn delete(&self, key: &Key, precondition: Preconditions) -> Result<Value> {
+        self.write(key, |current, rv| {
+            let mut current = current.ok_or_else(|| StoreError::NotFound(key.clone()))?;
+            check_preconditions(key, &current, &precondition, Op::Delete)?;
+            object::set_resource_version(&mut current, rv);
+            Ok(Outcome::Delete(current))
+        })
+    }
+
+    /// Watches the objects of `kind` (in `namespace`, if given) from `since`.
+    ///
+    /// Events arrive in resourceVersion order, each exactly once. [`StoreError::Gone`] when
+    /// `since` is [`WatchFrom::After`] a version older than [`Store::oldest_watchable`] (the
+    /// history holds the last [`StoreOptions::history`] events and starts empty when the store
+    /// is opened) or newer than [`Store::resource_version`] (a version from another database);
+    /// either way the client must list again. See [`Watch`] for when a stream ends.
+    pub fn watch(&self, kind: &str, namespace: Option<&str>, since: WatchFrom) -> Result<Watch> {
+        check_filter(kind, namespace)?;
+        match since {
+            WatchFrom::Now => {
+                let mut hub = self.lock();
+                let rv = self.resource_version();
+                Ok(hub.subscribe(kind, namespace, rv, VecDeque::new()))
+            }
+            WatchFrom::After(requested) => {
+                let mut hub = self.lock();
+                let oldest = hub.history_start();
+                if requested < oldest || requested > self.resource_version() {
+                    return Err(StoreError::Gone { requested, oldest });
+                }
+                Ok(hub.subscribe(kind, namespace, requested, VecDeque::new()))
+            }
+            WatchFrom::Any => {
+                // List without the lock so writers keep going; the history bridges the gap
+                // unless more than `history` writes happened meanwhile, in which case list
+                // again under the lock.
+                let (objects, rv) = self.list(kind, namespace)?;
+                let mut hub = self.lock();
+                if rv >= hub.history_start() {
+                    return Ok(hub.subscribe(kind, namespace, rv, added(objects, rv)));
+                }
+                let (objects, rv) = self.list(kind, namespace)?;
+                Ok(hub.subscribe(kind, namespace, rv, added(objects, rv)))
+            }
+        }
+    }
+
+    /// The writer lock. A panic while it was held (only possible in an `update_with` closure,
+    /// before anything was committed) leaves the hub consistent, so poisoning is ignored.
+    fn lock(&self) -> MutexGuard<'_, Hub> {
+        self.shared
+            .writer
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// One write: under the writer lock, read the current object, let `decide` choose the
+    /// outcome given the next resourceVersion, commit it with the counter in one fsynced
+    /// transaction, then publish the event.
+    fn write(
+        &self,
+        key: &Key,
+        decide: impl FnOnce(Option<Value>, &str) -> Result<Outcome>,
+    ) -> Result<Value> {
+        key.validate()?;
+        let encoded = key.encode();
+        let mut hub = self.lock();
+        let mut txn = self
+            .shared
+            .db
+            .begin_write()
+            .map_err(db("beginning a write"))?;
+        txn.set_durability(Durability::Immediate)
+            .map_err(db("setting durability"))?;
+        let (rv, type_, object, json) = {
+            let mut meta = txn.open_table(META).map_err(db("opening meta"))?;
+            let rv = 1 + meta
+                .get(RV_KEY)
+                .map_err(db("reading the resourceVersion"))?
+                .map_or(0, |v| v.value());
+            let mut objects = txn.open_table(OBJECTS).map_err(db("opening objects"))?;
+            let current = objects
+                .get(encoded.as_str())
+                .map_err(db("reading an object"))?
+                .map(|v| decode(key, v.value()))
+                .transpose()?;
+            let outcome = decide(current, &rv.to_string())?;
+            let (type_, object) = match outcome {
+                Outcome::Unchanged(current) => {
+                    drop((meta, objects));
+                    txn.abort().map_err(db("aborting a write"))?;
+                    return Ok(current);
+                }
+                Outcome::Put(type_, obj) => (type_, obj),
+                Outcome::Delete(obj) => (EventType::Deleted, obj),
+            };
+            let json = serde_json::to_vec(&object)
+                .map_err(|e| StoreError::Invalid(format!("encoding {key}: {e}")))?;
+            if type_ == EventType::Deleted {
+                objects
+                    .remove(encoded.as_str())
+                    .map_err(db("removing an object"))?;
+            } else {
+                objects
+                    .insert(encoded.as_str(), json.as_slice())
+                    .map_err(db("writing an object"))?;
+            }
+            meta.insert(RV_KEY, rv)
+                .map_err(db("writing the resourceVersion"))?;
+            (rv, type_, object, json)
+        };
+        txn.commit().map_err(db("committing a write"))?;
+        self.shared.rv.store(rv, Ordering::Release);
+        let event = WatchEvent {
+            type_,
+            object: object.clone(),
+            resource_version: rv,
+        };
+        hub.publish(key.clone(), event, json);
+        Ok(object)
+    }
+}
+
+impl fmt::Debug for Store {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Store")
+            .field("path", &self.shared.path)
+            .field("resource_version", &self.resource_version())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Creates the tables and, on a fresh database, the initial namespaces; returns the latest
+/// resourceVersion.
+fn init(database: &Database) -> Result<u64> {
+    let mut txn = database.begin_write().map_err(db("beginning a write"))?;
+    txn.set_durability(Durability::Immediate)
+        .map_err(db("setting durability"))?;
+    let (rv, fresh) = {
+        let mut meta = txn.open_table(META).map_err(db("opening meta"))?;
+        let mut objects = txn.open_table(OBJECTS).map_err(db("opening objects"))?;
+        let schema = meta
+            .get(SCHEMA_KEY)
+            .map_err(db("reading the schema version"))?
+            .map(|v| v.value());
+        if let Some(schema) = schema.filter(|s| *s != SCHEMA) {
+            return Err(StoreError::Db(format!(
+                "unsupported schema version {schema} (this podvisor knows {SCHEMA})"
+            )));
+        }
+        let existing = meta
+            .get(RV_KEY)
+            .map_err(db("reading the resourceVersion"))?
+            .map(|v| v.value());
+        match existing {
+            Some(rv) => (rv, false),
+            None => {
+                let mut rv = 0;
+                for name in object::INITIAL_NAMESPACES {
+                    rv += 1;
+                    let key = Key::cluster("namespaces", name);
+                    let mut obj = object::namespace(name);
+                    object::set_resource_version(&mut obj, &rv.to_string());
+                    let bytes = serde_json::to_vec(&obj)
+                        .map_err(|e| StoreError::Invalid(format!("encoding {key}: {e}")))?;
+                    objects
+                        .insert(key.encode().as_str(), bytes.as_slice())
+                        .map_err(db("writing an object"))?;
+                }
+                meta.insert(RV_KEY, rv)
+                    .map_err(db("writing the resourceVersion"))?;
+                meta.insert(SCHEMA_KEY, SCHEMA)
+                    .map_err(db("writing the schema version"))?;
+                (rv, true)
+            }
+        }
+    };
+    if fresh {
+        txn.commit()
+            .map_err(db("committing the initial namespaces"))?;
+    } else {
+        txn.abort().map_err(db("aborting a write"))?;
+    }
+    Ok(rv)
+}
+
+fn check_filter(kind: &str, namespace: Option<&str>) -> Result<()> {
+    key::check_kind(kind)?;
+    namespace.map_or(Ok(()), |ns| key::check_part("namespace", ns))
+}
+
+fn decode(key: &Key, bytes: &[u8]) -> Result<Value> {
+    serde_json::from_slice(bytes).map_err(|e| StoreError::Db(format!("decoding {key}: {e}")))
+}
+
+/// The outcome of replacing `current` with `obj`: unchanged if they differ only in
+/// resourceVersion, else `obj` with the new one.
+fn modified(current: Value, mut obj: Value, rv: &str) -> Outcome {
+    let old = object::resource_version(&current)
+        .unwrap_or_default()
+        .to_string();
+    object::set_resource_version(&mut obj, &old);
+    if obj == current {
+        return Outcome::Unchanged(current);
+    }
+    object::set_resource_version(&mut obj, rv);
+    Outcome::Put(EventType::Modified, obj)
+}
+
+fn check_preconditions(key: &Key, current: &Value, pre: &Preconditions, op: Op) -> Result<()> {
+    let conflict = |message: String| StoreError::Conflict {
+        key: key.clone(),
+        message,
+    };
+    if let Some(want) = pre.uid.as_deref().filter(|u| !u.is_empty()) {
+        let have = object::uid(current).unwrap_or_default();
+        if want != have {
+            return Err(conflict(format!(
+                "Precondition failed: UID in precondition: {want}, UID in object meta: {have}"
+            )));
+        }
+    }
+    if let Some(want) = pre.resource_version.as_deref().filter(|v| !v.is_empty()) {
+        let have = object::resource_version(current).unwrap_or_default();
+        if want != have {
+            return Err(conflict(match op {
+                Op::Update => "the object has been modified; please apply your changes to the \
+                               latest version and try again"
+                    .to_string(),
+                Op::Delete => format!(
+                    "Precondition failed: ResourceVersion in precondition: {want}, \
+                     ResourceVersion in object meta: {have}"
+                ),
+            }));
+        }
+    }
+    Ok(())
+}
+
+/// The synthetic `Added` events of a [`WatchFrom::Any`] watch.
+fn added(objects: Vec<Value>, snapshot: u64) -> VecDeque<Owed> {
+    objects
+        .into_iter()
+        .map(|object| {
+            Owed::Event(WatchEvent {
+                type_: EventType::Added,
+                resource_version: object::resource_version(&object)
+                    .and_then(|v| v.parse().ok())
+                    .unwrap_or(snapshot),
+                object,
+            })
+        })
+        .collect()
+}
