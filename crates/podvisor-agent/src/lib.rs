@@ -5,16 +5,22 @@
 //! [`podvisor_lifecycle::PodMachine`], performs the machine's actions on a
 //! [`podvisor_runtime::Runtime`] (sandbox, starts, signals, probes, hooks), feeds every result,
 //! container exit, deletion and timer back to it with `now`, and publishes the pod's status and
-//! events as [`PodUpdate`]s on its [`PodHandle`].
+//! events as [`PodUpdate`]s on its [`PodHandle`]. [`Agent::spawn_admitted`] starts the worker
+//! of a pod the API server already admitted, and [`Agent::recover_pod`] rebuilds the worker of
+//! a pod that ran before the agent restarted, on its re-adopted sandbox.
+//!
+//! [`node`] is the node agent of `podvisor serve`: it runs the pods of the store (list + watch),
+//! writes their status and events back, runs static pods, and recovers after a restart.
 //!
 //! What it does not do: decide anything about the lifecycle (when to start, restart, probe or
-//! kill is the core's job), run processes itself (the runtime does), or persist anything (the
-//! store, later). One owner per pod: no state is shared between pod workers.
+//! kill is the core's job) or run processes itself (the runtime does). One owner per pod: no
+//! state is shared between pod workers; only [`node`]'s status writers touch the store.
 
 mod clock;
 mod executors;
 mod identity;
 mod log;
+pub mod node;
 mod pod_task;
 
 pub use clock::{Clock, SystemClock, TokioClock, instant_for, wait_until};
@@ -22,9 +28,10 @@ pub use identity::new_uid;
 
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::PodCondition;
 use pod_task::{Command, PodTask};
-use podvisor_lifecycle::{Event, MachineConfig};
-use podvisor_runtime::Runtime;
+use podvisor_lifecycle::{Event, MachineConfig, RecoveredInstance};
+use podvisor_runtime::{Runtime, RuntimeEvent};
 use std::sync::Arc;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
@@ -99,35 +106,81 @@ impl<R: Runtime> Agent<R> {
     /// when empty, namespace `default` when empty, a random `uid`, `creationTimestamp` now.
     pub fn spawn_pod(&self, mut pod: Pod) -> PodHandle {
         identity::admit(&mut pod, self.clock.now());
-        let meta = &pod.metadata;
-        let name = meta.name.clone().unwrap_or_default();
-        let namespace = meta.namespace.clone().unwrap_or_default();
-        let uid = meta.uid.clone().unwrap_or_default();
+        self.spawn_admitted(pod, false)
+    }
+
+    /// Starts the pod worker of a pod the API server already admitted (it has its name,
+    /// namespace and `uid`, which are kept). `is_static`: a file-sourced pod (P15). Must be
+    /// called within a tokio runtime.
+    pub fn spawn_admitted(&self, pod: Pod, is_static: bool) -> PodHandle {
         let (commands_tx, commands_rx) = mpsc::unbounded_channel();
         let (updates_tx, updates_rx) = mpsc::unbounded_channel();
         let task = PodTask::new(
             Arc::clone(&self.runtime),
             Arc::clone(&self.clock),
-            self.config.clone(),
-            pod,
+            self.config_for(is_static),
+            pod.clone(),
             commands_rx,
             updates_tx,
         );
-        let task = tokio::spawn(task.run());
-        PodHandle {
-            name,
-            namespace,
-            uid,
-            control: PodControl {
-                commands: commands_tx,
+        PodHandle::start(&pod, commands_tx, updates_rx, task)
+    }
+
+    /// Starts the pod worker of a pod that ran before the agent restarted, on its re-adopted
+    /// sandbox: `pod` carries the last persisted status, `adopted` the sandbox and the instances
+    /// it still runs. No container is restarted; restart counts, readiness and back-off go on
+    /// (`PodMachine::recover`), and exits the runtime replays are handled as they arrive. Must
+    /// be called within a tokio runtime.
+    pub fn recover_pod(
+        &self,
+        pod: Pod,
+        adopted: Adopted<R::Sandbox>,
+        is_static: bool,
+    ) -> PodHandle {
+        let (commands_tx, commands_rx) = mpsc::unbounded_channel();
+        let (updates_tx, updates_rx) = mpsc::unbounded_channel();
+        let task = PodTask::recovered(
+            Arc::clone(&self.runtime),
+            Arc::clone(&self.clock),
+            self.config_for(is_static),
+            pod.clone(),
+            pod_task::Adopted {
+                sandbox: adopted.sandbox,
+                events_tx: adopted.events_tx,
+                events_rx: adopted.events_rx,
+                running: adopted.running,
+                highest_instance: adopted.highest_instance,
             },
-            updates: updates_rx,
-            task,
+            commands_rx,
+            updates_tx,
+        );
+        PodHandle::start(&pod, commands_tx, updates_rx, task)
+    }
+
+    fn config_for(&self, is_static: bool) -> MachineConfig {
+        MachineConfig {
+            is_static,
+            ..self.config.clone()
         }
     }
 }
 
-/// A cloneable way to delete a pod, separate from its [`PodHandle`].
+/// A sandbox re-adopted after an agent restart, for [`Agent::recover_pod`].
+pub struct Adopted<S> {
+    /// The sandbox, created with `events_tx` (its runtime replays unacknowledged exits there).
+    pub sandbox: S,
+    /// Where the sandbox sends container exits.
+    pub events_tx: mpsc::UnboundedSender<RuntimeEvent>,
+    /// The other end, read by the pod worker.
+    pub events_rx: mpsc::UnboundedReceiver<RuntimeEvent>,
+    /// The instances the runtime still runs (or whose exit it has not reported yet).
+    pub running: Vec<RecoveredInstance>,
+    /// The highest instance id the runtime knows for this pod, running or not: new instances
+    /// are numbered past it.
+    pub highest_instance: u64,
+}
+
+/// A cloneable way to delete or update a pod, separate from its [`PodHandle`].
 #[derive(Debug, Clone)]
 pub struct PodControl {
     commands: mpsc::UnboundedSender<Command>,
@@ -140,6 +193,19 @@ impl PodControl {
     /// pod worker has finished.
     pub fn delete(&self, grace: Option<i64>) {
         let _ = self.commands.send(Command::Delete { grace });
+    }
+
+    /// A spec update the API accepted (M11: images, `activeDeadlineSeconds`, labels and
+    /// annotations); the pod worker reacts as the kubelet does (M12). Does nothing once the
+    /// pod worker has finished.
+    pub fn update_spec(&self, pod: Pod) {
+        let _ = self.commands.send(Command::UpdateSpec(Box::new(pod)));
+    }
+
+    /// Conditions written by others through the status subresource (readiness gates, D5);
+    /// kubelet-owned types are ignored. Does nothing once the pod worker has finished.
+    pub fn update_conditions(&self, conditions: Vec<PodCondition>) {
+        let _ = self.commands.send(Command::UpdateConditions(conditions));
     }
 }
 
@@ -157,6 +223,23 @@ pub struct PodHandle {
 }
 
 impl PodHandle {
+    fn start<R: Runtime>(
+        pod: &Pod,
+        commands: mpsc::UnboundedSender<Command>,
+        updates: mpsc::UnboundedReceiver<PodUpdate>,
+        task: PodTask<R>,
+    ) -> PodHandle {
+        let meta = &pod.metadata;
+        PodHandle {
+            name: meta.name.clone().unwrap_or_default(),
+            namespace: meta.namespace.clone().unwrap_or_default(),
+            uid: meta.uid.clone().unwrap_or_default(),
+            control: PodControl { commands },
+            updates,
+            task: tokio::spawn(task.run()),
+        }
+    }
+
     /// `metadata.name`.
     pub fn name(&self) -> &str {
         &self.name
@@ -175,6 +258,23 @@ impl PodHandle {
     /// See [`PodControl::delete`].
     pub fn delete(&self, grace: Option<i64>) {
         self.control.delete(grace);
+    }
+
+    /// See [`PodControl::update_spec`].
+    pub fn update_spec(&self, pod: Pod) {
+        self.control.update_spec(pod);
+    }
+
+    /// See [`PodControl::update_conditions`].
+    pub fn update_conditions(&self, conditions: Vec<PodCondition>) {
+        self.control.update_conditions(conditions);
+    }
+
+    /// Stops the pod worker at once without touching its containers: what an agent shutdown
+    /// does (the runtime keeps them running, and a restarted agent re-adopts them with
+    /// [`Agent::recover_pod`]). Updates published before can still be received.
+    pub fn abort(&self) {
+        self.task.abort();
     }
 
     /// A cloneable handle for deleting the pod.

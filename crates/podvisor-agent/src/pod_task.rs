@@ -11,10 +11,10 @@ use crate::clock::{Clock, instant_for};
 use crate::log::{debug, warning};
 use crate::{PodUpdate, TimedEvent, executors};
 use jiff::Timestamp;
-use k8s_openapi::api::core::v1::{Container, Pod};
+use k8s_openapi::api::core::v1::{Container, Pod, PodCondition};
 use podvisor_lifecycle::{
     Action, ContainerKind, Event, EventType, ExitStatus, HookKind, InstanceId, MachineConfig,
-    PodMachine, ProbeKind, ProbeOutcome, StartFailure,
+    PodMachine, ProbeKind, ProbeOutcome, RecoveredInstance, StartFailure,
 };
 use podvisor_runtime::hooks::HookOutcome;
 use podvisor_runtime::{
@@ -33,6 +33,19 @@ use tokio::time::Instant;
 pub(crate) enum Command {
     /// Delete the pod with this grace period (None: the pod's own).
     Delete { grace: Option<i64> },
+    /// The API accepted a spec update (images, `activeDeadlineSeconds`, labels, annotations).
+    UpdateSpec(Box<Pod>),
+    /// Conditions written by others (readiness gates).
+    UpdateConditions(Vec<PodCondition>),
+}
+
+/// A sandbox re-adopted after an agent restart, for [`PodTask::recovered`].
+pub(crate) struct Adopted<S> {
+    pub(crate) sandbox: S,
+    pub(crate) events_tx: mpsc::UnboundedSender<RuntimeEvent>,
+    pub(crate) events_rx: mpsc::UnboundedReceiver<RuntimeEvent>,
+    pub(crate) running: Vec<RecoveredInstance>,
+    pub(crate) highest_instance: u64,
 }
 
 /// The result of one runtime task, fed back to the machine.
@@ -117,13 +130,7 @@ impl<R: Runtime> PodTask<R> {
         updates: mpsc::UnboundedSender<PodUpdate>,
     ) -> PodTask<R> {
         let now = clock.now();
-        let meta = &pod.metadata;
-        let full_name = format!(
-            "{}_{}({})",
-            meta.name.as_deref().unwrap_or(""),
-            meta.namespace.as_deref().unwrap_or("default"),
-            meta.uid.as_deref().unwrap_or("")
-        );
+        let full_name = full_name_of(&pod);
         let machine = PodMachine::new(pod, config, now);
         let (events_tx, events_rx) = mpsc::unbounded_channel();
         PodTask {
@@ -138,6 +145,46 @@ impl<R: Runtime> PodTask<R> {
             ready: VecDeque::new(),
             events_tx,
             events_rx,
+            commands,
+            commands_open: true,
+            updates,
+            starting: HashSet::new(),
+            early_exits: HashMap::new(),
+            exit_watchers: HashMap::new(),
+            now,
+            last_timer: None,
+            terminated: false,
+        }
+    }
+
+    /// The worker of a pod that ran before the agent restarted: its machine is rebuilt from
+    /// the last persisted status (`pod`) and the instances the re-adopted sandbox still runs;
+    /// exits the runtime replays arrive on `adopted.events_rx` as usual.
+    pub(crate) fn recovered(
+        rt: Arc<R>,
+        clock: Arc<dyn Clock>,
+        config: MachineConfig,
+        pod: Pod,
+        adopted: Adopted<R::Sandbox>,
+        commands: mpsc::UnboundedReceiver<Command>,
+        updates: mpsc::UnboundedSender<PodUpdate>,
+    ) -> PodTask<R> {
+        let now = clock.now();
+        let full_name = full_name_of(&pod);
+        let machine =
+            PodMachine::recover(pod, &adopted.running, adopted.highest_instance, config, now);
+        PodTask {
+            rt,
+            clock,
+            machine,
+            full_name,
+            sandbox: Some(Arc::new(adopted.sandbox)),
+            sandbox_task: None,
+            tasks: JoinSet::new(),
+            in_flight: HashMap::new(),
+            ready: VecDeque::new(),
+            events_tx: adopted.events_tx,
+            events_rx: adopted.events_rx,
             commands,
             commands_open: true,
             updates,
@@ -211,6 +258,14 @@ impl<R: Runtime> PodTask<R> {
             Wake::Command(Some(Command::Delete { grace })) => {
                 debug!("{}: delete (grace {grace:?})", self.full_name);
                 self.machine.handle_delete(grace, now);
+            }
+            Wake::Command(Some(Command::UpdateSpec(pod))) => {
+                debug!("{}: spec update", self.full_name);
+                self.machine.handle_spec_update(*pod, now);
+            }
+            Wake::Command(Some(Command::UpdateConditions(conditions))) => {
+                debug!("{}: conditions update", self.full_name);
+                self.machine.handle_conditions_update(conditions, now);
             }
             Wake::Command(None) => self.commands_open = false,
             Wake::Runtime(Some(RuntimeEvent::Exited { instance, exit })) => {
@@ -405,6 +460,7 @@ impl<R: Runtime> PodTask<R> {
                 let rt = Arc::clone(&self.rt);
                 let full_name = self.full_name.clone();
                 let id = instance.0;
+                let runtime_id = id;
                 // A sleep handler ends early once the instance has exited.
                 let (exited_tx, exited_rx) = oneshot::channel();
                 self.exit_watchers.entry(id).or_default().push(exited_tx);
@@ -415,7 +471,7 @@ impl<R: Runtime> PodTask<R> {
                 };
                 self.spawn(Some(failed("hook executor panicked")), async move {
                     let outcome = executors::run_hook(
-                        &*rt, &sandbox, id, &container, &handler, &full_name, terminated,
+                        &*rt, &sandbox, runtime_id, &container, &handler, &full_name, terminated,
                     )
                     .await;
                     Input::Hook {
@@ -447,9 +503,10 @@ impl<R: Runtime> PodTask<R> {
                 };
                 let on_panic = probe_input(&name, ProbeOutcome::Error("prober panicked".into()));
                 let rt = Arc::clone(&self.rt);
+                let runtime_id = id;
                 self.spawn(Some(on_panic), async move {
                     let outcome =
-                        executors::run_probe(&*rt, &sandbox, id, &container, &probe).await;
+                        executors::run_probe(&*rt, &sandbox, runtime_id, &container, &probe).await;
                     Input::Probe {
                         name,
                         instance: id,
@@ -584,11 +641,12 @@ impl<R: Runtime> PodTask<R> {
             return;
         };
         let rt = Arc::clone(&self.rt);
+        let runtime_id = instance;
         self.spawn(None, async move {
             Input::Signalled {
                 instance,
                 signal,
-                result: rt.signal(&sandbox, instance, signal).await,
+                result: rt.signal(&sandbox, runtime_id, signal).await,
             }
         });
     }
@@ -618,4 +676,15 @@ impl<R: Runtime> PodTask<R> {
             .send(PodUpdate::Terminated(Box::new(pod.clone())));
         pod
     }
+}
+
+/// `<name>_<namespace>(<uid>)`, as hook messages name the pod.
+fn full_name_of(pod: &Pod) -> String {
+    let meta = &pod.metadata;
+    format!(
+        "{}_{}({})",
+        meta.name.as_deref().unwrap_or(""),
+        meta.namespace.as_deref().unwrap_or("default"),
+        meta.uid.as_deref().unwrap_or("")
+    )
 }

@@ -1,1 +1,171 @@
-//! podvisor-apiserver (being built)
+//! podvisor-apiserver: the Kubernetes REST API subset that makes a podvisor machine a node
+//! you drive with the real `kubectl` and client libraries.
+//!
+//! What it does:
+//! - serves HTTPS with a self-generated CA and a bearer token, and writes a kubeconfig
+//!   ([`serve`], [`ApiServer`]);
+//! - discovery (`/version`, `/api`, `/api/v1`, `/apis`) and the minimal OpenAPI documents
+//!   kubectl needs for strict validation, `create` and `apply`;
+//! - pods: create (defaulting, validation), get, list, watch, update (spec mutability M11),
+//!   patch (JSON, merge, strategic merge, server-side apply), graceful delete, the `status`
+//!   subresource and `log`; events (with the kubelet's count aggregation, [`record_event`])
+//!   and namespaces;
+//! - `meta.k8s.io/v1` `Table` output with kubectl's columns, so `kubectl get` prints READY,
+//!   STATUS and RESTARTS as for a real cluster;
+//! - errors as `Status` objects shaped like the API server's, so kubectl prints the same
+//!   text.
+//!
+//! - helpers for the node agent, which talks to the store directly: [`update_pod_status`]
+//!   (the kubelet status manager's write) and [`record_event`].
+//!
+//! What it does not do: hold lifecycle state or run anything (the agent watches the store
+//! and writes status and events back through it), authorization beyond one token,
+//! admission plugins, API groups other than core `v1`, protobuf (beyond the `Namespace`
+//! kubectl's typed client posts), HTTP/2, `exec`/`attach`/`port-forward`.
+//!
+//! Wiring (what `podvisor serve` does):
+//!
+//! ```no_run
+//! # async fn wire(store: podvisor_store::Store, shutdown: impl std::future::Future<Output = ()>) -> Result<(), podvisor_apiserver::ServeError> {
+//! use podvisor_apiserver::{ApiServer, ServeConfig};
+//! let state_dir = std::path::PathBuf::from("/var/lib/podvisor");
+//! let server = ApiServer::bind(ServeConfig {
+//!     listen: "127.0.0.1:6443".parse().unwrap(),
+//!     state_dir: state_dir.clone(),
+//!     store: store.clone(), // the agent keeps its own clone
+//!     log_root: state_dir.join("logs"),
+//!     node_name: "node-1".to_owned(),
+//! })
+//! .await?;
+//! // `<state>/kubeconfig` appears once the API answers.
+//! server.run(shutdown).await
+//! # }
+//! ```
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use axum::extract::DefaultBodyLimit;
+use axum::routing::get;
+use podvisor_store::Store;
+
+mod auth;
+mod db;
+mod discovery;
+mod events;
+mod logs;
+mod managed;
+mod namespaces;
+mod objects;
+mod openapi;
+mod patch;
+mod pods;
+mod protobuf;
+mod request;
+mod routes;
+mod selectors;
+mod server;
+mod status;
+mod table;
+mod tls;
+mod watch;
+
+pub use discovery::GIT_VERSION;
+pub use events::record_event;
+pub use pods::status::update_pod_status;
+pub use server::{ApiServer, ServeConfig, ServeError, serve};
+pub use status::ApiError;
+
+/// The state every handler shares: the store and what the node is.
+#[derive(Clone)]
+pub struct ApiState {
+    inner: Arc<StateInner>,
+}
+
+#[derive(Clone)]
+struct StateInner {
+    store: Store,
+    log_root: PathBuf,
+    node_name: String,
+    token: Option<String>,
+    advertise: String,
+    bookmark_interval: Duration,
+    log_poll_interval: Duration,
+}
+
+impl ApiState {
+    /// State for a node named `node_name` whose container logs are under `log_root`; no
+    /// authentication until [`ApiState::with_token`].
+    pub fn new(store: Store, log_root: PathBuf, node_name: String) -> Self {
+        ApiState {
+            inner: Arc::new(StateInner {
+                store,
+                log_root,
+                node_name,
+                token: None,
+                advertise: "127.0.0.1:6443".to_owned(),
+                bookmark_interval: Duration::from_secs(60),
+                log_poll_interval: Duration::from_millis(100),
+            }),
+        }
+    }
+
+    fn map(self, f: impl FnOnce(&mut StateInner)) -> Self {
+        let mut inner = Arc::unwrap_or_clone(self.inner);
+        f(&mut inner);
+        ApiState {
+            inner: Arc::new(inner),
+        }
+    }
+
+    /// Requires `Authorization: Bearer <token>` on every request but health checks.
+    #[must_use]
+    pub fn with_token(self, token: String) -> Self {
+        self.map(|s| s.token = Some(token))
+    }
+
+    /// The `host:port` `/api` advertises.
+    #[must_use]
+    pub fn with_advertise(self, advertise: String) -> Self {
+        self.map(|s| s.advertise = advertise)
+    }
+
+    /// How often watches with `allowWatchBookmarks=true` get a `BOOKMARK` (default 60 s).
+    #[must_use]
+    pub fn with_bookmark_interval(self, interval: Duration) -> Self {
+        self.map(|s| s.bookmark_interval = interval)
+    }
+
+    /// The store.
+    pub fn store(&self) -> &Store {
+        &self.inner.store
+    }
+
+    /// The node name.
+    pub fn node_name(&self) -> &str {
+        &self.inner.node_name
+    }
+}
+
+/// The API as an axum router (no TLS; [`serve`] puts it behind HTTPS). Requests must carry
+/// the token if the state has one.
+pub fn router(state: ApiState) -> Router {
+    let app = routes::api_routes()
+        .route("/healthz", get(|| async { "ok" }))
+        .route("/livez", get(|| async { "ok" }))
+        .route("/readyz", get(|| async { "ok" }))
+        .fallback(routes::fallback)
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            auth::require_token,
+        ))
+        .layer(DefaultBodyLimit::max(3 * 1024 * 1024));
+    let app = if std::env::var_os("PODVISOR_API_TRACE").is_some() {
+        app.layer(axum::middleware::from_fn(auth::trace))
+    } else {
+        app
+    };
+    app.with_state(state)
+}

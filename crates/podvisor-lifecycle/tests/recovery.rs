@@ -169,3 +169,27 @@ fn t1_a_termination_in_progress_goes_on() {
         40
     );
 }
+
+#[test]
+fn new_instances_are_numbered_past_every_id_the_runtime_knows() {
+    let mut h = Harness::from_spec(json!({"containers": [container("app")]}));
+    h.boot(t(0));
+    let running = h.running_instances();
+    let mut m = podvisor_lifecycle::PodMachine::recover(
+        h.pod().clone(),
+        &running,
+        7,
+        MachineConfig::default(),
+        t(30),
+    );
+    while m.poll_action().is_some() {}
+    m.handle_container_exited(running[0].instance, exit_at(1, t(31)), t(31));
+    let started: Vec<InstanceId> = std::iter::from_fn(|| m.poll_action())
+        .filter_map(|a| match a {
+            Action::StartContainer { instance, .. } => Some(instance),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(started.len(), 1);
+    assert!(started[0].0 > 7, "{started:?}");
+}

@@ -418,13 +418,20 @@ fn container_id(paths: &PodPaths, instance: InstanceId) -> String {
     format!("podvisor://{uid:0>32.32}{instance:032x}")
 }
 
+/// How often `wait_for_shim` tries the socket: a new shim answers within a few milliseconds,
+/// so every millisecond at first (a failed connect costs microseconds), then less often.
+const SHIM_POLL_FAST: Duration = Duration::from_millis(1);
+const SHIM_POLL_FAST_FOR: Duration = Duration::from_millis(200);
+const SHIM_POLL_SLOW: Duration = Duration::from_millis(5);
+
 /// Waits until a shim answers on `socket` (or the deadline passes).
 async fn wait_for_shim(
     socket: &Path,
     pod_dir: &Path,
     shim_pid: u32,
 ) -> Result<ShimClient, SandboxError> {
-    let deadline = Instant::now() + SHIM_START_TIMEOUT;
+    let start = Instant::now();
+    let deadline = start + SHIM_START_TIMEOUT;
     loop {
         if let Ok(client) = ShimClient::connect(socket).await {
             return Ok(client);
@@ -442,7 +449,12 @@ async fn wait_for_shim(
             };
             return Err(sandbox_failed(format!("the shim {what}: {}", log.trim())));
         }
-        tokio::time::sleep(Duration::from_millis(5)).await;
+        let pause = if start.elapsed() < SHIM_POLL_FAST_FOR {
+            SHIM_POLL_FAST
+        } else {
+            SHIM_POLL_SLOW
+        };
+        tokio::time::sleep(pause).await;
     }
 }
 

@@ -3,6 +3,7 @@
 //! The binary is glue: argument handling and printing. The work is in the library crates.
 //! Exit codes: 0 success, 1 a pod or manifest failed, 2 bad usage or input.
 
+mod client;
 mod cmd;
 
 use clap::{Parser, Subcommand, ValueEnum};
@@ -42,6 +43,18 @@ pub enum BackoffCurve {
 enum Command {
     /// Run pods for real, in the foreground, until they finish or Ctrl-C.
     Run(cmd::run::Args),
+    /// Serve the Kubernetes API and run its pods on this machine (the node agent, API and store).
+    Serve(cmd::serve::Args),
+    /// List pods of the running `serve`, like `kubectl get pods`.
+    Get(cmd::get::Args),
+    /// Show pods in detail with their events, like `kubectl describe pod`.
+    Describe(cmd::describe::Args),
+    /// Print a container's log, like `kubectl logs`.
+    Logs(cmd::logs::Args),
+    /// Create or update pods from manifests, like `kubectl apply -f`.
+    Apply(cmd::apply::Args),
+    /// Delete pods, like `kubectl delete pod`.
+    Delete(cmd::delete::Args),
     /// Internal: the per-pod shim (started by podvisor itself).
     #[command(hide = true)]
     Shim {
@@ -83,6 +96,12 @@ fn main() -> ExitCode {
         // The shim must not start an async runtime: it runs before anything else.
         Command::Shim { args } => Ok(podvisor_runtime::shim::server::main(&args)),
         Command::Run(args) => cmd::run::run(&args),
+        Command::Serve(args) => cmd::serve::run(&args),
+        Command::Get(args) => cmd::get::run(&args),
+        Command::Describe(args) => cmd::describe::run(&args),
+        Command::Logs(args) => cmd::logs::run(&args),
+        Command::Apply(args) => cmd::apply::run(&args),
+        Command::Delete(args) => cmd::delete::run(&args),
         Command::Validate { files } => cmd::validate::run(&files),
         Command::Simulate {
             pod,

@@ -29,7 +29,9 @@ const READY_KEEP_AFTER: i64 = 10;
 
 impl PodMachine {
     /// Rebuilds the machine of a pod that was running before the agent restarted. `pod` carries
-    /// the last persisted status; `running` lists the instances the runtime still runs. Exits
+    /// the last persisted status; `running` lists the instances the runtime still runs;
+    /// `known_ids_up_to` is the highest instance id the runtime has ever seen for this pod (new
+    /// instances are numbered past it, so ids are never reused). Exits
     /// that happened while the agent was down are then reported through
     /// [`PodMachine::handle_container_exited`] with their real times.
     ///
@@ -39,6 +41,7 @@ impl PodMachine {
     pub fn recover(
         pod: Pod,
         running: &[RecoveredInstance],
+        known_ids_up_to: u64,
         config: MachineConfig,
         now: Timestamp,
     ) -> PodMachine {
@@ -144,7 +147,7 @@ impl PodMachine {
             }
             m.containers[ci].instances = instances;
         }
-        m.next_instance = max_id + 1;
+        m.next_instance = max_id.max(known_ids_up_to) + 1;
         // Instances rebuilt from the status alone got id 0; give them ids of their own.
         for c in &mut m.containers {
             for inst in &mut c.instances {

@@ -169,7 +169,8 @@ impl Harness {
         config: MachineConfig,
         now: Timestamp,
     ) -> Harness {
-        let m = PodMachine::recover(pod, running, config, now);
+        let known = running.iter().map(|r| r.instance.0).max().unwrap_or(0);
+        let m = PodMachine::recover(pod, running, known, config, now);
         let mut h = Harness {
             m,
             log: Vec::new(),

@@ -1,5 +1,11 @@
 //! One module per subcommand.
 
+pub mod apply;
+pub mod delete;
+pub mod describe;
+pub mod get;
+pub mod logs;
 pub mod run;
+pub mod serve;
 pub mod simulate;
 pub mod validate;

@@ -10,8 +10,9 @@
 //! - json: the line format of `podvisor simulate --output json` (`t` is seconds since `run`
 //!   started); with several pods every line also has `"pod"`.
 //!
-//! Ctrl-C, SIGTERM or SIGHUP deletes every pod with its grace period; a second one forces
-//! (grace 0).
+//! Ctrl-C, SIGTERM or SIGHUP deletes every pod with its grace period (the hidden
+//! `--delete-grace SECONDS` overrides it: tests use it for `DELETE(pod, gracePeriodSeconds)`); a
+//! second one forces (grace 0).
 //! Exit status: 0 when every pod Succeeded or was still healthy when interrupted, 1 when any
 //! failed, 2 on bad input.
 
@@ -54,6 +55,11 @@ pub struct Args {
     /// `crashLoopBackOff.maxContainerRestartPeriod` (1s..300s).
     #[arg(long)]
     pub max_restart_period: Option<String>,
+    /// Hidden, for tests: the grace period (seconds) of the delete the first interrupt makes,
+    /// i.e. `DELETE(pod, gracePeriodSeconds)` at the moment the signal is sent (default: each
+    /// pod's `terminationGracePeriodSeconds`).
+    #[arg(long, hide = true, value_parser = clap::value_parser!(i64).range(0..))]
+    pub delete_grace: Option<i64>,
 }
 
 /// Runs the pods in the foreground until every one has terminated; returns the exit code.
@@ -74,7 +80,7 @@ pub fn run(args: &Args) -> anyhow::Result<i32> {
         }
         None => (temp_state_dir()?, true),
     };
-    let result = run_in(&state_dir, pods, config, args.output);
+    let result = run_in(&state_dir, pods, config, args.output, args.delete_grace);
     if temporary && let Err(e) = std::fs::remove_dir_all(&state_dir) {
         eprintln!("warning: removing {}: {e}", state_dir.display());
     }
@@ -86,6 +92,7 @@ fn run_in(
     pods: Vec<Pod>,
     config: MachineConfig,
     output: OutputFormat,
+    delete_grace: Option<i64>,
 ) -> anyhow::Result<i32> {
     let shim = std::env::current_exe().context("finding the podvisor executable for the shim")?;
     let tokio = tokio::runtime::Builder::new_multi_thread()
@@ -96,7 +103,7 @@ fn run_in(
         let runtime = ProcessRuntime::new(state_dir.to_path_buf(), shim)
             .context("starting the process runtime")?;
         let agent = Agent::new(Arc::new(runtime), config);
-        supervise(&agent, pods, output).await
+        supervise(&agent, pods, output, delete_grace).await
     })
 }
 
@@ -206,6 +213,7 @@ async fn supervise<R: Runtime>(
     agent: &Agent<R>,
     pods: Vec<Pod>,
     output: OutputFormat,
+    delete_grace: Option<i64>,
 ) -> anyhow::Result<i32> {
     let mut interrupt = signal(SignalKind::interrupt()).context("handling SIGINT")?;
     let mut terminate = signal(SignalKind::terminate()).context("handling SIGTERM")?;
@@ -261,7 +269,13 @@ async fn supervise<R: Runtime>(
                 tracked[i].pod = Some(*pod);
                 tracked[i].terminated = true;
             }
-            Wake::Interrupt => on_interrupt(&mut interrupts, &mut tracked, &controls, &mut printer),
+            Wake::Interrupt => on_interrupt(
+                &mut interrupts,
+                &mut tracked,
+                &controls,
+                &mut printer,
+                delete_grace,
+            ),
             Wake::Tick => printer.tick(),
         }
     }
@@ -279,12 +293,14 @@ enum Wake {
     Tick,
 }
 
-/// First interrupt: delete every pod gracefully; later ones: force (grace 0).
+/// First interrupt: delete every pod gracefully (with `grace`, or each pod's own grace period);
+/// later ones: force (grace 0).
 fn on_interrupt(
     interrupts: &mut u32,
     tracked: &mut [Tracked],
     controls: &[podvisor_agent::PodControl],
     printer: &mut Printer,
+    grace: Option<i64>,
 ) {
     *interrupts += 1;
     if *interrupts == 1 {
@@ -293,7 +309,7 @@ fn on_interrupt(
         }
         printer.note("Deleting every pod (interrupt again to force)");
         for c in controls {
-            c.delete(None);
+            c.delete(grace);
         }
     } else {
         printer.note("Forcing deletion (grace period 0)");

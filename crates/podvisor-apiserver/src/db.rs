@@ -1,0 +1,161 @@
+//! The one place that talks to `podvisor-store`: keys, and store errors turned into the
+//! `Status` errors the API server returns for each resource.
+
+use podvisor_store::{Key, Preconditions, Store, StoreError, Watch, WatchFrom};
+use serde_json::Value;
+
+use crate::status::{ApiError, ApiResult};
+
+/// What the API knows about one resource type.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Resource {
+    /// The object kind: `Pod`.
+    pub kind: &'static str,
+    /// The plural resource name used in URLs, error messages and store keys: `pods`.
+    pub plural: &'static str,
+    /// Whether objects live in a namespace.
+    pub namespaced: bool,
+}
+
+/// `pods`.
+pub(crate) const PODS: Resource = Resource {
+    kind: "Pod",
+    plural: "pods",
+    namespaced: true,
+};
+/// `events`.
+pub(crate) const EVENTS: Resource = Resource {
+    kind: "Event",
+    plural: "events",
+    namespaced: true,
+};
+/// `namespaces`.
+pub(crate) const NAMESPACES: Resource = Resource {
+    kind: "Namespace",
+    plural: "namespaces",
+    namespaced: false,
+};
+
+/// The store key of an object: the resource plural, the namespace (`""` for cluster-scoped
+/// resources) and the name.
+pub(crate) fn key(res: Resource, namespace: &str, name: &str) -> Key {
+    if res.namespaced {
+        Key::new(res.plural, namespace, name)
+    } else {
+        Key::cluster(res.plural, name)
+    }
+}
+
+/// Maps a store error to the API server's error for `res`/`name`.
+pub(crate) fn api_error(res: Resource, name: &str, e: StoreError) -> ApiError {
+    match e {
+        StoreError::NotFound(_) => ApiError::not_found(res.plural, name),
+        StoreError::AlreadyExists(_) => ApiError::already_exists(res.plural, name),
+        StoreError::Conflict { message, .. } => ApiError::conflict(res.plural, name, &message),
+        e @ StoreError::Gone { .. } => ApiError::expired(e.to_string()),
+        StoreError::Invalid(message) => ApiError::bad_request(message),
+        StoreError::Db(message) => ApiError::internal(format!("storage error: {message}")),
+    }
+}
+
+/// Parses a `metadata.resourceVersion` the store understands.
+pub(crate) fn parse_rv(rv: &str) -> ApiResult<u64> {
+    rv.parse::<u64>()
+        .map_err(|_| ApiError::bad_request(format!("invalid resource version: {rv}")))
+}
+
+/// The `metadata.resourceVersion` of a stored object, as a number.
+pub(crate) fn object_rv(obj: &Value) -> Option<u64> {
+    obj.pointer("/metadata/resourceVersion")
+        .and_then(Value::as_str)
+        .and_then(|s| s.parse().ok())
+}
+
+/// Reads one object; 404 when missing.
+pub(crate) fn get(store: &Store, res: Resource, ns: &str, name: &str) -> ApiResult<Value> {
+    match store.get(&key(res, ns, name)) {
+        Ok(Some(v)) => Ok(v),
+        Ok(None) => Err(ApiError::not_found(res.plural, name)),
+        Err(e) => Err(api_error(res, name, e)),
+    }
+}
+
+/// Reads one object if present.
+pub(crate) fn try_get(
+    store: &Store,
+    res: Resource,
+    ns: &str,
+    name: &str,
+) -> ApiResult<Option<Value>> {
+    store
+        .get(&key(res, ns, name))
+        .map_err(|e| api_error(res, name, e))
+}
+
+/// Lists a kind, in one namespace or all; returns the list's resourceVersion too.
+pub(crate) fn list(store: &Store, res: Resource, ns: Option<&str>) -> ApiResult<(Vec<Value>, u64)> {
+    let ns = if res.namespaced { ns } else { None };
+    store
+        .list(res.plural, ns)
+        .map_err(|e| api_error(res, "", e))
+}
+
+/// Creates an object; 409 `AlreadyExists` when the name is taken.
+pub(crate) fn create(
+    store: &Store,
+    res: Resource,
+    ns: &str,
+    name: &str,
+    obj: Value,
+) -> ApiResult<Value> {
+    store
+        .create(&key(res, ns, name), obj)
+        .map_err(|e| api_error(res, name, e))
+}
+
+/// Replaces an object if its resourceVersion is still `rv` (when given).
+pub(crate) fn update(
+    store: &Store,
+    res: Resource,
+    ns: &str,
+    name: &str,
+    obj: Value,
+    rv: Option<u64>,
+) -> ApiResult<Value> {
+    let pre = Preconditions {
+        uid: None,
+        resource_version: rv.map(|v| v.to_string()),
+    };
+    store
+        .update(&key(res, ns, name), obj, pre)
+        .map_err(|e| api_error(res, name, e))
+}
+
+/// Removes an object under preconditions; returns the removed object.
+pub(crate) fn delete(
+    store: &Store,
+    res: Resource,
+    ns: &str,
+    name: &str,
+    uid: Option<String>,
+    rv: Option<u64>,
+) -> ApiResult<Value> {
+    let pre = Preconditions {
+        uid,
+        resource_version: rv.map(|v| v.to_string()),
+    };
+    store
+        .delete(&key(res, ns, name), pre)
+        .map_err(|e| api_error(res, name, e))
+}
+
+/// Opens a watch on a kind.
+pub(crate) fn watch(
+    store: &Store,
+    res: Resource,
+    ns: Option<&str>,
+    from: WatchFrom,
+) -> Result<Watch, StoreError> {
+    let ns = if res.namespaced { ns } else { None };
+    store.watch(res.plural, ns, from)
+}

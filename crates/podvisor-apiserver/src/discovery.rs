@@ -1,0 +1,124 @@
+//! Discovery: `/version`, `/api`, `/api/v1`, `/apis`. Only the legacy (`APIVersions`,
+//! `APIResourceList`, `APIGroupList`) documents are served; kubectl asks for aggregated
+//! discovery first and falls back to them when the answer is plain `application/json`.
+
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::Response;
+use serde_json::{Value, json};
+
+use crate::ApiState;
+use crate::status::json_response;
+
+/// The Kubernetes version podvisor speaks.
+pub const GIT_VERSION: &str = "v1.35.0-podvisor";
+
+/// `GET /version`.
+pub(crate) async fn version() -> Response {
+    json_response(
+        StatusCode::OK,
+        &json!({
+            "major": "1",
+            "minor": "35",
+            "emulationMajor": "1",
+            "emulationMinor": "35",
+            "minCompatibilityMajor": "1",
+            "minCompatibilityMinor": "34",
+            "gitVersion": GIT_VERSION,
+            "gitCommit": env!("CARGO_PKG_VERSION"),
+            "gitTreeState": "clean",
+            "buildDate": "1970-01-01T00:00:00Z",
+            "goVersion": "go1.25.0",
+            "compiler": "gc",
+            "platform": format!("linux/{}", go_arch()),
+        }),
+    )
+}
+
+fn go_arch() -> &'static str {
+    match std::env::consts::ARCH {
+        "x86_64" => "amd64",
+        "aarch64" => "arm64",
+        other => other,
+    }
+}
+
+/// `GET /api`.
+pub(crate) async fn api(State(state): State<ApiState>) -> Response {
+    json_response(
+        StatusCode::OK,
+        &json!({
+            "kind": "APIVersions",
+            "versions": ["v1"],
+            "serverAddressByClientCIDRs": [
+                {"clientCIDR": "0.0.0.0/0", "serverAddress": state.inner.advertise.clone()}
+            ],
+        }),
+    )
+}
+
+/// `GET /apis`: no API groups.
+pub(crate) async fn apis() -> Response {
+    json_response(
+        StatusCode::OK,
+        &json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": []}),
+    )
+}
+
+fn resource(
+    name: &str,
+    singular: &str,
+    namespaced: bool,
+    kind: &str,
+    verbs: &[&str],
+    short: &[&str],
+    categories: &[&str],
+) -> Value {
+    let mut r = json!({
+        "name": name,
+        "singularName": singular,
+        "namespaced": namespaced,
+        "kind": kind,
+        "verbs": verbs,
+    });
+    if !short.is_empty() {
+        r["shortNames"] = json!(short);
+    }
+    if !categories.is_empty() {
+        r["categories"] = json!(categories);
+    }
+    r
+}
+
+/// The `APIResourceList` for `v1`.
+pub(crate) fn v1_resources() -> Value {
+    let all = [
+        "create",
+        "delete",
+        "deletecollection",
+        "get",
+        "list",
+        "patch",
+        "update",
+        "watch",
+    ];
+    json!({
+        "kind": "APIResourceList",
+        "groupVersion": "v1",
+        "resources": [
+            resource("events", "event", true, "Event", &all, &["ev"], &[]),
+            resource(
+                "namespaces", "namespace", false, "Namespace",
+                &["create", "delete", "get", "list", "patch", "update", "watch"], &["ns"], &[],
+            ),
+            resource("pods", "pod", true, "Pod", &all, &["po"], &["all"]),
+            resource("pods/log", "", true, "Pod", &["get"], &[], &[]),
+            resource("pods/status", "", true, "Pod", &["get", "patch", "update"], &[], &[]),
+        ],
+    })
+}
+
+/// `GET /api/v1`.
+pub(crate) async fn api_v1() -> Response {
+    json_response(StatusCode::OK, &v1_resources())
+}

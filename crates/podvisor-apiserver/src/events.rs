@@ -1,0 +1,299 @@
+//! Events: create, update, patch and delete through the API, and [`record_event`], which
+//! the node agent calls to write the kubelet's events with the kubelet recorder's count
+//! aggregation.
+
+use axum::http::StatusCode;
+use axum::response::Response;
+use jiff::Timestamp;
+use k8s_openapi::api::core::v1::{Event as ApiEvent, Pod};
+use podvisor_lifecycle::Event;
+use podvisor_store::{Store, StoreError};
+use serde_json::{Value, json};
+
+use crate::db::{self, EVENTS, NAMESPACES};
+use crate::objects::respond;
+use crate::patch::{PatchType, apply_patch, plain_lists};
+use crate::pods::{check_name, check_namespace, pinned_rv, type_meta};
+use crate::request::{content_type, name_suffix, new_uid, now, parse_body, time_text};
+use crate::routes::Req;
+use crate::status::{ApiError, ApiResult, json_response};
+
+/// FNV-1a, 64 bits: a stable name for the aggregation key.
+fn fnv64(parts: &[&str]) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for p in parts {
+        for b in p.bytes().chain(std::iter::once(0)) {
+            h ^= u64::from(b);
+            h = h.wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+    h
+}
+
+/// The fields that make two events "the same" for the kubelet recorder's aggregation
+/// (`getEventKey`: source, involved object, type, reason, message).
+fn same_event(a: &Value, b: &Value) -> bool {
+    let ptrs = [
+        "/source/component",
+        "/source/host",
+        "/involvedObject/kind",
+        "/involvedObject/namespace",
+        "/involvedObject/name",
+        "/involvedObject/uid",
+        "/involvedObject/fieldPath",
+        "/involvedObject/apiVersion",
+        "/type",
+        "/reason",
+        "/message",
+    ];
+    ptrs.iter().all(|p| a.pointer(p) == b.pointer(p))
+}
+
+/// Records an event the kubelet would emit about `pod` on node `host`, as the kubelet's
+/// recorder does: `source {component: kubelet, host}`, `reportingComponent: kubelet`,
+/// `involvedObject` with the pod's uid and resourceVersion and, for container events, a
+/// `fieldPath` like `spec.containers{app}`. A repeat of the same event (same involved
+/// object, type, reason and message) increments `count` and moves `lastTimestamp` on the
+/// existing Event instead of creating another.
+///
+/// Returns the stored Event.
+///
+/// # Errors
+///
+/// The store's errors.
+pub fn record_event(
+    store: &Store,
+    host: &str,
+    pod: &Pod,
+    event: &Event,
+    now: Timestamp,
+) -> Result<Value, StoreError> {
+    let meta = &pod.metadata;
+    let ns = meta
+        .namespace
+        .clone()
+        .unwrap_or_else(|| "default".to_owned());
+    let pod_name = meta.name.clone().unwrap_or_default();
+    let mut involved = json!({
+        "kind": "Pod",
+        "namespace": ns,
+        "name": pod_name,
+        "uid": meta.uid.clone().unwrap_or_default(),
+        "apiVersion": "v1",
+    });
+    if let Some(rv) = &meta.resource_version {
+        involved["resourceVersion"] = json!(rv);
+    }
+    if let Some((kind, name)) = &event.container {
+        involved["fieldPath"] = json!(kind.field_path(name));
+    }
+    let stamp = time_text(now);
+    let mut fresh = json!({
+        "apiVersion": "v1",
+        "kind": "Event",
+        "metadata": {"namespace": ns, "creationTimestamp": stamp, "uid": new_uid()},
+        "involvedObject": involved,
+        "reason": event.reason,
+        "message": event.message,
+        "source": {"component": "kubelet", "host": host},
+        "firstTimestamp": stamp,
+        "lastTimestamp": stamp,
+        "count": 1,
+        "type": event.type_.as_str(),
+        "eventTime": null,
+        "reportingComponent": "kubelet",
+        "reportingInstance": host,
+    });
+    let s = |p: &str| {
+        fresh
+            .pointer(p)
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_owned()
+    };
+    let hash = fnv64(&[
+        &s("/involvedObject/uid"),
+        &s("/involvedObject/fieldPath"),
+        &s("/type"),
+        &s("/reason"),
+        &s("/message"),
+        host,
+    ]);
+    let mut name = format!("{pod_name}.{hash:016x}");
+    for _ in 0..3 {
+        let key = db::key(EVENTS, &ns, &name);
+        match store.get(&key)? {
+            Some(existing) if same_event(&existing, &fresh) => {
+                let bumped = store.update_with(&key, |mut current| {
+                    let count = current.get("count").and_then(Value::as_i64).unwrap_or(1);
+                    current["count"] = json!(count + 1);
+                    current["lastTimestamp"] = json!(stamp);
+                    if let Some(rv) = involved.get("resourceVersion") {
+                        current["involvedObject"]["resourceVersion"] = rv.clone();
+                    }
+                    Ok(current)
+                });
+                match bumped {
+                    Err(StoreError::NotFound(_)) => continue,
+                    other => return other,
+                }
+            }
+            Some(_) => {
+                // A different event under the same name (a hash collision): use the
+                // kubelet's own naming, `<pod>.<unix nanos in hex>`.
+                name = format!("{pod_name}.{:x}", now.as_nanosecond());
+            }
+            None => {
+                fresh["metadata"]["name"] = json!(name);
+                match store.create(&key, fresh.clone()) {
+                    Err(StoreError::AlreadyExists(_)) => continue,
+                    other => return other,
+                }
+            }
+        }
+    }
+    Err(StoreError::Conflict {
+        key: db::key(EVENTS, &ns, &name),
+        message: "the event kept changing; please try again".to_owned(),
+    })
+}
+
+/// Checks an Event's shape by decoding it with the typed API; returns the canonical value.
+fn typed(value: &Value) -> ApiResult<Value> {
+    let ev: ApiEvent = serde_json::from_value(value.clone()).map_err(|e| {
+        ApiError::bad_request(format!(
+            "Event in version \"v1\" cannot be handled as a Event: {e}"
+        ))
+    })?;
+    serde_json::to_value(&ev).map_err(|e| ApiError::internal(e.to_string()))
+}
+
+fn invalid(name: &str, field: &str, detail: &str) -> ApiError {
+    use podvisor_api::validation::{FieldError, Path};
+    let mut p = Path::new(field.split('.').next().unwrap_or(field));
+    for part in field.split('.').skip(1) {
+        p = p.child(part);
+    }
+    ApiError::invalid(&podvisor_api::ValidationErrors::new(
+        "Event",
+        name,
+        vec![FieldError::required(&p, detail)],
+    ))
+}
+
+/// `POST /api/v1/namespaces/{ns}/events`.
+pub(crate) fn create(req: &Req, ns: &str, body: &[u8]) -> ApiResult<Response> {
+    let dry_run = req.params.dry_run()?;
+    let mut value = parse_body(body)?;
+    type_meta(&mut value, "Event")?;
+    check_namespace(&value, ns)?;
+    let store = req.state.store();
+    if db::try_get(store, NAMESPACES, "", ns)?.is_none() {
+        return Err(ApiError::not_found("namespaces", ns));
+    }
+    let mut obj = typed(&value)?;
+    let meta = &mut obj["metadata"];
+    let mut name = meta["name"].as_str().unwrap_or("").to_owned();
+    if name.is_empty()
+        && let Some(g) = meta["generateName"].as_str().filter(|g| !g.is_empty())
+    {
+        name = format!("{g}{}", name_suffix());
+    }
+    if name.is_empty() {
+        return Err(invalid(
+            "",
+            "metadata.name",
+            "name or generateName is required",
+        ));
+    }
+    meta["name"] = json!(name);
+    meta["namespace"] = json!(ns);
+    meta["uid"] = json!(new_uid());
+    meta["creationTimestamp"] = json!(time_text(now()));
+    if let Some(m) = meta.as_object_mut() {
+        m.remove("resourceVersion");
+    }
+    if obj.get("involvedObject").is_none_or(Value::is_null) {
+        return Err(invalid(&name, "involvedObject", ""));
+    }
+    let stored = if dry_run {
+        obj
+    } else {
+        db::create(store, EVENTS, ns, &name, obj)?
+    };
+    Ok(respond(req, EVENTS, StatusCode::CREATED, &stored, &[]))
+}
+
+/// Writes `new` over `old`, keeping the system metadata.
+fn write(
+    req: &Req,
+    ns: &str,
+    name: &str,
+    old: &Value,
+    mut new: Value,
+    rv: Option<u64>,
+) -> ApiResult<Response> {
+    for k in ["uid", "creationTimestamp", "namespace", "name"] {
+        new["metadata"][k] = old["metadata"][k].clone();
+    }
+    if new == *old || req.params.dry_run()? {
+        return Ok(respond(req, EVENTS, StatusCode::OK, &new, &[]));
+    }
+    let stored = db::update(req.state.store(), EVENTS, ns, name, new, rv)?;
+    Ok(respond(req, EVENTS, StatusCode::OK, &stored, &[]))
+}
+
+/// `PUT /api/v1/namespaces/{ns}/events/{name}`.
+pub(crate) fn update(req: &Req, ns: &str, name: &str, body: &[u8]) -> ApiResult<Response> {
+    let mut value = parse_body(body)?;
+    type_meta(&mut value, "Event")?;
+    check_namespace(&value, ns)?;
+    check_name(&value, name)?;
+    let old = db::get(req.state.store(), EVENTS, ns, name)?;
+    let rv = pinned_rv(&value)?.or_else(|| db::object_rv(&old));
+    let new = typed(&value)?;
+    write(req, ns, name, &old, new, rv)
+}
+
+/// `PATCH /api/v1/namespaces/{ns}/events/{name}` (client-go's recorder patches counts).
+pub(crate) fn patch(req: &Req, ns: &str, name: &str, body: &[u8]) -> ApiResult<Response> {
+    let patch_type = PatchType::from_content_type(&content_type(&req.headers))?;
+    let old = db::get(req.state.store(), EVENTS, ns, name)?;
+    let new = typed(&apply_patch(&old, patch_type, body, plain_lists)?)?;
+    write(req, ns, name, &old, new, db::object_rv(&old))
+}
+
+/// `DELETE /api/v1/namespaces/{ns}/events/{name}`.
+pub(crate) fn delete(req: &Req, ns: &str, name: &str) -> ApiResult<Response> {
+    let store = req.state.store();
+    if req.params.dry_run()? {
+        let obj = db::get(store, EVENTS, ns, name)?;
+        return Ok(respond(req, EVENTS, StatusCode::OK, &obj, &[]));
+    }
+    let obj = db::delete(store, EVENTS, ns, name, None, None)?;
+    Ok(respond(req, EVENTS, StatusCode::OK, &obj, &[]))
+}
+
+/// `DELETE /api/v1/namespaces/{ns}/events` (deletecollection).
+pub(crate) fn delete_collection(req: &Req, ns: &str) -> ApiResult<Response> {
+    let selection = crate::selectors::Selection::parse(
+        EVENTS,
+        req.params.label_selector.as_deref(),
+        req.params.field_selector.as_deref(),
+    )?;
+    let store = req.state.store();
+    let (items, rv) = db::list(store, EVENTS, Some(ns))?;
+    let mut out = Vec::new();
+    for obj in items.iter().filter(|o| selection.matches(o)) {
+        let name = obj["metadata"]["name"].as_str().unwrap_or("");
+        match db::delete(store, EVENTS, ns, name, None, None) {
+            Ok(v) => out.push(v),
+            Err(e) if e.code == 404 => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(json_response(
+        StatusCode::OK,
+        &json!({"kind": "EventList", "apiVersion": "v1", "metadata": {"resourceVersion": rv.to_string()}, "items": out}),
+    ))
+}

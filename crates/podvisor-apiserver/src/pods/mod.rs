@@ -1,0 +1,458 @@
+//! Pods: create (admission: defaulting, name generation, node binding, validation), update
+//! and patch (spec mutability, M11), server-side apply; delete and the status subresource
+//! live in the submodules.
+
+use axum::http::StatusCode;
+use axum::response::Response;
+use k8s_openapi::api::core::v1::{Pod, PodCondition, PodSpec, PodStatus};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use podvisor_api::validation::go_quote;
+use podvisor_api::{
+    DecodeError, FieldValidation, apply_defaults, validate_pod, validate_pod_update,
+};
+use serde_json::{Value, json};
+
+use crate::db::{self, NAMESPACES, PODS};
+use crate::managed;
+use crate::objects::respond;
+use crate::patch::{PatchType, apply_patch, pod_lists, strategic_merge};
+use crate::request::{content_type, name_suffix, new_uid, now, parse_body};
+use crate::routes::Req;
+use crate::status::{ApiError, ApiResult};
+
+mod delete;
+pub(crate) mod status;
+
+pub(crate) use delete::{delete, delete_collection};
+
+/// How many times a write is retried when the object changed underneath it.
+const MAX_RETRIES: usize = 5;
+
+/// Fills a missing `apiVersion`/`kind` with `v1`/`kind` (the endpoint's type, as the API
+/// server's decoder defaults them); 400 for another type.
+pub(crate) fn type_meta(value: &mut Value, kind: &str) -> ApiResult<()> {
+    let Some(obj) = value.as_object_mut() else {
+        return Err(ApiError::bad_request(format!(
+            "the object provided is unrecognized (must be of type {kind})"
+        )));
+    };
+    let api_version = obj
+        .entry("apiVersion")
+        .or_insert_with(|| json!("v1"))
+        .clone();
+    let k = obj.entry("kind").or_insert_with(|| json!(kind)).clone();
+    if api_version != json!("v1") || k != json!(kind) {
+        return Err(ApiError::bad_request(format!(
+            "the API version in the data ({}) does not match the expected API version (v1) or the kind ({}) is not {kind}",
+            api_version.as_str().unwrap_or(""),
+            k.as_str().unwrap_or("")
+        )));
+    }
+    Ok(())
+}
+
+/// The body's `metadata.namespace` must be empty or the URL's.
+pub(crate) fn check_namespace(value: &Value, ns: &str) -> ApiResult<()> {
+    match value.pointer("/metadata/namespace").and_then(Value::as_str) {
+        Some(n) if !n.is_empty() && n != ns => Err(ApiError::bad_request(
+            "the namespace of the provided object does not match the namespace sent on the request",
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// The body's `metadata.name` must be the URL's.
+pub(crate) fn check_name(value: &Value, name: &str) -> ApiResult<()> {
+    let body_name = value
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    if body_name != name {
+        return Err(ApiError::bad_request(format!(
+            "the name of the object ({body_name}) does not match the name on the URL ({name})"
+        )));
+    }
+    Ok(())
+}
+
+/// Decodes a Pod under `fieldValidation`; returns it and the `Warning`s to send.
+/// `prefix` starts strict-decoding messages (creates and updates name the type, patches
+/// do not).
+pub(crate) fn decode_pod(
+    value: &Value,
+    fv: FieldValidation,
+    prefix: &str,
+) -> ApiResult<(Pod, Vec<String>)> {
+    match podvisor_api::decode_pods_with(&value.to_string(), "request", fv) {
+        Ok(mut pods) if pods.len() == 1 => {
+            let d = pods.remove(0);
+            let warnings = d
+                .unknown_fields
+                .iter()
+                .map(|f| format!("unknown field {}", go_quote(f)))
+                .collect();
+            Ok((d.pod, warnings))
+        }
+        Ok(_) => Err(ApiError::bad_request("expected exactly one Pod")),
+        Err(DecodeError::UnknownFields { fields, .. }) => {
+            let list: Vec<String> = fields
+                .iter()
+                .map(|f| format!("unknown field {}", go_quote(f)))
+                .collect();
+            Err(ApiError::bad_request(format!(
+                "{prefix}strict decoding error: {}",
+                list.join(", ")
+            )))
+        }
+        Err(DecodeError::Shape { message, .. }) => {
+            Err(ApiError::bad_request(format!("{prefix}{message}")))
+        }
+        Err(e) => Err(ApiError::bad_request(e.to_string())),
+    }
+}
+
+const CREATE_PREFIX: &str = "Pod in version \"v1\" cannot be handled as a Pod: ";
+
+/// A stored Pod, typed.
+pub(crate) fn pod_of(obj: &Value) -> ApiResult<Pod> {
+    serde_json::from_value(obj.clone())
+        .map_err(|e| ApiError::internal(format!("stored pod does not decode: {e}")))
+}
+
+/// A Pod as stored.
+pub(crate) fn value_of(pod: &Pod) -> Value {
+    serde_json::to_value(pod).unwrap_or(Value::Null)
+}
+
+/// The QoS class the API server computes at creation (`qos.GetPodQOS`: cpu and memory of
+/// init and regular containers).
+fn qos_class(spec: &PodSpec) -> &'static str {
+    let mut any = false;
+    let mut guaranteed = true;
+    for c in spec
+        .init_containers
+        .iter()
+        .flatten()
+        .chain(&spec.containers)
+    {
+        let r = c.resources.as_ref();
+        let limits = r.and_then(|r| r.limits.as_ref());
+        let requests = r.and_then(|r| r.requests.as_ref());
+        for res in ["cpu", "memory"] {
+            let l = limits.and_then(|l| l.get(res));
+            let q = requests.and_then(|q| q.get(res)).or(l);
+            any |= l.is_some() || q.is_some();
+            if l.is_none() || q != l {
+                guaranteed = false;
+            }
+        }
+    }
+    match (any, guaranteed) {
+        (false, _) => "BestEffort",
+        (true, true) => "Guaranteed",
+        (true, false) => "Burstable",
+    }
+}
+
+fn has_gates(spec: &PodSpec) -> bool {
+    spec.scheduling_gates
+        .as_ref()
+        .is_some_and(|g| !g.is_empty())
+}
+
+/// Admission of a new pod: name generation, system metadata, defaults, binding to this
+/// node (unless scheduling-gated), the initial status, validation.
+fn admit_new(req: &Req, ns: &str, mut pod: Pod) -> ApiResult<Pod> {
+    let now = now();
+    let meta = &mut pod.metadata;
+    meta.namespace = Some(ns.to_owned());
+    if meta.name.as_deref().unwrap_or("").is_empty()
+        && let Some(g) = meta.generate_name.as_deref().filter(|g| !g.is_empty())
+    {
+        meta.name = Some(format!("{g}{}", name_suffix()));
+    }
+    if meta
+        .resource_version
+        .as_deref()
+        .is_some_and(|rv| !rv.is_empty())
+    {
+        return Err(ApiError::bad_request(
+            "resourceVersion should not be set on objects to be created",
+        ));
+    }
+    meta.uid = Some(new_uid());
+    meta.creation_timestamp = Some(Time(now));
+    meta.generation = Some(1);
+    meta.deletion_timestamp = None;
+    meta.deletion_grace_period_seconds = None;
+    meta.self_link = None;
+    meta.managed_fields = None;
+    apply_defaults(&mut pod);
+    let spec = pod.spec.get_or_insert_with(PodSpec::default);
+    let gated = has_gates(spec);
+    if spec.node_name.as_deref().unwrap_or("").is_empty() && !gated {
+        spec.node_name = Some(req.state.node_name().to_owned());
+    }
+    let mut status = PodStatus {
+        phase: Some("Pending".to_owned()),
+        qos_class: Some(qos_class(spec).to_owned()),
+        ..PodStatus::default()
+    };
+    if gated {
+        status.conditions = Some(vec![PodCondition {
+            type_: "PodScheduled".to_owned(),
+            status: "False".to_owned(),
+            reason: Some("SchedulingGated".to_owned()),
+            message: Some("Scheduling is blocked due to non-empty scheduling gates".to_owned()),
+            ..PodCondition::default()
+        }]);
+    }
+    pod.status = Some(status);
+    validate_pod(&pod).map_err(|e| ApiError::invalid(&e))?;
+    Ok(pod)
+}
+
+/// Creates a pod from a request object; `operation` is the managed-fields operation.
+fn create_value(req: &Req, ns: &str, mut value: Value, operation: &str) -> ApiResult<Response> {
+    let fv = req.params.field_validation()?;
+    let dry_run = req.params.dry_run()?;
+    type_meta(&mut value, "Pod")?;
+    check_namespace(&value, ns)?;
+    let (pod, warnings) = decode_pod(&value, fv, CREATE_PREFIX)?;
+    let store = req.state.store();
+    if db::try_get(store, NAMESPACES, "", ns)?.is_none() {
+        return Err(ApiError::not_found("namespaces", ns));
+    }
+    let pod = admit_new(req, ns, pod)?;
+    let name = pod.metadata.name.clone().unwrap_or_default();
+    let mut obj = value_of(&pod);
+    let manager = managed::manager_name(&req.params, &req.headers);
+    let fields = managed::fields_v1(&value, false, pod_lists);
+    managed::record(&mut obj, &manager, operation, None, fields, now());
+    let stored = if dry_run {
+        obj
+    } else {
+        db::create(store, PODS, ns, &name, obj)?
+    };
+    Ok(respond(req, PODS, StatusCode::CREATED, &stored, &warnings))
+}
+
+/// `POST /api/v1/namespaces/{ns}/pods`.
+pub(crate) fn create(req: &Req, ns: &str, body: &[u8]) -> ApiResult<Response> {
+    create_value(req, ns, parse_body(body)?, "Update")
+}
+
+/// What an update writes and records.
+pub(crate) struct Write<'a> {
+    /// Managed-fields operation: `Update` or `Apply`.
+    pub operation: &'a str,
+    /// The fields the request carried.
+    pub fields: Value,
+    /// The status subresource (only status changes are taken).
+    pub status: bool,
+}
+
+/// Spec update admission (`BeforeUpdate` + `PrepareForUpdate` + `ValidatePodUpdate`).
+fn admit_update(req: &Req, ns: &str, old: &Pod, mut new: Pod) -> ApiResult<Pod> {
+    new.metadata.namespace = Some(ns.to_owned());
+    apply_defaults(&mut new);
+    new.status = old.status.clone();
+    let (n, o) = (&mut new.metadata, &old.metadata);
+    if n.uid.as_deref().unwrap_or("").is_empty() {
+        n.uid = o.uid.clone();
+    }
+    n.creation_timestamp = o.creation_timestamp.clone();
+    n.deletion_timestamp = o.deletion_timestamp.clone();
+    n.deletion_grace_period_seconds = o.deletion_grace_period_seconds;
+    n.resource_version = o.resource_version.clone();
+    n.managed_fields = o.managed_fields.clone();
+    n.generation = o.generation;
+    if n.generate_name.is_none() {
+        n.generate_name = o.generate_name.clone();
+    }
+    if new.spec != old.spec {
+        new.metadata.generation = Some(old.metadata.generation.unwrap_or(0) + 1);
+    }
+    validate_pod_update(old, &new).map_err(|e| ApiError::invalid(&e))?;
+    // The last scheduling gate removed: bind to this node now.
+    let spec = new.spec.get_or_insert_with(PodSpec::default);
+    if spec.node_name.as_deref().unwrap_or("").is_empty() && !has_gates(spec) {
+        spec.node_name = Some(req.state.node_name().to_owned());
+        if let Some(conds) = new.status.as_mut().and_then(|s| s.conditions.as_mut()) {
+            conds.retain(|c| c.type_ != "PodScheduled");
+        }
+    }
+    Ok(new)
+}
+
+/// Compares ignoring managed fields (a no-op write keeps the resourceVersion).
+fn same_object(a: &Value, b: &Value) -> bool {
+    let strip = |v: &Value| {
+        let mut v = v.clone();
+        if let Some(m) = v.get_mut("metadata").and_then(Value::as_object_mut) {
+            m.remove("managedFields");
+            m.remove("resourceVersion");
+        }
+        v
+    };
+    strip(a) == strip(b)
+}
+
+/// The optimistic update loop shared by PUT, PATCH and apply, for the pod and its status:
+/// read, compute the new pod from the current object, admit, write with the read
+/// resourceVersion as precondition; retried when the object changed underneath, unless
+/// the client pinned a resourceVersion.
+pub(crate) fn update_loop(
+    req: &Req,
+    ns: &str,
+    name: &str,
+    client_rv: Option<u64>,
+    write: &Write<'_>,
+    mut compute: impl FnMut(&Value) -> ApiResult<(Pod, Vec<String>)>,
+) -> ApiResult<Response> {
+    let store = req.state.store();
+    let dry_run = req.params.dry_run()?;
+    let manager = managed::manager_name(&req.params, &req.headers);
+    let mut attempt = 0;
+    loop {
+        attempt += 1;
+        let old_value = db::get(store, PODS, ns, name)?;
+        let old_rv = db::object_rv(&old_value);
+        if client_rv.is_some() && client_rv != old_rv {
+            return Err(ApiError::stale(PODS.plural, name));
+        }
+        let old = pod_of(&old_value)?;
+        let (new, warnings) = compute(&old_value)?;
+        let new = if write.status {
+            status::admit_status(&old, new)?
+        } else {
+            admit_update(req, ns, &old, new)?
+        };
+        let mut new_value = value_of(&new);
+        if same_object(&new_value, &old_value) {
+            return Ok(respond(req, PODS, StatusCode::OK, &old_value, &warnings));
+        }
+        let subresource = write.status.then_some("status");
+        managed::record(
+            &mut new_value,
+            &manager,
+            write.operation,
+            subresource,
+            write.fields.clone(),
+            now(),
+        );
+        if dry_run {
+            return Ok(respond(req, PODS, StatusCode::OK, &new_value, &warnings));
+        }
+        match db::update(store, PODS, ns, name, new_value, old_rv) {
+            Ok(stored) => return Ok(respond(req, PODS, StatusCode::OK, &stored, &warnings)),
+            Err(e) if e.code == 409 && client_rv.is_none() && attempt < MAX_RETRIES => {}
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// The resourceVersion a request object pins, if any.
+pub(crate) fn pinned_rv(value: &Value) -> ApiResult<Option<u64>> {
+    match value
+        .pointer("/metadata/resourceVersion")
+        .and_then(Value::as_str)
+    {
+        None | Some("") => Ok(None),
+        Some(rv) => db::parse_rv(rv).map(Some),
+    }
+}
+
+/// `PUT /api/v1/namespaces/{ns}/pods/{name}`.
+pub(crate) fn update(req: &Req, ns: &str, name: &str, body: &[u8]) -> ApiResult<Response> {
+    let fv = req.params.field_validation()?;
+    let mut value = parse_body(body)?;
+    type_meta(&mut value, "Pod")?;
+    check_namespace(&value, ns)?;
+    check_name(&value, name)?;
+    let client_rv = pinned_rv(&value)?;
+    let (pod, warnings) = decode_pod(&value, fv, CREATE_PREFIX)?;
+    let write = Write {
+        operation: "Update",
+        fields: managed::fields_v1(&value, false, pod_lists),
+        status: false,
+    };
+    update_loop(req, ns, name, client_rv, &write, |_| {
+        Ok((pod.clone(), warnings.clone()))
+    })
+}
+
+/// Applies a patch body to the current object and decodes the result.
+pub(crate) fn patched_pod(
+    req: &Req,
+    current: &Value,
+    patch_type: PatchType,
+    body: &[u8],
+) -> ApiResult<(Pod, Vec<String>)> {
+    let fv = req.params.field_validation()?;
+    let patched = apply_patch(current, patch_type, body, pod_lists)?;
+    if patched.pointer("/metadata/resourceVersion") != current.pointer("/metadata/resourceVersion")
+    {
+        let name = current
+            .pointer("/metadata/name")
+            .and_then(Value::as_str)
+            .unwrap_or("");
+        return Err(ApiError::stale(PODS.plural, name));
+    }
+    decode_pod(&patched, fv, "")
+}
+
+/// `PATCH /api/v1/namespaces/{ns}/pods/{name}`.
+pub(crate) fn patch(req: &Req, ns: &str, name: &str, body: &[u8]) -> ApiResult<Response> {
+    let patch_type = PatchType::from_content_type(&content_type(&req.headers))?;
+    if patch_type == PatchType::Apply {
+        return apply(req, ns, name, body);
+    }
+    let fields = match patch_type {
+        PatchType::Json => json!({}),
+        _ => managed::fields_v1(&parse_body(body)?, false, pod_lists),
+    };
+    let write = Write {
+        operation: "Update",
+        fields,
+        status: false,
+    };
+    update_loop(req, ns, name, None, &write, |current| {
+        patched_pod(req, current, patch_type, body)
+    })
+}
+
+/// Server-side apply: create the pod from the applied configuration, or merge it into the
+/// live object (as a strategic merge; fields the manager no longer applies are kept).
+fn apply(req: &Req, ns: &str, name: &str, body: &[u8]) -> ApiResult<Response> {
+    if req.params.field_manager.as_deref().unwrap_or("").is_empty() {
+        return Err(ApiError::bad_request(
+            "PATCH request with apply patch must specify fieldManager",
+        ));
+    }
+    let mut applied = parse_body(body)?;
+    type_meta(&mut applied, "Pod")?;
+    check_namespace(&applied, ns)?;
+    check_name(&applied, name)?;
+    if db::try_get(req.state.store(), PODS, ns, name)?.is_none() {
+        return create_value(req, ns, applied, "Apply");
+    }
+    let fv = req.params.field_validation()?;
+    let mut intent = applied.clone();
+    if let Some(m) = intent.as_object_mut() {
+        m.remove("status");
+    }
+    if let Some(meta) = intent.get_mut("metadata").and_then(Value::as_object_mut) {
+        meta.remove("resourceVersion");
+    }
+    let write = Write {
+        operation: "Apply",
+        fields: managed::fields_v1(&applied, false, pod_lists),
+        status: false,
+    };
+    update_loop(req, ns, name, None, &write, |current| {
+        let mut merged = current.clone();
+        strategic_merge(&mut merged, &intent, pod_lists)?;
+        decode_pod(&merged, fv, "")
+    })
+}

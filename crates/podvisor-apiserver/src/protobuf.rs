@@ -1,0 +1,203 @@
+//! Just enough of the Kubernetes protobuf encoding to accept what kubectl's typed clients
+//! send that way: `kubectl create namespace` posts a protobuf `Namespace` (and does not fall
+//! back to JSON on 415). The envelope (`k8s\0` + `runtime.Unknown`) is decoded, and of the
+//! object its `ObjectMeta` name, generateName, labels and annotations; every other kind is
+//! refused with 415.
+
+use serde_json::{Map, Value, json};
+
+/// The envelope's magic prefix.
+pub(crate) const MAGIC: &[u8] = b"k8s\0";
+
+/// One field of a protobuf message.
+enum Field<'a> {
+    Varint,
+    Bytes(&'a [u8]),
+    Other,
+}
+
+fn varint(buf: &[u8], pos: &mut usize) -> Result<u64, String> {
+    let mut v: u64 = 0;
+    for shift in (0..64).step_by(7) {
+        let b = *buf.get(*pos).ok_or("truncated varint")?;
+        *pos += 1;
+        v |= u64::from(b & 0x7f) << shift;
+        if b & 0x80 == 0 {
+            return Ok(v);
+        }
+    }
+    Err("varint too long".to_owned())
+}
+
+/// The fields of a message, in order.
+fn fields(buf: &[u8]) -> Result<Vec<(u64, Field<'_>)>, String> {
+    let mut out = Vec::new();
+    let mut pos = 0;
+    while pos < buf.len() {
+        let key = varint(buf, &mut pos)?;
+        let (number, wire) = (key >> 3, key & 7);
+        let field = match wire {
+            0 => {
+                varint(buf, &mut pos)?;
+                Field::Varint
+            }
+            1 => {
+                pos += 8;
+                Field::Other
+            }
+            2 => {
+                let len = usize::try_from(varint(buf, &mut pos)?).map_err(|e| e.to_string())?;
+                let end = pos
+                    .checked_add(len)
+                    .filter(|e| *e <= buf.len())
+                    .ok_or("truncated field")?;
+                let bytes = &buf[pos..end];
+                pos = end;
+                Field::Bytes(bytes)
+            }
+            5 => {
+                pos += 4;
+                Field::Other
+            }
+            w => return Err(format!("unsupported wire type {w}")),
+        };
+        out.push((number, field));
+    }
+    if pos > buf.len() {
+        return Err("truncated message".to_owned());
+    }
+    Ok(out)
+}
+
+fn text(b: &[u8]) -> Result<String, String> {
+    String::from_utf8(b.to_vec()).map_err(|e| e.to_string())
+}
+
+/// A `map<string, string>` entry.
+fn entry(b: &[u8]) -> Result<(String, String), String> {
+    let (mut k, mut v) = (String::new(), String::new());
+    for (n, f) in fields(b)? {
+        match (n, f) {
+            (1, Field::Bytes(x)) => k = text(x)?,
+            (2, Field::Bytes(x)) => v = text(x)?,
+            _ => {}
+        }
+    }
+    Ok((k, v))
+}
+
+fn object_meta(b: &[u8]) -> Result<Value, String> {
+    let mut meta = Map::new();
+    let (mut labels, mut annotations) = (Map::new(), Map::new());
+    for (n, f) in fields(b)? {
+        match (n, f) {
+            (1, Field::Bytes(x)) => {
+                meta.insert("name".to_owned(), json!(text(x)?));
+            }
+            (2, Field::Bytes(x)) => {
+                meta.insert("generateName".to_owned(), json!(text(x)?));
+            }
+            (3, Field::Bytes(x)) => {
+                meta.insert("namespace".to_owned(), json!(text(x)?));
+            }
+            (11, Field::Bytes(x)) => {
+                let (k, v) = entry(x)?;
+                labels.insert(k, json!(v));
+            }
+            (12, Field::Bytes(x)) => {
+                let (k, v) = entry(x)?;
+                annotations.insert(k, json!(v));
+            }
+            _ => {}
+        }
+    }
+    if !labels.is_empty() {
+        meta.insert("labels".to_owned(), Value::Object(labels));
+    }
+    if !annotations.is_empty() {
+        meta.insert("annotations".to_owned(), Value::Object(annotations));
+    }
+    Ok(Value::Object(meta))
+}
+
+/// Decodes a protobuf body into the JSON the handlers understand; `Err` with a reason when
+/// it is not a Namespace (or not decodable).
+pub(crate) fn decode(body: &[u8]) -> Result<Value, String> {
+    let envelope = body
+        .strip_prefix(MAGIC)
+        .ok_or("missing the k8s protobuf prefix")?;
+    let (mut api_version, mut kind, mut raw) = (String::new(), String::new(), &[][..]);
+    for (n, f) in fields(envelope)? {
+        match (n, f) {
+            (1, Field::Bytes(type_meta)) => {
+                for (m, g) in fields(type_meta)? {
+                    match (m, g) {
+                        (1, Field::Bytes(x)) => api_version = text(x)?,
+                        (2, Field::Bytes(x)) => kind = text(x)?,
+                        _ => {}
+                    }
+                }
+            }
+            (2, Field::Bytes(x)) => raw = x,
+            (3, Field::Bytes(enc)) if !enc.is_empty() => {
+                return Err("compressed protobuf bodies are not supported".to_owned());
+            }
+            _ => {}
+        }
+    }
+    if api_version != "v1" || kind != "Namespace" {
+        return Err(format!(
+            "protobuf is only accepted for v1 Namespace, not {api_version} {kind}"
+        ));
+    }
+    let mut metadata = json!({});
+    for (n, f) in fields(raw)? {
+        if let (1, Field::Bytes(x)) = (n, f) {
+            metadata = object_meta(x)?;
+        }
+    }
+    Ok(json!({"apiVersion": api_version, "kind": kind, "metadata": metadata}))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn bytes_field(n: u8, b: &[u8]) -> Vec<u8> {
+        let mut v = vec![(n << 3) | 2, u8::try_from(b.len()).unwrap()];
+        v.extend_from_slice(b);
+        v
+    }
+
+    #[test]
+    fn decodes_a_namespace_like_kubectl_sends_it() {
+        let type_meta = [bytes_field(1, b"v1"), bytes_field(2, b"Namespace")].concat();
+        let label = [bytes_field(1, b"team"), bytes_field(2, b"a")].concat();
+        let meta = [bytes_field(1, b"other"), bytes_field(11, &label)].concat();
+        let ns = [
+            bytes_field(1, &meta),
+            bytes_field(2, b""),
+            bytes_field(3, b""),
+        ]
+        .concat();
+        let body = [
+            MAGIC.to_vec(),
+            bytes_field(1, &type_meta),
+            bytes_field(2, &ns),
+            bytes_field(3, b""),
+            bytes_field(4, b""),
+        ]
+        .concat();
+        assert_eq!(
+            decode(&body).unwrap(),
+            json!({"apiVersion": "v1", "kind": "Namespace",
+                   "metadata": {"name": "other", "labels": {"team": "a"}}})
+        );
+        let pod = [
+            MAGIC.to_vec(),
+            bytes_field(1, &[bytes_field(1, b"v1"), bytes_field(2, b"Pod")].concat()),
+        ]
+        .concat();
+        assert!(decode(&pod).is_err());
+    }
+}

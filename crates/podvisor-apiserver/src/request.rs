@@ -1,0 +1,265 @@
+//! Request plumbing shared by the handlers: query parameters, content negotiation, body
+//! decoding, timestamps and random names.
+
+use std::io::Read;
+
+use axum::http::HeaderMap;
+use axum::http::header::{ACCEPT, CONTENT_TYPE};
+use jiff::Timestamp;
+use podvisor_api::FieldValidation;
+use serde::Deserialize;
+use serde_json::Value;
+
+use crate::status::{ApiError, ApiResult};
+
+/// Every query parameter the handlers read (unknown ones are ignored, as the API server
+/// ignores parameters a verb does not use).
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct Params {
+    pub label_selector: Option<String>,
+    pub field_selector: Option<String>,
+    pub resource_version: Option<String>,
+    pub watch: Option<String>,
+    pub timeout_seconds: Option<String>,
+    pub allow_watch_bookmarks: Option<String>,
+    pub send_initial_events: Option<String>,
+    pub include_object: Option<String>,
+    pub dry_run: Option<String>,
+    pub field_validation: Option<String>,
+    pub field_manager: Option<String>,
+    pub grace_period_seconds: Option<String>,
+    // Log options.
+    pub container: Option<String>,
+    pub follow: Option<String>,
+    pub previous: Option<String>,
+    pub tail_lines: Option<String>,
+    pub since_seconds: Option<String>,
+    pub since_time: Option<String>,
+    pub timestamps: Option<String>,
+    pub limit_bytes: Option<String>,
+}
+
+/// A boolean query parameter as Go's `strconv.ParseBool` reads it.
+pub(crate) fn flag(v: Option<&String>) -> bool {
+    matches!(
+        v.map(String::as_str),
+        Some("1" | "t" | "T" | "true" | "TRUE" | "True")
+    )
+}
+
+/// An integer query parameter; 400 when it is not a number.
+pub(crate) fn int_param(name: &str, v: Option<&String>) -> ApiResult<Option<i64>> {
+    match v {
+        None => Ok(None),
+        Some(s) if s.is_empty() => Ok(None),
+        Some(s) => s.parse::<i64>().map(Some).map_err(|_| {
+            ApiError::bad_request(format!(
+                "{name}: Invalid value: {}: must be an integer",
+                podvisor_api::validation::go_quote(s)
+            ))
+        }),
+    }
+}
+
+impl Params {
+    /// `dryRun=All`.
+    pub(crate) fn dry_run(&self) -> ApiResult<bool> {
+        match self.dry_run.as_deref() {
+            None | Some("") => Ok(false),
+            Some("All") => Ok(true),
+            Some(other) => Err(ApiError::bad_request(format!(
+                "dryRun: Unsupported value: \"{other}\": supported values: \"All\""
+            ))),
+        }
+    }
+
+    /// `fieldValidation` (default `Strict` for kubectl, but the API server's default for a
+    /// request without the parameter is `Warn`).
+    pub(crate) fn field_validation(&self) -> ApiResult<FieldValidation> {
+        match self.field_validation.as_deref() {
+            None | Some("") | Some("Warn") => Ok(FieldValidation::Warn),
+            Some("Strict") => Ok(FieldValidation::Strict),
+            Some("Ignore") => Ok(FieldValidation::Ignore),
+            Some(other) => Err(ApiError::bad_request(format!(
+                "fieldValidation: Unsupported value: \"{other}\": supported values: \"Ignore\", \"Strict\", \"Warn\""
+            ))),
+        }
+    }
+}
+
+/// What representation the client asked for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Representation {
+    /// The object itself.
+    Object,
+    /// A `meta.k8s.io` `Table` (`v1` or `v1beta1`).
+    Table {
+        /// Whether the client asked for `v1beta1`.
+        beta: bool,
+    },
+}
+
+/// Reads the `Accept` header: the first media type the server can produce wins.
+pub(crate) fn representation(headers: &HeaderMap) -> Representation {
+    let accept = headers
+        .get(ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    for media in accept.split(',') {
+        let mut parts = media.split(';').map(str::trim);
+        let base = parts.next().unwrap_or("");
+        let (mut as_, mut g, mut v) = ("", "", "");
+        for p in parts {
+            if let Some((k, val)) = p.split_once('=') {
+                match k.trim() {
+                    "as" => as_ = val.trim(),
+                    "g" => g = val.trim(),
+                    "v" => v = val.trim(),
+                    _ => {}
+                }
+            }
+        }
+        if base != "application/json" && base != "*/*" && base != "application/*" {
+            continue;
+        }
+        if as_.is_empty() {
+            return Representation::Object;
+        }
+        if as_ == "Table" && g == "meta.k8s.io" && (v == "v1" || v == "v1beta1") {
+            return Representation::Table {
+                beta: v == "v1beta1",
+            };
+        }
+    }
+    Representation::Object
+}
+
+/// The media type of the request body, without parameters.
+pub(crate) fn content_type(headers: &HeaderMap) -> String {
+    headers
+        .get(CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .map(|v| {
+            v.split(';')
+                .next()
+                .unwrap_or("")
+                .trim()
+                .to_ascii_lowercase()
+        })
+        .unwrap_or_default()
+}
+
+/// Parses a request body as JSON, or YAML when it is not JSON (`application/yaml`); a body
+/// without a Content-Type is accepted (the Python client sends none).
+pub(crate) fn parse_body(body: &[u8]) -> ApiResult<Value> {
+    if body.starts_with(crate::protobuf::MAGIC) {
+        return crate::protobuf::decode(body).map_err(|why| {
+            let mut e = ApiError::unsupported_media_type("application/vnd.kubernetes.protobuf");
+            e.message = format!("{}: {why}", e.message);
+            e
+        });
+    }
+    let text = std::str::from_utf8(body)
+        .map_err(|_| ApiError::bad_request("the request body is not valid UTF-8"))?;
+    let trimmed = text.trim_start();
+    if trimmed.is_empty() {
+        return Err(ApiError::bad_request("the request body is empty"));
+    }
+    if trimmed.starts_with('{') || trimmed.starts_with('[') {
+        serde_json::from_str(text).map_err(|e| {
+            ApiError::bad_request(format!("error decoding the request body as JSON: {e}"))
+        })
+    } else {
+        serde_saphyr::from_str(text).map_err(|e| {
+            ApiError::bad_request(format!(
+                "error decoding the request body as YAML: {}",
+                e.without_snippet()
+            ))
+        })
+    }
+}
+
+/// The current time.
+pub(crate) fn now() -> Timestamp {
+    Timestamp::now()
+}
+
+/// `metav1.Time` text: RFC 3339 in UTC with whole seconds.
+pub(crate) fn time_text(t: Timestamp) -> String {
+    t.strftime("%Y-%m-%dT%H:%M:%SZ").to_string()
+}
+
+/// `n` random bytes from the kernel.
+pub(crate) fn random_bytes(n: usize) -> Vec<u8> {
+    let mut buf = vec![0u8; n];
+    if let Ok(mut f) = std::fs::File::open("/dev/urandom")
+        && f.read_exact(&mut buf).is_ok()
+    {
+        return buf;
+    }
+    // Without /dev/urandom fall back to the clock and the process id: unique, if not secret.
+    let seed = Timestamp::now().as_nanosecond() ^ i128::from(std::process::id());
+    for (i, b) in buf.iter_mut().enumerate() {
+        *b = (seed >> ((i % 16) * 8)) as u8 ^ (i as u8).wrapping_mul(31);
+    }
+    buf
+}
+
+/// A random (version 4) UUID, as the API server gives every object.
+pub(crate) fn new_uid() -> String {
+    let mut b = random_bytes(16);
+    b[6] = (b[6] & 0x0f) | 0x40;
+    b[8] = (b[8] & 0x3f) | 0x80;
+    let hex: String = b.iter().map(|x| format!("{x:02x}")).collect();
+    format!(
+        "{}-{}-{}-{}-{}",
+        &hex[0..8],
+        &hex[8..12],
+        &hex[12..16],
+        &hex[16..20],
+        &hex[20..32]
+    )
+}
+
+/// The 5-character suffix `generateName` gets (`utilrand.String(5)`'s alphabet).
+pub(crate) fn name_suffix() -> String {
+    const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
+    random_bytes(5)
+        .into_iter()
+        .map(|b| ALPHABET[usize::from(b) % ALPHABET.len()] as char)
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use axum::http::HeaderValue;
+
+    use super::*;
+
+    #[test]
+    fn table_accept_is_recognised() {
+        let mut h = HeaderMap::new();
+        h.insert(
+            ACCEPT,
+            HeaderValue::from_static(
+                "application/json;as=Table;v=v1;g=meta.k8s.io,application/json;as=Table;v=v1beta1;g=meta.k8s.io,application/json",
+            ),
+        );
+        assert_eq!(representation(&h), Representation::Table { beta: false });
+        h.insert(
+            ACCEPT,
+            HeaderValue::from_static("application/vnd.kubernetes.protobuf, */*"),
+        );
+        assert_eq!(representation(&h), Representation::Object);
+    }
+
+    #[test]
+    fn uids_are_v4() {
+        let u = new_uid();
+        assert_eq!(u.len(), 36);
+        assert_eq!(&u[14..15], "4");
+        assert_ne!(u, new_uid());
+        assert_eq!(name_suffix().len(), 5);
+    }
+}

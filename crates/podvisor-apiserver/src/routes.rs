@@ -1,0 +1,299 @@
+//! URL routing: which handler serves which path and verb. Resource names in the path are
+//! dispatched here so handlers stay per resource.
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::{FromRequestParts, Path, Query, State};
+use axum::http::request::Parts;
+use axum::http::{HeaderMap, Method};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{MethodFilter, get, on};
+
+use crate::db::{EVENTS, NAMESPACES, PODS, Resource};
+use crate::request::Params;
+use crate::status::ApiError;
+use crate::{ApiState, discovery, events, logs, namespaces, objects, openapi, pods};
+
+/// Everything the handlers get from a request.
+pub(crate) struct Req {
+    pub state: ApiState,
+    pub params: Params,
+    pub headers: HeaderMap,
+}
+
+/// The query parameters; a malformed query is a 400 `Status` (axum's own rejection is
+/// plain text).
+pub(crate) struct QueryParams(pub Params);
+
+impl<S: Send + Sync> FromRequestParts<S> for QueryParams {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
+        Query::<Params>::from_request_parts(parts, state)
+            .await
+            .map(|Query(p)| QueryParams(p))
+            .map_err(|e| ApiError::bad_request(e.body_text()))
+    }
+}
+
+fn namespaced(resource: &str) -> Option<Resource> {
+    match resource {
+        "pods" => Some(PODS),
+        "events" => Some(EVENTS),
+        _ => None,
+    }
+}
+
+fn finish(r: Result<Response, ApiError>) -> Response {
+    r.unwrap_or_else(IntoResponse::into_response)
+}
+
+/// `/api/v1/{resource}`: lists across namespaces (and the namespaces themselves).
+async fn cluster_collection(
+    State(state): State<ApiState>,
+    Path(resource): Path<String>,
+    QueryParams(params): QueryParams,
+    method: Method,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let req = Req {
+        state,
+        params,
+        headers,
+    };
+    finish(match (resource.as_str(), method) {
+        ("namespaces", Method::GET) => objects::list(&req, NAMESPACES, None, None),
+        ("namespaces", Method::POST) => namespaces::create(&req, &body),
+        (r, Method::GET) => match namespaced(r) {
+            Some(res) => objects::list(&req, res, None, None),
+            None => Err(ApiError::path_not_found()),
+        },
+        (r, m) if namespaced(r).is_some() || r == "namespaces" => {
+            Err(ApiError::method_not_supported(r, m.as_str()))
+        }
+        _ => Err(ApiError::path_not_found()),
+    })
+}
+
+/// `/api/v1/watch/{resource}`.
+async fn cluster_watch(
+    State(state): State<ApiState>,
+    Path(resource): Path<String>,
+    QueryParams(params): QueryParams,
+    headers: HeaderMap,
+) -> Response {
+    let req = Req {
+        state,
+        params,
+        headers,
+    };
+    let res = match resource.as_str() {
+        "namespaces" => Some(NAMESPACES),
+        r => namespaced(r),
+    };
+    finish(match res {
+        Some(res) => objects::watch(&req, res, None, None),
+        None => Err(ApiError::path_not_found()),
+    })
+}
+
+/// `/api/v1/namespaces/{name}`: one namespace.
+async fn namespace_object(
+    State(state): State<ApiState>,
+    Path(name): Path<String>,
+    QueryParams(params): QueryParams,
+    method: Method,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let req = Req {
+        state,
+        params,
+        headers,
+    };
+    finish(match method {
+        Method::GET => objects::get(&req, NAMESPACES, "", &name),
+        Method::PUT => namespaces::update(&req, &name, &body),
+        Method::PATCH => namespaces::patch(&req, &name, &body),
+        Method::DELETE => namespaces::delete(&req, &name),
+        m => Err(ApiError::method_not_supported("namespaces", m.as_str())),
+    })
+}
+
+/// `/api/v1/watch/namespaces/{name}`.
+async fn namespace_watch(
+    State(state): State<ApiState>,
+    Path(name): Path<String>,
+    QueryParams(params): QueryParams,
+    headers: HeaderMap,
+) -> Response {
+    let req = Req {
+        state,
+        params,
+        headers,
+    };
+    finish(objects::watch(&req, NAMESPACES, None, Some(&name)))
+}
+
+/// `/api/v1/namespaces/{ns}/{resource}`.
+async fn collection(
+    State(state): State<ApiState>,
+    Path((ns, resource)): Path<(String, String)>,
+    QueryParams(params): QueryParams,
+    method: Method,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let req = Req {
+        state,
+        params,
+        headers,
+    };
+    let Some(res) = namespaced(&resource) else {
+        return ApiError::path_not_found().into_response();
+    };
+    finish(match (res.kind, method) {
+        (_, Method::GET) => objects::list(&req, res, Some(&ns), None),
+        ("Pod", Method::POST) => pods::create(&req, &ns, &body),
+        ("Pod", Method::DELETE) => pods::delete_collection(&req, &ns, &body),
+        ("Event", Method::POST) => events::create(&req, &ns, &body),
+        ("Event", Method::DELETE) => events::delete_collection(&req, &ns),
+        (_, m) => Err(ApiError::method_not_supported(res.plural, m.as_str())),
+    })
+}
+
+/// `/api/v1/watch/namespaces/{ns}/{resource}`.
+async fn collection_watch(
+    State(state): State<ApiState>,
+    Path((ns, resource)): Path<(String, String)>,
+    QueryParams(params): QueryParams,
+    headers: HeaderMap,
+) -> Response {
+    let req = Req {
+        state,
+        params,
+        headers,
+    };
+    finish(match namespaced(&resource) {
+        Some(res) => objects::watch(&req, res, Some(&ns), None),
+        None => Err(ApiError::path_not_found()),
+    })
+}
+
+/// `/api/v1/namespaces/{ns}/{resource}/{name}`.
+async fn object(
+    State(state): State<ApiState>,
+    Path((ns, resource, name)): Path<(String, String, String)>,
+    QueryParams(params): QueryParams,
+    method: Method,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let req = Req {
+        state,
+        params,
+        headers,
+    };
+    let Some(res) = namespaced(&resource) else {
+        return ApiError::path_not_found().into_response();
+    };
+    finish(match (res.kind, method) {
+        (_, Method::GET) => objects::get(&req, res, &ns, &name),
+        ("Pod", Method::PUT) => pods::update(&req, &ns, &name, &body),
+        ("Pod", Method::PATCH) => pods::patch(&req, &ns, &name, &body),
+        ("Pod", Method::DELETE) => pods::delete(&req, &ns, &name, &body),
+        ("Event", Method::PUT) => events::update(&req, &ns, &name, &body),
+        ("Event", Method::PATCH) => events::patch(&req, &ns, &name, &body),
+        ("Event", Method::DELETE) => events::delete(&req, &ns, &name),
+        (_, m) => Err(ApiError::method_not_supported(res.plural, m.as_str())),
+    })
+}
+
+/// `/api/v1/watch/namespaces/{ns}/{resource}/{name}`.
+async fn object_watch(
+    State(state): State<ApiState>,
+    Path((ns, resource, name)): Path<(String, String, String)>,
+    QueryParams(params): QueryParams,
+    headers: HeaderMap,
+) -> Response {
+    let req = Req {
+        state,
+        params,
+        headers,
+    };
+    finish(match namespaced(&resource) {
+        Some(res) => objects::watch(&req, res, Some(&ns), Some(&name)),
+        None => Err(ApiError::path_not_found()),
+    })
+}
+
+/// `/api/v1/namespaces/{ns}/{resource}/{name}/{subresource}`: `pods/status`, `pods/log`.
+async fn subresource(
+    State(state): State<ApiState>,
+    Path((ns, resource, name, sub)): Path<(String, String, String, String)>,
+    QueryParams(params): QueryParams,
+    method: Method,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let req = Req {
+        state,
+        params,
+        headers,
+    };
+    finish(match (resource.as_str(), sub.as_str(), method) {
+        ("pods", "status", Method::GET) => objects::get(&req, PODS, &ns, &name),
+        ("pods", "status", Method::PUT) => pods::status::update(&req, &ns, &name, &body),
+        ("pods", "status", Method::PATCH) => pods::status::patch(&req, &ns, &name, &body),
+        ("pods", "log", Method::GET) => logs::get(&req, &ns, &name).await,
+        ("pods", "status" | "log", m) => Err(ApiError::method_not_supported(
+            &format!("pods/{sub}"),
+            m.as_str(),
+        )),
+        _ => Err(ApiError::path_not_found()),
+    })
+}
+
+/// Unknown paths: a 404 `Status`.
+pub(crate) async fn fallback() -> Response {
+    ApiError::path_not_found().into_response()
+}
+
+/// The API routes (state not yet attached).
+pub(crate) fn api_routes() -> Router<ApiState> {
+    let any = MethodFilter::GET
+        .or(MethodFilter::POST)
+        .or(MethodFilter::PUT)
+        .or(MethodFilter::PATCH)
+        .or(MethodFilter::DELETE);
+    Router::new()
+        .route("/version", get(discovery::version))
+        .route("/api", get(discovery::api))
+        .route("/api/", get(discovery::api))
+        .route("/api/v1", get(discovery::api_v1))
+        .route("/api/v1/", get(discovery::api_v1))
+        .route("/apis", get(discovery::apis))
+        .route("/apis/", get(discovery::apis))
+        .route("/openapi/v2", get(openapi::v2))
+        .route("/openapi/v3", get(openapi::v3_root))
+        .route("/openapi/v3/api/v1", get(openapi::v3_group))
+        .route("/api/v1/{resource}", on(any, cluster_collection))
+        .route("/api/v1/watch/{resource}", get(cluster_watch))
+        .route("/api/v1/namespaces/{name}", on(any, namespace_object))
+        .route("/api/v1/watch/namespaces/{name}", get(namespace_watch))
+        .route("/api/v1/namespaces/{ns}/{resource}", on(any, collection))
+        .route(
+            "/api/v1/watch/namespaces/{ns}/{resource}",
+            get(collection_watch),
+        )
+        .route("/api/v1/namespaces/{ns}/{resource}/{name}", on(any, object))
+        .route(
+            "/api/v1/watch/namespaces/{ns}/{resource}/{name}",
+            get(object_watch),
+        )
+        .route(
+            "/api/v1/namespaces/{ns}/{resource}/{name}/{sub}",
+            on(any, subresource),
+        )
+}

@@ -1,0 +1,299 @@
+//! Identity on disk: a CA and a server certificate (rcgen), the bearer token, and the
+//! kubeconfig that ties them together, all under the state directory and private (0600).
+
+use std::io::Write;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use base64::Engine;
+use rcgen::{
+    BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, IsCa,
+    Issuer, KeyPair, KeyUsagePurpose, SanType,
+};
+use tokio_rustls::rustls;
+use tokio_rustls::rustls::pki_types::pem::PemObject;
+use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer};
+
+use crate::server::ServeError;
+
+/// The certificate material the server uses.
+pub(crate) struct Pki {
+    /// The CA certificate (PEM), for the kubeconfig.
+    pub ca_pem: String,
+    /// The server certificate (PEM).
+    pub cert_pem: String,
+    /// The server key (PEM, PKCS#8).
+    pub key_pem: String,
+}
+
+fn io_err(what: String) -> impl FnOnce(std::io::Error) -> ServeError {
+    move |source| ServeError::Io { what, source }
+}
+
+/// Writes `contents` to `path` atomically (temp file, fsync, rename), with `mode`.
+pub(crate) fn write_private(path: &Path, contents: &[u8], mode: u32) -> Result<(), ServeError> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    std::fs::create_dir_all(dir).map_err(io_err(format!("creating {}", dir.display())))?;
+    let file_name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let tmp = dir.join(format!(".{file_name}.tmp"));
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(mode)
+        .open(&tmp)
+        .map_err(io_err(format!("creating {}", tmp.display())))?;
+    // The mode of an existing temp file is not changed by open.
+    f.set_permissions(std::fs::Permissions::from_mode(mode))
+        .map_err(io_err(format!("setting the mode of {}", tmp.display())))?;
+    f.write_all(contents)
+        .and_then(|()| f.sync_all())
+        .map_err(io_err(format!("writing {}", tmp.display())))?;
+    std::fs::rename(&tmp, path).map_err(io_err(format!("renaming to {}", path.display())))
+}
+
+fn read(path: &Path) -> Result<Option<String>, ServeError> {
+    match std::fs::read_to_string(path) {
+        Ok(s) => Ok(Some(s)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(ServeError::Io {
+            what: format!("reading {}", path.display()),
+            source: e,
+        }),
+    }
+}
+
+/// The CA's parameters; deterministic, so a stored CA key can sign again without parsing
+/// the stored certificate.
+fn ca_params() -> Result<CertificateParams, ServeError> {
+    let mut p = CertificateParams::new(Vec::<String>::new())?;
+    p.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    let mut dn = DistinguishedName::new();
+    dn.push(DnType::CommonName, "podvisor-ca");
+    dn.push(DnType::OrganizationName, "podvisor");
+    p.distinguished_name = dn;
+    p.key_usages = vec![
+        KeyUsagePurpose::KeyCertSign,
+        KeyUsagePurpose::CrlSign,
+        KeyUsagePurpose::DigitalSignature,
+    ];
+    p.not_before = rcgen::date_time_ymd(2025, 1, 1);
+    p.not_after = rcgen::date_time_ymd(2125, 1, 1);
+    Ok(p)
+}
+
+/// The server certificate's subject alternative names, one per line (stored next to it so
+/// a changed node name re-issues the certificate).
+fn san_list(node_name: &str) -> Vec<String> {
+    let mut sans = vec![
+        "127.0.0.1".to_owned(),
+        "::1".to_owned(),
+        "localhost".to_owned(),
+    ];
+    if !node_name.is_empty() && !sans.iter().any(|s| s == node_name) {
+        sans.push(node_name.to_owned());
+    }
+    sans
+}
+
+fn server_cert(node_name: &str, ca_key: &KeyPair) -> Result<(String, String), ServeError> {
+    let mut params = CertificateParams::new(Vec::<String>::new())?;
+    for san in san_list(node_name) {
+        match san.parse::<IpAddr>() {
+            Ok(ip) => params.subject_alt_names.push(SanType::IpAddress(ip)),
+            Err(_) => params
+                .subject_alt_names
+                .push(SanType::DnsName(san.try_into()?)),
+        }
+    }
+    let mut dn = DistinguishedName::new();
+    dn.push(DnType::CommonName, "podvisor-apiserver");
+    params.distinguished_name = dn;
+    params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
+    params.key_usages = vec![
+        KeyUsagePurpose::DigitalSignature,
+        KeyUsagePurpose::KeyEncipherment,
+    ];
+    params.not_before = rcgen::date_time_ymd(2025, 1, 1);
+    params.not_after = rcgen::date_time_ymd(2125, 1, 1);
+    let key = KeyPair::generate()?;
+    let issuer = Issuer::new(ca_params()?, ca_key);
+    let cert = params.signed_by(&key, &issuer)?;
+    Ok((cert.pem(), key.serialize_pem()))
+}
+
+/// Loads `<state>/pki`, creating the CA and the server certificate on first start (and a
+/// new server certificate when the node name changed).
+pub(crate) fn load_or_create_pki(state_dir: &Path, node_name: &str) -> Result<Pki, ServeError> {
+    let dir = state_dir.join("pki");
+    let (ca_crt, ca_key_path) = (dir.join("ca.crt"), dir.join("ca.key"));
+    let (crt, key_path, sans_path) = (
+        dir.join("apiserver.crt"),
+        dir.join("apiserver.key"),
+        dir.join("apiserver.sans"),
+    );
+    let (ca_pem, ca_key) = match (read(&ca_crt)?, read(&ca_key_path)?) {
+        (Some(cert), Some(key)) => (cert, KeyPair::from_pem(&key)?),
+        _ => {
+            let key = KeyPair::generate()?;
+            let cert = ca_params()?.self_signed(&key)?;
+            write_private(&ca_key_path, key.serialize_pem().as_bytes(), 0o600)?;
+            write_private(&ca_crt, cert.pem().as_bytes(), 0o644)?;
+            // A new CA invalidates any old server certificate.
+            let _ = std::fs::remove_file(&crt);
+            (cert.pem(), key)
+        }
+    };
+    let wanted_sans = san_list(node_name).join("\n");
+    let stored = (read(&crt)?, read(&key_path)?, read(&sans_path)?);
+    let (cert_pem, key_pem) = match stored {
+        (Some(c), Some(k), Some(s)) if s == wanted_sans => (c, k),
+        _ => {
+            let (c, k) = server_cert(node_name, &ca_key)?;
+            write_private(&key_path, k.as_bytes(), 0o600)?;
+            write_private(&crt, c.as_bytes(), 0o644)?;
+            write_private(&sans_path, wanted_sans.as_bytes(), 0o644)?;
+            (c, k)
+        }
+    };
+    Ok(Pki {
+        ca_pem,
+        cert_pem,
+        key_pem,
+    })
+}
+
+/// Loads `<state>/token`, creating a random one on first start.
+pub(crate) fn load_or_create_token(state_dir: &Path) -> Result<String, ServeError> {
+    let path = state_dir.join("token");
+    if let Some(t) = read(&path)? {
+        let t = t.trim().to_owned();
+        if !t.is_empty() {
+            return Ok(t);
+        }
+    }
+    let token: String = crate::request::random_bytes(32)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    write_private(&path, token.as_bytes(), 0o600)?;
+    Ok(token)
+}
+
+/// The rustls server configuration (HTTP/1.1 only).
+pub(crate) fn server_config(pki: &Pki) -> Result<Arc<rustls::ServerConfig>, ServeError> {
+    let certs: Vec<CertificateDer<'static>> =
+        CertificateDer::pem_slice_iter(pki.cert_pem.as_bytes())
+            .collect::<Result<_, _>>()
+            .map_err(|e| ServeError::Pem(e.to_string()))?;
+    let key = PrivateKeyDer::from_pem_slice(pki.key_pem.as_bytes())
+        .map_err(|e| ServeError::Pem(e.to_string()))?;
+    let mut config = rustls::ServerConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()?
+    .with_no_client_auth()
+    .with_single_cert(certs, key)?;
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    Ok(Arc::new(config))
+}
+
+/// A rustls client configuration trusting only the CA (the server's self-check).
+pub(crate) fn client_config(ca_pem: &str) -> Result<Arc<rustls::ClientConfig>, ServeError> {
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in CertificateDer::pem_slice_iter(ca_pem.as_bytes()) {
+        let cert = cert.map_err(|e| ServeError::Pem(e.to_string()))?;
+        roots.add(cert)?;
+    }
+    let config = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()?
+    .with_root_certificates(roots)
+    .with_no_client_auth();
+    Ok(Arc::new(config))
+}
+
+/// The URL clients use to reach a listening address (wildcards become loopback).
+pub(crate) fn server_url(addr: SocketAddr) -> String {
+    let ip = match addr.ip() {
+        IpAddr::V4(ip) if ip.is_unspecified() => IpAddr::V4(Ipv4Addr::LOCALHOST),
+        IpAddr::V6(ip) if ip.is_unspecified() => IpAddr::V6(Ipv6Addr::LOCALHOST),
+        ip => ip,
+    };
+    format!("https://{}", SocketAddr::new(ip, addr.port()))
+}
+
+/// The kubeconfig text: cluster, user and context all named `podvisor`.
+pub(crate) fn kubeconfig(server: &str, ca_pem: &str, token: &str) -> String {
+    let ca = base64::engine::general_purpose::STANDARD.encode(ca_pem);
+    format!(
+        "apiVersion: v1\n\
+         kind: Config\n\
+         clusters:\n\
+         - name: podvisor\n  \
+           cluster:\n    \
+             certificate-authority-data: {ca}\n    \
+             server: {server}\n\
+         contexts:\n\
+         - name: podvisor\n  \
+           context:\n    \
+             cluster: podvisor\n    \
+             namespace: default\n    \
+             user: podvisor\n\
+         current-context: podvisor\n\
+         preferences: {{}}\n\
+         users:\n\
+         - name: podvisor\n  \
+           user:\n    \
+             token: {token}\n"
+    )
+}
+
+/// `<state>/kubeconfig`.
+pub(crate) fn kubeconfig_path(state_dir: &Path) -> PathBuf {
+    state_dir.join("kubeconfig")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pki_is_created_once_and_reused() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = load_or_create_pki(dir.path(), "node1").unwrap();
+        let b = load_or_create_pki(dir.path(), "node1").unwrap();
+        assert_eq!(a.cert_pem, b.cert_pem);
+        let c = load_or_create_pki(dir.path(), "node2").unwrap();
+        assert_eq!(a.ca_pem, c.ca_pem);
+        assert_ne!(a.cert_pem, c.cert_pem);
+        let mode = std::fs::metadata(dir.path().join("pki/apiserver.key"))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o600);
+        server_config(&c).unwrap();
+        client_config(&c.ca_pem).unwrap();
+        let t = load_or_create_token(dir.path()).unwrap();
+        assert_eq!(t.len(), 64);
+        assert_eq!(load_or_create_token(dir.path()).unwrap(), t);
+    }
+
+    #[test]
+    fn urls_for_wildcards() {
+        assert_eq!(
+            server_url("0.0.0.0:6443".parse().unwrap()),
+            "https://127.0.0.1:6443"
+        );
+        assert_eq!(
+            server_url("[::]:6443".parse().unwrap()),
+            "https://[::1]:6443"
+        );
+    }
+}

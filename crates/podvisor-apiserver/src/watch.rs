@@ -1,0 +1,253 @@
+//! Watches: a chunked stream of JSON lines `{"type":"ADDED","object":{...}}`, as the API
+//! server sends them.
+//!
+//! - `resourceVersion` unset or `"0"`: the current state as synthetic `ADDED` events, then
+//!   changes; `n`: every change after `n`, or one `ERROR` event with a 410 `Expired` status
+//!   when `n` is older than the store keeps.
+//! - Selectors apply to every event; an object that stops matching is sent as `DELETED`,
+//!   one that starts matching as `ADDED` (the watch cache's behaviour).
+//! - `allowWatchBookmarks=true`: a `BOOKMARK` every bookmark interval, and with
+//!   `sendInitialEvents=true` one annotated `k8s.io/initial-events-end` after the initial
+//!   events.
+//! - `timeoutSeconds` ends the stream (default 30 minutes); so does the client going away.
+//! - With a `Table` Accept header every object is a one-row `Table` (column definitions on
+//!   the first only).
+
+use std::collections::HashSet;
+use std::convert::Infallible;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use axum::body::{Body, Bytes};
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::Response;
+use http_body::Frame;
+use podvisor_store::{EventType, StoreError, Watch, WatchFrom};
+use serde_json::{Value, json};
+use tokio::sync::mpsc;
+
+use crate::db::{self, Resource};
+use crate::objects::table_options;
+use crate::request::{Representation, flag, int_param, now, representation};
+use crate::routes::Req;
+use crate::selectors::Selection;
+use crate::status::{ApiError, ApiResult};
+use crate::table::{TableOptions, table};
+
+/// The default (and longest) watch duration.
+const DEFAULT_TIMEOUT: Duration = Duration::from_secs(1800);
+
+/// A response body fed by a channel: each message is one chunk.
+pub(crate) struct ChannelBody(pub mpsc::Receiver<Bytes>);
+
+impl http_body::Body for ChannelBody {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+        self.0.poll_recv(cx).map(|o| o.map(|b| Ok(Frame::data(b))))
+    }
+}
+
+/// A streaming response with `content_type`.
+pub(crate) fn streaming_response(
+    rx: mpsc::Receiver<Bytes>,
+    content_type: &'static str,
+) -> Response {
+    let mut resp = Response::new(Body::new(ChannelBody(rx)));
+    *resp.status_mut() = StatusCode::OK;
+    resp.headers_mut()
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+    resp
+}
+
+fn key_of(obj: &Value) -> String {
+    let s = |p: &str| obj.pointer(p).and_then(Value::as_str).unwrap_or("");
+    format!("{}/{}", s("/metadata/namespace"), s("/metadata/name"))
+}
+
+/// How one watch presents its events.
+struct Presenter {
+    res: Resource,
+    table: Option<TableOptions>,
+    sent_columns: bool,
+}
+
+impl Presenter {
+    fn line(&mut self, type_: &str, obj: &Value) -> Bytes {
+        let object = match self.table {
+            Some(mut opts) if type_ != "BOOKMARK" && type_ != "ERROR" => {
+                opts.with_columns = !self.sent_columns;
+                self.sent_columns = true;
+                let rv = obj
+                    .pointer("/metadata/resourceVersion")
+                    .and_then(Value::as_str);
+                table(self.res, std::slice::from_ref(obj), rv, opts, now())
+            }
+            _ => obj.clone(),
+        };
+        let mut text = json!({"type": type_, "object": object}).to_string();
+        text.push('\n');
+        Bytes::from(text)
+    }
+
+    fn bookmark(&mut self, rv: u64, initial_end: bool) -> Bytes {
+        let mut meta = json!({"resourceVersion": rv.to_string()});
+        if initial_end {
+            meta["annotations"] = json!({"k8s.io/initial-events-end": "true"});
+        }
+        let obj = json!({"kind": self.res.kind, "apiVersion": "v1", "metadata": meta});
+        self.line("BOOKMARK", &obj)
+    }
+}
+
+/// Starts a watch and returns the streaming response.
+pub(crate) fn start(
+    req: &Req,
+    res: Resource,
+    ns: Option<&str>,
+    name: Option<&str>,
+) -> ApiResult<Response> {
+    let mut selection = Selection::parse(
+        res,
+        req.params.label_selector.as_deref(),
+        req.params.field_selector.as_deref(),
+    )?;
+    if let Some(n) = name {
+        selection.fields.pin_name(n);
+    }
+    let timeout = match int_param("timeoutSeconds", req.params.timeout_seconds.as_ref())? {
+        Some(s) if s > 0 => Duration::from_secs(s.unsigned_abs()).min(DEFAULT_TIMEOUT),
+        _ => DEFAULT_TIMEOUT,
+    };
+    let bookmarks = flag(req.params.allow_watch_bookmarks.as_ref());
+    let send_initial = req
+        .params
+        .send_initial_events
+        .as_ref()
+        .map(|v| flag(Some(v)));
+    let table = match representation(&req.headers) {
+        Representation::Table { beta } => Some(table_options(req, beta, true)),
+        Representation::Object => None,
+    };
+    let mut presenter = Presenter {
+        res,
+        table,
+        sent_columns: false,
+    };
+    let store = req.state.store();
+    let requested = match req.params.resource_version.as_deref() {
+        None | Some("" | "0") => None,
+        Some(rv) => Some(db::parse_rv(rv)?),
+    };
+    // Initial state: with no resourceVersion (or with sendInitialEvents=true) the current
+    // objects are sent as ADDED; the watch then continues from the list's version.
+    let (current, list_rv) = db::list(store, res, ns)?;
+    let initial = requested.is_none() || send_initial == Some(true);
+    let mut known = HashSet::new();
+    let mut lines = Vec::new();
+    let mut sorted: Vec<&Value> = current.iter().filter(|o| selection.matches(o)).collect();
+    sorted.sort_by_key(|o| key_of(o));
+    for obj in sorted {
+        known.insert(key_of(obj));
+        if initial {
+            lines.push(presenter.line("ADDED", obj));
+        }
+    }
+    if initial && bookmarks && send_initial == Some(true) {
+        lines.push(presenter.bookmark(list_rv, true));
+    }
+    let from = match requested {
+        Some(rv) if !initial => WatchFrom::After(rv),
+        _ => WatchFrom::After(list_rv),
+    };
+    let (tx, rx) = mpsc::channel::<Bytes>(64);
+    match db::watch(store, res, ns, from) {
+        Ok(watch) => {
+            let job = WatchJob {
+                watch,
+                tx,
+                presenter,
+                selection,
+                known,
+                last_rv: requested.unwrap_or(list_rv),
+                bookmarks,
+                bookmark_interval: req.state.inner.bookmark_interval,
+                timeout,
+            };
+            tokio::spawn(job.run(lines));
+        }
+        Err(e @ StoreError::Gone { .. }) => {
+            let status = ApiError::expired(e.to_string()).to_status();
+            let line = presenter.line("ERROR", &status);
+            let _ = tx.try_send(line);
+        }
+        Err(e) => return Err(db::api_error(res, name.unwrap_or(""), e)),
+    }
+    Ok(streaming_response(rx, "application/json"))
+}
+
+struct WatchJob {
+    watch: Watch,
+    tx: mpsc::Sender<Bytes>,
+    presenter: Presenter,
+    selection: Selection,
+    known: HashSet<String>,
+    last_rv: u64,
+    bookmarks: bool,
+    bookmark_interval: Duration,
+    timeout: Duration,
+}
+
+impl WatchJob {
+    /// The event type to send for a store event, given the selection, or `None`.
+    fn classify(&mut self, type_: EventType, obj: &Value) -> Option<&'static str> {
+        let key = key_of(obj);
+        let matches = self.selection.matches(obj);
+        let was = self.known.contains(&key);
+        match type_ {
+            EventType::Deleted => (self.known.remove(&key) || matches).then_some("DELETED"),
+            _ if matches => {
+                self.known.insert(key);
+                Some(if was { "MODIFIED" } else { "ADDED" })
+            }
+            _ => self.known.remove(&key).then_some("DELETED"),
+        }
+    }
+
+    async fn run(mut self, initial: Vec<Bytes>) {
+        for line in initial {
+            if self.tx.send(line).await.is_err() {
+                return;
+            }
+        }
+        let deadline = tokio::time::sleep(self.timeout);
+        tokio::pin!(deadline);
+        let mut ticker = tokio::time::interval_at(
+            tokio::time::Instant::now() + self.bookmark_interval,
+            self.bookmark_interval,
+        );
+        loop {
+            let line = tokio::select! {
+                () = self.tx.closed() => return,
+                () = &mut deadline => return,
+                _ = ticker.tick(), if self.bookmarks => self.presenter.bookmark(self.last_rv, false),
+                event = self.watch.next() => {
+                    let Some(event) = event else { return };
+                    self.last_rv = self.last_rv.max(event.resource_version);
+                    match self.classify(event.type_, &event.object) {
+                        Some(t) => self.presenter.line(t, &event.object),
+                        None => continue,
+                    }
+                }
+            };
+            if self.tx.send(line).await.is_err() {
+                return;
+            }
+        }
+    }
+}

@@ -1,0 +1,465 @@
+//! The wire behaviour clients other than kubectl rely on (the Python client, controllers):
+//! authentication, discovery, bodies without Content-Type, watch semantics, Tables,
+//! deletion options, namespaces and events.
+
+mod common;
+
+use std::os::unix::fs::PermissionsExt;
+use std::time::Duration;
+
+use common::{TestServer, pod_yaml};
+use http_body_util::BodyExt;
+use hyper::body::Incoming;
+use serde_json::{Value, json};
+
+fn pod_json(name: &str) -> Value {
+    json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "labels": {"app": name}},
+        "spec": {"containers": [{"name": "app", "image": "busybox", "command": ["sleep", "3600"]}]}
+    })
+}
+
+/// Reads a watch stream line by line.
+struct Lines {
+    body: Incoming,
+    buf: Vec<u8>,
+}
+
+impl Lines {
+    /// The next JSON line, or `None` when the stream ended or nothing came in `wait`.
+    async fn next(&mut self, wait: Duration) -> Option<Value> {
+        loop {
+            if let Some(i) = self.buf.iter().position(|b| *b == b'\n') {
+                let line: Vec<u8> = self.buf.drain(..=i).collect();
+                return Some(serde_json::from_slice(&line).unwrap());
+            }
+            let frame = tokio::time::timeout(wait, self.body.frame())
+                .await
+                .ok()??
+                .ok()?;
+            if let Ok(data) = frame.into_data() {
+                self.buf.extend_from_slice(&data);
+            }
+        }
+    }
+}
+
+async fn watch(s: &TestServer, path: &str, accept: &str) -> Lines {
+    let (parts, body) = s.raw("GET", path, &[("accept", accept)], None, true).await;
+    assert_eq!(parts.status, 200);
+    Lines {
+        body,
+        buf: Vec::new(),
+    }
+}
+
+/// How long to wait for a watch event that should come at once (generous for loaded machines).
+const EVENT_WAIT: Duration = Duration::from_secs(5);
+
+#[test]
+fn tokens_kubeconfig_and_discovery() {
+    let s = TestServer::start();
+    let (parts, body) = s.rt.block_on(async {
+        let (p, b) = s
+            .raw("GET", "/api/v1/namespaces/default/pods", &[], None, false)
+            .await;
+        (p, b.collect().await.unwrap().to_bytes())
+    });
+    assert_eq!(parts.status, 401);
+    let status: Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(status["kind"], "Status");
+    assert_eq!(status["reason"], "Unauthorized");
+    assert_eq!(status["code"], 401);
+
+    let mode = std::fs::metadata(&s.kubeconfig)
+        .unwrap()
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o777, 0o600);
+    let token_mode = std::fs::metadata(s.kubeconfig.with_file_name("token"))
+        .unwrap()
+        .permissions()
+        .mode();
+    assert_eq!(token_mode & 0o777, 0o600);
+    let kubeconfig = std::fs::read_to_string(&s.kubeconfig).unwrap();
+    assert!(kubeconfig.contains(&format!("server: https://{}", s.addr)));
+    assert!(kubeconfig.contains(&format!("token: {}", s.token)));
+    assert!(kubeconfig.contains("current-context: podvisor"));
+
+    let (_, version) = s.json("GET", "/version", None);
+    assert_eq!(version["gitVersion"], "v1.35.0-podvisor");
+    let (_, api) = s.json("GET", "/api", None);
+    assert_eq!(api["versions"], json!(["v1"]));
+    let (_, apis) = s.json("GET", "/apis", None);
+    assert_eq!(apis["groups"], json!([]));
+    let (_, v1) = s.json("GET", "/api/v1", None);
+    let names: Vec<&str> = v1["resources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        ["events", "namespaces", "pods", "pods/log", "pods/status"]
+    );
+    assert_eq!(v1["resources"][2]["shortNames"], json!(["po"]));
+    assert_eq!(v1["resources"][2]["categories"], json!(["all"]));
+    let (_, root) = s.json("GET", "/openapi/v3", None);
+    let url = root["paths"]["api/v1"]["serverRelativeURL"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let (code, doc) = s.json("GET", &url, None);
+    assert_eq!(code, 200);
+    assert_eq!(
+        doc["paths"]["/api/v1/namespaces/{namespace}/pods/{name}"]["patch"]["x-kubernetes-group-version-kind"],
+        json!({"group": "", "version": "v1", "kind": "Pod"})
+    );
+    let (code, _) = s.json("GET", "/apis/apps/v1", None);
+    assert_eq!(code, 404);
+}
+
+#[test]
+fn python_style_posts_without_content_type_and_field_validation() {
+    let s = TestServer::start();
+    let mut body = pod_json("py");
+    body["spec"]["foo"] = json!(1);
+    let (code, headers, text) = s.request(
+        "POST",
+        "/api/v1/namespaces/default/pods",
+        &[],
+        Some(&body.to_string()),
+    );
+    assert_eq!(code, 201, "{text}");
+    // Without fieldValidation the API server warns.
+    assert_eq!(
+        headers.get("warning").unwrap().to_str().unwrap(),
+        "299 - \"unknown field \\\"spec.foo\\\"\""
+    );
+    let (code, strict) = s.json(
+        "POST",
+        "/api/v1/namespaces/default/pods?fieldValidation=Strict",
+        Some(&body),
+    );
+    assert_eq!(code, 400);
+    assert_eq!(
+        strict["message"],
+        "Pod in version \"v1\" cannot be handled as a Pod: strict decoding error: unknown field \"spec.foo\""
+    );
+    // dryRun stores nothing; generateName picks a name.
+    let mut generated = pod_json("");
+    generated["metadata"] = json!({"generateName": "gen-"});
+    let (code, dry) = s.json(
+        "POST",
+        "/api/v1/namespaces/default/pods?dryRun=All",
+        Some(&generated),
+    );
+    assert_eq!(code, 201);
+    let dry_name = dry["metadata"]["name"].as_str().unwrap();
+    assert!(
+        dry_name.starts_with("gen-") && dry_name.len() == 9,
+        "{dry_name}"
+    );
+    let (code, _) = s.json(
+        "GET",
+        &format!("/api/v1/namespaces/default/pods/{dry_name}"),
+        None,
+    );
+    assert_eq!(code, 404);
+    let (code, made) = s.json("POST", "/api/v1/namespaces/default/pods", Some(&generated));
+    assert_eq!(code, 201);
+    assert_eq!(made["metadata"]["generateName"], "gen-");
+    // The body's namespace must match the URL's.
+    let mut other = pod_json("x");
+    other["metadata"]["namespace"] = json!("kube-system");
+    let (code, err) = s.json("POST", "/api/v1/namespaces/default/pods", Some(&other));
+    assert_eq!(code, 400);
+    assert_eq!(
+        err["message"],
+        "the namespace of the provided object does not match the namespace sent on the request"
+    );
+    // Invalid: 422 with causes.
+    let mut invalid = pod_json("bad");
+    invalid["spec"]["containers"][0]["image"] = json!("");
+    let (code, err) = s.json("POST", "/api/v1/namespaces/default/pods", Some(&invalid));
+    assert_eq!(code, 422);
+    assert_eq!(err["reason"], "Invalid");
+    assert_eq!(
+        err["message"],
+        "Pod \"bad\" is invalid: spec.containers[0].image: Required value"
+    );
+    assert_eq!(
+        err["details"]["causes"],
+        json!([{"reason": "FieldValueRequired", "message": "Required value", "field": "spec.containers[0].image"}])
+    );
+}
+
+#[test]
+fn watch_semantics() {
+    let s = TestServer::start();
+    s.create(&pod_yaml("a"));
+    let (list_code, list) = s.json("GET", "/api/v1/namespaces/default/pods", None);
+    assert_eq!(list_code, 200);
+    let rv = list["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    s.rt.block_on(async {
+        // No resourceVersion: the current state, then changes.
+        let mut all = watch(&s, "/api/v1/namespaces/default/pods?watch=true", "application/json").await;
+        let first = all.next(EVENT_WAIT).await.unwrap();
+        assert_eq!(first["type"], "ADDED");
+        assert_eq!(first["object"]["metadata"]["name"], "a");
+        // A label selector: leaving the selection is DELETED, entering it ADDED.
+        let mut selected = watch(
+            &s,
+            "/api/v1/namespaces/default/pods?watch=1&resourceVersion=0&labelSelector=app%3Da",
+            "application/json",
+        )
+        .await;
+        assert_eq!(selected.next(EVENT_WAIT).await.unwrap()["type"], "ADDED");
+        // A Table watch: one-row Tables, column definitions on the first only.
+        let mut tables = watch(
+            &s,
+            &format!("/api/v1/watch/namespaces/default/pods?resourceVersion={rv}"),
+            "application/json;as=Table;v=v1;g=meta.k8s.io",
+        )
+        .await;
+        s.kubectl_ok(&["label", "pod", "a", "app=z", "--overwrite"]);
+        s.kubectl_ok(&["label", "pod", "a", "app=a", "--overwrite"]);
+        let e = all.next(EVENT_WAIT).await.unwrap();
+        assert_eq!((e["type"].as_str(), e["object"]["metadata"]["labels"]["app"].as_str()), (Some("MODIFIED"), Some("z")));
+        let e = selected.next(EVENT_WAIT).await.unwrap();
+        assert_eq!(e["type"], "DELETED");
+        assert_eq!(selected.next(EVENT_WAIT).await.unwrap()["type"], "ADDED");
+        let t1 = tables.next(EVENT_WAIT).await.unwrap();
+        assert_eq!(t1["type"], "MODIFIED");
+        assert_eq!(t1["object"]["kind"], "Table");
+        assert_eq!(t1["object"]["columnDefinitions"].as_array().unwrap().len(), 9);
+        assert_eq!(t1["object"]["rows"][0]["cells"][0], "a");
+        let t2 = tables.next(EVENT_WAIT).await.unwrap();
+        assert!(t2["object"]["columnDefinitions"].is_null());
+
+        // A resourceVersion older than the store's history: one ERROR event, 410 Expired.
+        let mut gone = watch(&s, "/api/v1/namespaces/default/pods?watch=true&resourceVersion=1", "application/json").await;
+        let e = gone.next(EVENT_WAIT).await.unwrap();
+        assert_eq!(e["type"], "ERROR");
+        assert_eq!(e["object"]["code"], 410);
+        assert_eq!(e["object"]["reason"], "Expired");
+        assert!(gone.next(EVENT_WAIT).await.is_none());
+
+        // Bookmarks, and timeoutSeconds ending the stream.
+        let mut marks = watch(
+            &s,
+            &format!("/api/v1/namespaces/default/pods?watch=true&resourceVersion={rv}&allowWatchBookmarks=true&timeoutSeconds=2"),
+            "application/json",
+        )
+        .await;
+        let mut types = Vec::new();
+        while let Some(e) = marks.next(Duration::from_secs(4)).await {
+            types.push(e["type"].as_str().unwrap().to_owned());
+        }
+        assert!(types.contains(&"BOOKMARK".to_owned()), "{types:?}");
+        assert!(types.starts_with(&["MODIFIED".to_owned(), "MODIFIED".to_owned()]), "{types:?}");
+
+        // A field selector on one name, and deletion.
+        let mut one = watch(
+            &s,
+            "/api/v1/watch/namespaces/default/pods/a",
+            "application/json",
+        )
+        .await;
+        assert_eq!(one.next(EVENT_WAIT).await.unwrap()["type"], "ADDED");
+        s.kubectl_ok(&["delete", "pod", "a", "--grace-period=0", "--force"]);
+        assert_eq!(one.next(EVENT_WAIT).await.unwrap()["type"], "DELETED");
+    });
+}
+
+#[test]
+fn tables_and_selectors() {
+    let s = TestServer::start();
+    for name in ["a", "b", "c"] {
+        s.create(&pod_yaml(name));
+    }
+    let table = "application/json;as=Table;v=v1;g=meta.k8s.io";
+    let (code, _, text) = s.request(
+        "GET",
+        "/api/v1/namespaces/default/pods?labelSelector=app%20in%20(a,c)&includeObject=Object",
+        &[("accept", table)],
+        None,
+    );
+    assert_eq!(code, 200);
+    let t: Value = serde_json::from_str(&text).unwrap();
+    let rows = t["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 2);
+    assert_eq!(rows[1]["object"]["kind"], "Pod");
+    let (_, _, text) = s.request(
+        "GET",
+        "/api/v1/namespaces/default/pods/b",
+        &[("accept", table)],
+        None,
+    );
+    let t: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(t["rows"][0]["object"]["kind"], "PartialObjectMetadata");
+    let (_, list) = s.json("GET", "/api/v1/pods?labelSelector=app!%3Db,!missing&fieldSelector=spec.nodeName%3Dpodvisor-test-node", None);
+    assert_eq!(list["kind"], "PodList");
+    assert_eq!(list["items"].as_array().unwrap().len(), 2);
+    let (code, err) = s.json("GET", "/api/v1/pods?fieldSelector=spec.foo%3Dx", None);
+    assert_eq!(code, 400);
+    assert_eq!(err["message"], "field label not supported: spec.foo");
+}
+
+#[test]
+fn updates_status_and_deletes() {
+    let s = TestServer::start();
+    let mut pod = pod_json("web");
+    pod["spec"]["restartPolicy"] = json!("Never");
+    let (_, created) = s.json("POST", "/api/v1/namespaces/default/pods", Some(&pod));
+    let uid = created["metadata"]["uid"].as_str().unwrap().to_owned();
+    // PUT with a stale resourceVersion.
+    let mut stale = created.clone();
+    stale["metadata"]["resourceVersion"] = json!("1");
+    let (code, err) = s.json("PUT", "/api/v1/namespaces/default/pods/web", Some(&stale));
+    assert_eq!(code, 409);
+    assert_eq!(err["reason"], "Conflict");
+    // Strict decoding on patches.
+    let (code, _, text) = s.request(
+        "PATCH",
+        "/api/v1/namespaces/default/pods/web?fieldValidation=Strict",
+        &[("content-type", "application/merge-patch+json")],
+        Some(r#"{"spec":{"foo":1}}"#),
+    );
+    assert_eq!(code, 400);
+    assert!(
+        text.contains("strict decoding error: unknown field \\\"spec.foo\\\""),
+        "{text}"
+    );
+    // Status: a terminated container of a Never pod may not run again (V13).
+    let terminated = json!({"status": {"phase": "Failed", "containerStatuses": [{
+        "name": "app", "image": "busybox", "imageID": "", "ready": false, "restartCount": 0,
+        "state": {"terminated": {"exitCode": 1, "reason": "Error"}}}]}});
+    let patch = |body: &Value| {
+        s.request(
+            "PATCH",
+            "/api/v1/namespaces/default/pods/web/status",
+            &[("content-type", "application/merge-patch+json")],
+            Some(&body.to_string()),
+        )
+    };
+    assert_eq!(patch(&terminated).0, 200);
+    let mut running = terminated.clone();
+    running["status"]["phase"] = json!("Running");
+    running["status"]["containerStatuses"][0]["state"] = json!({"running": {}});
+    let (code, _, text) = patch(&running);
+    assert_eq!(code, 422, "{text}");
+    // Deleting a terminal pod removes it at once, after checking preconditions.
+    let (code, err) = s.json(
+        "DELETE",
+        "/api/v1/namespaces/default/pods/web",
+        Some(&json!({"preconditions": {"uid": "other"}})),
+    );
+    assert_eq!(code, 409);
+    assert_eq!(
+        err["message"],
+        format!(
+            "Operation cannot be fulfilled on Pod \"web\": the UID in the precondition (other) does not match the UID in record ({uid}). The object might have been deleted and then recreated"
+        )
+    );
+    let (code, deleted) = s.json("DELETE", "/api/v1/namespaces/default/pods/web", None);
+    assert_eq!(code, 200);
+    assert_eq!(deleted["metadata"]["name"], "web");
+    assert_eq!(
+        s.json("GET", "/api/v1/namespaces/default/pods/web", None).0,
+        404
+    );
+    // The Python client puts gracePeriodSeconds in the query.
+    s.create(&pod_yaml("q"));
+    let (code, marked) = s.json(
+        "DELETE",
+        "/api/v1/namespaces/default/pods/q?gracePeriodSeconds=7",
+        None,
+    );
+    assert_eq!(code, 200);
+    assert_eq!(marked["metadata"]["deletionGracePeriodSeconds"], 7);
+}
+
+#[test]
+fn namespaces_and_events() {
+    let s = TestServer::start();
+    let (code, ns) = s.json(
+        "POST",
+        "/api/v1/namespaces",
+        Some(&json!({"metadata": {"name": "team"}})),
+    );
+    assert_eq!(code, 201);
+    assert_eq!(ns["status"]["phase"], "Active");
+    s.kubectl_ok(&["create", "namespace", "other"]);
+    let names = s.kubectl_ok(&["get", "ns", "-o", "name"]);
+    assert_eq!(
+        names,
+        "namespace/default\nnamespace/kube-system\nnamespace/other\nnamespace/team\n"
+    );
+    let (code, _) = s.json("POST", "/api/v1/namespaces/team/pods", Some(&pod_json("p")));
+    assert_eq!(code, 201);
+    let (code, err) = s.json("DELETE", "/api/v1/namespaces/team", None);
+    assert_eq!(code, 403);
+    assert_eq!(err["reason"], "Forbidden");
+    let (code, _) = s.json("DELETE", "/api/v1/namespaces/default", None);
+    assert_eq!(code, 403);
+
+    let event = json!({
+        "metadata": {"name": "p.1"},
+        "involvedObject": {"kind": "Pod", "namespace": "team", "name": "p", "uid": "u1"},
+        "reason": "Started", "message": "Started container app", "type": "Normal",
+        "source": {"component": "kubelet"}, "count": 1,
+        "firstTimestamp": "2025-01-01T00:00:00Z", "lastTimestamp": "2025-01-01T00:00:00Z"
+    });
+    let (code, _, text) = s.request(
+        "POST",
+        "/api/v1/namespaces/team/events",
+        &[],
+        Some(&event.to_string()),
+    );
+    assert_eq!(code, 201, "{text}");
+    let mut other = event.clone();
+    other["metadata"]["name"] = json!("q.1");
+    other["involvedObject"]["name"] = json!("q");
+    other["involvedObject"]["namespace"] = json!("other");
+    assert_eq!(
+        s.json("POST", "/api/v1/namespaces/other/events", Some(&other))
+            .0,
+        201
+    );
+    let (_, list) = s.json("GET", "/api/v1/events?fieldSelector=involvedObject.name%3Dp,involvedObject.uid%3Du1,type%3DNormal", None);
+    assert_eq!(list["kind"], "EventList");
+    assert_eq!(list["items"].as_array().unwrap().len(), 1);
+    let (_, all) = s.json("GET", "/api/v1/events", None);
+    assert_eq!(all["items"].as_array().unwrap().len(), 2);
+    // A client-go style count bump.
+    let (code, _, text) = s.request(
+        "PATCH",
+        "/api/v1/namespaces/team/events/p.1",
+        &[("content-type", "application/strategic-merge-patch+json")],
+        Some(r#"{"count":2,"lastTimestamp":"2025-01-01T00:01:00Z"}"#),
+    );
+    assert_eq!(code, 200, "{text}");
+    let (_, list) = s.json("GET", "/api/v1/namespaces/team/events", None);
+    assert_eq!(list["items"][0]["count"], 2);
+
+    s.kubectl_ok(&[
+        "delete",
+        "pod",
+        "p",
+        "-n",
+        "team",
+        "--grace-period=0",
+        "--force",
+    ]);
+    let (code, _) = s.json("DELETE", "/api/v1/namespaces/team", None);
+    assert_eq!(code, 200);
+    assert_eq!(s.json("GET", "/api/v1/namespaces/team", None).0, 404);
+    let (_, all) = s.json("GET", "/api/v1/events", None);
+    assert_eq!(all["items"].as_array().unwrap().len(), 1);
+}

@@ -1,0 +1,224 @@
+//! `kubectl logs` from CRI log files, and events: `record_event`'s aggregation as `kubectl
+//! describe` and `kubectl get events` show it.
+
+mod common;
+
+use std::process::Stdio;
+use std::time::Duration;
+
+use common::{NODE, TestServer, pod_yaml};
+use k8s_openapi::api::core::v1::Pod;
+use podvisor_apiserver::record_event;
+use podvisor_lifecycle::{ContainerKind, Event, EventType};
+use serde_json::{Value, json};
+
+fn uid_of(s: &TestServer, name: &str) -> String {
+    s.kubectl_ok(&["get", "pod", name, "-o", "jsonpath={.metadata.uid}"])
+}
+
+fn app_status(restart_count: u32, state: Value, last: Value) -> Value {
+    json!({"phase": "Running", "containerStatuses": [{
+        "name": "app", "image": "busybox", "imageID": "", "ready": true,
+        "restartCount": restart_count, "containerID": format!("podvisor://app-{restart_count}"),
+        "state": state, "lastState": last
+    }]})
+}
+
+#[test]
+fn kubectl_logs_reads_the_cri_files() {
+    let s = TestServer::start();
+    s.create(&pod_yaml("web"));
+    let uid = uid_of(&s, "web");
+    s.write_log(
+        "default",
+        "web",
+        &uid,
+        "app",
+        0,
+        "2025-01-01T00:00:00Z stdout F old run\n",
+    );
+    s.write_log(
+        "default",
+        "web",
+        &uid,
+        "app",
+        1,
+        "2025-01-01T00:01:00.5Z stdout F hello\n2025-01-01T00:01:01Z stderr F world\n2025-01-01T00:01:02Z stdout P par\n2025-01-01T00:01:02Z stdout F tial\n",
+    );
+    let r = s.kubectl(&["logs", "web"]);
+    assert_eq!(
+        r.stderr.trim(),
+        "Error from server (BadRequest): container \"app\" in pod \"web\" is waiting to start: ContainerCreating"
+    );
+    s.patch_status(
+        "web",
+        &app_status(
+            1,
+            json!({"running": {"startedAt": "2025-01-01T00:01:00Z"}}),
+            json!({"terminated": {"exitCode": 1, "reason": "Error", "containerID": "podvisor://app-0"}}),
+        ),
+    );
+    assert_eq!(s.kubectl_ok(&["logs", "web"]), "hello\nworld\npartial\n");
+    assert_eq!(s.kubectl_ok(&["logs", "web", "--previous"]), "old run\n");
+    assert_eq!(s.kubectl_ok(&["logs", "web", "--tail=2"]), "partial\n");
+    assert_eq!(
+        s.kubectl_ok(&["logs", "web", "--limit-bytes=7"]),
+        "hello\nw"
+    );
+    assert_eq!(
+        s.kubectl_ok(&["logs", "web", "--timestamps", "--tail=3"]),
+        "2025-01-01T00:01:01.000000000Z world\n2025-01-01T00:01:02.000000000Z par2025-01-01T00:01:02.000000000Z tial\n"
+    );
+    assert_eq!(
+        s.kubectl_ok(&["logs", "web", "--since-time=2025-01-01T00:01:01Z"]),
+        "world\npartial\n"
+    );
+}
+
+#[test]
+fn kubectl_logs_follow_ends_when_the_container_terminates() {
+    let s = TestServer::start();
+    s.create(&pod_yaml("web"));
+    let uid = uid_of(&s, "web");
+    s.write_log(
+        "default",
+        "web",
+        &uid,
+        "app",
+        0,
+        "2025-01-01T00:00:00Z stdout F one\n",
+    );
+    s.patch_status(
+        "web",
+        &app_status(
+            0,
+            json!({"running": {"startedAt": "2025-01-01T00:00:00Z"}}),
+            json!({}),
+        ),
+    );
+    let follower = s
+        .kubectl_command(&["logs", "-f", "web"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    let path = s
+        .log_root
+        .join(format!("default_web_{uid}"))
+        .join("app/0.log");
+    let mut text = std::fs::read_to_string(&path).unwrap();
+    text.push_str("2025-01-01T00:00:01Z stdout F two\n2025-01-01T00:00:02Z stdout P unfinished");
+    std::fs::write(&path, text).unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    s.patch_status(
+        "web",
+        &app_status(
+            0,
+            json!({"terminated": {"exitCode": 0, "reason": "Completed", "containerID": "podvisor://app-0"}}),
+            json!({}),
+        ),
+    );
+    let out = follower.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "one\ntwo\nunfinished");
+}
+
+#[test]
+fn kubectl_logs_needs_a_container_name_for_several() {
+    let s = TestServer::start();
+    s.create(&format!(
+        "{}  - name: side\n    image: busybox\n",
+        pod_yaml("two")
+    ));
+    let (code, body) = s.json("GET", "/api/v1/namespaces/default/pods/two/log", None);
+    assert_eq!(code, 400);
+    assert_eq!(
+        body["message"],
+        "a container name must be specified for pod two, choose one of: [app side]"
+    );
+    let r = s.kubectl(&["logs", "two", "-c", "side", "--previous"]);
+    assert_eq!(
+        r.stderr.trim(),
+        "Error from server (BadRequest): container \"side\" in pod \"two\" is waiting to start: ContainerCreating"
+    );
+}
+
+#[test]
+fn kubectl_describe_shows_aggregated_events() {
+    let s = TestServer::start();
+    s.create(&pod_yaml("web"));
+    let pod: Pod =
+        serde_json::from_str(&s.kubectl_ok(&["get", "pod", "web", "-o", "json"])).unwrap();
+    let store = s.state.store();
+    let started = Event {
+        type_: EventType::Normal,
+        reason: "Started",
+        message: "Started container app".to_owned(),
+        container: Some((ContainerKind::Regular, "app".to_owned())),
+    };
+    let backoff = Event {
+        type_: EventType::Warning,
+        reason: "BackOff",
+        message: "Back-off restarting failed container app in pod web_default(x)".to_owned(),
+        container: Some((ContainerKind::Regular, "app".to_owned())),
+    };
+    let t0 = jiff::Timestamp::now() - jiff::SignedDuration::from_secs(120);
+    record_event(store, NODE, &pod, &started, t0).unwrap();
+    let first = record_event(store, NODE, &pod, &backoff, t0).unwrap();
+    let again = record_event(store, NODE, &pod, &backoff, jiff::Timestamp::now()).unwrap();
+    assert_eq!(first["metadata"]["name"], again["metadata"]["name"]);
+    assert_eq!(again["count"], 2);
+    assert_eq!(again["involvedObject"]["fieldPath"], "spec.containers{app}");
+    assert_eq!(
+        again["source"],
+        json!({"component": "kubelet", "host": NODE})
+    );
+    assert_eq!(again["reportingComponent"], "kubelet");
+
+    let out = s.kubectl_ok(&["describe", "pod", "web"]);
+    let events = out
+        .split("Events:")
+        .nth(1)
+        .unwrap_or_else(|| panic!("{out}"));
+    let lines: Vec<Vec<&str>> = events
+        .lines()
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    assert_eq!(
+        lines[1],
+        ["Type", "Reason", "Age", "From", "Message"],
+        "{events}"
+    );
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.starts_with(&["Normal", "Started", "2m", "kubelet", "Started"])),
+        "{events}"
+    );
+    assert!(
+        lines.iter().any(|l| l.starts_with(&["Warning", "BackOff"])
+            && l[2].ends_with('s')
+            && l[3] == "(x2"
+            && l[4] == "over"
+            && l[5] == "2m)"),
+        "{events}"
+    );
+    let list = s.kubectl_ok(&["get", "events", "--field-selector", "reason=BackOff"]);
+    let rows: Vec<&str> = list.lines().collect();
+    assert_eq!(rows.len(), 2, "{list}");
+    assert!(
+        rows[1]
+            .split_whitespace()
+            .skip(1)
+            .take(3)
+            .eq(["Warning", "BackOff", "pod/web"]),
+        "{list}"
+    );
+    let all = s.kubectl_ok(&["get", "events", "-A", "-o", "name"]);
+    assert_eq!(all.lines().count(), 2, "{all}");
+}

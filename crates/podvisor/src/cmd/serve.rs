@@ -1,0 +1,331 @@
+//! `podvisor serve [--state-dir DIR] [--listen ADDR:PORT] [--manifests DIR] [--drain-on-exit]
+//! [--backoff default|reduced] [--max-restart-period DUR]`: this machine as a Kubernetes node
+//! with its own API, in one process.
+//!
+//! The store (`<state>/store.redb`), the API server (HTTPS with a self-generated CA and a bearer
+//! token; `<state>/kubeconfig` is written once it answers) and the node agent (recovery of the
+//! pods that ran before, then list + watch of every pod; static pods from `--manifests`).
+//! SIGTERM or SIGINT stops the agent and the API and leaves the containers running, like the
+//! kubelet: the next `serve` on the same state directory re-adopts them. With
+//! `--drain-on-exit` every pod is deleted gracefully first (a second signal stops at once).
+//! Exit status: 0 after a clean stop, 2 when the engine could not start.
+
+use crate::BackoffCurve;
+use anyhow::{Context, bail};
+use jiff::Timestamp;
+use k8s_openapi::api::core::v1::Pod;
+use podvisor_agent::Agent;
+use podvisor_agent::node::{EventSink, Node, NodeConfig};
+use podvisor_apiserver::{ApiServer, ServeConfig, ServeError};
+use podvisor_lifecycle::sim::script::parse_duration;
+use podvisor_lifecycle::{BackoffConfig, Event, MachineConfig};
+use podvisor_runtime::process::ProcessRuntime;
+use podvisor_store::Store;
+use std::net::SocketAddr;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::signal::unix::{Signal, SignalKind, signal};
+
+/// Arguments of `podvisor serve`.
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// Where the store, credentials, kubeconfig, pods and logs live (default:
+    /// /var/lib/podvisor as root, $XDG_STATE_HOME/podvisor or ~/.local/state/podvisor
+    /// otherwise).
+    #[arg(long)]
+    pub state_dir: Option<PathBuf>,
+    /// Where the API listens (port 0 picks a free port; the kubeconfig says which).
+    #[arg(long, default_value = "127.0.0.1:6443")]
+    pub listen: SocketAddr,
+    /// Run every manifest in this directory as a static pod (re-read every second).
+    #[arg(long)]
+    pub manifests: Option<PathBuf>,
+    /// On SIGTERM/SIGINT, delete every pod gracefully before exiting (default: leave the
+    /// containers running for the next `serve`).
+    #[arg(long)]
+    pub drain_on_exit: bool,
+    /// CrashLoopBackOff curve.
+    #[arg(long, value_enum, default_value_t = BackoffCurve::Default)]
+    pub backoff: BackoffCurve,
+    /// `crashLoopBackOff.maxContainerRestartPeriod` (1s..300s).
+    #[arg(long)]
+    pub max_restart_period: Option<String>,
+}
+
+/// How often the manifests directory is read.
+const MANIFEST_POLL: Duration = Duration::from_secs(1);
+
+/// Serves until SIGTERM or SIGINT; returns the exit code.
+///
+/// # Errors
+///
+/// The engine's own failures: state directory, store, address in use, runtime start-up.
+pub fn run(args: &Args) -> anyhow::Result<i32> {
+    let started = Instant::now();
+    let config = machine_config(args.backoff, args.max_restart_period.as_deref())?;
+    let state_dir = match &args.state_dir {
+        Some(dir) => dir.clone(),
+        None => default_state_dir()?,
+    };
+    std::fs::create_dir_all(&state_dir)
+        .with_context(|| format!("creating state directory {}", state_dir.display()))?;
+    let shim = std::env::current_exe().context("finding the podvisor executable for the shim")?;
+    let tokio = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    tokio.block_on(serve(args, &state_dir, &shim, config, started))
+}
+
+async fn serve(
+    args: &Args,
+    state_dir: &Path,
+    shim: &Path,
+    config: MachineConfig,
+    started: Instant,
+) -> anyhow::Result<i32> {
+    // Signals first: from here on a SIGTERM is a clean stop, never the default death.
+    let mut term = signal(SignalKind::terminate()).context("handling SIGTERM")?;
+    let mut int = signal(SignalKind::interrupt()).context("handling SIGINT")?;
+    let node_name = config.node_name.clone();
+    let store_path = state_dir.join("store.redb");
+    let store = Store::open(&store_path).with_context(|| {
+        format!(
+            "opening the store {} (is another podvisor serve using this state directory?)",
+            store_path.display()
+        )
+    })?;
+    let server = ApiServer::bind(ServeConfig {
+        listen: args.listen,
+        state_dir: state_dir.to_path_buf(),
+        store: store.clone(),
+        log_root: state_dir.join("logs"),
+        node_name: node_name.clone(),
+    })
+    .await
+    .map_err(|e| bind_error(e, args.listen))?;
+    // The kubeconfig appears only once this process answers: a stale one must not pass for it.
+    let kubeconfig = server.kubeconfig_path();
+    match std::fs::remove_file(&kubeconfig) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+            bail!("removing the old {}: {e}", kubeconfig.display())
+        }
+        _ => {}
+    }
+    let url = server.url();
+    let (api_stop_tx, api_stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let mut api = tokio::spawn(server.run(async {
+        let _ = api_stop_rx.await;
+    }));
+
+    let runtime = ProcessRuntime::new(state_dir.to_path_buf(), shim.to_path_buf())
+        .context("starting the process runtime")?;
+    let agent = Arc::new(Agent::new(Arc::new(runtime), config));
+    let host = node_name.clone();
+    let sink: EventSink = Arc::new(move |store: &Store, pod: &Pod, event: &Event, time| {
+        record_event(store, &host, pod, event, time);
+    });
+    let mut node = Node::start(
+        agent,
+        store,
+        sink,
+        NodeConfig {
+            node_name: node_name.clone(),
+            state_dir: state_dir.to_path_buf(),
+            manifests: args.manifests.clone(),
+            manifest_poll: MANIFEST_POLL,
+        },
+    );
+
+    // Ready: the API answers (kubeconfig written) and every known pod has its worker.
+    let api_ready = wait_for_file(&kubeconfig, &mut api);
+    let (api_ready, recovery) = tokio::join!(api_ready, node.recovered());
+    if let Err(e) = api_ready {
+        node.stop();
+        let _ = node.join().await;
+        return Err(e);
+    }
+    let serving = started.elapsed();
+    match recovery {
+        Some(r) => eprintln!(
+            "podvisor: serving {url} as node {node_name} in {} ms (pods: {} recovered, {} \
+             started, {} orphaned sandboxes removed; recovery {} ms); kubeconfig: {}",
+            serving.as_millis(),
+            r.recovered,
+            r.started,
+            r.orphans,
+            r.elapsed.as_millis(),
+            kubeconfig.display()
+        ),
+        None => {
+            let _ = api_stop_tx.send(());
+            let _ = api.await;
+            node.join().await.context("starting the node agent")?;
+            bail!("the node agent stopped during start-up");
+        }
+    }
+
+    let control = node.control();
+    let why = tokio::select! {
+        () = next_signal(&mut term, &mut int) => Stop::Signal,
+        result = &mut api => Stop::Api(result),
+        result = node.join_mut() => Stop::Node(result),
+    };
+    match why {
+        Stop::Signal if args.drain_on_exit => {
+            eprintln!("podvisor: deleting every pod (signal again to stop at once)");
+            control.drain();
+            let second = tokio::select! {
+                result = node.join_mut() => Some(result),
+                () = next_signal(&mut term, &mut int) => None,
+            };
+            let result = match second {
+                Some(result) => result,
+                None => {
+                    control.stop();
+                    node.join_mut().await
+                }
+            };
+            result.context("draining")?;
+        }
+        Stop::Signal => {
+            control.stop();
+            node.join_mut().await.context("stopping the node agent")?;
+        }
+        Stop::Api(result) => {
+            control.stop();
+            let _ = node.join_mut().await;
+            return match result {
+                Ok(Ok(())) => bail!("the API server stopped"),
+                Ok(Err(e)) => Err(e).context("the API server stopped"),
+                Err(e) => Err(e).context("the API server task"),
+            };
+        }
+        Stop::Node(result) => {
+            let _ = api_stop_tx.send(());
+            let _ = api.await;
+            result.context("the node agent stopped")?;
+            bail!("the node agent stopped");
+        }
+    }
+    let _ = api_stop_tx.send(());
+    match api.await {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => eprintln!("podvisor: the API server: {e}"),
+        Err(e) => eprintln!("podvisor: the API server task: {e}"),
+    }
+    eprintln!("podvisor: stopped");
+    Ok(0)
+}
+
+/// Why `serve` stops.
+enum Stop {
+    Signal,
+    Api(Result<Result<(), ServeError>, tokio::task::JoinError>),
+    Node(Result<(), podvisor_agent::node::NodeError>),
+}
+
+async fn next_signal(term: &mut Signal, int: &mut Signal) {
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = int.recv() => {}
+    }
+}
+
+/// Waits until the API server has written `path` (it does once it answers), or fails with
+/// the server's error.
+async fn wait_for_file(
+    path: &Path,
+    api: &mut tokio::task::JoinHandle<Result<(), ServeError>>,
+) -> anyhow::Result<()> {
+    loop {
+        if path.exists() {
+            return Ok(());
+        }
+        tokio::select! {
+            result = &mut *api => {
+                return match result {
+                    Ok(Ok(())) => bail!("the API server stopped before it answered"),
+                    Ok(Err(e)) => Err(e).context("starting the API server"),
+                    Err(e) => Err(e).context("the API server task"),
+                };
+            }
+            () = tokio::time::sleep(Duration::from_millis(2)) => {}
+        }
+    }
+}
+
+/// The kubelet's events go to the API's event aggregation (the kubelet's recorder drops an
+/// event it cannot write, after logging it; so does this).
+fn record_event(store: &Store, host: &str, pod: &Pod, event: &Event, time: Timestamp) {
+    if let Err(e) = podvisor_apiserver::record_event(store, host, pod, event, time) {
+        eprintln!(
+            "podvisor: recording event {} of pod {}: {e}",
+            event.reason,
+            pod.metadata.name.as_deref().unwrap_or("")
+        );
+    }
+}
+
+/// A clear message for the usual start-up failure: the address is taken.
+fn bind_error(e: ServeError, listen: SocketAddr) -> anyhow::Error {
+    if let ServeError::Io { source, .. } = &e
+        && source.kind() == std::io::ErrorKind::AddrInUse
+    {
+        return anyhow::anyhow!(
+            "cannot listen on {listen}: the address is already in use (another podvisor serve \
+             or Kubernetes API server?); choose another with --listen ADDR:PORT, or port 0 for \
+             a free one"
+        );
+    }
+    anyhow::Error::new(e).context("starting the API server")
+}
+
+/// `/var/lib/podvisor` as root, `$XDG_STATE_HOME/podvisor` or `~/.local/state/podvisor`
+/// otherwise.
+fn default_state_dir() -> anyhow::Result<PathBuf> {
+    let root = std::fs::metadata("/proc/self").is_ok_and(|m| m.uid() == 0);
+    if root {
+        return Ok(PathBuf::from("/var/lib/podvisor"));
+    }
+    if let Some(dir) = std::env::var_os("XDG_STATE_HOME").filter(|d| !d.is_empty()) {
+        return Ok(PathBuf::from(dir).join("podvisor"));
+    }
+    let home = std::env::var_os("HOME")
+        .filter(|h| !h.is_empty())
+        .context("no --state-dir, and neither XDG_STATE_HOME nor HOME is set")?;
+    Ok(PathBuf::from(home).join(".local/state/podvisor"))
+}
+
+/// The back-off curve and node identity from the flags.
+fn machine_config(
+    backoff: BackoffCurve,
+    max_restart_period: Option<&str>,
+) -> anyhow::Result<MachineConfig> {
+    let mut curve = match backoff {
+        BackoffCurve::Default => BackoffConfig::default(),
+        BackoffCurve::Reduced => BackoffConfig::reduced(),
+    };
+    if let Some(max) = max_restart_period {
+        let max = parse_duration(max).map_err(|e| anyhow::anyhow!("--max-restart-period: {e}"))?;
+        if max < Duration::from_secs(1) || max > Duration::from_secs(300) {
+            bail!("--max-restart-period: must be between 1s and 300s");
+        }
+        curve = curve.with_max_period(max);
+    }
+    let hostname = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_lowercase())
+        .ok()
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "localhost".to_string());
+    Ok(MachineConfig {
+        backoff: curve,
+        node_name: hostname,
+        // The process runtime shares the host's network.
+        host_ip: Some("127.0.0.1".to_string()),
+        pod_ip: Some("127.0.0.1".to_string()),
+        ..MachineConfig::default()
+    })
+}

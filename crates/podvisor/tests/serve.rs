@@ -1,0 +1,588 @@
+//! `podvisor serve` end to end, driven by the real `kubectl`: pods created, running, logged and
+//! deleted through the API; a restart of `serve` that re-adopts a running container without
+//! restarting it; static pods from `--manifests`. Each test starts its own `serve` on a free
+//! port with its own state directory, and kills whatever it left behind.
+
+#![allow(missing_docs)]
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+const KUBECTL: &str = "/usr/bin/kubectl";
+/// What each test waits for at most for one state to be reached.
+const WAIT: Duration = Duration::from_secs(20);
+
+/// The pod of the brief: exits 0 on SIGTERM, writes its pid first (`$$$$`: Kubernetes turns
+/// `$$` into `$` in commands).
+fn looping_pod(name: &str, pid_file: &Path) -> String {
+    format!(
+        r#"apiVersion: v1
+kind: Pod
+metadata:
+  name: {name}
+spec:
+  terminationGracePeriodSeconds: 10
+  containers:
+  - name: app
+    image: busybox
+    command: [sh, -c, 'echo $$$$ > {pid}; echo hello from {name}; trap "exit 0" TERM; while true; do sleep 1; done']
+"#,
+        pid = pid_file.display()
+    )
+}
+
+/// One test's directory and processes; removes and kills them on drop.
+struct World {
+    dir: PathBuf,
+    serve: Option<Child>,
+    runs: u32,
+}
+
+impl World {
+    /// None (and a note) unless running as root: the process runtime needs it.
+    fn new(tag: &str) -> Option<World> {
+        if !rustix::process::geteuid().is_root() {
+            eprintln!("skipped: podvisor serve's process runtime needs root");
+            return None;
+        }
+        if !Path::new(KUBECTL).exists() {
+            eprintln!("skipped: {KUBECTL} is not installed");
+            return None;
+        }
+        static N: AtomicU64 = AtomicU64::new(0);
+        let nanos = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap()
+            .subsec_nanos();
+        let dir = std::env::temp_dir().join(format!(
+            "pvserve-{tag}-{}-{}-{nanos}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::SeqCst)
+        ));
+        std::fs::create_dir_all(dir.join("state")).unwrap();
+        Some(World {
+            dir,
+            serve: None,
+            runs: 0,
+        })
+    }
+
+    fn state(&self) -> PathBuf {
+        self.dir.join("state")
+    }
+
+    fn kubeconfig(&self) -> PathBuf {
+        self.state().join("kubeconfig")
+    }
+
+    /// Starts `podvisor serve` on a free port; returns once the kubeconfig is written (the API
+    /// answers), with the time that took.
+    fn start(&mut self, extra: &[&str]) -> Duration {
+        self.runs += 1;
+        let log = std::fs::File::create(self.dir.join(format!("serve-{}.log", self.runs))).unwrap();
+        let started = Instant::now();
+        let child = Command::new(env!("CARGO_BIN_EXE_podvisor"))
+            .arg("serve")
+            .arg("--state-dir")
+            .arg(self.state())
+            .args(["--listen", "127.0.0.1:0", "--backoff", "reduced"])
+            .args(extra)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("podvisor serve starts");
+        self.serve = Some(child);
+        while !self.kubeconfig().exists() {
+            if let Some(status) = self.serve.as_mut().unwrap().try_wait().unwrap() {
+                panic!("serve exited with {status}:\n{}", self.logs());
+            }
+            assert!(
+                started.elapsed() < WAIT,
+                "no kubeconfig after {WAIT:?}:\n{}",
+                self.logs()
+            );
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        started.elapsed()
+    }
+
+    fn logs(&self) -> String {
+        (1..=self.runs)
+            .map(|n| {
+                let text = std::fs::read_to_string(self.dir.join(format!("serve-{n}.log")))
+                    .unwrap_or_default();
+                format!("--- serve run {n} ---\n{text}")
+            })
+            .collect()
+    }
+
+    fn serve_pid(&self) -> i32 {
+        i32::try_from(self.serve.as_ref().unwrap().id()).unwrap()
+    }
+
+    fn signal(&self, signal: rustix::process::Signal) {
+        let pid = rustix::process::Pid::from_raw(self.serve_pid()).unwrap();
+        let _ = rustix::process::kill_process(pid, signal);
+    }
+
+    /// Waits for `serve` to exit; its exit code.
+    fn wait_exit(&mut self, timeout: Duration) -> Option<i32> {
+        let start = Instant::now();
+        let child = self.serve.as_mut().unwrap();
+        loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                return status.code();
+            }
+            assert!(
+                start.elapsed() < timeout,
+                "serve did not exit within {timeout:?}:\n{}",
+                self.logs()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    fn kubectl(&self, args: &[&str]) -> Output {
+        Command::new(KUBECTL)
+            .arg("--kubeconfig")
+            .arg(self.kubeconfig())
+            .arg("--cache-dir")
+            .arg(self.dir.join("kube-cache"))
+            .args(args)
+            .stdin(Stdio::null())
+            .output()
+            .expect("kubectl runs")
+    }
+
+    /// kubectl's stdout, asserting success.
+    fn kubectl_ok(&self, args: &[&str]) -> String {
+        let out = self.kubectl(args);
+        assert!(
+            out.status.success(),
+            "kubectl {args:?} failed: {}{}\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr),
+            self.logs()
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    fn create(&self, manifest: &str) {
+        let path = self.dir.join("manifest.yaml");
+        std::fs::write(&path, manifest).unwrap();
+        self.kubectl_ok(&["create", "-f", path.to_str().unwrap()]);
+    }
+
+    /// The pid a container wrote to `path`.
+    fn read_pid(&self, pod: &str, path: &Path) -> i32 {
+        let start = Instant::now();
+        loop {
+            if let Some(pid) = std::fs::read_to_string(path)
+                .ok()
+                .and_then(|s| s.trim().parse().ok())
+            {
+                return pid;
+            }
+            if start.elapsed() > WAIT {
+                let logs = self.kubectl(&["logs", pod]);
+                let yaml = self.kubectl(&["get", "pod", pod, "-o", "yaml"]);
+                panic!(
+                    "no pid in {}; logs: {}{}\n{}",
+                    path.display(),
+                    String::from_utf8_lossy(&logs.stdout),
+                    String::from_utf8_lossy(&logs.stderr),
+                    String::from_utf8_lossy(&yaml.stdout)
+                );
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    fn jsonpath(&self, pod: &str, path: &str) -> String {
+        let out = self.kubectl(&["get", "pod", pod, "-o", &format!("jsonpath={path}")]);
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// Polls `kubectl` until `check` holds for the output of `args`.
+    fn wait_for(&self, what: &str, args: &[&str], check: impl Fn(&Output) -> bool) -> Output {
+        let start = Instant::now();
+        loop {
+            let out = self.kubectl(args);
+            if check(&out) {
+                return out;
+            }
+            assert!(
+                start.elapsed() < WAIT,
+                "{what}: not after {WAIT:?}; last: {}{}\n{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr),
+                self.logs()
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+
+    fn wait_phase(&self, pod: &str, phase: &str) {
+        self.wait_for(
+            &format!("pod {pod} {phase}"),
+            &["get", "pod", pod, "-o", "jsonpath={.status.phase}"],
+            |o| String::from_utf8_lossy(&o.stdout) == phase,
+        );
+    }
+
+    fn wait_gone(&self, pod: &str) {
+        self.wait_for(&format!("pod {pod} gone"), &["get", "pod", pod], |o| {
+            !o.status.success() && String::from_utf8_lossy(&o.stderr).contains("NotFound")
+        });
+    }
+}
+
+impl Drop for World {
+    fn drop(&mut self) {
+        if let Some(child) = &mut self.serve {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        // Shims carry the state directory in their arguments; containers are their children.
+        kill_trees(&self.dir.display().to_string());
+        if std::thread::panicking() {
+            eprintln!("{}", self.logs());
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// (pid, ppid, command line) of every process.
+fn processes() -> Vec<(i32, i32, String)> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|s| s.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            continue;
+        };
+        let Some(ppid) = stat
+            .rfind(')')
+            .and_then(|i| stat[i + 1..].split_whitespace().nth(1))
+            .and_then(|p| p.parse().ok())
+        else {
+            continue;
+        };
+        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline"))
+            .map(|b| String::from_utf8_lossy(&b).replace('\0', " "))
+            .unwrap_or_default();
+        out.push((pid, ppid, cmdline));
+    }
+    out
+}
+
+/// SIGKILLs every process whose command line contains `marker`, and their descendants.
+fn kill_trees(marker: &str) {
+    let all = processes();
+    let mut doomed: Vec<i32> = all
+        .iter()
+        .filter(|(_, _, cmd)| cmd.contains(marker))
+        .map(|(pid, _, _)| *pid)
+        .collect();
+    let mut i = 0;
+    while i < doomed.len() {
+        let parent = doomed[i];
+        for (pid, ppid, _) in &all {
+            if *ppid == parent && !doomed.contains(pid) {
+                doomed.push(*pid);
+            }
+        }
+        i += 1;
+    }
+    for pid in doomed {
+        if let Some(pid) = rustix::process::Pid::from_raw(pid) {
+            let _ = rustix::process::kill_process(pid, rustix::process::Signal::KILL);
+        }
+    }
+}
+
+fn alive(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| Some(s[s.rfind(')')? + 1..].split_whitespace().next()? != "Z"))
+        .unwrap_or(false)
+}
+
+fn node_name() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_lowercase())
+        .ok()
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "localhost".to_string())
+}
+
+#[test]
+fn serve_runs_pods_for_kubectl() {
+    let Some(mut w) = World::new("kubectl") else {
+        return;
+    };
+    let took = w.start(&["--drain-on-exit"]);
+    eprintln!("serve answered after {} ms", took.as_millis());
+
+    let pid_file = w.dir.join("x.pid");
+    w.create(&looping_pod("x", &pid_file));
+    w.wait_phase("x", "Running");
+    let table = w.wait_for("x ready", &["get", "pods"], |o| {
+        String::from_utf8_lossy(&o.stdout)
+            .lines()
+            .any(|l| l.starts_with("x ") && l.contains("1/1") && l.contains("Running"))
+    });
+    let table = String::from_utf8_lossy(&table.stdout).into_owned();
+    assert!(table.starts_with("NAME"), "{table}");
+    let pid = w.read_pid("x", &pid_file);
+    assert!(alive(pid));
+    let logs = w.wait_for("x logs", &["logs", "x"], |o| {
+        String::from_utf8_lossy(&o.stdout).contains("hello from x")
+    });
+    assert_eq!(String::from_utf8_lossy(&logs.stdout), "hello from x\n");
+
+    // A graceful delete: the container exits 0 on SIGTERM, the object goes (T9).
+    let deleted = Instant::now();
+    w.kubectl_ok(&["delete", "pod", "x", "--wait=false"]);
+    w.wait_gone("x");
+    assert!(
+        deleted.elapsed() < Duration::from_secs(8),
+        "the trap ends it at once"
+    );
+    assert!(!alive(pid), "the container was stopped");
+
+    // A terminal pod stays until deleted; deleting it removes it at once.
+    w.create(
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: once}\nspec:\n  restartPolicy: Never\n  \
+         containers:\n  - name: app\n    image: busybox\n    command: [sh, -c, 'echo done']\n",
+    );
+    w.wait_phase("once", "Succeeded");
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(w.jsonpath("once", "{.status.phase}"), "Succeeded");
+    let deleted = Instant::now();
+    w.kubectl_ok(&["delete", "pod", "once", "--wait=false"]);
+    w.wait_gone("once");
+    assert!(deleted.elapsed() < Duration::from_secs(3));
+
+    // Events reach the API.
+    let events = w.kubectl_ok(&["get", "events", "-o", "jsonpath={.items[*].reason}"]);
+    assert!(events.contains("Started"), "{events}");
+
+    // SIGTERM with --drain-on-exit deletes the pods first.
+    let pid_file = w.dir.join("last.pid");
+    w.create(&looping_pod("last", &pid_file));
+    w.wait_phase("last", "Running");
+    let pid = w.read_pid("last", &pid_file);
+    w.signal(rustix::process::Signal::TERM);
+    assert_eq!(
+        w.wait_exit(Duration::from_secs(15)),
+        Some(0),
+        "{}",
+        w.logs()
+    );
+    assert!(!alive(pid), "drained");
+
+    // The drain removed the pod objects too: a new serve on the state finds nothing.
+    std::fs::remove_file(w.kubeconfig()).ok();
+    w.start(&[]);
+    let pods = w.kubectl_ok(&["get", "pods", "-o", "name"]);
+    assert_eq!(pods, "", "drained pods are deleted");
+    assert!(
+        w.logs()
+            .contains("pods: 0 recovered, 0 started, 0 orphaned"),
+        "{}",
+        w.logs()
+    );
+    w.signal(rustix::process::Signal::TERM);
+    assert_eq!(w.wait_exit(Duration::from_secs(10)), Some(0));
+}
+
+#[test]
+fn serve_restart_readopts_running_containers() {
+    let Some(mut w) = World::new("restart") else {
+        return;
+    };
+    w.start(&[]);
+    let pid_file = w.dir.join("r.pid");
+    w.create(&looping_pod("r", &pid_file));
+    w.wait_phase("r", "Running");
+    w.wait_for(
+        "r ready",
+        &[
+            "get",
+            "pod",
+            "r",
+            "-o",
+            "jsonpath={.status.containerStatuses[0].ready}",
+        ],
+        |o| String::from_utf8_lossy(&o.stdout) == "true",
+    );
+    let pid = w.read_pid("r", &pid_file);
+    let before_id = w.jsonpath("r", "{.status.containerStatuses[0].containerID}");
+    let before_ready = w.jsonpath(
+        "r",
+        "{.status.conditions[?(@.type==\"Ready\")].lastTransitionTime}",
+    );
+    assert!(before_id.starts_with("podvisor://"), "{before_id}");
+
+    // The agent dies; the container does not.
+    w.signal(rustix::process::Signal::KILL);
+    w.wait_exit(Duration::from_secs(5));
+    assert!(alive(pid));
+    std::fs::remove_file(w.kubeconfig()).ok();
+
+    let took = w.start(&[]);
+    eprintln!(
+        "restart: serve answered {} ms after it was started again",
+        took.as_millis()
+    );
+    assert!(took < Duration::from_secs(3), "{took:?}");
+    // The new process publishes its first status at once: Ready stays True throughout.
+    let settle = Instant::now();
+    while settle.elapsed() < Duration::from_millis(1500) {
+        assert_eq!(
+            w.jsonpath("r", "{.status.conditions[?(@.type==\"Ready\")].status}"),
+            "True",
+            "Ready flapped"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let logs = w.logs();
+    assert!(
+        logs.contains("pods: 1 recovered, 0 started, 0 orphaned"),
+        "{logs}"
+    );
+    eprintln!(
+        "{}",
+        logs.lines()
+            .filter(|l| l.contains("serving"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+    assert!(alive(pid), "the container was not restarted");
+    assert_eq!(w.read_pid("r", &pid_file), pid);
+    assert_eq!(
+        w.jsonpath("r", "{.status.containerStatuses[0].containerID}"),
+        before_id
+    );
+    assert_eq!(
+        w.jsonpath("r", "{.status.containerStatuses[0].restartCount}"),
+        "0"
+    );
+    assert_eq!(w.jsonpath("r", "{.status.phase}"), "Running");
+    assert_eq!(
+        w.jsonpath("r", "{.status.conditions[?(@.type==\"Ready\")].status}"),
+        "True"
+    );
+    assert_eq!(
+        w.jsonpath(
+            "r",
+            "{.status.conditions[?(@.type==\"Ready\")].lastTransitionTime}"
+        ),
+        before_ready,
+        "Ready never went False"
+    );
+    let events: serde_json::Value =
+        serde_json::from_str(&w.kubectl_ok(&["get", "events", "-o", "json"])).unwrap();
+    let starts: i64 = events["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["involvedObject"]["name"] == "r" && e["reason"] == "Started")
+        .map(|e| e["count"].as_i64().unwrap_or(1))
+        .sum();
+    assert_eq!(starts, 1, "one start only: {events}");
+    assert!(String::from_utf8_lossy(&w.kubectl(&["logs", "r"]).stdout).contains("hello from r"));
+
+    // Deleting still works on the re-adopted container.
+    w.kubectl_ok(&["delete", "pod", "r", "--wait=false"]);
+    w.wait_gone("r");
+    assert!(!alive(pid));
+    w.signal(rustix::process::Signal::TERM);
+    assert_eq!(w.wait_exit(Duration::from_secs(10)), Some(0));
+}
+
+#[test]
+fn serve_runs_static_pods_from_manifests() {
+    let Some(mut w) = World::new("static") else {
+        return;
+    };
+    let manifests = w.dir.join("manifests");
+    std::fs::create_dir_all(&manifests).unwrap();
+    let file = manifests.join("web.yaml");
+    let write = |word: &str| {
+        let mut f = std::fs::File::create(&file).unwrap();
+        write!(
+            f,
+            "apiVersion: v1\nkind: Pod\nmetadata: {{name: web}}\nspec:\n  \
+             terminationGracePeriodSeconds: 5\n  containers:\n  - name: app\n    \
+             image: busybox\n    command: [sh, -c, 'echo {word}; trap \"exit 0\" TERM; \
+             while true; do sleep 1; done']\n"
+        )
+        .unwrap();
+    };
+    write("first");
+    w.start(&[
+        "--manifests",
+        manifests.to_str().unwrap(),
+        "--drain-on-exit",
+    ]);
+    let name = format!("web-{}", node_name());
+    w.wait_phase(&name, "Running");
+    let uid = w.jsonpath(&name, "{.metadata.uid}");
+    assert_eq!(uid.len(), 32, "{uid}");
+    assert_eq!(
+        w.jsonpath(
+            &name,
+            "{.metadata.annotations.kubernetes\\.io/config\\.mirror}"
+        ),
+        uid
+    );
+    assert_eq!(
+        w.jsonpath(
+            &name,
+            "{.metadata.annotations.kubernetes\\.io/config\\.hash}"
+        ),
+        uid
+    );
+    w.wait_for("static logs", &["logs", &name], |o| {
+        String::from_utf8_lossy(&o.stdout).contains("first")
+    });
+
+    // An edited manifest is a new pod.
+    write("second");
+    w.wait_for(
+        "the new static pod",
+        &["get", "pod", &name, "-o", "jsonpath={.metadata.uid}"],
+        |o| {
+            let new = String::from_utf8_lossy(&o.stdout);
+            !new.is_empty() && new != uid.as_str()
+        },
+    );
+    w.wait_phase(&name, "Running");
+    w.wait_for("new static logs", &["logs", &name], |o| {
+        String::from_utf8_lossy(&o.stdout).contains("second")
+    });
+
+    // Deleting the mirror pod does not stop the static pod: the mirror comes back.
+    let uid = w.jsonpath(&name, "{.metadata.uid}");
+    w.kubectl_ok(&["delete", "pod", &name, "--wait=false"]);
+    std::thread::sleep(Duration::from_millis(500));
+    w.wait_phase(&name, "Running");
+    assert_eq!(w.jsonpath(&name, "{.metadata.uid}"), uid);
+
+    // A removed manifest stops the pod and removes its mirror.
+    std::fs::remove_file(&file).unwrap();
+    w.wait_gone(&name);
+    w.signal(rustix::process::Signal::TERM);
+    assert_eq!(w.wait_exit(Duration::from_secs(15)), Some(0));
+}
