@@ -76,6 +76,7 @@ fn h1_h2_h4_exec_http_and_sleep_hooks_run_in_order() {
     let pod = shared_pod("hooks", &log, 10, vec![ex, web, nap]);
     let mut running = ctx.spawn(&[pod], &[]);
     running.wait_status("3/3", WAIT, |s| s["ready"] == "3/3");
+    wait_log(&log, &["ex-main", "web-main", "nap-main"], WAIT);
     let deleted = epoch();
     running.terminate();
     let run = running.wait(RUN_TIMEOUT);
@@ -294,6 +295,7 @@ fn h4_t3_pre_stop_hook_consumes_the_grace_period() {
     let pod = shared_pod("slowstop", &log, 3, vec![app]);
     let mut running = ctx.spawn(&[pod], &[]);
     running.wait_status("1/1", WAIT, |s| s["ready"] == "1/1");
+    wait_log(&log, &["app-main"], WAIT);
     let deleted = epoch();
     running.terminate();
     let run = running.wait(RUN_TIMEOUT);
@@ -321,4 +323,92 @@ fn h4_t3_pre_stop_hook_consumes_the_grace_period() {
     assert_eq!(app["exit_code"], 137, "{msg}");
     assert_eq!(app["reason"], "Error", "{msg}");
     assert_eq!(run.final_status()["phase"], "Failed", "{msg}");
+}
+
+#[test]
+fn h3_failed_http_post_start_hook_reports_the_transport_error() {
+    let Some(ctx) = Ctx::new("h3http") else {
+        return;
+    };
+    let refused = RefusedPort::new();
+    let app = json!({
+        "name": "app", "image": "busybox", "command": ["sleep", "100000"],
+        "lifecycle": {"postStart": http_hook(refused.port, "/hook")},
+    });
+    let pod = pod(
+        "httpfail",
+        json!({"restartPolicy": "Never", "terminationGracePeriodSeconds": 2, "containers": [app]}),
+    );
+    // Never: the killed instance is not restarted and the pod fails.
+    let run = ctx.run(&[pod], &[]);
+    assert_eq!(run.code, Some(1), "{}", run.dump());
+    assert_eq!(
+        run.messages("FailedPostStartHook"),
+        ["PostStartHook failed"]
+    );
+    assert_eq!(run.messages("Killing"), ["FailedPostStartHook"]);
+    let waiting = run
+        .statuses()
+        .into_iter()
+        .filter_map(|s| find_container(s, "app"))
+        .find(|c| c["reason"] == "PostStartHookError")
+        .unwrap_or_else(|| panic!("no PostStartHookError status\n{}", run.dump()));
+    let message = waiting["message"].as_str().unwrap();
+    let p = refused.port;
+    assert!(
+        message.starts_with(
+            "HTTP lifecycle hook (/hook) for Container \"app\" in Pod \"httpfail_default("
+        ),
+        "{message}"
+    );
+    assert!(
+        message.ends_with(&format!(
+            ")\" failed - error: Get \"http://127.0.0.1:{p}/hook\": dial tcp 127.0.0.1:{p}: connect: \
+             connection refused"
+        )),
+        "{message}"
+    );
+    let last = run.final_status();
+    assert_eq!(last["phase"], "Failed", "{}", run.dump());
+    assert_eq!(last["restarts"], 0);
+}
+
+#[test]
+fn t5_sidecar_pre_stop_starts_with_the_apps_but_its_stop_signal_waits() {
+    let Some(ctx) = Ctx::new("t5prestop") else {
+        return;
+    };
+    let log = ctx.mkdir("shared").join("log");
+    let mut sidecar = logger("sc", &log, false);
+    sidecar["restartPolicy"] = json!("Always");
+    sidecar["lifecycle"] = json!({"preStop": exec_log(&log, "sc-prestop")});
+    let mut app = logger("app", &log, false);
+    app["lifecycle"] = json!({"preStop": {"exec": {"command": sh(&format!(
+        "sleep 2; {}", log_line(&log, "app-prestop")
+    ))}}});
+    let mut p = shared_pod("sidecarhooks", &log, 10, vec![app]);
+    p["spec"]["initContainers"] = json!([sidecar]);
+    let mut running = ctx.spawn(&[p], &[]);
+    running.wait_status("2/2", WAIT, |s| s["ready"] == "2/2");
+    wait_log(&log, &["sc-main", "app-main"], WAIT);
+    let deleted = epoch();
+    running.terminate();
+    let run = running.wait(RUN_TIMEOUT);
+    assert_eq!(run.code, Some(0), "{}", run.dump());
+    let entries = read_log(&log);
+    let msg = format!("log {entries:#?}\n{}", run.dump());
+    // Every preStop hook starts at once (T4, T5) ...
+    let sc_prestop = at(&entries, "sc-prestop") - deleted;
+    assert!(
+        sc_prestop < 1.0,
+        "sidecar preStop {sc_prestop:.2}s after delete: {msg}"
+    );
+    // ... but the sidecar's stop signal waits for the app to have terminated.
+    let order: Vec<&str> = entries.iter().map(|(w, _)| w.as_str()).skip(2).collect();
+    assert_eq!(
+        order,
+        ["sc-prestop", "app-prestop", "app-term", "sc-term"],
+        "{msg}"
+    );
+    assert_eq!(run.final_status()["phase"], "Succeeded", "{msg}");
 }

@@ -57,6 +57,7 @@ fn a15_restart_policy_always_restarts_after_exit_0() {
     running.wait_status("2 restarts", WAIT, |s| {
         container(s, "app")["restart_count"] == 2
     });
+    let deleted_epoch = epoch();
     running.terminate();
     let run = running.wait(RUN_TIMEOUT);
     assert!(
@@ -72,11 +73,12 @@ fn a15_restart_policy_always_restarts_after_exit_0() {
     assert_eq!(container(restarted, "app")["last_exit_code"], 0);
     // Restarted whatever the exit code, so never Succeeded while it ran (after the delete,
     // a last instance that exited 0 makes it Succeeded, T8).
-    let deleted = run.deletion_time().unwrap();
+    // (No Killing event marks the delete when it comes between two instances.)
+    let deleted = deleted_epoch - run.started_epoch;
     assert!(
         run.statuses()
             .iter()
-            .filter(|s| t(s) < deleted)
+            .filter(|s| t(s) < deleted - 0.05)
             .all(|s| s["phase"] == "Running" || s["phase"] == "Pending"),
         "{}",
         run.dump()
@@ -367,6 +369,11 @@ fn t5_deleting_a_pod_stops_sidecars_after_the_app_in_reverse_order() {
     );
     let mut running = ctx.spawn(&[pod], &[]);
     running.wait_status("4/4", WAIT, |s| s["ready"] == "4/4");
+    wait_log(
+        &log,
+        &["sc1-main", "sc2-main", "app1-main", "app2-main"],
+        WAIT,
+    );
     running.terminate();
     let run = running.wait(RUN_TIMEOUT);
     assert_eq!(run.code, Some(0), "{}", run.dump());
@@ -401,19 +408,21 @@ fn t3_sigkill_after_the_grace_period_when_sigterm_is_ignored() {
     let Some(ctx) = Ctx::new("t3sigkill") else {
         return;
     };
+    let trapped = ctx.path("trapped");
     let pod = pod(
         "stubborn",
         json!({
             "terminationGracePeriodSeconds": 2,
             "containers": [
                 {"name": "stubborn", "image": "busybox",
-                 "command": sh("trap \"\" TERM; sleep 100000")},
+                 "command": sh(&format!("trap \"\" TERM; touch {}; sleep 100000", trapped.display()))},
                 {"name": "quick", "image": "busybox", "command": ["sleep", "100000"]},
             ],
         }),
     );
     let mut running = ctx.spawn(&[pod], &[]);
     running.wait_status("2/2", WAIT, |s| s["ready"] == "2/2");
+    wait_path(&trapped, WAIT);
     running.terminate();
     let run = running.wait(RUN_TIMEOUT);
     assert_eq!(run.code, Some(0), "healthy when deleted: {}", run.dump());
@@ -657,12 +666,14 @@ fn a5_a13_a_crashing_sidecar_is_restarted_even_under_never() {
     let Some(ctx) = Ctx::new("a5sidecar") else {
         return;
     };
+    // The sidecar lives long enough to be seen running (the kubelet's next sync, A21) and
+    // let the app start, then keeps crashing while the app works.
     let pod = pod(
         "flaky",
         json!({
             "restartPolicy": "Never", "terminationGracePeriodSeconds": 2,
             "initContainers": [{"name": "sidecar", "image": "busybox", "restartPolicy": "Always",
-                                "command": sh("sleep 0.5; exit 1")}],
+                                "command": sh("sleep 1.5; exit 1")}],
             "containers": [{"name": "app", "image": "busybox", "command": sh("sleep 3")}],
         }),
     );
@@ -695,22 +706,25 @@ fn t1_t10_a_second_interrupt_forces_the_deletion() {
     let Some(ctx) = Ctx::new("t10force") else {
         return;
     };
+    let trapped = ctx.path("trapped");
     let pod = pod(
         "patient",
         json!({
             "terminationGracePeriodSeconds": 30,
             "containers": [{"name": "app", "image": "busybox",
-                            "command": sh("trap '' TERM; exec sleep 100000")}],
+                            "command": sh(&format!("trap '' TERM; touch {}; exec sleep 100000", trapped.display()))}],
         }),
     );
     let mut running = ctx.spawn(&[pod], &[]);
     running.wait_status("1/1", WAIT, |s| s["ready"] == "1/1");
+    wait_path(&trapped, WAIT);
     running.terminate();
     running.wait_event("Killing", Some("app"), WAIT);
     std::thread::sleep(Duration::from_millis(500));
-    let forced = running.t();
+    let forced_epoch = epoch();
     running.terminate();
     let run = running.wait(RUN_TIMEOUT);
+    let forced = forced_epoch - run.started_epoch;
     // Grace 0 still leaves the container 2 s between its stop signal and SIGKILL (T10),
     // instead of the 30 s it was given first.
     let ended = run
@@ -727,5 +741,58 @@ fn t1_t10_a_second_interrupt_forces_the_deletion() {
         137,
         "{}",
         run.dump()
+    );
+}
+
+#[test]
+fn a5_a8_a_sidecar_startup_probe_holds_the_app() {
+    let Some(ctx) = Ctx::new("a8startup") else {
+        return;
+    };
+    let log = ctx.mkdir("shared").join("log");
+    let flag = ctx.path("shared/sidecar-up");
+    let mut sidecar = logger("proxy", &log);
+    sidecar["restartPolicy"] = json!("Always");
+    sidecar["command"] = sh(&format!(
+        "trap 'exit 0' TERM; sleep 2; touch {}; {}; while :; do sleep 1; done",
+        flag.display(),
+        log_line(&log, "proxy-up")
+    ));
+    sidecar["startupProbe"] = json!({
+        "exec": {"command": ["test", "-f", flag.display().to_string()]},
+        "periodSeconds": 1, "failureThreshold": 30,
+    });
+    let pod = pod(
+        "gated",
+        json!({
+            "terminationGracePeriodSeconds": 2,
+            "volumes": shared_volume(&log),
+            "initContainers": [sidecar],
+            "containers": [logger("app", &log)],
+        }),
+    );
+    let mut running = ctx.spawn(&[pod], &[]);
+    running.wait_status("2/2", WAIT, |s| s["ready"] == "2/2");
+    wait_log(&log, &["app-main"], WAIT);
+    running.terminate();
+    let run = running.wait(RUN_TIMEOUT);
+    assert_eq!(run.code, Some(0), "{}", run.dump());
+    let entries = read_log(&log);
+    let msg = format!("log {entries:#?}\n{}", run.dump());
+    // The app is created only once the sidecar's startup probe has succeeded (A5, A8).
+    assert!(
+        pos(&entries, "proxy-up") < pos(&entries, "app-main"),
+        "{msg}"
+    );
+    let sidecar_started = run
+        .first_container_time("proxy", |c| c["started"] == true)
+        .unwrap();
+    assert!(
+        run.event_times("Created", "app")[0] >= sidecar_started,
+        "{msg}"
+    );
+    assert!(
+        run.status_texts().contains(&"Init:0/1".to_string()),
+        "{msg}"
     );
 }

@@ -52,6 +52,11 @@ fn no_zombie_orphan_fd_or_cgroup_leak_with_timing_out_probes_and_hanging_hooks()
         "periodSeconds": 1, "timeoutSeconds": 1, "failureThreshold": 1000,
     });
     let hang = json!({"exec": {"command": ["sleep", "100000"]}});
+    // It leaves a daemon (own session, so outside its process group) behind and exits; it
+    // is not restarted, as the hanging postStart below blocks the pod's start steps (H2).
+    let exiter = "setsid sleep 100001 & exit 0";
+    // Children in and out of its process group, for the deletion to clean up.
+    let forker = "setsid sleep 100002 & sleep 100003 & exec sleep 100000";
     let pod = pod(
         "leaky",
         json!({
@@ -64,6 +69,8 @@ fn no_zombie_orphan_fd_or_cgroup_leak_with_timing_out_probes_and_hanging_hooks()
                 {"name": "probed", "image": "busybox", "command": ["sleep", "100000"],
                  "readinessProbe": slow, "livenessProbe": slow,
                  "lifecycle": {"preStop": hang}},
+                {"name": "exiter", "image": "busybox", "command": sh(exiter)},
+                {"name": "forker", "image": "busybox", "command": sh(forker)},
                 // Its postStart never returns, which blocks the pod's start step for good.
                 {"name": "hooked", "image": "busybox", "command": ["sleep", "100000"],
                  "lifecycle": {
@@ -77,6 +84,9 @@ fn no_zombie_orphan_fd_or_cgroup_leak_with_timing_out_probes_and_hanging_hooks()
     let mut running = ctx.spawn(&[pod], &[]);
     running.wait_events("Unhealthy", Some("probed"), 4, WAIT);
     running.wait_event("Started", Some("hooked"), WAIT);
+    running.wait_status("exiter exited", WAIT, |s| {
+        container(s, "exiter")["state"] == "terminated"
+    });
     for f in [&fds, &probe_fds, &hook_fds] {
         wait_file(f, WAIT);
     }
@@ -101,6 +111,23 @@ fn no_zombie_orphan_fd_or_cgroup_leak_with_timing_out_probes_and_hanging_hooks()
     let parents = [shims[0], podvisor];
     let probes = procs.iter().filter(|p| p.cmdline == "sleep 5").count();
     assert!(probes <= 4, "{probes} probe commands alive: {procs:#?}");
+    // The first exiter instance's daemon died with it: a container is over when its main
+    // process is.
+    let deadline = Instant::now() + Duration::from_secs(3);
+    while ctx.processes().iter().any(|p| p.cmdline == "sleep 100001") {
+        assert!(
+            Instant::now() < deadline,
+            "the exited container's daemon survived"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let forked = ctx.processes();
+    for daemon in ["sleep 100002", "sleep 100003"] {
+        assert!(
+            forked.iter().any(|p| p.cmdline == daemon),
+            "{daemon} not running: {forked:#?}"
+        );
+    }
     let first = zombie_children(&parents);
     std::thread::sleep(Duration::from_millis(1500));
     let second = zombie_children(&parents);
@@ -114,14 +141,15 @@ fn no_zombie_orphan_fd_or_cgroup_leak_with_timing_out_probes_and_hanging_hooks()
     // `wait` also fails when any process of the run (a hanging hook, a probe command, a
     // container, the shim) is still alive once podvisor has exited.
     let run = running.wait(RUN_TIMEOUT);
-    assert_eq!(run.code, Some(0), "{}", run.dump());
+    // (1: the exited container, never restarted, made the pod unhealthy.)
+    assert!(matches!(run.code, Some(0 | 1)), "{}", run.dump());
     let last = run.final_status();
     assert!(
         last["phase"] == "Failed" || last["phase"] == "Succeeded",
         "{}",
         run.dump()
     );
-    for name in ["fds", "probed", "hooked"] {
+    for name in ["fds", "probed", "hooked", "exiter", "forker"] {
         assert_eq!(
             container(last, name)["state"],
             "terminated",

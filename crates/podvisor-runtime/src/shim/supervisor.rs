@@ -605,7 +605,9 @@ impl Shim {
                 rootless: self.rootless,
             }),
             _ => Err(Response::Error {
-                message: format!("container instance {instance} is not running"),
+                // containerd's wording; event messages never name container ids (10.6).
+                message: "failed to exec in container: container is in CONTAINER_EXITED state"
+                    .to_string(),
             }),
         }
     }

@@ -80,13 +80,19 @@ impl Ctx {
             .duration_since(UNIX_EPOCH)
             .unwrap()
             .subsec_nanos();
-        // Short: the shim's socket lives 70 bytes deeper and must fit in sun_path (108).
+        // Fixed width after the tag, so that no marker is a prefix of another; short, as the
+        // shim's socket lives 70 bytes deeper and must fit in sun_path (108 bytes).
         let marker = format!(
-            "pve2e-{tag}-{:x}{n:x}{:x}",
+            "pve2e-{tag}-{:08x}{:04x}{:04x}",
             std::process::id(),
+            n & 0xffff,
             nanos & 0xffff
         );
-        let dir = std::env::temp_dir().join(&marker);
+        let mut base = std::env::temp_dir();
+        if base.as_os_str().len() + marker.len() > 40 {
+            base = PathBuf::from("/tmp");
+        }
+        let dir = base.join(&marker);
         std::fs::create_dir_all(&dir).unwrap();
         Some(Ctx { marker, dir })
     }
@@ -96,7 +102,7 @@ impl Ctx {
         self.dir.join(rel)
     }
 
-    /// An empty, world-writable directory inside the test directory (for a `hostPath`).
+    /// A directory inside the test directory (for a `hostPath`).
     pub fn mkdir(&self, rel: &str) -> PathBuf {
         let p = self.path(rel);
         std::fs::create_dir_all(&p).unwrap();
@@ -148,9 +154,12 @@ impl Ctx {
         let reader = std::thread::spawn(move || {
             for line in BufReader::new(stdout).lines() {
                 let Ok(line) = line else { break };
-                let value = serde_json::from_str(&line).unwrap_or_else(
+                let received = epoch();
+                let mut value: Value = serde_json::from_str(&line).unwrap_or_else(
                     |e| json!({"kind": "unparsable", "line": line, "error": e.to_string()}),
                 );
+                // When the line arrived (Unix seconds), to place `t` on the wall clock.
+                value["_received"] = json!(received);
                 out.lines.lock().unwrap().push(value);
                 out.changed.notify_all();
             }
@@ -169,7 +178,7 @@ impl Ctx {
             reader: Some(reader),
             err_reader: Some(err_reader),
             started,
-            started_epoch,
+            spawned_epoch: started_epoch,
             marker: self.marker.clone(),
         }
     }
@@ -214,8 +223,8 @@ pub struct Running {
     reader: Option<std::thread::JoinHandle<()>>,
     err_reader: Option<std::thread::JoinHandle<String>>,
     started: Instant,
-    /// When podvisor was spawned (Unix epoch seconds; `t` of the lines counts from about here).
-    pub started_epoch: f64,
+    /// When podvisor was spawned (Unix epoch seconds).
+    spawned_epoch: f64,
     marker: String,
 }
 
@@ -327,11 +336,6 @@ impl Running {
         }
     }
 
-    /// Seconds since podvisor started (the `t` scale of its lines, within milliseconds).
-    pub fn t(&self) -> f64 {
-        self.started.elapsed().as_secs_f64()
-    }
-
     /// SIGKILLs podvisor's process group and every process carrying the marker.
     fn kill(&mut self) {
         if let Some(child) = self.child.as_mut() {
@@ -380,11 +384,11 @@ impl Running {
         // (a reaper tick) before calling them leaks.
         let leftovers = settle(&self.marker, Duration::from_secs(3));
         let run = Run {
+            started_epoch: wall_offset(&lines, self.spawned_epoch),
             lines,
             code,
             stderr,
             elapsed,
-            started_epoch: self.started_epoch,
         };
         assert!(
             leftovers.is_empty(),
@@ -415,6 +419,17 @@ fn settle(marker: &str, limit: Duration) -> Vec<Proc> {
     }
 }
 
+/// The Unix time of podvisor's `t = 0`: every line arrived after it happened, so the earliest
+/// `received - t` is the closest estimate (the spawn time `fallback` comes before podvisor has
+/// even loaded).
+fn wall_offset(lines: &[Value], fallback: f64) -> f64 {
+    let best = lines
+        .iter()
+        .filter_map(|l| Some(l["_received"].as_f64()? - l["t"].as_f64()?))
+        .fold(f64::INFINITY, f64::min);
+    if best.is_finite() { best } else { fallback }
+}
+
 fn pid(raw: u32) -> Option<Pid> {
     Pid::from_raw(i32::try_from(raw).ok()?)
 }
@@ -425,6 +440,7 @@ pub struct Run {
     pub code: Option<i32>,
     pub stderr: String,
     pub elapsed: Duration,
+    /// The Unix time of `t = 0` (see [`wall_offset`]).
     pub started_epoch: f64,
 }
 
@@ -933,6 +949,36 @@ pub fn read_log(path: &Path) -> Vec<(String, f64)> {
             Some((what.to_string(), at.parse().ok()?))
         })
         .collect()
+}
+
+/// Waits until the log has every one of `whats` (e.g. containers logging that their SIGTERM
+/// trap is set: signalling them earlier would race the shell's start-up).
+pub fn wait_log(log: &Path, whats: &[&str], timeout: Duration) {
+    let deadline = Instant::now() + timeout;
+    loop {
+        let entries = read_log(log);
+        if whats.iter().all(|w| entries.iter().any(|(e, _)| e == w)) {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{whats:?} not all in the log: {entries:?}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Waits until `path` exists.
+pub fn wait_path(path: &Path, timeout: Duration) {
+    let deadline = Instant::now() + timeout;
+    while !path.exists() {
+        assert!(
+            Instant::now() < deadline,
+            "{} never appeared",
+            path.display()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
 }
 
 /// The position of `what` in a log (panics with the log when missing).
