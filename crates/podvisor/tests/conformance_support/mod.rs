@@ -105,11 +105,13 @@ impl Drop for Scenario {
     }
 }
 
-fn scratch_dir(id: &str) -> PathBuf {
+/// The scratch directory `/tmp/kpl/<id>` of a scenario (section 0.3).
+pub fn scratch_dir(id: &str) -> PathBuf {
     PathBuf::from("/tmp/kpl").join(id)
 }
 
-fn remove_dir(dir: &Path) {
+/// Removes `dir` and everything in it; a missing directory is fine.
+pub fn remove_dir(dir: &Path) {
     if let Err(e) = std::fs::remove_dir_all(dir)
         && e.kind() != std::io::ErrorKind::NotFound
     {
@@ -571,7 +573,8 @@ fn signal(pid: u32, sig: &str) {
         .status();
 }
 
-fn pod_name(manifest: &str) -> String {
+/// `metadata.name` of a manifest (flow or block style).
+pub fn pod_name(manifest: &str) -> String {
     manifest
         .lines()
         .find_map(|l| {
