@@ -91,6 +91,14 @@ enum Command {
 }
 
 fn main() -> ExitCode {
+    // The shim (one per pod, long-lived) is dispatched before argument parsing builds clap's
+    // command tree: it keeps the shim's memory small and starts no async runtime.
+    let mut raw = std::env::args();
+    if raw.nth(1).as_deref() == Some("shim") {
+        let args: Vec<String> = raw.collect();
+        let code = podvisor_runtime::shim::server::main(&args);
+        return ExitCode::from(u8::try_from(code).unwrap_or(1));
+    }
     let cli = Cli::parse();
     let result = match cli.command {
         // The shim must not start an async runtime: it runs before anything else.
