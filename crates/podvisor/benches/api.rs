@@ -1,0 +1,1127 @@
+//! API benchmark of `podvisor serve` (issue 4): numbers for the machine it runs on, printed in
+//! a table at the end, each next to its target. Never assertions.
+//!
+//! Run `scripts/bench [--quick] [--only api]`, or `cargo bench -p podvisor --bench api --
+//! [--quick] [--starts N] [--keep N] [--restarts N]`. Needs root, like `podvisor serve`'s
+//! process runtime.
+//!
+//! What it measures, on one release `podvisor serve --drain-on-exit` with a fresh state
+//! directory under the temporary directory:
+//! 1. pod start the SLO way: one watch on pods is open the whole time (`GET
+//!    /api/v1/namespaces/default/pods?watch=true&resourceVersion=<from a list>`, JSON lines,
+//!    as `kubectl get -w` reads it); then, one pod at a time, the time from just before `POST
+//!    /api/v1/namespaces/default/pods` (a 1-container pod looping on `sleep 1`) to the watch
+//!    line that shows every container `state.running` and `started`. Each pod is deleted with
+//!    `gracePeriodSeconds=0` after its sample, and its processes are waited out before the
+//!    next. The POSTs and DELETEs go over one kept-alive HTTPS connection (as a client such
+//!    as client-go holds one); the watch over its own;
+//! 2. agent restart → serving: with [`KEEP_PODS`] pods running, SIGKILL `serve` and start it
+//!    again on the same state directory (same port): the time from the spawn to the first
+//!    successful authenticated `GET /api/v1/namespaces/default/pods`, and to the kubeconfig
+//!    reappearing (`serve` writes it once it answers); repeated. After each restart: every
+//!    pod keeps its uid, containerID and restartCount, its container is running, and the
+//!    pods' processes (shims and containers) are the same pids as before;
+//! 3. containerd through its CRI: not measured (optional comparison); the bench says whether
+//!    `containerd` and `crictl` are installed.
+//!
+//! Everything it starts is removed at the end, also on error or Ctrl-C/SIGTERM: `serve` gets
+//! SIGTERM (it drains: every pod deleted), then every process whose command line carries the
+//! state directory (shims; containers are their descendants) is SIGKILLed, the pods' cgroups
+//! and the directory are removed.
+
+use anyhow::{Context, Result, anyhow, bail};
+use http_body_util::{BodyExt, Full};
+use hyper::body::Bytes;
+use hyper::client::conn::http1::SendRequest;
+use hyper::{Method, Request, StatusCode, header};
+use hyper_util::rt::TokioIo;
+use serde_json::{Value, json};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitCode, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use tokio::sync::mpsc;
+use tokio_rustls::TlsConnector;
+use tokio_rustls::rustls::{self, pki_types::CertificateDer, pki_types::ServerName};
+
+/// The podvisor client (kubeconfig, HTTPS, streams), shared with the binary.
+#[path = "../src"]
+#[allow(unused, unreachable_pub, clippy::all)]
+mod src {
+    pub mod client;
+}
+use src::client::{Client, JSON, Kubeconfig};
+
+/// Pods started one at a time (part 1).
+const START_PODS: usize = 100;
+/// Pods running while `serve` is killed and restarted (part 2).
+const KEEP_PODS: usize = 20;
+/// Restarts (part 2).
+const RESTARTS: usize = 5;
+/// How long one thing (a pod starting, `serve` answering) may take before the bench gives up.
+const DEADLINE: Duration = Duration::from_secs(30);
+/// The container: exits 0 on SIGTERM.
+const LOOP: &str = r#"trap "exit 0" TERM; while true; do sleep 1; done"#;
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    // `cargo test --all-targets` runs bench targets without `--bench`: nothing to do then.
+    if !args.iter().any(|a| a == "--bench") {
+        println!("the API benchmark runs with `scripts/bench` (or `cargo bench`)");
+        return ExitCode::SUCCESS;
+    }
+    match bench(&args) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("api bench: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+struct Options {
+    starts: usize,
+    keep: usize,
+    restarts: usize,
+}
+
+fn parse_options(args: &[String]) -> Result<Options> {
+    let mut opts = Options {
+        starts: START_PODS,
+        keep: KEEP_PODS,
+        restarts: RESTARTS,
+    };
+    let mut it = args.iter();
+    let number = |v: Option<&String>, flag: &str| -> Result<usize> {
+        v.with_context(|| format!("{flag} needs N"))?
+            .parse()
+            .with_context(|| format!("{flag} needs a number"))
+    };
+    while let Some(arg) = it.next() {
+        match arg.as_str() {
+            "--bench" => {}
+            "--quick" => {
+                opts.starts = 30;
+                opts.keep = 10;
+                opts.restarts = 3;
+            }
+            "--starts" => opts.starts = number(it.next(), "--starts")?,
+            "--keep" => opts.keep = number(it.next(), "--keep")?,
+            "--restarts" => opts.restarts = number(it.next(), "--restarts")?,
+            other => bail!(
+                "unknown argument {other:?}; usage: cargo bench -p podvisor --bench api -- \
+                 [--quick] [--starts N] [--keep N] [--restarts N]"
+            ),
+        }
+    }
+    Ok(opts)
+}
+
+fn progress(message: &str) {
+    eprintln!("[bench api] {message}");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Numbers
+
+/// Nearest-rank percentile of sorted samples.
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    if sorted.is_empty() {
+        return Duration::ZERO;
+    }
+    let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
+    sorted[rank.clamp(1, sorted.len()) - 1]
+}
+
+#[derive(Clone, Debug, Default)]
+struct Stats {
+    n: usize,
+    p50: Duration,
+    p99: Duration,
+    max: Duration,
+}
+
+fn stats(mut samples: Vec<Duration>) -> Stats {
+    samples.sort();
+    Stats {
+        n: samples.len(),
+        p50: percentile(&samples, 50.0),
+        p99: percentile(&samples, 99.0),
+        max: samples.last().copied().unwrap_or_default(),
+    }
+}
+
+fn ms(d: Duration) -> String {
+    let ms = d.as_secs_f64() * 1000.0;
+    if ms < 10.0 {
+        format!("{ms:.2} ms")
+    } else if ms < 100.0 {
+        format!("{ms:.1} ms")
+    } else {
+        format!("{ms:.0} ms")
+    }
+}
+
+fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|l| l.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_default()
+}
+
+// ---------------------------------------------------------------------------------------------
+// Processes
+
+/// One process, from `/proc`.
+#[derive(Debug, Clone)]
+struct Proc {
+    pid: i32,
+    ppid: i32,
+    /// `R`, `S`, `Z`, ...
+    state: char,
+    cmdline: String,
+}
+
+/// Every process but this one.
+fn all_processes() -> Vec<Proc> {
+    let me = i32::try_from(std::process::id()).unwrap_or(0);
+    let mut out = Vec::new();
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return out;
+    };
+    for entry in dir.flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|s| s.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        if pid == me {
+            continue;
+        }
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            continue;
+        };
+        let Some(close) = stat.rfind(')') else {
+            continue;
+        };
+        let mut fields = stat[close + 1..].split_whitespace();
+        let state = fields.next().and_then(|s| s.chars().next()).unwrap_or('?');
+        let ppid = fields.next().and_then(|s| s.parse().ok()).unwrap_or(0);
+        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline"))
+            .map(|b| {
+                String::from_utf8_lossy(&b)
+                    .replace('\0', " ")
+                    .trim()
+                    .to_string()
+            })
+            .unwrap_or_default();
+        out.push(Proc {
+            pid,
+            ppid,
+            state,
+            cmdline,
+        });
+    }
+    out
+}
+
+/// Live processes whose command line carries `marker`, and all their descendants.
+fn marked_processes(marker: &str) -> Vec<Proc> {
+    let all = all_processes();
+    let mut set: BTreeSet<i32> = all
+        .iter()
+        .filter(|p| p.cmdline.contains(marker))
+        .map(|p| p.pid)
+        .collect();
+    loop {
+        let before = set.len();
+        for p in &all {
+            if set.contains(&p.ppid) {
+                set.insert(p.pid);
+            }
+        }
+        if set.len() == before {
+            break;
+        }
+    }
+    all.into_iter()
+        .filter(|p| set.contains(&p.pid) && p.state != 'Z')
+        .collect()
+}
+
+fn kill(pid: i32, signal: rustix::process::Signal) {
+    if let Some(pid) = rustix::process::Pid::from_raw(pid) {
+        let _ = rustix::process::kill_process(pid, signal);
+    }
+}
+
+/// SIGKILLs every marked process (and descendant) until none is left (5 s at most); how many
+/// there were.
+fn kill_marked(marker: &str) -> usize {
+    let first = marked_processes(marker).len();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let left = marked_processes(marker);
+        if left.is_empty() || Instant::now() > deadline {
+            return first;
+        }
+        for p in &left {
+            kill(p.pid, rustix::process::Signal::KILL);
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Removes the cgroups killed pods may have left (`<hierarchy>/podvisor/<uid>/<container>`).
+fn remove_pod_cgroups(pods_dir: &Path) {
+    let Ok(entries) = std::fs::read_dir(pods_dir) else {
+        return;
+    };
+    let uids: Vec<_> = entries.flatten().map(|e| e.file_name()).collect();
+    let Ok(hierarchies) = std::fs::read_dir("/sys/fs/cgroup") else {
+        return;
+    };
+    let mut roots: Vec<PathBuf> = hierarchies.flatten().map(|e| e.path()).collect();
+    roots.push(PathBuf::from("/sys/fs/cgroup"));
+    for root in roots {
+        for uid in &uids {
+            let pod = root.join("podvisor").join(uid);
+            if let Ok(children) = std::fs::read_dir(&pod) {
+                for c in children.flatten() {
+                    if c.path().is_dir() {
+                        let _ = std::fs::remove_dir(c.path());
+                    }
+                }
+                let _ = std::fs::remove_dir(&pod);
+            }
+        }
+    }
+}
+
+fn on_path(program: &str) -> Option<PathBuf> {
+    std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths)
+            .map(|d| d.join(program))
+            .find(|p| p.is_file())
+    })
+}
+
+// ---------------------------------------------------------------------------------------------
+// The serve process and its directory
+
+/// The bench's directory and `serve`; [`World::cleanup`] (also on drop) removes everything.
+struct World {
+    dir: PathBuf,
+    port: u16,
+    serve: Option<Child>,
+    runs: u32,
+    cleaned: bool,
+}
+
+impl World {
+    fn new() -> Result<World> {
+        let nanos = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap_or_default()
+            .subsec_nanos();
+        let dir = std::env::temp_dir().join(format!(
+            "podvisor-bench-api-{}-{nanos}",
+            std::process::id()
+        ));
+        std::fs::create_dir_all(dir.join("state"))
+            .with_context(|| format!("creating {}", dir.display()))?;
+        // One port for every run: the restarts are polled on it before the kubeconfig exists.
+        let port = std::net::TcpListener::bind("127.0.0.1:0")?
+            .local_addr()?
+            .port();
+        Ok(World {
+            dir,
+            port,
+            serve: None,
+            runs: 0,
+            cleaned: false,
+        })
+    }
+
+    fn state(&self) -> PathBuf {
+        self.dir.join("state")
+    }
+
+    fn kubeconfig(&self) -> PathBuf {
+        self.state().join("kubeconfig")
+    }
+
+    fn log_path(&self, run: u32) -> PathBuf {
+        self.dir.join(format!("serve-{run}.log"))
+    }
+
+    /// Spawns `podvisor serve` (in its own process group: a terminal's Ctrl-C reaches the
+    /// bench, which cleans up); the instant just before the spawn.
+    fn spawn(&mut self) -> Result<Instant> {
+        self.runs += 1;
+        let log = std::fs::File::create(self.log_path(self.runs))?;
+        let listen = format!("127.0.0.1:{}", self.port);
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_podvisor"));
+        cmd.arg("serve")
+            .arg("--state-dir")
+            .arg(self.state())
+            .args(["--listen", &listen, "--drain-on-exit"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log);
+        std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
+        let before = Instant::now();
+        self.serve = Some(cmd.spawn().context("starting podvisor serve")?);
+        Ok(before)
+    }
+
+    fn serve_pid(&self) -> Option<i32> {
+        self.serve
+            .as_ref()
+            .and_then(|c| i32::try_from(c.id()).ok())
+    }
+
+    /// Fails if `serve` has exited.
+    fn check_alive(&mut self) -> Result<()> {
+        if let Some(child) = &mut self.serve
+            && let Some(status) = child.try_wait()?
+        {
+            bail!(
+                "podvisor serve exited with {status}:\n{}",
+                self.last_log()
+            );
+        }
+        Ok(())
+    }
+
+    fn last_log(&self) -> String {
+        std::fs::read_to_string(self.log_path(self.runs)).unwrap_or_default()
+    }
+
+    /// Waits for the kubeconfig of the current run.
+    fn wait_kubeconfig(&mut self) -> Result<Duration> {
+        let start = Instant::now();
+        while !self.kubeconfig().exists() {
+            self.check_alive()?;
+            if start.elapsed() > DEADLINE {
+                bail!("no kubeconfig after {DEADLINE:?}:\n{}", self.last_log());
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        Ok(start.elapsed())
+    }
+
+    /// SIGKILLs `serve` (its pods keep running) and reaps it.
+    fn kill9(&mut self) {
+        if let Some(mut child) = self.serve.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// `serve`'s "serving ... in N ms (pods: ...; recovery N ms)" line of the current run.
+    fn serving_line(&self) -> Option<String> {
+        self.last_log()
+            .lines()
+            .find(|l| l.contains("podvisor: serving"))
+            .map(str::to_owned)
+    }
+
+    /// SIGTERM (drain), then SIGKILL for whatever is left, cgroups and the directory removed.
+    fn cleanup(&mut self) {
+        if self.cleaned {
+            return;
+        }
+        self.cleaned = true;
+        if let Some(mut child) = self.serve.take() {
+            if let Ok(pid) = i32::try_from(child.id()) {
+                kill(pid, rustix::process::Signal::TERM);
+            }
+            let deadline = Instant::now() + Duration::from_secs(30);
+            loop {
+                match child.try_wait() {
+                    Ok(Some(status)) => {
+                        if !status.success() {
+                            progress(&format!("clean-up: serve exited with {status}"));
+                        }
+                        break;
+                    }
+                    Ok(None) if Instant::now() < deadline => {
+                        std::thread::sleep(Duration::from_millis(20));
+                    }
+                    _ => {
+                        progress("clean-up: serve did not drain within 30 s; killing it");
+                        let _ = child.kill();
+                        let _ = child.wait();
+                        break;
+                    }
+                }
+            }
+        }
+        let marker = self.state().display().to_string();
+        let left = kill_marked(&marker);
+        if left > 0 {
+            progress(&format!("clean-up: killed {left} leftover process(es)"));
+        }
+        remove_pod_cgroups(&self.state().join("pods"));
+        if let Err(e) = std::fs::remove_dir_all(&self.dir) {
+            progress(&format!("clean-up: removing {}: {e}", self.dir.display()));
+        }
+    }
+}
+
+impl Drop for World {
+    fn drop(&mut self) {
+        self.cleanup();
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// HTTPS: one kept-alive connection for the POSTs and DELETEs
+
+struct Conn {
+    config: Kubeconfig,
+    tls: TlsConnector,
+    name: ServerName<'static>,
+    sender: Option<SendRequest<Full<Bytes>>>,
+}
+
+impl Conn {
+    fn new(config: Kubeconfig) -> Result<Conn> {
+        let pem = config
+            .ca_pem
+            .as_deref()
+            .context("the kubeconfig has no CA")?;
+        let mut roots = rustls::RootCertStore::empty();
+        use rustls::pki_types::pem::PemObject;
+        for cert in CertificateDer::pem_slice_iter(pem) {
+            roots.add(cert.context("reading the CA certificate")?)?;
+        }
+        let mut tls = rustls::ClientConfig::builder_with_provider(Arc::new(
+            rustls::crypto::ring::default_provider(),
+        ))
+        .with_safe_default_protocol_versions()?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+        tls.alpn_protocols = vec![b"http/1.1".to_vec()];
+        let host = config.tls_server_name.as_deref().unwrap_or(&config.host);
+        let name = match host.parse::<std::net::IpAddr>() {
+            Ok(ip) => ServerName::IpAddress(ip.into()),
+            Err(_) => ServerName::try_from(host.to_owned())?,
+        };
+        Ok(Conn {
+            config,
+            tls: TlsConnector::from(Arc::new(tls)),
+            name,
+            sender: None,
+        })
+    }
+
+    async fn connect(&self) -> Result<SendRequest<Full<Bytes>>> {
+        let tcp = tokio::net::TcpStream::connect((self.config.host.as_str(), self.config.port))
+            .await?;
+        tcp.set_nodelay(true)?;
+        let tls = self.tls.connect(self.name.clone(), tcp).await?;
+        let (sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tls)).await?;
+        tokio::spawn(async move {
+            let _ = conn.await;
+        });
+        Ok(sender)
+    }
+
+    /// One request and its whole answer; reconnects when the kept connection is gone.
+    async fn request(
+        &mut self,
+        method: Method,
+        path: &str,
+        body: Option<&Value>,
+    ) -> Result<(StatusCode, Bytes)> {
+        let usable = match &mut self.sender {
+            Some(s) => s.ready().await.is_ok(),
+            None => false,
+        };
+        if !usable {
+            self.sender = Some(self.connect().await?);
+        }
+        let sender = self.sender.as_mut().context("no connection")?;
+        let mut req = Request::builder()
+            .method(method)
+            .uri(format!("{}{path}", self.config.base_path))
+            .header(header::HOST, format!("{}:{}", self.config.host, self.config.port))
+            .header(header::ACCEPT, JSON);
+        if let Some(token) = &self.config.token {
+            req = req.header(header::AUTHORIZATION, format!("Bearer {token}"));
+        }
+        let req = match body {
+            Some(v) => req
+                .header(header::CONTENT_TYPE, JSON)
+                .body(Full::new(Bytes::from(serde_json::to_vec(v)?)))?,
+            None => req.body(Full::new(Bytes::new()))?,
+        };
+        let resp = sender.send_request(req).await?;
+        let status = resp.status();
+        let bytes = resp.into_body().collect().await?.to_bytes();
+        Ok((status, bytes))
+    }
+}
+
+fn load_kubeconfig(path: &Path) -> Result<Kubeconfig> {
+    let text = std::fs::read_to_string(path)?;
+    Kubeconfig::parse(&text, path.parent().unwrap_or(Path::new(".")))
+}
+
+const PODS: &str = "/api/v1/namespaces/default/pods";
+
+fn pod_manifest(name: &str) -> Value {
+    json!({
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name},
+        "spec": {
+            "terminationGracePeriodSeconds": 5,
+            "containers": [{
+                "name": "app",
+                "image": "busybox",
+                "command": ["sh", "-c", LOOP],
+            }],
+        },
+    })
+}
+
+/// Every container of the pod's spec has a status that is running and started.
+fn all_started(pod: &Value) -> bool {
+    let Some(containers) = pod["spec"]["containers"].as_array() else {
+        return false;
+    };
+    let statuses = pod["status"]["containerStatuses"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    !containers.is_empty()
+        && containers.iter().all(|c| {
+            statuses.iter().any(|s| {
+                s["name"] == c["name"]
+                    && s["state"]["running"].is_object()
+                    && s["started"] == Value::Bool(true)
+            })
+        })
+}
+
+// ---------------------------------------------------------------------------------------------
+// The watch
+
+enum Seen {
+    /// The first watch line showing every container of the pod running and started.
+    Started { name: String, at: Instant, pod: Value },
+    Deleted,
+    Ended(String),
+}
+
+/// Reads the watch and reports, for each pod, when it first shows all its containers started.
+fn spawn_watch(client: Client, path: String) -> mpsc::UnboundedReceiver<Seen> {
+    let (tx, rx) = mpsc::unbounded_channel();
+    tokio::spawn(async move {
+        let mut stream = match client.stream(&path, JSON).await {
+            Ok(s) => s,
+            Err(e) => {
+                let _ = tx.send(Seen::Ended(format!("opening the watch: {e:#}")));
+                return;
+            }
+        };
+        let mut started: HashSet<String> = HashSet::new();
+        loop {
+            let line = match stream.line().await {
+                Ok(Some(line)) => line,
+                Ok(None) => {
+                    let _ = tx.send(Seen::Ended("the watch ended".into()));
+                    return;
+                }
+                Err(e) => {
+                    let _ = tx.send(Seen::Ended(format!("reading the watch: {e:#}")));
+                    return;
+                }
+            };
+            let at = Instant::now();
+            let Ok(event) = serde_json::from_slice::<Value>(&line) else {
+                continue;
+            };
+            let pod = &event["object"];
+            let Some(uid) = pod["metadata"]["uid"].as_str() else {
+                continue;
+            };
+            let name = pod["metadata"]["name"].as_str().unwrap_or_default().to_owned();
+            match event["type"].as_str() {
+                Some("DELETED") => {
+                    let _ = tx.send(Seen::Deleted);
+                }
+                Some("ADDED" | "MODIFIED")
+                    if pod["metadata"]["deletionTimestamp"].is_null()
+                        && all_started(pod)
+                        && started.insert(uid.to_owned()) =>
+                {
+                    let _ = tx.send(Seen::Started {
+                        name,
+                        at,
+                        pod: pod.clone(),
+                    });
+                }
+                _ => {}
+            }
+        }
+    });
+    rx
+}
+
+/// Waits for the watch to show `name` started; the instant and the pod.
+async fn wait_started(
+    rx: &mut mpsc::UnboundedReceiver<Seen>,
+    name: &str,
+    early: &mut BTreeMap<String, (Instant, Value)>,
+) -> Result<(Instant, Value)> {
+    if let Some(found) = early.remove(name) {
+        return Ok(found);
+    }
+    let deadline = tokio::time::Instant::now() + DEADLINE;
+    loop {
+        let seen = tokio::time::timeout_at(deadline, rx.recv())
+            .await
+            .map_err(|_| anyhow!("pod {name}: not started after {DEADLINE:?}"))?;
+        match seen {
+            None => bail!("the watch task ended"),
+            Some(Seen::Ended(why)) => bail!("{why}"),
+            Some(Seen::Started { name: n, at, pod }) if n == name => return Ok((at, pod)),
+            Some(Seen::Started { name: n, at, pod }) => {
+                early.insert(n, (at, pod));
+            }
+            Some(Seen::Deleted) => {}
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The bench
+
+#[derive(Default)]
+struct Results {
+    first_start: Option<Duration>,
+    start: Option<Stats>,
+    post: Option<Stats>,
+    keep: usize,
+    restart_get: Option<Stats>,
+    restart_kubeconfig: Option<Stats>,
+    /// `serve`'s own "serving in N ms" and "recovery N ms" per restart.
+    serve_says: Vec<(u64, u64)>,
+    /// What was wrong with the pods after the restarts (empty: nothing).
+    restart_problems: Vec<String>,
+    restarts_checked: usize,
+    containerd: String,
+}
+
+fn bench(args: &[String]) -> Result<()> {
+    let opts = parse_options(args)?;
+    if !rustix::process::geteuid().is_root() {
+        bail!("podvisor serve's process runtime needs root (cgroups, mount namespaces)");
+    }
+    let started = jiff::Timestamp::now();
+    let load = load_average();
+    progress(&format!(
+        "podvisor {}, load average {load}",
+        env!("CARGO_BIN_EXE_podvisor")
+    ));
+    let mut world = World::new()?;
+    let mut results = Results::default();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let outcome = rt.block_on(async {
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+        tokio::select! {
+            r = run(&mut world, &opts, &mut results) => r,
+            _ = tokio::signal::ctrl_c() => Err(anyhow!("interrupted")),
+            _ = term.recv() => Err(anyhow!("terminated")),
+        }
+    });
+    if outcome.is_err() && world.runs > 0 {
+        eprintln!("--- last serve log ---\n{}", world.last_log());
+    }
+    progress("cleaning up (SIGTERM serve --drain-on-exit, then leftovers)");
+    world.cleanup();
+    drop(rt);
+    results.containerd = containerd_note();
+    print_summary(&results, started, &load);
+    outcome
+}
+
+fn containerd_note() -> String {
+    match (on_path("containerd"), on_path("crictl")) {
+        (Some(_), Some(_)) => "containerd and crictl installed: comparison not implemented, skipped".into(),
+        (None, _) => "containerd not installed: skipped".into(),
+        (Some(_), None) => "crictl not installed: skipped".into(),
+    }
+}
+
+async fn run(world: &mut World, opts: &Options, results: &mut Results) -> Result<()> {
+    // A fresh serve.
+    let spawned = world.spawn()?;
+    world.wait_kubeconfig()?;
+    results.first_start = Some(spawned.elapsed());
+    let config = load_kubeconfig(&world.kubeconfig())?;
+    let mut conn = Conn::new(config.clone())?;
+    let (status, body) = conn.request(Method::GET, PODS, None).await?;
+    if !status.is_success() {
+        bail!("listing pods: {status}: {}", String::from_utf8_lossy(&body));
+    }
+    let list: Value = serde_json::from_slice(&body)?;
+    let rv = list["metadata"]["resourceVersion"]
+        .as_str()
+        .context("the list has no resourceVersion")?
+        .to_owned();
+    let mut watch = spawn_watch(
+        Client::new(config.clone())?,
+        format!("{PODS}?watch=true&resourceVersion={rv}"),
+    );
+    let mut early = BTreeMap::new();
+
+    // 1. Start latency, one pod at a time.
+    progress(&format!(
+        "pod start: {} pods, POST → watch shows all containers started",
+        opts.starts
+    ));
+    let marker = world.state().display().to_string();
+    let mut samples = Vec::new();
+    let mut posts = Vec::new();
+    for i in 0..opts.starts {
+        let name = format!("start-{i:03}");
+        let manifest = pod_manifest(&name);
+        let before = Instant::now();
+        let (status, body) = conn.request(Method::POST, PODS, Some(&manifest)).await?;
+        posts.push(before.elapsed());
+        if status != StatusCode::CREATED {
+            bail!("creating {name}: {status}: {}", String::from_utf8_lossy(&body));
+        }
+        let (at, pod) = wait_started(&mut watch, &name, &mut early).await?;
+        samples.push(at.duration_since(before));
+        let uid = pod["metadata"]["uid"].as_str().unwrap_or_default().to_owned();
+        let (status, body) = conn
+            .request(
+                Method::DELETE,
+                &format!("{PODS}/{name}?gracePeriodSeconds=0"),
+                None,
+            )
+            .await?;
+        if !status.is_success() {
+            bail!("deleting {name}: {status}: {}", String::from_utf8_lossy(&body));
+        }
+        if i == 0 {
+            let carriers = marked_processes(&marker)
+                .iter()
+                .filter(|p| p.cmdline.contains(&uid))
+                .count();
+            if carriers == 0 {
+                progress("note: no process names the pod's uid; deletions are not waited out");
+            }
+        }
+        // The next pod starts on a quiet machine: this one's shim and container are gone.
+        wait_no_processes(&marker, &uid).await?;
+        world.check_alive()?;
+        if (i + 1) % 25 == 0 {
+            progress(&format!("  {} pods", i + 1));
+        }
+    }
+    results.start = Some(stats(samples));
+    results.post = Some(stats(posts));
+
+    // 2. Restart → serving with pods running.
+    results.keep = opts.keep;
+    progress(&format!("restart: {} running pods", opts.keep));
+    let mut names = Vec::new();
+    for i in 0..opts.keep {
+        let name = format!("keep-{i:02}");
+        let (status, body) = conn
+            .request(Method::POST, PODS, Some(&pod_manifest(&name)))
+            .await?;
+        if status != StatusCode::CREATED {
+            bail!("creating {name}: {status}: {}", String::from_utf8_lossy(&body));
+        }
+        names.push(name);
+    }
+    for name in &names {
+        wait_started(&mut watch, name, &mut early).await?;
+    }
+    drop(watch);
+    drop(conn);
+    let client = Client::new(config.clone())?;
+    let before = pod_facts(&client.get(PODS).await?);
+    let procs_before = pod_processes(&marker, world.serve_pid());
+    progress(&format!(
+        "  {} processes of the pods (shims, shells) before the restarts",
+        procs_before.len()
+    ));
+    let mut to_get = Vec::new();
+    let mut to_kubeconfig = Vec::new();
+    for round in 1..=opts.restarts {
+        world.kill9();
+        std::fs::remove_file(world.kubeconfig()).ok();
+        let spawned = world.spawn()?;
+        let (get, kubeconfig) = wait_serving(world, &client, spawned).await?;
+        to_get.push(get);
+        to_kubeconfig.push(kubeconfig);
+        // serve's own account, then a look at the pods once it has recovered them.
+        let deadline = Instant::now() + DEADLINE;
+        let line = loop {
+            if let Some(line) = world.serving_line() {
+                break line;
+            }
+            world.check_alive()?;
+            if Instant::now() > deadline {
+                bail!("no 'serving' line:\n{}", world.last_log());
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        };
+        results.serve_says.push((
+            number_before(&line, " ms (pods").unwrap_or(0),
+            number_before(&line, " ms)").unwrap_or(0),
+        ));
+        if !line.contains(&format!("pods: {} recovered, 0 started", opts.keep)) {
+            results
+                .restart_problems
+                .push(format!("restart {round}: {line}"));
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let after = pod_facts(&client.get(PODS).await?);
+        for (name, facts) in &before {
+            match after.get(name) {
+                Some(now) if now == facts => {}
+                Some(now) => results.restart_problems.push(format!(
+                    "restart {round}: {name} was {facts:?}, now {now:?}"
+                )),
+                None => results
+                    .restart_problems
+                    .push(format!("restart {round}: {name} is gone")),
+            }
+        }
+        let procs_after = pod_processes(&marker, world.serve_pid());
+        if procs_after != procs_before {
+            results.restart_problems.push(format!(
+                "restart {round}: pod processes changed: before {procs_before:?}, after \
+                 {procs_after:?}"
+            ));
+        }
+        results.restarts_checked += 1;
+        progress(&format!(
+            "  restart {round}: GET ok after {}, kubeconfig after {}; {}",
+            ms(get),
+            ms(kubeconfig),
+            line.trim()
+        ));
+    }
+    results.restart_get = Some(stats(to_get));
+    results.restart_kubeconfig = Some(stats(to_kubeconfig));
+    Ok(())
+}
+
+/// The unsigned number just before `suffix` in `line`.
+fn number_before(line: &str, suffix: &str) -> Option<u64> {
+    let end = line.find(suffix)?;
+    let head = &line[..end];
+    let start = head
+        .rfind(|c: char| !c.is_ascii_digit())
+        .map_or(0, |i| i + 1);
+    head[start..].parse().ok()
+}
+
+/// Per pod name: uid, and per container (name, containerID, restartCount, running).
+type Facts = BTreeMap<String, (String, Vec<(String, String, i64, bool)>)>;
+
+fn pod_facts(list: &Value) -> Facts {
+    let mut out = Facts::new();
+    for pod in list["items"].as_array().into_iter().flatten() {
+        let name = pod["metadata"]["name"].as_str().unwrap_or_default().to_owned();
+        let uid = pod["metadata"]["uid"].as_str().unwrap_or_default().to_owned();
+        let containers = pod["status"]["containerStatuses"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|s| {
+                (
+                    s["name"].as_str().unwrap_or_default().to_owned(),
+                    s["containerID"].as_str().unwrap_or_default().to_owned(),
+                    s["restartCount"].as_i64().unwrap_or(-1),
+                    s["state"]["running"].is_object(),
+                )
+            })
+            .collect();
+        out.insert(name, (uid, containers));
+    }
+    out
+}
+
+/// The pids of the pods' processes (shims, their containers' shells), without `serve` and
+/// without the short-lived `sleep 1`s.
+fn pod_processes(marker: &str, serve: Option<i32>) -> BTreeSet<i32> {
+    let all = all_processes();
+    let serve = serve.unwrap_or(-1);
+    let mut set: BTreeSet<i32> = all
+        .iter()
+        .filter(|p| p.cmdline.contains(marker) && p.pid != serve)
+        .map(|p| p.pid)
+        .collect();
+    loop {
+        let before = set.len();
+        for p in &all {
+            if set.contains(&p.ppid) && p.cmdline != "sleep 1" && p.state != 'Z' {
+                set.insert(p.pid);
+            }
+        }
+        if set.len() == before {
+            break;
+        }
+    }
+    set
+}
+
+/// Waits until no process mentions `uid` any more (the pod's shim) nor descends from one.
+async fn wait_no_processes(marker: &str, uid: &str) -> Result<()> {
+    let deadline = Instant::now() + DEADLINE;
+    loop {
+        let left: Vec<Proc> = marked_processes(marker)
+            .into_iter()
+            .filter(|p| p.cmdline.contains(uid))
+            .collect();
+        if left.is_empty() {
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            bail!("pod {uid}: processes left after {DEADLINE:?}: {left:?}");
+        }
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+}
+
+/// Polls the API (a new connection per attempt) and the kubeconfig every millisecond; the
+/// times from `spawned` to the first successful `GET` and to the kubeconfig's appearance.
+async fn wait_serving(
+    world: &mut World,
+    client: &Client,
+    spawned: Instant,
+) -> Result<(Duration, Duration)> {
+    let mut get = None;
+    let mut kubeconfig = None;
+    loop {
+        if kubeconfig.is_none() && world.kubeconfig().exists() {
+            kubeconfig = Some(spawned.elapsed());
+        }
+        if get.is_none() {
+            let answer =
+                tokio::time::timeout(Duration::from_secs(5), client.get(PODS)).await;
+            if let Ok(Ok(list)) = answer
+                && list["items"].is_array()
+            {
+                get = Some(spawned.elapsed());
+            }
+        }
+        if let (Some(g), Some(k)) = (get, kubeconfig) {
+            return Ok((g, k));
+        }
+        world.check_alive()?;
+        if spawned.elapsed() > DEADLINE {
+            bail!("serve not serving after {DEADLINE:?}:\n{}", world.last_log());
+        }
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+}
+
+fn print_summary(r: &Results, started: jiff::Timestamp, load: &str) {
+    let cores = std::thread::available_parallelism().map_or(0, usize::from);
+    let verdict = |ok: bool| if ok { "met" } else { "MISSED" };
+    let mut rows: Vec<[String; 4]> = Vec::new();
+    if let Some(d) = r.first_start {
+        rows.push([
+            "serve, empty state: spawn → kubeconfig written".into(),
+            ms(d),
+            String::new(),
+            String::new(),
+        ]);
+    }
+    if let Some(s) = &r.start {
+        rows.push([
+            format!("pod start: POST → watch shows all containers started (n={})", s.n),
+            format!("p50 {}  p99 {}  max {}", ms(s.p50), ms(s.p99), ms(s.max)),
+            "p99 ≤ 50 ms".into(),
+            verdict(s.p99 <= Duration::from_millis(50)).into(),
+        ]);
+    }
+    if let Some(s) = &r.post {
+        rows.push([
+            "  of which the POST round trip (201 received)".into(),
+            format!("p50 {}  p99 {}  max {}", ms(s.p50), ms(s.p99), ms(s.max)),
+            String::new(),
+            String::new(),
+        ]);
+    }
+    if let Some(s) = &r.restart_get {
+        rows.push([
+            format!(
+                "restart, {} pods: SIGKILL, spawn → first authenticated GET pods (n={})",
+                r.keep, s.n
+            ),
+            format!("p50 {}  max {}", ms(s.p50), ms(s.max)),
+            "≤ 500 ms".into(),
+            verdict(s.max <= Duration::from_millis(500)).into(),
+        ]);
+    }
+    if let Some(s) = &r.restart_kubeconfig {
+        rows.push([
+            "  spawn → kubeconfig written again".into(),
+            format!("p50 {}  max {}", ms(s.p50), ms(s.max)),
+            String::new(),
+            String::new(),
+        ]);
+    }
+    if !r.serve_says.is_empty() {
+        let serving: Vec<String> = r.serve_says.iter().map(|s| s.0.to_string()).collect();
+        let recovery: Vec<String> = r.serve_says.iter().map(|s| s.1.to_string()).collect();
+        rows.push([
+            "  serve's own log: serving in / recovery (ms)".into(),
+            format!("{} / {}", serving.join(","), recovery.join(",")),
+            String::new(),
+            String::new(),
+        ]);
+    }
+    if r.restarts_checked > 0 {
+        rows.push([
+            "  pods after the restarts: uid, containerID, restartCount, pids".into(),
+            if r.restart_problems.is_empty() {
+                "unchanged".into()
+            } else {
+                format!("{} problem(s)", r.restart_problems.len())
+            },
+            "unchanged".into(),
+            verdict(r.restart_problems.is_empty()).into(),
+        ]);
+    }
+    rows.push([
+        "containerd CRI comparison".into(),
+        r.containerd.clone(),
+        String::new(),
+        String::new(),
+    ]);
+    let width = |i: usize| rows.iter().map(|r| r[i].chars().count()).max().unwrap_or(0);
+    let (w0, w1, w2) = (width(0), width(1), width(2));
+    println!();
+    println!(
+        "podvisor API benchmark, {} ({cores} cores, load average at start {load})",
+        started.strftime("%Y-%m-%d %H:%M UTC")
+    );
+    for row in &rows {
+        println!(
+            "  {:<w0$}  {:<w1$}  {:<w2$}  {}",
+            row[0], row[1], row[2], row[3]
+        );
+    }
+    for p in &r.restart_problems {
+        println!("  problem: {p}");
+    }
+}
