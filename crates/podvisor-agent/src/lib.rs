@@ -30,7 +30,7 @@ use jiff::Timestamp;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::core::v1::PodCondition;
 use pod_task::{Command, PodTask};
-use podvisor_lifecycle::{Event, MachineConfig, RecoveredInstance};
+use podvisor_lifecycle::{Event, MachineConfig, PastInstance, RecoveredInstance};
 use podvisor_runtime::{Runtime, RuntimeEvent};
 use std::sync::Arc;
 use tokio::sync::mpsc;
@@ -149,6 +149,7 @@ impl<R: Runtime> Agent<R> {
                 events_tx: adopted.events_tx,
                 events_rx: adopted.events_rx,
                 running: adopted.running,
+                history: adopted.history,
                 highest_instance: adopted.highest_instance,
             },
             commands_rx,
@@ -175,6 +176,9 @@ pub struct Adopted<S> {
     pub events_rx: mpsc::UnboundedReceiver<RuntimeEvent>,
     /// The instances the runtime still runs (or whose exit it has not reported yet).
     pub running: Vec<RecoveredInstance>,
+    /// The instances that exited, with the runtime's exact times (restart back-off goes on
+    /// from them).
+    pub history: Vec<PastInstance>,
     /// The highest instance id the runtime knows for this pod, running or not: new instances
     /// are numbered past it.
     pub highest_instance: u64,

@@ -14,7 +14,7 @@ use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{Container, Pod, PodCondition};
 use podvisor_lifecycle::{
     Action, ContainerKind, Event, EventType, ExitStatus, HookKind, InstanceId, MachineConfig,
-    PodMachine, ProbeKind, ProbeOutcome, RecoveredInstance, StartFailure,
+    PastInstance, PodMachine, ProbeKind, ProbeOutcome, RecoveredInstance, StartFailure,
 };
 use podvisor_runtime::hooks::HookOutcome;
 use podvisor_runtime::{
@@ -45,6 +45,7 @@ pub(crate) struct Adopted<S> {
     pub(crate) events_tx: mpsc::UnboundedSender<RuntimeEvent>,
     pub(crate) events_rx: mpsc::UnboundedReceiver<RuntimeEvent>,
     pub(crate) running: Vec<RecoveredInstance>,
+    pub(crate) history: Vec<PastInstance>,
     pub(crate) highest_instance: u64,
 }
 
@@ -171,8 +172,14 @@ impl<R: Runtime> PodTask<R> {
     ) -> PodTask<R> {
         let now = clock.now();
         let full_name = full_name_of(&pod);
-        let machine =
-            PodMachine::recover(pod, &adopted.running, adopted.highest_instance, config, now);
+        let machine = PodMachine::recover_with_history(
+            pod,
+            &adopted.running,
+            &adopted.history,
+            adopted.highest_instance,
+            config,
+            now,
+        );
         PodTask {
             rt,
             clock,

@@ -27,6 +27,6 @@ pub use action::{
     ProbeKind, ProbeOutcome, StartFailure,
 };
 pub use config::{BackoffConfig, MachineConfig};
-pub use machine::{PodMachine, RecoveredInstance};
+pub use machine::{PastInstance, PodMachine, RecoveredInstance};
 pub use status::phase::is_sidecar;
 pub mod sim;

@@ -7,7 +7,9 @@
 mod common;
 
 use common::{Harness, container, exec_probe, t};
-use podvisor_lifecycle::{Action, ExitStatus, InstanceId, MachineConfig, Phase, ProbeKind};
+use podvisor_lifecycle::{
+    Action, ExitStatus, InstanceId, MachineConfig, PastInstance, Phase, ProbeKind,
+};
 use serde_json::json;
 
 fn starts(h: &Harness) -> usize {
@@ -192,4 +194,127 @@ fn new_instances_are_numbered_past_every_id_the_runtime_knows() {
         .collect();
     assert_eq!(started.len(), 1);
     assert!(started[0].0 > 7, "{started:?}");
+}
+
+#[test]
+fn s10_a_first_instance_started_but_not_yet_published_keeps_restart_count_0() {
+    // The agent dies after the runtime started the first instance, before the status showing
+    // it was written: the persisted status still says ContainerCreating.
+    let mut h = Harness::from_spec(json!({"containers": [container("app")]}));
+    h.sandbox_ready(t(0));
+    let persisted = h.pod().clone();
+    assert_eq!(h.state_kind("app"), "waiting");
+    h.start_all(t(0));
+    let running = h.running_instances();
+    assert_eq!(running.len(), 1);
+    let r = Harness::recovered(persisted, &running, MachineConfig::default(), t(1));
+    assert_eq!(starts(&r), 0, "{:#?}", r.log);
+    let app = r.status_of("app");
+    assert_eq!(app.restart_count, 0, "the first instance is no restart");
+    assert_eq!(app.container_id, h.status_of("app").container_id);
+    assert_eq!(r.state_kind("app"), "running");
+}
+
+#[test]
+fn s10_a_restart_started_but_not_yet_published_counts_once() {
+    // The same during a crash loop: the status shows the exited instance in back-off.
+    let mut h = Harness::from_spec(json!({"containers": [container("app")]}));
+    h.boot(t(0));
+    h.exit("app", 1, t(1));
+    h.start_all(t(1));
+    h.exit("app", 1, t(2));
+    assert_eq!(h.status_of("app").restart_count, 1);
+    let persisted = h.pod().clone();
+    h.advance_to(t(12));
+    h.start_all(t(12));
+    let running = h.running_instances();
+    let r = Harness::recovered(persisted, &running, MachineConfig::default(), t(13));
+    assert_eq!(starts(&r), 0, "{:#?}", r.log);
+    assert_eq!(r.status_of("app").restart_count, 2);
+    assert_eq!(r.last_terminated("app").map(|t| t.exit_code), Some(1));
+}
+
+/// The runtime's record of an exited instance of `app`: `(instance, container ID)` as it ran.
+fn past(
+    (instance, container_id): (InstanceId, String),
+    started: k8s_openapi::jiff::Timestamp,
+    finished: k8s_openapi::jiff::Timestamp,
+) -> PastInstance {
+    PastInstance {
+        name: "app".into(),
+        instance,
+        container_id,
+        started_at: started,
+        finished_at: finished,
+    }
+}
+
+/// The running instance of `app` and its container ID.
+fn running_app(h: &Harness) -> (InstanceId, String) {
+    let id = h.status_of("app").container_id.expect("app runs");
+    (h.instance("app"), id)
+}
+
+fn ms(n: i64) -> k8s_openapi::jiff::SignedDuration {
+    k8s_openapi::jiff::SignedDuration::from_millis(n)
+}
+
+#[test]
+fn b3_back_off_goes_on_when_the_agent_died_while_the_container_ran() {
+    let mut h = Harness::from_spec(json!({"containers": [container("app")]}));
+    h.boot(t(0));
+    let first = running_app(&h);
+    h.exit("app", 1, t(1));
+    h.start_all(t(1)); // B1: at once; the back-off is now 10 s
+    let second = running_app(&h);
+    h.exit("app", 1, t(2));
+    h.advance_to(t(12));
+    h.start_all(t(12)); // after 10 s; the back-off is now 20 s
+    assert_eq!(h.state_kind("app"), "running");
+    let history = [past(first, t(0), t(1)), past(second, t(1), t(2))];
+    let running = h.running_instances();
+    let id = running[0].instance;
+    let mut r = Harness::recovered_with_history(
+        h.pod().clone(),
+        &running,
+        &history,
+        MachineConfig::default(),
+        t(13),
+    );
+    r.exit_instance(id, exit_at(1, t(15)), t(15));
+    assert_eq!(starts(&r), 0, "not restarted at once: {:#?}", r.log);
+    let message = r.waiting("app").and_then(|w| w.1).unwrap_or_default();
+    assert!(message.starts_with("back-off 20s "), "{message}");
+    r.advance_to(t(34));
+    assert_eq!(starts(&r), 0);
+    r.advance_to(t(35));
+    assert_eq!(starts(&r), 1, "restarted when the 20 s back-off expires");
+}
+
+#[test]
+fn b3_back_off_counts_from_the_exact_exit_time() {
+    let mut h = Harness::from_spec(json!({"containers": [container("app")]}));
+    h.boot(t(0));
+    let first = running_app(&h);
+    h.exit("app", 1, t(1));
+    h.start_all(t(1));
+    let second = running_app(&h);
+    h.exit("app", 1, t(2) + ms(900));
+    assert_eq!(
+        h.waiting("app").map(|w| w.0),
+        Some("CrashLoopBackOff".to_string())
+    );
+    let history = [past(first, t(0), t(1)), past(second, t(1), t(2) + ms(900))];
+    // The status says finishedAt 2 (whole seconds): the exact 2.9 s must win.
+    let mut r = Harness::recovered_with_history(
+        h.pod().clone(),
+        &[],
+        &history,
+        MachineConfig::default(),
+        t(5),
+    );
+    r.advance_to(t(12) + ms(500));
+    assert_eq!(starts(&r), 0, "still backing off at 12.5 s: {:#?}", r.log);
+    r.advance_to(t(12) + ms(900));
+    assert_eq!(starts(&r), 1);
 }

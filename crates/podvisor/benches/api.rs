@@ -326,10 +326,8 @@ impl World {
             .duration_since(UNIX_EPOCH)
             .unwrap_or_default()
             .subsec_nanos();
-        let dir = std::env::temp_dir().join(format!(
-            "podvisor-bench-api-{}-{nanos}",
-            std::process::id()
-        ));
+        let dir =
+            std::env::temp_dir().join(format!("podvisor-bench-api-{}-{nanos}", std::process::id()));
         std::fs::create_dir_all(dir.join("state"))
             .with_context(|| format!("creating {}", dir.display()))?;
         // One port for every run: the restarts are polled on it before the kubeconfig exists.
@@ -378,9 +376,7 @@ impl World {
     }
 
     fn serve_pid(&self) -> Option<i32> {
-        self.serve
-            .as_ref()
-            .and_then(|c| i32::try_from(c.id()).ok())
+        self.serve.as_ref().and_then(|c| i32::try_from(c.id()).ok())
     }
 
     /// Fails if `serve` has exited.
@@ -388,10 +384,7 @@ impl World {
         if let Some(child) = &mut self.serve
             && let Some(status) = child.try_wait()?
         {
-            bail!(
-                "podvisor serve exited with {status}:\n{}",
-                self.last_log()
-            );
+            bail!("podvisor serve exited with {status}:\n{}", self.last_log());
         }
         Ok(())
     }
@@ -520,8 +513,8 @@ impl Conn {
     }
 
     async fn connect(&self) -> Result<SendRequest<Full<Bytes>>> {
-        let tcp = tokio::net::TcpStream::connect((self.config.host.as_str(), self.config.port))
-            .await?;
+        let tcp =
+            tokio::net::TcpStream::connect((self.config.host.as_str(), self.config.port)).await?;
         tcp.set_nodelay(true)?;
         let tls = self.tls.connect(self.name.clone(), tcp).await?;
         let (sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tls)).await?;
@@ -549,7 +542,10 @@ impl Conn {
         let mut req = Request::builder()
             .method(method)
             .uri(format!("{}{path}", self.config.base_path))
-            .header(header::HOST, format!("{}:{}", self.config.host, self.config.port))
+            .header(
+                header::HOST,
+                format!("{}:{}", self.config.host, self.config.port),
+            )
             .header(header::ACCEPT, JSON);
         if let Some(token) = &self.config.token {
             req = req.header(header::AUTHORIZATION, format!("Bearer {token}"));
@@ -614,7 +610,11 @@ fn all_started(pod: &Value) -> bool {
 
 enum Seen {
     /// The first watch line showing every container of the pod running and started.
-    Started { name: String, at: Instant, pod: Value },
+    Started {
+        name: String,
+        at: Instant,
+        pod: Value,
+    },
     Deleted,
     Ended(String),
 }
@@ -651,7 +651,10 @@ fn spawn_watch(client: Client, path: String) -> mpsc::UnboundedReceiver<Seen> {
             let Some(uid) = pod["metadata"]["uid"].as_str() else {
                 continue;
             };
-            let name = pod["metadata"]["name"].as_str().unwrap_or_default().to_owned();
+            let name = pod["metadata"]["name"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned();
             match event["type"].as_str() {
                 Some("DELETED") => {
                     let _ = tx.send(Seen::Deleted);
@@ -756,7 +759,9 @@ fn bench(args: &[String]) -> Result<()> {
 
 fn containerd_note() -> String {
     match (on_path("containerd"), on_path("crictl")) {
-        (Some(_), Some(_)) => "containerd and crictl installed: comparison not implemented, skipped".into(),
+        (Some(_), Some(_)) => {
+            "containerd and crictl installed: comparison not implemented, skipped".into()
+        }
         (None, _) => "containerd not installed: skipped".into(),
         (Some(_), None) => "crictl not installed: skipped".into(),
     }
@@ -799,11 +804,17 @@ async fn run(world: &mut World, opts: &Options, results: &mut Results) -> Result
         let (status, body) = conn.request(Method::POST, PODS, Some(&manifest)).await?;
         posts.push(before.elapsed());
         if status != StatusCode::CREATED {
-            bail!("creating {name}: {status}: {}", String::from_utf8_lossy(&body));
+            bail!(
+                "creating {name}: {status}: {}",
+                String::from_utf8_lossy(&body)
+            );
         }
         let (at, pod) = wait_started(&mut watch, &name, &mut early).await?;
         samples.push(at.duration_since(before));
-        let uid = pod["metadata"]["uid"].as_str().unwrap_or_default().to_owned();
+        let uid = pod["metadata"]["uid"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
         let (status, body) = conn
             .request(
                 Method::DELETE,
@@ -812,7 +823,10 @@ async fn run(world: &mut World, opts: &Options, results: &mut Results) -> Result
             )
             .await?;
         if !status.is_success() {
-            bail!("deleting {name}: {status}: {}", String::from_utf8_lossy(&body));
+            bail!(
+                "deleting {name}: {status}: {}",
+                String::from_utf8_lossy(&body)
+            );
         }
         if i == 0 {
             let carriers = marked_processes(&marker)
@@ -843,7 +857,10 @@ async fn run(world: &mut World, opts: &Options, results: &mut Results) -> Result
             .request(Method::POST, PODS, Some(&pod_manifest(&name)))
             .await?;
         if status != StatusCode::CREATED {
-            bail!("creating {name}: {status}: {}", String::from_utf8_lossy(&body));
+            bail!(
+                "creating {name}: {status}: {}",
+                String::from_utf8_lossy(&body)
+            );
         }
         names.push(name);
     }
@@ -938,8 +955,14 @@ type Facts = BTreeMap<String, (String, Vec<(String, String, i64, bool)>)>;
 fn pod_facts(list: &Value) -> Facts {
     let mut out = Facts::new();
     for pod in list["items"].as_array().into_iter().flatten() {
-        let name = pod["metadata"]["name"].as_str().unwrap_or_default().to_owned();
-        let uid = pod["metadata"]["uid"].as_str().unwrap_or_default().to_owned();
+        let name = pod["metadata"]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        let uid = pod["metadata"]["uid"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
         let containers = pod["status"]["containerStatuses"]
             .as_array()
             .into_iter()
@@ -1014,8 +1037,7 @@ async fn wait_serving(
             kubeconfig = Some(spawned.elapsed());
         }
         if get.is_none() {
-            let answer =
-                tokio::time::timeout(Duration::from_secs(5), client.get(PODS)).await;
+            let answer = tokio::time::timeout(Duration::from_secs(5), client.get(PODS)).await;
             if let Ok(Ok(list)) = answer
                 && list["items"].is_array()
             {
@@ -1027,7 +1049,10 @@ async fn wait_serving(
         }
         world.check_alive()?;
         if spawned.elapsed() > DEADLINE {
-            bail!("serve not serving after {DEADLINE:?}:\n{}", world.last_log());
+            bail!(
+                "serve not serving after {DEADLINE:?}:\n{}",
+                world.last_log()
+            );
         }
         tokio::time::sleep(Duration::from_millis(1)).await;
     }
@@ -1047,7 +1072,10 @@ fn print_summary(r: &Results, started: jiff::Timestamp, load: &str) {
     }
     if let Some(s) = &r.start {
         rows.push([
-            format!("pod start: POST → watch shows all containers started (n={})", s.n),
+            format!(
+                "pod start: POST → watch shows all containers started (n={})",
+                s.n
+            ),
             format!("p50 {}  p99 {}  max {}", ms(s.p50), ms(s.p99), ms(s.max)),
             "p99 ≤ 50 ms".into(),
             verdict(s.p99 <= Duration::from_millis(50)).into(),

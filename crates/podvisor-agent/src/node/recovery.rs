@@ -8,7 +8,7 @@
 use crate::Adopted;
 use crate::log::{debug, warning};
 use k8s_openapi::api::core::v1::{ContainerStatus, Pod};
-use podvisor_lifecycle::{InstanceId, RecoveredInstance};
+use podvisor_lifecycle::{InstanceId, PastInstance, RecoveredInstance};
 use podvisor_runtime::process::{ProcessRuntime, ProcessSandbox};
 use podvisor_runtime::shim::client::ShimClient;
 use podvisor_runtime::shim::protocol::{ExitRecord, InstanceState, layout};
@@ -60,6 +60,7 @@ pub(crate) async fn adopt(
     for (instance, exit) in exits {
         let _ = events_tx.send(RuntimeEvent::Exited { instance, exit });
     }
+    let history = past_instances(pod, &instances);
     let highest_instance = instances.iter().map(|i| i.instance).max().unwrap_or(0);
     debug!(
         "recovery: {} re-adopted with {} instance(s) still to follow",
@@ -71,8 +72,44 @@ pub(crate) async fn adopt(
         events_tx,
         events_rx,
         running,
+        history,
         highest_instance,
     })
+}
+
+/// The instances that exited, with the times the shim journaled (the status keeps whole
+/// seconds only).
+pub(crate) fn past_instances(pod: &Pod, instances: &[InstanceState]) -> Vec<PastInstance> {
+    let uid = pod.metadata.uid.as_deref().unwrap_or("");
+    let ids: Vec<String> = pod
+        .status
+        .iter()
+        .flat_map(|s| {
+            s.init_container_statuses
+                .iter()
+                .flatten()
+                .chain(s.container_statuses.iter().flatten())
+        })
+        .flat_map(status_container_ids)
+        .collect();
+    instances
+        .iter()
+        .filter_map(|inst| {
+            let exit = inst.exit.as_ref()?;
+            let container_id = ids
+                .iter()
+                .find(|id| instance_of(id) == Some(inst.instance))
+                .cloned()
+                .unwrap_or_else(|| container_id(uid, inst.instance));
+            Some(PastInstance {
+                name: inst.name.clone(),
+                instance: InstanceId(inst.instance),
+                container_id,
+                started_at: inst.started_at.parse().ok()?,
+                finished_at: exit.finished_at.parse().ok()?,
+            })
+        })
+        .collect()
 }
 
 /// The instances the recovered machine must know as running, and the exits to feed it that

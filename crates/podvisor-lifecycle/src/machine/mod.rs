@@ -24,7 +24,7 @@ use crate::time::trunc_secs;
 use k8s_openapi::api::core::v1::{Container, Pod, PodCondition, PodSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
-pub use recover::RecoveredInstance;
+pub use recover::{PastInstance, RecoveredInstance};
 use std::collections::VecDeque;
 use stop::Stop;
 

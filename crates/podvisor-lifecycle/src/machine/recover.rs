@@ -24,6 +24,22 @@ pub struct RecoveredInstance {
     pub started_at: Timestamp,
 }
 
+/// A container instance that ran and exited before the agent restarted, with the times the
+/// runtime recorded (the status keeps whole seconds only).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PastInstance {
+    /// Spec container name.
+    pub name: String,
+    /// The instance id it was started with.
+    pub instance: InstanceId,
+    /// `<runtime>://<id>`.
+    pub container_id: String,
+    /// Process start time.
+    pub started_at: Timestamp,
+    /// Exit time.
+    pub finished_at: Timestamp,
+}
+
 /// S14: readiness survives an agent restart for instances that started this long before it.
 const READY_KEEP_AFTER: i64 = 10;
 
@@ -41,6 +57,22 @@ impl PodMachine {
     pub fn recover(
         pod: Pod,
         running: &[RecoveredInstance],
+        known_ids_up_to: u64,
+        config: MachineConfig,
+        now: Timestamp,
+    ) -> PodMachine {
+        PodMachine::recover_with_history(pod, running, &[], known_ids_up_to, config, now)
+    }
+
+    /// [`PodMachine::recover`] with the runtime's record of the instances that exited
+    /// (`history`, any order): their exact times replace the whole seconds of the status, and
+    /// each container's back-off is replayed over its runtime history (B3: the delay in force
+    /// and when it was last advanced), so that it goes on exactly even when the agent died
+    /// while a container was running (the status then shows no `back-off` message).
+    pub fn recover_with_history(
+        pod: Pod,
+        running: &[RecoveredInstance],
+        history: &[PastInstance],
         known_ids_up_to: u64,
         config: MachineConfig,
         now: Timestamp,
@@ -81,7 +113,17 @@ impl PodMachine {
             for r in running.iter().filter(|r| r.name == name) {
                 let known =
                     prev.is_some_and(|s| s.container_id.as_deref() == Some(&r.container_id));
-                let restart_count = if known || prev.is_none() {
+                // An instance the status does not show yet (the agent died between starting it
+                // and publishing it) follows the status's newest one; with none shown
+                // (`ContainerCreating`) it is the first.
+                let shows_instance = prev.is_some_and(|s| {
+                    s.container_id.is_some()
+                        || [s.state.as_ref(), s.last_state.as_ref()]
+                            .into_iter()
+                            .flatten()
+                            .any(|st| st.terminated.is_some())
+                });
+                let restart_count = if known || !shows_instance {
                     count
                 } else {
                     count + 1
@@ -141,7 +183,17 @@ impl PodMachine {
                     instances.push(inst);
                 }
             }
-            restore_waiting(&mut m, ci, prev, &image);
+            for inst in &mut instances {
+                let past = history
+                    .iter()
+                    .find(|p| !inst.container_id.is_empty() && p.container_id == inst.container_id);
+                if let (InstState::Exited(rec), Some(past)) = (&mut inst.state, past) {
+                    rec.started_at = Some(past.started_at);
+                    rec.finished_at = past.finished_at;
+                }
+            }
+            let replayed = replay_backoff(&mut m, &name, &image, running, history);
+            restore_waiting(&mut m, ci, prev, &image, !replayed);
             for inst in &instances {
                 max_id = max_id.max(inst.id.0);
             }
@@ -215,8 +267,48 @@ fn exited(t: &ContainerStateTerminated, restart_count: i32, image: &str) -> Inst
     inst
 }
 
-/// The reason cache (S6) and, for `CrashLoopBackOff`, the back-off delay of its message.
-fn restore_waiting(m: &mut PodMachine, ci: usize, prev: Option<&ContainerStatus>, image: &str) {
+/// Replays container `name`'s back-off over the runtime's record of its instances: each start
+/// that followed an exit advanced it (B3), as it did when the agent made that start. False when
+/// the record shows no restart (the status' `back-off` message is all there is then).
+fn replay_backoff(
+    m: &mut PodMachine,
+    name: &str,
+    image: &str,
+    running: &[RecoveredInstance],
+    history: &[PastInstance],
+) -> bool {
+    // An exit still to be reported counts as running until it is.
+    let mut timeline: Vec<(InstanceId, Timestamp, Option<Timestamp>)> = history
+        .iter()
+        .filter(|p| p.name == name && !running.iter().any(|r| r.instance == p.instance))
+        .map(|p| (p.instance, p.started_at, Some(p.finished_at)))
+        .chain(
+            running
+                .iter()
+                .filter(|r| r.name == name)
+                .map(|r| (r.instance, r.started_at, None)),
+        )
+        .collect();
+    timeline.sort_by_key(|(id, ..)| *id);
+    let mut replayed = false;
+    for pair in timeline.windows(2) {
+        if let (Some(finished_at), started_at) = (pair[0].2, pair[1].1) {
+            m.backoff.advance(name, image, finished_at, started_at);
+            replayed = true;
+        }
+    }
+    replayed
+}
+
+/// The reason cache (S6) and, for `CrashLoopBackOff` (unless `restore_backoff` is false), the
+/// back-off delay of its message.
+fn restore_waiting(
+    m: &mut PodMachine,
+    ci: usize,
+    prev: Option<&ContainerStatus>,
+    image: &str,
+    restore_backoff: bool,
+) {
     let Some(waiting) = prev
         .and_then(|s| s.state.as_ref())
         .and_then(|s| s.waiting.as_ref())
@@ -226,7 +318,7 @@ fn restore_waiting(m: &mut PodMachine, ci: usize, prev: Option<&ContainerStatus>
     let (Some(reason), Some(message)) = (waiting.reason.clone(), waiting.message.clone()) else {
         return;
     };
-    if reason == "CrashLoopBackOff" {
+    if reason == "CrashLoopBackOff" && restore_backoff {
         let last_start = prev
             .and_then(|s| s.last_state.as_ref())
             .and_then(|s| s.terminated.as_ref())

@@ -183,6 +183,33 @@ impl Harness {
         h
     }
 
+    /// [`Harness::recovered`] with the runtime's record of the instances that exited.
+    pub fn recovered_with_history(
+        pod: Pod,
+        running: &[podvisor_lifecycle::RecoveredInstance],
+        history: &[podvisor_lifecycle::PastInstance],
+        config: MachineConfig,
+        now: Timestamp,
+    ) -> Harness {
+        let known = running
+            .iter()
+            .map(|r| r.instance.0)
+            .chain(history.iter().map(|p| p.instance.0))
+            .max()
+            .unwrap_or(0);
+        let m = PodMachine::recover_with_history(pod, running, history, known, config, now);
+        let mut h = Harness {
+            m,
+            log: Vec::new(),
+            log_at: Vec::new(),
+            now,
+            answered: HashSet::new(),
+            exited: HashSet::new(),
+        };
+        h.drain();
+        h
+    }
+
     /// What a runtime would report as still running: every running container instance.
     pub fn running_instances(&self) -> Vec<podvisor_lifecycle::RecoveredInstance> {
         let status = self.status();
