@@ -68,6 +68,9 @@ fn try_main(args: &[String]) -> io::Result<()> {
     cloexec_inherited();
     let shim_dir = layout::shim_dir(&args.pod_dir);
     std::fs::create_dir_all(&shim_dir)?;
+    // One shim per pod: held for the shim's whole life, taken before anything is written, so two
+    // shims started at once cannot both pass the socket check below.
+    let _lock = lock(&shim_dir)?;
     std::fs::write(
         layout::pid_file(&args.pod_dir),
         format!("{}\n", std::process::id()),
@@ -148,6 +151,26 @@ fn cloexec_inherited() {
 }
 
 /// Binds the socket, replacing a stale one; refuses if another shim answers on it.
+/// Takes `<shim dir>/shim.lock` exclusively, or fails if another shim of this pod holds it.
+fn lock(shim_dir: &std::path::Path) -> io::Result<std::fs::File> {
+    let path = shim_dir.join("shim.lock");
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .map_err(|e| io::Error::new(e.kind(), format!("opening {}: {e}", path.display())))?;
+    rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockExclusive).map_err(
+        |_| {
+            io::Error::new(
+                io::ErrorKind::AddrInUse,
+                format!("another shim holds {}", path.display()),
+            )
+        },
+    )?;
+    Ok(file)
+}
+
 fn bind(socket: &std::path::Path) -> io::Result<UnixListener> {
     if UnixStream::connect(socket).is_ok() {
         return Err(io::Error::new(
