@@ -68,6 +68,40 @@ pub fn record_event(
     event: &Event,
     now: Timestamp,
 ) -> Result<Value, StoreError> {
+    record_event_from(store, "kubelet", host, pod, event, now)
+}
+
+/// Records the scheduler's `Scheduled` event for a pod bound to `node` at admission
+/// (`Successfully assigned <ns>/<name> to <node>`, source `default-scheduler`).
+pub fn record_scheduled(
+    store: &Store,
+    node: &str,
+    pod: &Pod,
+    now: Timestamp,
+) -> Result<Value, StoreError> {
+    let meta = &pod.metadata;
+    let event = Event {
+        type_: podvisor_lifecycle::EventType::Normal,
+        reason: "Scheduled",
+        message: format!(
+            "Successfully assigned {}/{} to {node}",
+            meta.namespace.as_deref().unwrap_or("default"),
+            meta.name.as_deref().unwrap_or("")
+        ),
+        container: None,
+    };
+    record_event_from(store, "default-scheduler", "", pod, &event, now)
+}
+
+/// [`record_event`] for any reporting `component` (`kubelet`, `default-scheduler`).
+fn record_event_from(
+    store: &Store,
+    component: &str,
+    host: &str,
+    pod: &Pod,
+    event: &Event,
+    now: Timestamp,
+) -> Result<Value, StoreError> {
     let meta = &pod.metadata;
     let ns = meta
         .namespace
@@ -95,13 +129,13 @@ pub fn record_event(
         "involvedObject": involved,
         "reason": event.reason,
         "message": event.message,
-        "source": {"component": "kubelet", "host": host},
+        "source": {"component": component, "host": host},
         "firstTimestamp": stamp,
         "lastTimestamp": stamp,
         "count": 1,
         "type": event.type_.as_str(),
         "eventTime": null,
-        "reportingComponent": "kubelet",
+        "reportingComponent": component,
         "reportingInstance": host,
     });
     let s = |p: &str| {

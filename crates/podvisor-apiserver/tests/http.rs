@@ -436,7 +436,32 @@ fn namespaces_and_events() {
     assert_eq!(list["kind"], "EventList");
     assert_eq!(list["items"].as_array().unwrap().len(), 1);
     let (_, all) = s.json("GET", "/api/v1/events", None);
-    assert_eq!(all["items"].as_array().unwrap().len(), 2);
+    let posted = all["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["reason"] != "Scheduled")
+        .count();
+    assert_eq!(posted, 2, "{all}");
+    // Binding at admission is recorded as the scheduler's event.
+    let (_, scheduled) = s.json(
+        "GET",
+        "/api/v1/namespaces/team/events?fieldSelector=reason%3DScheduled",
+        None,
+    );
+    let scheduled = &scheduled["items"][0];
+    assert_eq!(
+        scheduled["source"]["component"], "default-scheduler",
+        "{scheduled}"
+    );
+    assert_eq!(scheduled["involvedObject"]["name"], "p");
+    assert!(
+        scheduled["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("Successfully assigned team/p to "),
+        "{scheduled}"
+    );
     // A client-go style count bump.
     let (code, _, text) = s.request(
         "PATCH",

@@ -232,7 +232,14 @@ fn create_value(req: &Req, ns: &str, mut value: Value, operation: &str) -> ApiRe
     let stored = if dry_run {
         obj
     } else {
-        db::create(store, PODS, ns, &name, obj)?
+        let stored = db::create(store, PODS, ns, &name, obj)?;
+        // Binding happens at admission (spec.nodeName); record it as the scheduler would.
+        if let Ok(created) =
+            serde_json::from_value::<k8s_openapi::api::core::v1::Pod>(stored.clone())
+        {
+            let _ = crate::events::record_scheduled(store, req.state.node_name(), &created, now());
+        }
+        stored
     };
     Ok(respond(req, PODS, StatusCode::CREATED, &stored, &warnings))
 }
