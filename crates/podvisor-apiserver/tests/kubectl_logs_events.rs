@@ -224,6 +224,7 @@ fn kubectl_describe_shows_aggregated_events() {
             .eq(["Warning", "BackOff", "pod/web"]),
         "{list}"
     );
+    // Started, BackOff and the scheduler's Scheduled from the create.
     let all = s.kubectl_ok(&["get", "events", "-A", "-o", "name"]);
-    assert_eq!(all.lines().count(), 2, "{all}");
+    assert_eq!(all.lines().count(), 3, "{all}");
 }
