@@ -467,7 +467,6 @@ impl<R: Runtime> PodTask<R> {
                 let rt = Arc::clone(&self.rt);
                 let full_name = self.full_name.clone();
                 let id = instance.0;
-                let runtime_id = id;
                 // A sleep handler ends early once the instance has exited.
                 let (exited_tx, exited_rx) = oneshot::channel();
                 self.exit_watchers.entry(id).or_default().push(exited_tx);
@@ -478,7 +477,7 @@ impl<R: Runtime> PodTask<R> {
                 };
                 self.spawn(Some(failed("hook executor panicked")), async move {
                     let outcome = executors::run_hook(
-                        &*rt, &sandbox, runtime_id, &container, &handler, &full_name, terminated,
+                        &*rt, &sandbox, id, &container, &handler, &full_name, terminated,
                     )
                     .await;
                     Input::Hook {
@@ -510,10 +509,9 @@ impl<R: Runtime> PodTask<R> {
                 };
                 let on_panic = probe_input(&name, ProbeOutcome::Error("prober panicked".into()));
                 let rt = Arc::clone(&self.rt);
-                let runtime_id = id;
                 self.spawn(Some(on_panic), async move {
                     let outcome =
-                        executors::run_probe(&*rt, &sandbox, runtime_id, &container, &probe).await;
+                        executors::run_probe(&*rt, &sandbox, id, &container, &probe).await;
                     Input::Probe {
                         name,
                         instance: id,
@@ -648,12 +646,11 @@ impl<R: Runtime> PodTask<R> {
             return;
         };
         let rt = Arc::clone(&self.rt);
-        let runtime_id = instance;
         self.spawn(None, async move {
             Input::Signalled {
                 instance,
                 signal,
-                result: rt.signal(&sandbox, runtime_id, signal).await,
+                result: rt.signal(&sandbox, instance, signal).await,
             }
         });
     }
