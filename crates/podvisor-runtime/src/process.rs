@@ -190,7 +190,11 @@ impl ProcessRuntime {
 /// whatever they leave re-parented to us. Children in our own session belong to whoever
 /// spawned them (tokio, std) and are left alone.
 fn reap_foreign_sessions() {
-    let own_sid = rustix::process::getsid(None).map_or(0, |p| p.as_raw_pid());
+    // Inside a PID namespace whose session leader lives outside it, the session id reads
+    // as 0 (rustix's typed `getsid` asserts it is positive), so ask libc for the raw value.
+    // SAFETY: getsid(0) only reads this process's session id.
+    #[allow(unsafe_code)]
+    let own_sid = unsafe { libc::getsid(0) }.max(0);
     loop {
         // SAFETY: a zeroed siginfo_t is a valid out-parameter for waitid.
         #[allow(unsafe_code)]
