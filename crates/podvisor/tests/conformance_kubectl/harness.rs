@@ -1,0 +1,997 @@
+//! The kubectl harness of `conformance_kubectl.rs`: one `podvisor serve`, watches, pods
+//! driven through kubectl, and readers of the pod object.
+
+use crate::conformance_support::{EvLog, pod_name, remove_dir, scratch_dir, secs};
+use serde_json::Value;
+use std::ffi::OsString;
+use std::io::{BufRead, BufReader, Write};
+use std::path::PathBuf;
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+pub(crate) const KUBECTL: &str = "/usr/bin/kubectl";
+
+/// A scenario: runs against the shared server, panics on a failed check.
+pub(crate) type ScenarioFn = fn(&Server);
+
+// ----------------------------------------------------------------------------------------------
+// The server
+
+/// The one `podvisor serve` of this file, its directory and kubectl.
+pub(crate) struct Server {
+    pub(crate) dir: PathBuf,
+    pub(crate) serve: Mutex<Option<Child>>,
+}
+
+impl Server {
+    /// Starts `podvisor serve` on a free port with a fresh state directory; returns once the
+    /// kubeconfig is written (the API answers).
+    pub(crate) fn start() -> Server {
+        let nanos = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap()
+            .subsec_nanos();
+        // Short: shim sockets live deep under the state directory.
+        let dir = std::env::temp_dir().join(format!("pvkc-{}-{nanos:x}", std::process::id()));
+        std::fs::create_dir_all(dir.join("state")).unwrap();
+        let log = std::fs::File::create(dir.join("serve.log")).unwrap();
+        let child = Command::new(env!("CARGO_BIN_EXE_podvisor"))
+            .arg("serve")
+            .arg("--state-dir")
+            .arg(dir.join("state"))
+            .args(["--listen", "127.0.0.1:0", "--drain-on-exit"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("podvisor serve starts");
+        let srv = Server {
+            dir,
+            serve: Mutex::new(Some(child)),
+        };
+        let started = Instant::now();
+        while !srv.kubeconfig().exists() {
+            if let Some(status) = srv
+                .serve
+                .lock()
+                .unwrap()
+                .as_mut()
+                .unwrap()
+                .try_wait()
+                .unwrap()
+            {
+                panic!("serve exited with {status}:\n{}", srv.serve_log());
+            }
+            assert!(
+                started.elapsed() < secs(30),
+                "no kubeconfig after 30 s:\n{}",
+                srv.serve_log()
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        eprintln!(
+            "podvisor serve answered after {} ms ({})",
+            started.elapsed().as_millis(),
+            srv.dir.display()
+        );
+        srv
+    }
+
+    pub(crate) fn state(&self) -> PathBuf {
+        self.dir.join("state")
+    }
+
+    pub(crate) fn kubeconfig(&self) -> PathBuf {
+        self.state().join("kubeconfig")
+    }
+
+    pub(crate) fn serve_log(&self) -> String {
+        std::fs::read_to_string(self.dir.join("serve.log")).unwrap_or_default()
+    }
+
+    /// `kubectl --kubeconfig ... --cache-dir ...`.
+    pub(crate) fn kubectl_base(&self) -> Vec<OsString> {
+        vec![
+            "--kubeconfig".into(),
+            self.kubeconfig().into(),
+            "--cache-dir".into(),
+            self.dir.join("kube-cache").into(),
+        ]
+    }
+
+    /// Runs kubectl with `args` (and `stdin`).
+    pub(crate) fn kubectl(&self, args: &[&str], stdin: Option<&str>) -> Output {
+        let mut child = Command::new(KUBECTL)
+            .args(self.kubectl_base())
+            .args(args)
+            .stdin(if stdin.is_some() {
+                Stdio::piped()
+            } else {
+                Stdio::null()
+            })
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("kubectl runs");
+        if let Some(text) = stdin {
+            let mut pipe = child.stdin.take().unwrap();
+            pipe.write_all(text.as_bytes()).unwrap();
+        }
+        child.wait_with_output().expect("kubectl runs")
+    }
+
+    /// kubectl's stdout, asserting success.
+    pub(crate) fn kubectl_ok(&self, args: &[&str], stdin: Option<&str>) -> String {
+        let out = self.kubectl(args, stdin);
+        assert!(
+            out.status.success(),
+            "kubectl {args:?} failed: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// `LIST(labelSelector)`: the pods' names.
+    pub(crate) fn list(&self, selector: &str) -> Vec<String> {
+        let text = self.kubectl_ok(&["get", "pods", "-l", selector, "-o", "json"], None);
+        let list: Value = serde_json::from_str(&text).expect("a PodList");
+        list["items"]
+            .as_array()
+            .expect("items")
+            .iter()
+            .map(|p| p["metadata"]["name"].as_str().unwrap_or("?").to_string())
+            .collect()
+    }
+
+    /// `CREATE(manifest)` of scenario `id`, watched by name.
+    pub(crate) fn create(&self, id: &str, manifest: &str) -> Pod<'_> {
+        let name = pod_name(manifest);
+        let selector = [
+            "--field-selector".to_string(),
+            format!("metadata.name={name}"),
+        ];
+        self.create_watched(id, manifest, &selector)
+    }
+
+    /// `CREATE(manifest)`, watched with the kubectl selector arguments `selector` (which must
+    /// select this pod only).
+    pub(crate) fn create_watched(&self, id: &str, manifest: &str, selector: &[String]) -> Pod<'_> {
+        let name = pod_name(manifest);
+        let watch = Watch::start(self, &name, selector);
+        let created = Instant::now();
+        let out = self.kubectl(&["create", "-f", "-"], Some(manifest));
+        assert!(
+            out.status.success() && String::from_utf8_lossy(&out.stdout).contains(&name),
+            "CREATE {name}: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let uid = self.kubectl_ok(
+            &["get", "pod", &name, "-o", "jsonpath={.metadata.uid}"],
+            None,
+        );
+        assert!(!uid.is_empty(), "{name}: no uid");
+        let mut pod = Pod {
+            srv: self,
+            id: id.to_string(),
+            name,
+            uid,
+            created,
+            deleted: None,
+            graceful: false,
+            gone: false,
+            watch,
+            ev_copy: PathBuf::new(),
+            linker: None,
+            link_stop: Arc::new(AtomicBool::new(false)),
+        };
+        if manifest.contains("ev.log") {
+            pod.start_linker();
+        }
+        pod
+    }
+
+    /// Stops serve (SIGTERM: it drains, then exits), then kills every process whose command
+    /// line names the directory (shims, containers, kubectl) with their descendants.
+    pub(crate) fn stop(&self) {
+        if let Some(mut child) = self.serve.lock().unwrap().take() {
+            signal(child.id(), rustix::process::Signal::TERM);
+            let deadline = Instant::now() + secs(30);
+            while child.try_wait().unwrap().is_none() && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        kill_trees(&self.dir.display().to_string());
+    }
+
+    /// Processes (pid, command line) that carry the directory, but serve itself.
+    pub(crate) fn leftovers(&self) -> Vec<(i32, String)> {
+        let marker = self.dir.display().to_string();
+        let serve = self
+            .serve
+            .lock()
+            .unwrap()
+            .as_ref()
+            .map(|c| i32::try_from(c.id()).unwrap());
+        processes()
+            .into_iter()
+            .filter(|(pid, _, cmd)| cmd.contains(&marker) && Some(*pid) != serve)
+            .map(|(pid, _, cmd)| (pid, cmd))
+            .collect()
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.stop();
+        if std::thread::panicking() {
+            eprintln!("--- serve log:\n{}", self.serve_log());
+        }
+        remove_dir(&self.dir);
+    }
+}
+
+pub(crate) fn signal(pid: u32, sig: rustix::process::Signal) {
+    if let Some(pid) = i32::try_from(pid)
+        .ok()
+        .and_then(rustix::process::Pid::from_raw)
+    {
+        let _ = rustix::process::kill_process(pid, sig);
+    }
+}
+
+/// (pid, ppid, command line) of every process.
+pub(crate) fn processes() -> Vec<(i32, i32, String)> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|s| s.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            continue;
+        };
+        let Some(ppid) = stat
+            .rfind(')')
+            .and_then(|i| stat[i + 1..].split_whitespace().nth(1))
+            .and_then(|p| p.parse().ok())
+        else {
+            continue;
+        };
+        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline"))
+            .map(|b| String::from_utf8_lossy(&b).replace('\0', " "))
+            .unwrap_or_default();
+        out.push((pid, ppid, cmdline));
+    }
+    out
+}
+
+/// SIGKILLs every process whose command line contains `marker`, and their descendants.
+pub(crate) fn kill_trees(marker: &str) {
+    let all = processes();
+    let mut doomed: Vec<i32> = all
+        .iter()
+        .filter(|(_, _, cmd)| cmd.contains(marker))
+        .map(|(pid, _, _)| *pid)
+        .collect();
+    let mut i = 0;
+    while i < doomed.len() {
+        let parent = doomed[i];
+        for (pid, ppid, _) in &all {
+            if *ppid == parent && !doomed.contains(pid) {
+                doomed.push(*pid);
+            }
+        }
+        i += 1;
+    }
+    for pid in doomed {
+        if let Some(pid) = rustix::process::Pid::from_raw(pid) {
+            let _ = rustix::process::kill_process(pid, rustix::process::Signal::KILL);
+        }
+    }
+}
+
+// ----------------------------------------------------------------------------------------------
+// Watches: every observed update of a pod
+
+/// One observed version of the pod object.
+#[derive(Debug, Clone)]
+pub(crate) struct Obs {
+    /// `ADDED`, `MODIFIED` or `DELETED`.
+    pub(crate) kind: String,
+    /// The Pod object.
+    pub(crate) pod: Value,
+    /// When the harness read it.
+    pub(crate) seen: Instant,
+}
+
+#[derive(Default)]
+pub(crate) struct WatchState {
+    pub(crate) obs: Vec<Obs>,
+    /// Restarts, errors, kubectl's own messages.
+    pub(crate) notes: Vec<String>,
+    pub(crate) established: bool,
+    pub(crate) stopped: bool,
+    pub(crate) child: Option<Child>,
+}
+
+/// `kubectl get pods SELECTOR -w -o json --output-watch-events`, restarted if it ends early.
+pub(crate) struct Watch {
+    pub(crate) st: Mutex<WatchState>,
+    pub(crate) changed: Condvar,
+    pub(crate) thread: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl Watch {
+    /// Starts the watch and waits (up to 15 s) until kubectl's watch request was answered, so
+    /// that every later write of the object is observed.
+    pub(crate) fn start(srv: &Server, name: &str, selector: &[String]) -> Arc<Watch> {
+        let w = Arc::new(Watch {
+            st: Mutex::new(WatchState::default()),
+            changed: Condvar::new(),
+            thread: Mutex::new(None),
+        });
+        let mut args = srv.kubectl_base();
+        args.extend(["get".into(), "pods".into()]);
+        args.extend(selector.iter().map(OsString::from));
+        args.extend(
+            ["-w", "-o", "json", "--output-watch-events", "-v=6"]
+                .iter()
+                .map(OsString::from),
+        );
+        let thread = {
+            let w = Arc::clone(&w);
+            std::thread::Builder::new()
+                .name(format!("watch-{name}"))
+                .spawn(move || watch_loop(&args, &w))
+                .unwrap()
+        };
+        *w.thread.lock().unwrap() = Some(thread);
+        let deadline = Instant::now() + secs(15);
+        let mut st = w.st.lock().unwrap();
+        while !st.established && Instant::now() < deadline {
+            st = w
+                .changed
+                .wait_timeout(st, Duration::from_millis(100))
+                .unwrap()
+                .0;
+        }
+        if !st.established {
+            st.notes
+                .push("the watch was not established within 15 s".to_string());
+        }
+        drop(st);
+        w
+    }
+
+    pub(crate) fn stop(&self) {
+        {
+            let mut st = self.st.lock().unwrap();
+            st.stopped = true;
+            if let Some(c) = st.child.as_mut() {
+                let _ = c.kill();
+            }
+        }
+        if let Some(t) = self.thread.lock().unwrap().take() {
+            let _ = t.join();
+        }
+    }
+}
+
+pub(crate) fn watch_loop(args: &[OsString], w: &Watch) {
+    let mut round = 0;
+    loop {
+        round += 1;
+        let (stdout, stderr) = {
+            let mut st = w.st.lock().unwrap();
+            if st.stopped {
+                return;
+            }
+            let mut child = Command::new(KUBECTL)
+                .args(args)
+                .stdin(Stdio::null())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .expect("kubectl runs");
+            let io = (child.stdout.take().unwrap(), child.stderr.take().unwrap());
+            st.child = Some(child);
+            io
+        };
+        let errors = std::thread::scope(|s| {
+            let errors = s.spawn(|| {
+                let mut kept = Vec::new();
+                for line in BufReader::new(stderr).lines() {
+                    let Ok(line) = line else { break };
+                    if line.contains("watch=true") && line.contains(" 200 OK") {
+                        w.st.lock().unwrap().established = true;
+                        w.changed.notify_all();
+                    } else if !line.contains("round_trippers.go") && !line.contains("loader.go") {
+                        kept.push(line);
+                    }
+                }
+                kept
+            });
+            let stream =
+                serde_json::Deserializer::from_reader(BufReader::new(stdout)).into_iter::<Value>();
+            for v in stream {
+                let seen = Instant::now();
+                match v {
+                    Ok(v) => {
+                        let mut st = w.st.lock().unwrap();
+                        st.obs.push(Obs {
+                            kind: v["type"].as_str().unwrap_or("?").to_string(),
+                            pod: v["object"].clone(),
+                            seen,
+                        });
+                        w.changed.notify_all();
+                    }
+                    Err(e) => {
+                        w.st.lock()
+                            .unwrap()
+                            .notes
+                            .push(format!("watch output: {e}"));
+                        break;
+                    }
+                }
+            }
+            errors.join().unwrap_or_default()
+        });
+        let mut st = w.st.lock().unwrap();
+        let status = st.child.take().map(|mut c| {
+            let _ = c.kill();
+            c.wait()
+        });
+        if st.stopped {
+            return;
+        }
+        st.established = false;
+        st.notes.push(format!(
+            "watch {round} ended ({status:?}): {}; restarting",
+            errors.join(" | ")
+        ));
+        drop(st);
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+// ----------------------------------------------------------------------------------------------
+// Pods
+
+/// A pod created through kubectl, with its observed updates.
+pub(crate) struct Pod<'a> {
+    pub(crate) srv: &'a Server,
+    pub(crate) id: String,
+    pub(crate) name: String,
+    pub(crate) uid: String,
+    /// `CREATE` (just before kubectl was started).
+    pub(crate) created: Instant,
+    /// `DELETE` (just before kubectl was started).
+    pub(crate) deleted: Option<Instant>,
+    /// The delete was graceful, of a pod that was not terminal.
+    pub(crate) graceful: bool,
+    pub(crate) gone: bool,
+    pub(crate) watch: Arc<Watch>,
+    pub(crate) ev_copy: PathBuf,
+    pub(crate) linker: Option<JoinHandle<()>>,
+    pub(crate) link_stop: Arc<AtomicBool>,
+}
+
+impl Pod<'_> {
+    /// Hard-links `<state>/pods/<uid>/volumes/scratch/ev.log` out of the emptyDir as soon as
+    /// it exists (the emptyDir is removed with the pod).
+    pub(crate) fn start_linker(&mut self) {
+        let src = self
+            .srv
+            .state()
+            .join("pods")
+            .join(&self.uid)
+            .join("volumes/scratch/ev.log");
+        self.ev_copy = self.srv.dir.join(format!("ev-{}.log", self.uid));
+        let copy = self.ev_copy.clone();
+        let stop = Arc::clone(&self.link_stop);
+        self.linker = Some(std::thread::spawn(move || {
+            while !stop.load(Ordering::SeqCst) {
+                if src.exists() && std::fs::hard_link(&src, &copy).is_ok() {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        }));
+    }
+
+    /// Every observed update so far.
+    pub(crate) fn observations(&self) -> Vec<Obs> {
+        self.watch.st.lock().unwrap().obs.clone()
+    }
+
+    /// The latest observed update.
+    pub(crate) fn last(&self) -> Obs {
+        self.observations()
+            .pop()
+            .unwrap_or_else(|| panic!("{}: nothing observed{}", self.name, self.diag()))
+    }
+
+    /// Seconds from `CREATE` to `o`.
+    pub(crate) fn t(&self, o: &Obs) -> f64 {
+        o.seen.duration_since(self.created).as_secs_f64()
+    }
+
+    /// Waits up to `within` after `CREATE` for an observed update satisfying `pred`; its index
+    /// and the update. Panics with the timeline when the time is up or the pod is deleted.
+    pub(crate) fn wait(
+        &self,
+        what: &str,
+        within: Duration,
+        pred: impl Fn(&Value) -> bool,
+    ) -> (usize, Obs) {
+        self.wait_since(0, self.created, what, within, pred)
+    }
+
+    /// As [`Pod::wait`], among the updates from index `from` on, up to `within` after `anchor`.
+    pub(crate) fn wait_since(
+        &self,
+        from: usize,
+        anchor: Instant,
+        what: &str,
+        within: Duration,
+        pred: impl Fn(&Value) -> bool,
+    ) -> (usize, Obs) {
+        let deadline = anchor + within;
+        let mut st = self.watch.st.lock().unwrap();
+        loop {
+            if let Some((i, o)) = st
+                .obs
+                .iter()
+                .enumerate()
+                .skip(from)
+                .find(|(_, o)| pred(&o.pod))
+            {
+                let o = o.clone();
+                drop(st);
+                assert!(
+                    o.seen <= deadline,
+                    "{}: {what}: only {:?} after the anchor, not within {within:?}{}",
+                    self.name,
+                    o.seen - anchor,
+                    self.diag()
+                );
+                return (i, o);
+            }
+            let deleted = st.obs.iter().skip(from).any(|o| o.kind == "DELETED");
+            let now = Instant::now();
+            if deleted || now >= deadline {
+                drop(st);
+                panic!(
+                    "{}: {what}: not within {within:?} ({}){}",
+                    self.name,
+                    if deleted {
+                        "the pod was deleted"
+                    } else {
+                        "time is up"
+                    },
+                    self.diag()
+                );
+            }
+            st = self
+                .watch
+                .changed
+                .wait_timeout(st, deadline - now)
+                .unwrap()
+                .0;
+        }
+    }
+
+    /// `GET(pod)`: None when not found.
+    pub(crate) fn get(&self) -> Option<Value> {
+        let out = self
+            .srv
+            .kubectl(&["get", "pod", &self.name, "-o", "json"], None);
+        if out.status.success() {
+            return Some(serde_json::from_slice(&out.stdout).expect("a Pod"));
+        }
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("NotFound"), "GET {}: {err}", self.name);
+        None
+    }
+
+    /// `DELETE(pod[, gracePeriodSeconds])`.
+    pub(crate) fn delete(&mut self, grace: Option<i64>) {
+        self.graceful = grace != Some(0)
+            && self
+                .observations()
+                .last()
+                .is_some_and(|o| !terminal(&o.pod));
+        self.deleted = Some(Instant::now());
+        let grace_arg = grace.map(|g| format!("--grace-period={g}"));
+        let mut args = vec!["delete", "pod", &self.name, "--wait=false"];
+        if let Some(g) = &grace_arg {
+            args.push(g);
+        }
+        if grace == Some(0) {
+            args.push("--force");
+        }
+        let out = self.srv.kubectl(&args, None);
+        assert!(
+            out.status.success(),
+            "DELETE {}: {}{}",
+            self.name,
+            String::from_utf8_lossy(&out.stderr),
+            self.diag()
+        );
+    }
+
+    /// Waits until the pod is gone (the watch reported `DELETED` and `GET` is not found), at
+    /// most `within` after `DELETE` (or `CREATE`); how long that took from the same anchor
+    /// and the final status (section 0.8: the last update observed).
+    pub(crate) fn wait_gone(&mut self, within: Duration) -> (Duration, Obs) {
+        let anchor = self.deleted.unwrap_or(self.created);
+        let deadline = anchor + within;
+        let mut last_get = Instant::now();
+        loop {
+            let deleted = self
+                .observations()
+                .iter()
+                .any(|o| o.kind == "DELETED" && o.pod["metadata"]["uid"] == self.uid.as_str());
+            if (deleted || last_get.elapsed() >= secs(1)) && self.get().is_none() {
+                let took = anchor.elapsed();
+                self.gone = true;
+                let last = self.last();
+                if self.graceful {
+                    self.check_graceful_end(&last);
+                }
+                return (took, last);
+            }
+            if deleted {
+                last_get = Instant::now();
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{}: still there {within:?} after {}{}",
+                self.name,
+                if self.deleted.is_some() {
+                    "DELETE"
+                } else {
+                    "CREATE"
+                },
+                self.diag()
+            );
+            let st = self.watch.st.lock().unwrap();
+            drop(
+                self.watch
+                    .changed
+                    .wait_timeout(st, Duration::from_millis(250))
+                    .unwrap(),
+            );
+        }
+    }
+
+    /// Section 0.1, T8 and T9: after a graceful delete the object shows its deletion until
+    /// every container has stopped, then disappears with its final status written: a terminal
+    /// phase (Succeeded exactly when every regular container's last instance exited 0) and no
+    /// container running.
+    pub(crate) fn check_graceful_end(&self, last: &Obs) {
+        let p = &last.pod;
+        let running: Vec<&str> = ["containerStatuses", "initContainerStatuses"]
+            .iter()
+            .filter_map(|k| p["status"][k].as_array())
+            .flatten()
+            .filter(|c| state_kind(c) == "running")
+            .map(|c| c["name"].as_str().unwrap_or("?"))
+            .collect();
+        let all_zero = p["status"]["containerStatuses"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .all(|c| c["state"]["terminated"]["exitCode"] == 0);
+        let want = if all_zero { "Succeeded" } else { "Failed" };
+        assert!(
+            last.kind == "DELETED"
+                && p["metadata"]["deletionTimestamp"].is_string()
+                && running.is_empty()
+                && phase(p) == want,
+            "{}: after the graceful DELETE the object disappeared with {} (want DELETED with \
+             deletionTimestamp, phase {want}, no container running; running: {running:?}){}",
+            self.name,
+            summarize(p),
+            self.diag()
+        );
+    }
+
+    /// `DELETE(pod)` with the pod's own grace period, then waits until it is gone.
+    pub(crate) fn delete_and_wait_gone(&mut self, within: Duration) -> (Duration, Obs) {
+        self.delete(None);
+        self.wait_gone(within)
+    }
+
+    /// `LOGS(pod, container[, previous])`: stdout, or `Err` with kubectl's message.
+    pub(crate) fn logs(&self, container: &str, previous: bool) -> Result<String, String> {
+        let mut args = vec!["logs", self.name.as_str(), "-c", container];
+        if previous {
+            args.push("--previous");
+        }
+        let out = self.srv.kubectl(&args, None);
+        if out.status.success() {
+            Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+        } else {
+            Err(String::from_utf8_lossy(&out.stderr).into_owned())
+        }
+    }
+
+    /// `EVENTS(pod)`: the Event objects.
+    pub(crate) fn events(&self) -> Vec<Value> {
+        let out = self.srv.kubectl(
+            &[
+                "get",
+                "events",
+                "--field-selector",
+                &format!("involvedObject.name={}", self.name),
+                "-o",
+                "json",
+            ],
+            None,
+        );
+        serde_json::from_slice::<Value>(&out.stdout)
+            .ok()
+            .and_then(|v| v["items"].as_array().cloned())
+            .unwrap_or_default()
+    }
+
+    /// `UPDATE(pod, field)` of the spec: a merge patch; kubectl's output.
+    pub(crate) fn patch(&self, patch: &str) -> Output {
+        self.srv.kubectl(
+            &["patch", "pod", &self.name, "--type=merge", "-p", patch],
+            None,
+        )
+    }
+
+    /// `UPDATE` of status conditions (readiness gates): a strategic patch of `pods/status`.
+    pub(crate) fn patch_status(&self, patch: &str) {
+        self.srv.kubectl_ok(
+            &[
+                "patch",
+                "pod",
+                &self.name,
+                "--subresource=status",
+                "--type=strategic",
+                "-p",
+                patch,
+            ],
+            None,
+        );
+    }
+
+    /// The event log `/tmp/kpl/<id>/ev.log` as it is now.
+    pub(crate) fn ev_log(&self) -> EvLog {
+        let host = scratch_dir(&self.id).join("ev.log");
+        let text = std::fs::read_to_string(host)
+            .ok()
+            .filter(|t| !t.is_empty())
+            .or_else(|| std::fs::read_to_string(&self.ev_copy).ok())
+            .unwrap_or_default();
+        EvLog::parse(&text)
+    }
+
+    /// What to print when a check fails: the observed updates, events, event log, notes.
+    pub(crate) fn diag(&self) -> String {
+        use std::fmt::Write;
+        let mut s = format!("\n--- {} (uid {}) observed updates:\n", self.name, self.uid);
+        let (obs, notes) = {
+            let st = self.watch.st.lock().unwrap();
+            (st.obs.clone(), st.notes.clone())
+        };
+        let mut delete_marker = self.deleted;
+        for o in &obs {
+            if let Some(d) = delete_marker.filter(|d| *d <= o.seen) {
+                let _ = writeln!(s, "{:8.3} DELETE", (d - self.created).as_secs_f64());
+                delete_marker = None;
+            }
+            let _ = writeln!(s, "{:8.3} {:8} {}", self.t(o), o.kind, summarize(&o.pod));
+        }
+        if let Some(d) = delete_marker {
+            let _ = writeln!(s, "{:8.3} DELETE", (d - self.created).as_secs_f64());
+        }
+        let _ = writeln!(s, "--- events:");
+        for e in self.events() {
+            let _ = writeln!(
+                s,
+                "{} {} {} [{}] {} (x{})",
+                e["lastTimestamp"].as_str().unwrap_or("?"),
+                e["type"].as_str().unwrap_or("?"),
+                e["reason"].as_str().unwrap_or("?"),
+                e["involvedObject"]["fieldPath"].as_str().unwrap_or(""),
+                e["message"].as_str().unwrap_or(""),
+                e["count"]
+            );
+        }
+        let ev = self.ev_log();
+        if !ev.lines.is_empty() {
+            s.push_str("--- event log:\n");
+            for e in &ev.lines {
+                let _ = writeln!(s, "{:.6} {} {}", e.ts, e.actor, e.word);
+            }
+        }
+        if !notes.is_empty() {
+            let _ = writeln!(s, "--- watch notes:\n{}", notes.join("\n"));
+        }
+        let log = self.srv.serve_log();
+        let mine: Vec<&str> = log
+            .lines()
+            .filter(|l| l.contains(&self.name) || l.contains(&self.uid))
+            .collect();
+        if !mine.is_empty() {
+            let from = mine.len().saturating_sub(20);
+            let _ = writeln!(s, "--- serve log (this pod):\n{}", mine[from..].join("\n"));
+        }
+        s
+    }
+}
+
+impl Drop for Pod<'_> {
+    /// Leaves no pod behind (a forced delete when the scenario did not remove it).
+    fn drop(&mut self) {
+        if !self.gone {
+            let _ = self.srv.kubectl(
+                &[
+                    "delete",
+                    "pod",
+                    &self.name,
+                    "--grace-period=0",
+                    "--force",
+                    "--wait=false",
+                ],
+                None,
+            );
+        }
+        self.watch.stop();
+        self.link_stop.store(true, Ordering::SeqCst);
+        if let Some(l) = self.linker.take() {
+            let _ = l.join();
+        }
+    }
+}
+
+/// The scratch directory of a scenario, removed before and after.
+pub(crate) struct Scratch(String);
+
+impl Scratch {
+    pub(crate) fn new(id: &str) -> Scratch {
+        remove_dir(&scratch_dir(id));
+        Scratch(id.to_string())
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        remove_dir(&scratch_dir(&self.0));
+    }
+}
+
+// ----------------------------------------------------------------------------------------------
+// Reading Pod objects
+
+pub(crate) fn phase(p: &Value) -> &str {
+    p["status"]["phase"].as_str().unwrap_or("")
+}
+
+pub(crate) fn terminal(p: &Value) -> bool {
+    matches!(phase(p), "Succeeded" | "Failed")
+}
+
+/// The condition of type `t` (Null when absent).
+pub(crate) fn cond<'a>(p: &'a Value, t: &str) -> &'a Value {
+    p["status"]["conditions"]
+        .as_array()
+        .and_then(|cs| cs.iter().find(|c| c["type"] == t))
+        .unwrap_or(&Value::Null)
+}
+
+/// The status of condition `t` ("" when absent).
+pub(crate) fn cond_status<'a>(p: &'a Value, t: &str) -> &'a str {
+    cond(p, t)["status"].as_str().unwrap_or("")
+}
+
+/// The status of (init) container `name` (Null when absent).
+pub(crate) fn cstatus<'a>(p: &'a Value, name: &str) -> &'a Value {
+    ["containerStatuses", "initContainerStatuses"]
+        .iter()
+        .filter_map(|k| p["status"][k].as_array())
+        .flatten()
+        .find(|c| c["name"] == name)
+        .unwrap_or(&Value::Null)
+}
+
+/// The kind of a container status's state (`waiting`, `running`, `terminated` or "").
+pub(crate) fn state_kind(cs: &Value) -> &str {
+    ["waiting", "running", "terminated"]
+        .into_iter()
+        .find(|k| cs["state"][*k].is_object())
+        .unwrap_or("")
+}
+
+/// `state.<kind>` of a container status.
+pub(crate) fn state(cs: &Value) -> &Value {
+    &cs["state"][state_kind(cs)]
+}
+
+pub(crate) fn restart_count(cs: &Value) -> u64 {
+    cs["restartCount"].as_u64().unwrap_or(0)
+}
+
+/// Seconds since the epoch of an RFC 3339 timestamp.
+pub(crate) fn ts(v: &Value) -> Option<f64> {
+    let t: jiff::Timestamp = v.as_str()?.parse().ok()?;
+    Some(t.as_millisecond() as f64 / 1000.0)
+}
+
+/// One line per observed update for diagnostics.
+pub(crate) fn summarize(p: &Value) -> String {
+    let conds: Vec<String> = p["status"]["conditions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|c| {
+            let t = c["type"].as_str().unwrap_or("?");
+            let short: String = t.chars().filter(|c| c.is_ascii_uppercase()).collect();
+            format!(
+                "{}={}",
+                if short.is_empty() { t } else { &short },
+                c["status"]
+                    .as_str()
+                    .unwrap_or("?")
+                    .chars()
+                    .next()
+                    .unwrap_or('?')
+            )
+        })
+        .collect();
+    let cs: Vec<String> = ["initContainerStatuses", "containerStatuses"]
+        .iter()
+        .filter_map(|k| p["status"][k].as_array())
+        .flatten()
+        .map(|c| {
+            let st = state(c);
+            format!(
+                "{}={}{}{} rc={}{}{}",
+                c["name"].as_str().unwrap_or("?"),
+                state_kind(c),
+                st["reason"]
+                    .as_str()
+                    .map(|r| format!("/{r}"))
+                    .unwrap_or_default(),
+                st["exitCode"]
+                    .as_i64()
+                    .map(|e| format!("({e})"))
+                    .unwrap_or_default(),
+                restart_count(c),
+                if c["ready"] == true { " ready" } else { "" },
+                if c["started"] == true { " started" } else { "" },
+            )
+        })
+        .collect();
+    format!(
+        "rv={} {}{}{} [{}] [{}]",
+        p["metadata"]["resourceVersion"].as_str().unwrap_or("?"),
+        phase(p),
+        p["status"]["reason"]
+            .as_str()
+            .map(|r| format!("/{r}"))
+            .unwrap_or_default(),
+        if p["metadata"]["deletionTimestamp"].is_string() {
+            " deleting"
+        } else {
+            ""
+        },
+        conds.join(" "),
+        cs.join(", ")
+    )
+}
