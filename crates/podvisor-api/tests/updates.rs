@@ -333,3 +333,26 @@ fn v13_node_name_may_not_change_in_a_status_update() {
         ["status.nodeName: Forbidden: may not be changed directly"]
     );
 }
+
+#[test]
+fn m11_no_new_finalizers_on_a_pod_being_deleted() {
+    use podvisor_api::k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+    let mut old = base();
+    old.metadata.finalizers = Some(vec!["example.com/a".into()]);
+    let mut new = old.clone();
+    new.metadata.finalizers = Some(vec!["example.com/a".into(), "example.com/b".into()]);
+    // Before the deletion, finalizers come and go freely.
+    assert!(update_errors(&old, &new).is_empty());
+    let at: podvisor_api::k8s_openapi::jiff::Timestamp = "2025-01-01T00:00:00Z".parse().unwrap();
+    old.metadata.deletion_timestamp = Some(Time(at));
+    new.metadata.deletion_timestamp = Some(Time(at));
+    assert_eq!(
+        update_errors(&old, &new),
+        [
+            "metadata.finalizers: Forbidden: no new finalizers can be added if the object is being deleted, found new finalizers []string{\"example.com/b\"}"
+        ]
+    );
+    // Removing them is what finishes the deletion.
+    new.metadata.finalizers = None;
+    assert!(update_errors(&old, &new).is_empty());
+}

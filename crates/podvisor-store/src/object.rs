@@ -18,6 +18,54 @@ pub(crate) fn uid(obj: &Value) -> Option<&str> {
 }
 
 /// Sets `metadata.resourceVersion`; `obj` has passed [`check`].
+/// Whether `metadata.finalizers` holds any finalizer.
+pub(crate) fn has_finalizers(obj: &Value) -> bool {
+    obj.pointer("/metadata/finalizers")
+        .and_then(Value::as_array)
+        .is_some_and(|f| !f.is_empty())
+}
+
+/// Whether the object only waits for its finalizers: it has a `deletionTimestamp` and no or a
+/// zero `deletionGracePeriodSeconds` (the API server's `shouldDeleteDuringUpdate`).
+pub(crate) fn deletion_due(obj: &Value) -> bool {
+    let meta = &obj["metadata"];
+    !meta["deletionTimestamp"].is_null()
+        && meta["deletionGracePeriodSeconds"]
+            .as_i64()
+            .is_none_or(|g| g == 0)
+}
+
+/// Marks an object deleted with no grace left (`deletionGracePeriodSeconds: 0`), as the API
+/// server's `BeforeDelete` shortens a pending grace period: the `deletionTimestamp` moves back
+/// to when the graceful deletion was asked for (timestamp − old grace), or is now.
+pub(crate) fn mark_deleted(obj: &mut Value) {
+    let Some(meta) = obj.get_mut("metadata").and_then(Value::as_object_mut) else {
+        return;
+    };
+    let grace = meta
+        .get("deletionGracePeriodSeconds")
+        .and_then(Value::as_i64)
+        .unwrap_or(0);
+    let pending = meta
+        .get("deletionTimestamp")
+        .and_then(Value::as_str)
+        .and_then(|t| t.parse::<jiff::Timestamp>().ok());
+    let at = match pending {
+        Some(ts) => ts
+            .checked_sub(jiff::SignedDuration::from_secs(grace))
+            .unwrap_or(ts),
+        None => {
+            let now = jiff::Timestamp::now();
+            jiff::Timestamp::from_second(now.as_second()).unwrap_or(now)
+        }
+    };
+    meta.insert(
+        "deletionTimestamp".into(),
+        Value::String(at.strftime("%Y-%m-%dT%H:%M:%SZ").to_string()),
+    );
+    meta.insert("deletionGracePeriodSeconds".into(), Value::from(0));
+}
+
 pub(crate) fn set_resource_version(obj: &mut Value, rv: &str) {
     if let Some(meta) = obj
         .as_object_mut()

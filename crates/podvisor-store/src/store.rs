@@ -207,6 +207,9 @@ impl Store {
     ///
     /// As in Kubernetes, an update that changes nothing (apart from `resourceVersion`) writes
     /// nothing: it returns the stored object, consumes no resourceVersion and sends no event.
+    /// An update that leaves no finalizer on an object whose deletion is due (a
+    /// `deletionTimestamp` with no or a zero grace period) removes it: the `Deleted` event
+    /// carries the updated object.
     pub fn update(&self, key: &Key, obj: Value, precondition: Preconditions) -> Result<Value> {
         object::check(key, &obj)?;
         self.write(key, |current, rv| {
@@ -238,10 +241,20 @@ impl Store {
     /// Removes an object and returns its last state with the deletion's resourceVersion in
     /// `metadata.resourceVersion` (the object the `Deleted` event carries).
     /// [`StoreError::NotFound`], or [`StoreError::Conflict`] when a precondition fails.
+    ///
+    /// As the API server's store does, an object with `metadata.finalizers` is only marked:
+    /// it gets a `deletionTimestamp` (now, unless it has one) and `deletionGracePeriodSeconds:
+    /// 0`, and stays until an update removes its last finalizer (see [`Store::update`]).
+    /// Marking an already marked object changes nothing.
     pub fn delete(&self, key: &Key, precondition: Preconditions) -> Result<Value> {
         self.write(key, |current, rv| {
             let mut current = current.ok_or_else(|| StoreError::NotFound(key.clone()))?;
             check_preconditions(key, &current, &precondition, Op::Delete)?;
+            if object::has_finalizers(&current) {
+                let mut marked = current.clone();
+                object::mark_deleted(&mut marked);
+                return Ok(modified(current, marked, rv));
+            }
             object::set_resource_version(&mut current, rv);
             Ok(Outcome::Delete(current))
         })
@@ -444,6 +457,9 @@ fn modified(current: Value, mut obj: Value, rv: &str) -> Outcome {
         return Outcome::Unchanged(current);
     }
     object::set_resource_version(&mut obj, rv);
+    if object::deletion_due(&current) && !object::has_finalizers(&obj) {
+        return Outcome::Delete(obj);
+    }
     Outcome::Put(EventType::Modified, obj)
 }
 

@@ -311,6 +311,77 @@ fn invalid_keys_and_objects_are_rejected() {
 }
 
 #[test]
+fn finalizers_hold_a_deleted_object_until_an_update_removes_the_last() {
+    let dir = TempDir::new("finalizers");
+    let store = Store::open(&dir.db()).unwrap();
+    let a = Key::new("pods", "default", "a");
+    let mut obj = pod("default", "a", 1);
+    obj["metadata"]["finalizers"] = json!(["example.com/keep", "example.com/also"]);
+    // A graceful deletion is pending: requested at 00:00:00 with 30 s of grace.
+    obj["metadata"]["deletionTimestamp"] = json!("2025-01-01T00:00:30Z");
+    obj["metadata"]["deletionGracePeriodSeconds"] = json!(30);
+    store.create(&a, obj).unwrap();
+    let mut w = store.watch("pods", None, WatchFrom::Now).unwrap();
+
+    // The kubelet's final delete only marks it: grace 0, timestamp back to the request.
+    let marked = store.delete(&a, Preconditions::default()).unwrap();
+    assert_eq!(marked["metadata"]["deletionGracePeriodSeconds"], 0);
+    assert_eq!(
+        marked["metadata"]["deletionTimestamp"],
+        "2025-01-01T00:00:00Z"
+    );
+    assert_eq!(store.get(&a).unwrap().unwrap(), marked);
+    // Deleting again changes nothing and sends nothing.
+    assert_eq!(store.delete(&a, Preconditions::default()).unwrap(), marked);
+
+    // Removing one finalizer keeps it; removing the last one deletes it.
+    let mut one = marked.clone();
+    one["metadata"]["finalizers"] = json!(["example.com/also"]);
+    let one = store.update(&a, one, Preconditions::default()).unwrap();
+    assert!(store.get(&a).unwrap().is_some());
+    let mut none = one.clone();
+    none["metadata"]["finalizers"] = json!([]);
+    let last = store.update(&a, none, Preconditions::default()).unwrap();
+    assert!(store.get(&a).unwrap().is_none());
+    assert_eq!(last["metadata"]["finalizers"], json!([]));
+
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .unwrap();
+    let events: Vec<EventType> = rt.block_on(async {
+        let mut v = Vec::new();
+        for _ in 0..3 {
+            v.push(next(&mut w).await.type_);
+        }
+        v
+    });
+    assert_eq!(
+        events,
+        [EventType::Modified, EventType::Modified, EventType::Deleted]
+    );
+    assert!(w.try_next().is_none());
+
+    // Without a pending grace, a delete marks it now; an object being deleted gracefully (grace
+    // left) is not removed by an update without finalizers.
+    let b = Key::new("pods", "default", "b");
+    let mut obj = pod("default", "b", 1);
+    obj["metadata"]["finalizers"] = json!(["example.com/keep"]);
+    store.create(&b, obj).unwrap();
+    let marked = store.delete(&b, Preconditions::default()).unwrap();
+    assert!(marked["metadata"]["deletionTimestamp"].is_string());
+    let c = Key::new("pods", "default", "c");
+    let mut obj = pod("default", "c", 1);
+    obj["metadata"]["deletionTimestamp"] = json!("2025-01-01T00:00:30Z");
+    obj["metadata"]["deletionGracePeriodSeconds"] = json!(30);
+    let created = store.create(&c, obj).unwrap();
+    let mut status = created.clone();
+    status["status"]["phase"] = json!("Running");
+    store.update(&c, status, Preconditions::default()).unwrap();
+    assert!(store.get(&c).unwrap().is_some());
+}
+
+#[test]
 fn an_update_that_changes_nothing_writes_nothing() {
     let dir = TempDir::new("noop");
     let store = Store::open(&dir.db()).unwrap();

@@ -406,6 +406,76 @@ fn serve_runs_pods_for_kubectl() {
     assert_eq!(w.wait_exit(Duration::from_secs(10)), Some(0));
 }
 
+/// Section 0.8 of the conformance examples: a finalizer pins a deleted pod, so its final
+/// container statuses can be read; the object goes when the last finalizer is removed.
+#[test]
+fn serve_keeps_a_finalized_pod_until_its_finalizers_go() {
+    let Some(mut w) = World::new("finalizers") else {
+        return;
+    };
+    w.start(&["--drain-on-exit"]);
+    let pid_file = w.dir.join("pinned.pid");
+    let manifest = looping_pod("pinned", &pid_file).replace(
+        "  name: pinned\n",
+        "  name: pinned\n  finalizers: [example.com/pin]\n",
+    );
+    w.create(&manifest);
+    w.wait_phase("pinned", "Running");
+    let pid = w.read_pid("pinned", &pid_file);
+    w.kubectl_ok(&["delete", "pod", "pinned", "--wait=false"]);
+    // The containers stop; the object stays, marked, with their final statuses.
+    w.wait_for(
+        "pinned's container terminated",
+        &[
+            "get",
+            "pod",
+            "pinned",
+            "-o",
+            "jsonpath={.status.containerStatuses[0].state.terminated.reason}",
+        ],
+        |o| String::from_utf8_lossy(&o.stdout) == "Completed",
+    );
+    assert!(!alive(pid), "the container was stopped");
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(
+        w.jsonpath(
+            "pinned",
+            "{.metadata.deletionGracePeriodSeconds} {.metadata.finalizers[0]}"
+        ),
+        "0 example.com/pin"
+    );
+    assert!(!w.jsonpath("pinned", "{.metadata.deletionTimestamp}").is_empty());
+    // No finalizer may be added now.
+    let out = w.kubectl(&[
+        "patch",
+        "pod",
+        "pinned",
+        "--type=merge",
+        "-p",
+        r#"{"metadata":{"finalizers":["example.com/pin","example.com/more"]}}"#,
+    ]);
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains(
+            "metadata.finalizers: Forbidden: no new finalizers can be added if the object is being deleted"
+        ),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // Removing the finalizer removes the pod.
+    w.kubectl_ok(&[
+        "patch",
+        "pod",
+        "pinned",
+        "--type=json",
+        "-p",
+        r#"[{"op":"remove","path":"/metadata/finalizers"}]"#,
+    ]);
+    w.wait_gone("pinned");
+    w.signal(rustix::process::Signal::TERM);
+    assert_eq!(w.wait_exit(Duration::from_secs(15)), Some(0), "{}", w.logs());
+}
+
 #[test]
 fn serve_restart_readopts_running_containers() {
     let Some(mut w) = World::new("restart") else {

@@ -142,6 +142,29 @@ pub(crate) fn validate_object_meta_update(
             "field is immutable",
         ));
     }
+    // `ValidateNoNewFinalizers`: an object being deleted only waits for the finalizers it has.
+    if old.deletion_timestamp.is_some() {
+        let had = old.finalizers.as_deref().unwrap_or_default();
+        let mut extra: Vec<&str> = new
+            .finalizers
+            .iter()
+            .flatten()
+            .map(String::as_str)
+            .filter(|f| !had.iter().any(|h| h == f))
+            .collect();
+        extra.sort_unstable();
+        extra.dedup();
+        if !extra.is_empty() {
+            let list: Vec<String> = extra.iter().map(|f| format!("{f:?}")).collect();
+            errs.push(FieldError::forbidden(
+                &path.child("finalizers"),
+                format!(
+                    "no new finalizers can be added if the object is being deleted, found new finalizers []string{{{}}}",
+                    list.join(", ")
+                ),
+            ));
+        }
+    }
     errs
 }
 
