@@ -444,7 +444,10 @@ fn serve_keeps_a_finalized_pod_until_its_finalizers_go() {
         ),
         "0 example.com/pin"
     );
-    assert!(!w.jsonpath("pinned", "{.metadata.deletionTimestamp}").is_empty());
+    assert!(
+        !w.jsonpath("pinned", "{.metadata.deletionTimestamp}")
+            .is_empty()
+    );
     // No finalizer may be added now.
     let out = w.kubectl(&[
         "patch",
@@ -473,7 +476,12 @@ fn serve_keeps_a_finalized_pod_until_its_finalizers_go() {
     ]);
     w.wait_gone("pinned");
     w.signal(rustix::process::Signal::TERM);
-    assert_eq!(w.wait_exit(Duration::from_secs(15)), Some(0), "{}", w.logs());
+    assert_eq!(
+        w.wait_exit(Duration::from_secs(15)),
+        Some(0),
+        "{}",
+        w.logs()
+    );
 }
 
 #[test]
