@@ -1,13 +1,682 @@
 //! Translations of the upstream e2e tests on probes (scenarios 28-45) that the
 //! document does not spell out, in its form (manifests under `tests/conformance/`).
+//!
+//! Unless a scenario says otherwise the source is `test/e2e/common/node/container_probe.go`
+//! ("Probing container"). Upstream's `initialDelaySeconds` 15 is 5 here (⏱), its observation
+//! window of 4 min is 25-60 s (⏱); the order of delay, failure and restart is kept.
 
-#[allow(unused_imports)]
+use super::examples::check_monotonic;
 use super::harness::*;
-#[allow(unused_imports)]
 use crate::conformance_support::*;
-#[allow(unused_imports)]
 use serde_json::Value;
-#[allow(unused_imports)]
 use std::time::{Duration, Instant};
 
-pub(crate) const SCENARIOS: &[(&str, ScenarioFn)] = &[];
+// ----------------------------------------------------------------------------------------------
+// Helpers
+
+/// `(type, message, firstTimestamp)` of the pod's events with `reason` about container `c`.
+fn events_of(pod: &Pod, reason: &str, c: &str) -> Vec<(String, String, Option<f64>)> {
+    let field = format!("spec.containers{{{c}}}");
+    pod.events()
+        .iter()
+        .filter(|e| e["reason"] == reason && e["involvedObject"]["fieldPath"] == field.as_str())
+        .map(|e| {
+            (
+                e["type"].as_str().unwrap_or("").to_string(),
+                e["message"].as_str().unwrap_or("").to_string(),
+                ts(&e["firstTimestamp"]).or_else(|| ts(&e["eventTime"])),
+            )
+        })
+        .collect()
+}
+
+/// R17: a Warning `Unhealthy` event for `c` whose message satisfies `pred`.
+fn check_unhealthy(c: &mut Checks, pod: &Pod, name: &str, what: &str, pred: impl Fn(&str) -> bool) {
+    let evs = events_of(pod, "Unhealthy", name);
+    c.check(
+        evs.iter().any(|(t, m, _)| t == "Warning" && pred(m)),
+        format!("EVENTS: a Warning Unhealthy event for {name}: {what} (got {evs:?})"),
+    );
+}
+
+/// No `Unhealthy` event for `c` whose message starts with `prefix`.
+fn check_no_unhealthy(c: &mut Checks, pod: &Pod, name: &str, prefix: &str) {
+    let evs: Vec<_> = events_of(pod, "Unhealthy", name)
+        .into_iter()
+        .filter(|(_, m, _)| m.starts_with(prefix))
+        .collect();
+    c.check(
+        evs.is_empty(),
+        format!("EVENTS: no Unhealthy event \"{prefix}...\" for {name} (got {evs:?})"),
+    );
+}
+
+/// 10.6: a Normal `Killing` event for `c` with exactly `message`; its first timestamp.
+fn check_killing(c: &mut Checks, pod: &Pod, name: &str, message: &str) -> Option<f64> {
+    let evs = events_of(pod, "Killing", name);
+    let hit = evs.iter().find(|(t, m, _)| t == "Normal" && m == message);
+    c.check(
+        hit.is_some(),
+        format!("EVENTS: a Normal Killing event for {name}: {message:?} (got {evs:?})"),
+    );
+    hit.and_then(|(_, _, at)| *at)
+}
+
+/// Upstream's `runLivenessTest`, first step: waits until `name` is running or terminated.
+fn wait_not_waiting(pod: &Pod, name: &str) -> (usize, Obs) {
+    pod.wait(&format!("{name} not waiting"), secs(60), |p| {
+        matches!(state_kind(cstatus(p, name)), "running" | "terminated")
+    })
+}
+
+/// Upstream's `runLivenessTest` with 0 expected restarts: from the first update where `name`
+/// is not waiting, `window` of observation during which `restartCount` stays 0 (and the
+/// container keeps running).
+fn expect_no_restart(c: &mut Checks, pod: &Pod, name: &str, window: Duration) {
+    let (from, o) = wait_not_waiting(pod, name);
+    std::thread::sleep((o.seen + window).saturating_duration_since(Instant::now()));
+    for o in &pod.observations()[from..] {
+        let cs = cstatus(&o.pod, name);
+        c.check(
+            restart_count(cs) == 0 && state_kind(cs) == "running",
+            format!(
+                "t={:.3}: {name} running with restartCount 0 (is {} rc={})",
+                pod.t(o),
+                state_kind(cs),
+                restart_count(cs)
+            ),
+        );
+    }
+    let evs = events_of(pod, "Killing", name);
+    c.check(
+        evs.is_empty(),
+        format!("EVENTS: no Killing event for {name} (got {evs:?})"),
+    );
+}
+
+/// Upstream's `runLivenessTest` with `n` expected restarts: `restartCount` of `name` reaches
+/// `n` within `within` of CREATE; the updates up to that one.
+fn expect_restarts(pod: &Pod, name: &str, n: u64, within: Duration) -> Vec<Obs> {
+    let (i, _) = pod.wait(&format!("restartCount >= {n}"), within, |p| {
+        restart_count(cstatus(p, name)) >= n
+    });
+    pod.observations()[..=i].to_vec()
+}
+
+/// Upstream's `runReadinessFailTest` and the never-ready checks: for `window` after `name`
+/// is running, no update shows it (or the pod) ready, and it never restarts; at the end the
+/// pod is Running with `ContainersReady`/`Ready` False for `ContainersNotReady` (D4, D5).
+fn expect_never_ready(c: &mut Checks, pod: &Pod, name: &str, window: Duration) {
+    let (from, o) = pod.wait(&format!("{name} running"), secs(60), |p| {
+        state_kind(cstatus(p, name)) == "running"
+    });
+    std::thread::sleep((o.seen + window).saturating_duration_since(Instant::now()));
+    let obs = pod.observations();
+    for o in &obs {
+        let cs = cstatus(&o.pod, name);
+        c.check(
+            cond_status(&o.pod, "Ready") != "True" && cs["ready"] != true,
+            format!("t={:.3}: Ready (never expected)", pod.t(o)),
+        );
+        c.check(
+            restart_count(cs) == 0,
+            format!("t={:.3}: restartCount {}", pod.t(o), restart_count(cs)),
+        );
+    }
+    let last = &obs.last().expect("updates").pod;
+    c.check(phase(last) == "Running", "phase Running at the end");
+    // No startup probe: started as soon as it runs (S11).
+    c.check(
+        obs[from..]
+            .iter()
+            .all(|o| cstatus(&o.pod, name)["started"] == true),
+        format!("{name} started: true on every update once running"),
+    );
+    let message = format!("containers with unready status: [{name}]");
+    for t in ["ContainersReady", "Ready"] {
+        let k = cond(last, t);
+        c.check(
+            k["status"] == "False"
+                && k["reason"] == "ContainersNotReady"
+                && k["message"] == *message,
+            format!("{t} False/ContainersNotReady/{message:?} at the end (is {k})"),
+        );
+    }
+}
+
+/// Forced `DELETE(pod, 0)` (upstream's cleanup, `NewDeleteOptions(0)`) and wait until gone.
+fn delete_now(pod: &mut Pod) {
+    pod.delete(Some(0));
+    pod.wait_gone(secs(30));
+}
+
+/// `lastState.terminated` of `name` in update `o`.
+fn last_terminated<'a>(o: &'a Obs, name: &str) -> &'a Value {
+    &cstatus(&o.pod, name)["lastState"]["terminated"]
+}
+
+// ----------------------------------------------------------------------------------------------
+// Readiness
+
+/// "with readiness probe that fails should never be ready and never restart" (Conformance):
+/// WEB(18029) probed on 19029 where nothing listens. ⏱ 20 s of observation (upstream 1 min).
+fn s29(srv: &Server) {
+    let mut pod = srv.create("s29", &manifest("s29.yaml"));
+    let mut c = Checks::new();
+    expect_never_ready(&mut c, &pod, "test-webserver", secs(20));
+    // R19: a transport error is a failure with Go's error text.
+    check_unhealthy(&mut c, &pod, "test-webserver", "connection refused", |m| {
+        m == "Readiness probe failed: Get \"http://127.0.0.1:19029/\": dial tcp \
+              127.0.0.1:19029: connect: connection refused"
+    });
+    pod.delete_and_wait_gone(secs(60));
+    c.finish("s29", || pod.diag());
+}
+
+/// A readiness probe that fails after the container was ready makes it (and the pod) not
+/// ready without restarting it (R14: readiness never kills; D4, D5, D7). Same shape as the
+/// sidecar variant of "should mark readiness on pods to false ..." without the delete.
+fn s29b(srv: &Server) {
+    let _scratch = Scratch::new("s29b");
+    let mut pod = srv.create("s29b", &manifest("s29b.yaml"));
+    let (i, ready) = pod.wait("Ready True", secs(30), |p| {
+        cond_status(p, "Ready") == "True"
+    });
+    let (j, unready) = pod.wait_since(i, pod.created, "Ready False again", secs(40), |p| {
+        cond_status(p, "Ready") == "False"
+    });
+    let mut c = Checks::new();
+    let cs = cstatus(&unready.pod, "busybox");
+    c.check(
+        state_kind(cs) == "running" && cs["ready"] == false && cs["started"] == true,
+        format!("busybox still running, started, not ready (is {cs})"),
+    );
+    for t in ["ContainersReady", "Ready"] {
+        let k = cond(&unready.pod, t);
+        c.check(
+            k["reason"] == "ContainersNotReady"
+                && k["message"] == "containers with unready status: [busybox]",
+            format!("{t}: ContainersNotReady, containers with unready status: [busybox] (is {k})"),
+        );
+        // D7: the transition time moved with the status, ~10 s after becoming ready.
+        let (a, b) = (
+            ts(&cond(&ready.pod, t)["lastTransitionTime"]),
+            ts(&k["lastTransitionTime"]),
+        );
+        c.check(
+            a.zip(b).is_some_and(|(a, b)| b - a >= 5.0),
+            format!("{t}.lastTransitionTime moved on becoming unready ({a:?} -> {b:?})"),
+        );
+    }
+    // The file is gone by 10 s; a probe every 2 s with failureThreshold 1 notices it.
+    let since_ready = unready.seen.duration_since(ready.seen);
+    c.check(
+        since_ready <= secs(10) + secs(5),
+        format!("unready {since_ready:?} after ready (file removed ~10 s after start)"),
+    );
+    std::thread::sleep(secs(5));
+    for o in &pod.observations()[j..] {
+        c.check(
+            cond_status(&o.pod, "Ready") == "False",
+            format!("t={:.3}: ready again without the file", pod.t(o)),
+        );
+    }
+    for o in pod.observations() {
+        c.check(
+            restart_count(cstatus(&o.pod, "busybox")) == 0,
+            format!("t={:.3}: restarted", pod.t(&o)),
+        );
+    }
+    check_unhealthy(&mut c, &pod, "busybox", "cat's error", |m| {
+        m.starts_with("Readiness probe failed: cat: ") && m.contains("No such file or directory")
+    });
+    let kills = events_of(&pod, "Killing", "busybox");
+    c.check(
+        kills.is_empty(),
+        format!("no Killing event (got {kills:?})"),
+    );
+    pod.delete_and_wait_gone(secs(60));
+    c.finish("s29b", || pod.diag());
+}
+
+/// "should not be ready with an exec readiness probe timeout": `sh -c 'sleep 10'` with
+/// `timeoutSeconds: 1` is a Failure (R18), never ready, never restarted. ⏱ 20 s (1 min).
+fn s37(srv: &Server) {
+    let mut pod = srv.create("s37", &manifest("s37.yaml"));
+    let mut c = Checks::new();
+    expect_never_ready(&mut c, &pod, "busybox", secs(20));
+    check_unhealthy(&mut c, &pod, "busybox", "exec timeout", |m| {
+        m == "Readiness probe failed: command \"sh -c sleep 10\" timed out"
+    });
+    pod.delete_and_wait_gone(secs(60));
+    c.finish("s37", || pod.diag());
+}
+
+// ----------------------------------------------------------------------------------------------
+// Liveness that passes
+
+/// "should *not* be restarted with a exec \"cat /tmp/health\" liveness probe" (Conformance).
+/// ⏱ 25 s of observation (4 min): probes at ~10 and ~20 s.
+fn s31(srv: &Server) {
+    let _scratch = Scratch::new("s31");
+    let mut pod = srv.create("s31", &manifest("s31.yaml"));
+    let mut c = Checks::new();
+    expect_no_restart(&mut c, &pod, "busybox", secs(25));
+    check_no_unhealthy(&mut c, &pod, "busybox", "");
+    pod.delete_and_wait_gone(secs(60));
+    c.finish("s31", || pod.diag());
+}
+
+/// "should *not* be restarted with a tcp:8080 liveness probe" (Conformance): LIVE(18033)'s
+/// `/healthz` fails after 10 s but the socket stays open, so the TCP probe passes (R20).
+fn s33(srv: &Server) {
+    let mut pod = srv.create("s33", &manifest("s33.yaml"));
+    let mut c = Checks::new();
+    expect_no_restart(&mut c, &pod, "agnhost-container", secs(25));
+    check_no_unhealthy(&mut c, &pod, "agnhost-container", "");
+    pod.delete_and_wait_gone(secs(60));
+    c.finish("s33", || pod.diag());
+}
+
+/// "should *not* be restarted with a /healthz http liveness probe" (Conformance): WEB(18035)
+/// on `/`, `timeoutSeconds: 5`, `failureThreshold: 5`.
+fn s35(srv: &Server) {
+    let mut pod = srv.create("s35", &manifest("s35.yaml"));
+    let mut c = Checks::new();
+    expect_no_restart(&mut c, &pod, "test-webserver", secs(25));
+    check_no_unhealthy(&mut c, &pod, "test-webserver", "");
+    pod.delete_and_wait_gone(secs(60));
+    c.finish("s35", || pod.diag());
+}
+
+/// "should *not* be restarted with a non-local redirect http liveness probe": the redirect to
+/// `http://0.0.0.0/` is not followed; the 302 counts as success with a `ProbeWarning` event
+/// (R17, R19) whose message contains upstream's text.
+fn s43(srv: &Server) {
+    let mut pod = srv.create("s43", &manifest("s43.yaml"));
+    let mut c = Checks::new();
+    expect_no_restart(&mut c, &pod, "agnhost-container", secs(25));
+    let want = "Probe terminated redirects, Response body: <a href=\"http://0.0.0.0/\">Found</a>.";
+    let evs = events_of(&pod, "ProbeWarning", "agnhost-container");
+    c.check(
+        evs.iter().any(|(t, m, _)| {
+            t == "Warning" && m.starts_with("Liveness probe warning: ") && m.contains(want)
+        }),
+        format!("EVENTS: Warning ProbeWarning \"Liveness probe warning: {want}\" (got {evs:?})"),
+    );
+    check_no_unhealthy(&mut c, &pod, "agnhost-container", "");
+    pod.delete_and_wait_gone(secs(60));
+    c.finish("s43", || pod.diag());
+}
+
+// ----------------------------------------------------------------------------------------------
+// Liveness that fails
+
+/// "should have monotonically increasing restart count" (Conformance): LIVE(18034) with a
+/// liveness probe on `/healthz`; every instance fails 10 s after it starts. ⏱ 2 restarts
+/// within 60 s (upstream 5 in 14 min) and `periodSeconds: 2` (10), because the crash-loop
+/// back-off (10 s, 20 s, ...) separates the restarts.
+fn s34(srv: &Server) {
+    let name = "agnhost-container";
+    let mut pod = srv.create("s34", &manifest("s34.yaml"));
+    let before = expect_restarts(&pod, name, 2, secs(70));
+    let mut c = Checks::new();
+    // Each restart is a new instance that lived ~10 s, killed by the kubelet (T3: SIGTERM,
+    // which python does not handle: 143).
+    let mut seen = 0;
+    for o in &before {
+        let n = restart_count(cstatus(&o.pod, name));
+        if n > seen {
+            let t = last_terminated(o, name);
+            let lived = ts(&t["finishedAt"])
+                .zip(ts(&t["startedAt"]))
+                .map(|(f, s)| f - s);
+            c.check(
+                t["exitCode"] == 143 && lived.is_some_and(|l| l >= 10.0 - 1.0),
+                format!(
+                    "t={:.3}: restart {n}: lastState.terminated exit 143 after >= 10 s (is {t})",
+                    pod.t(o)
+                ),
+            );
+            seen = n;
+        }
+    }
+    check_unhealthy(&mut c, &pod, name, "status 500", |m| {
+        m == "Liveness probe failed: HTTP probe failed with statuscode: 500"
+    });
+    check_killing(
+        &mut c,
+        &pod,
+        name,
+        "Container agnhost-container failed liveness probe, will be restarted",
+    );
+    delete_now(&mut pod);
+    check_monotonic(&mut c, &pod, name);
+    c.finish("s34", || pod.diag());
+}
+
+/// "should be restarted with an exec liveness probe with timeout": `sh -c 'sleep 10'` with
+/// `timeoutSeconds: 1` fails by timing out (R18) and the container is restarted.
+fn s36(srv: &Server) {
+    let mut pod = srv.create("s36", &manifest("s36.yaml"));
+    let before = expect_restarts(&pod, "busybox", 1, secs(60));
+    let mut c = Checks::new();
+    check_unhealthy(&mut c, &pod, "busybox", "exec timeout", |m| {
+        m == "Liveness probe failed: command \"sh -c sleep 10\" timed out"
+    });
+    check_killing(
+        &mut c,
+        &pod,
+        "busybox",
+        "Container busybox failed liveness probe, will be restarted",
+    );
+    // The first instance ran ~10 s (delay 5 s, then the tick at 10 s, then 1 s of timeout),
+    // not the 10 s of the probe's sleep on top.
+    let t = last_terminated(before.last().unwrap(), "busybox");
+    let lived = ts(&t["finishedAt"])
+        .zip(ts(&t["startedAt"]))
+        .map(|(f, s)| f - s);
+    c.check(
+        lived.is_some_and(|l| l <= 15.0),
+        format!("the first instance was killed within 15 s of starting (is {t})"),
+    );
+    delete_now(&mut pod);
+    check_monotonic(&mut c, &pod, "busybox");
+    c.finish("s36", || pod.diag());
+}
+
+/// "should be restarted with a failing exec liveness probe that took longer than the
+/// timeout": `sh -c 'sleep 10 & exit 1'` fails (exit 1, or the timeout while the background
+/// `sleep` holds the output open) and the container is restarted.
+fn s36b(srv: &Server) {
+    let mut pod = srv.create("s36b", &manifest("s36b.yaml"));
+    expect_restarts(&pod, "busybox", 1, secs(60));
+    let mut c = Checks::new();
+    check_unhealthy(&mut c, &pod, "busybox", "a liveness failure", |m| {
+        m.starts_with("Liveness probe failed: ")
+    });
+    check_killing(
+        &mut c,
+        &pod,
+        "busybox",
+        "Container busybox failed liveness probe, will be restarted",
+    );
+    delete_now(&mut pod);
+    c.finish("s36b", || pod.diag());
+}
+
+/// "should be restarted with a local redirect http liveness probe": `/redirect?loc=%2Fhealthz`
+/// is followed (same host, R19) to LIVE's `/healthz`, which fails after 10 s.
+fn s42(srv: &Server) {
+    let name = "agnhost-container";
+    let mut pod = srv.create("s42", &manifest("s42.yaml"));
+    expect_restarts(&pod, name, 1, secs(60));
+    let mut c = Checks::new();
+    check_unhealthy(
+        &mut c,
+        &pod,
+        name,
+        "the redirect's target answered 500",
+        |m| m == "Liveness probe failed: HTTP probe failed with statuscode: 500",
+    );
+    let warnings = events_of(&pod, "ProbeWarning", name);
+    c.check(
+        warnings.is_empty(),
+        format!("no ProbeWarning: a local redirect is followed (got {warnings:?})"),
+    );
+    delete_now(&mut pod);
+    check_monotonic(&mut c, &pod, name);
+    c.finish("s42", || pod.diag());
+}
+
+/// "should be restarted with a GRPC liveness probe" (Conformance): the probe's port has no
+/// listener; the connection is retried until `timeoutSeconds` (R21) and fails. (The passing
+/// variant needs a gRPC health server, which python3's standard library cannot provide.)
+fn s45b(srv: &Server) {
+    let mut pod = srv.create("s45b", &manifest("s45b.yaml"));
+    let before = expect_restarts(&pod, "agnhost", 1, secs(60));
+    let mut c = Checks::new();
+    let ip = before.last().unwrap().pod["status"]["podIP"]
+        .as_str()
+        .unwrap_or("?")
+        .to_string();
+    let want = format!(
+        "Liveness probe failed: timeout: failed to connect service \"{ip}:19045\" within 5s: \
+         context deadline exceeded"
+    );
+    check_unhealthy(&mut c, &pod, "agnhost", &want, |m| m == want);
+    check_killing(
+        &mut c,
+        &pod,
+        "agnhost",
+        "Container agnhost failed liveness probe, will be restarted",
+    );
+    delete_now(&mut pod);
+    c.finish("s45b", || pod.diag());
+}
+
+// ----------------------------------------------------------------------------------------------
+// Startup probes
+
+/// "should *not* be restarted by liveness probe because startup probe delays it": both
+/// probes fail, but the startup probe has 60 attempts, so liveness never runs (R11) and
+/// nothing restarts. ⏱ 30 s of observation (4 min).
+fn s39(srv: &Server) {
+    let mut pod = srv.create("s39", &manifest("s39.yaml"));
+    let mut c = Checks::new();
+    expect_no_restart(&mut c, &pod, "busybox", secs(30));
+    for o in pod.observations() {
+        c.check(
+            cstatus(&o.pod, "busybox")["started"] != true,
+            format!(
+                "t={:.3}: started (the startup probe never succeeds)",
+                pod.t(&o)
+            ),
+        );
+    }
+    // R17: exec failure with empty output leaves the trailing space.
+    check_unhealthy(&mut c, &pod, "busybox", "\"Startup probe failed: \"", |m| {
+        m == "Startup probe failed: "
+    });
+    check_no_unhealthy(&mut c, &pod, "busybox", "Liveness");
+    pod.delete_and_wait_gone(secs(60));
+    c.finish("s39", || pod.diag());
+}
+
+/// "should be restarted by liveness probe after startup probe enables it": the startup file
+/// appears after 10 s; once started the always-failing liveness probe restarts the container.
+fn s40(srv: &Server) {
+    let _scratch = Scratch::new("s40");
+    let mut pod = srv.create("s40", &manifest("s40.yaml"));
+    let before = expect_restarts(&pod, "busybox", 1, secs(60));
+    let mut c = Checks::new();
+    let started = before
+        .iter()
+        .position(|o| cstatus(&o.pod, "busybox")["started"] == true);
+    c.check(
+        started.is_some(),
+        "started: true was observed before the restart (the startup probe succeeded first)",
+    );
+    // Started needs the file (~10 s after start): not before.
+    if let Some(i) = started {
+        let cs = cstatus(&before[i].pod, "busybox");
+        let at = ts(&cs["state"]["running"]["startedAt"]);
+        let seen = pod.t(&before[i]);
+        c.check(
+            seen >= 9.0,
+            format!("started: true at t={seen:.3} (running since {at:?}), before the file"),
+        );
+    }
+    check_unhealthy(
+        &mut c,
+        &pod,
+        "busybox",
+        "\"Liveness probe failed: \"",
+        |m| m == "Liveness probe failed: ",
+    );
+    check_killing(
+        &mut c,
+        &pod,
+        "busybox",
+        "Container busybox failed liveness probe, will be restarted",
+    );
+    delete_now(&mut pod);
+    check_monotonic(&mut c, &pod, "busybox");
+    c.finish("s40", || pod.diag());
+}
+
+/// "should be ready immediately after startupProbe succeeds": readiness passes from the
+/// start but is gated by the startup probe (R11); once started, the readiness probe runs at
+/// once (R12) instead of waiting for its period. ⏱ startup file after 12 s (32), readiness
+/// period 10 s (30), startup period 2 s (5), ready within 5 s of started (25).
+fn s41(srv: &Server) {
+    let _scratch = Scratch::new("s41");
+    let mut pod = srv.create("s41", &manifest("s41.yaml"));
+    let (i, started) = pod.wait("started", secs(60), |p| {
+        cstatus(p, "busybox")["started"] == true
+    });
+    let (_, ready) = pod.wait_since(i, pod.created, "Ready True", secs(60), |p| {
+        cond_status(p, "Ready") == "True"
+    });
+    let mut c = Checks::new();
+    c.check(
+        pod.t(&started) >= 11.0,
+        format!(
+            "started at t={:.3}: not before the file (12 s)",
+            pod.t(&started)
+        ),
+    );
+    let ready_in = ready.seen.duration_since(started.seen);
+    c.check(
+        ready_in <= secs(5),
+        format!("Ready {ready_in:?} after started: the readiness probe ran immediately"),
+    );
+    for o in &pod.observations()[..i] {
+        c.check(
+            cond_status(&o.pod, "Ready") != "True" && cstatus(&o.pod, "busybox")["ready"] != true,
+            format!("t={:.3}: ready before started", pod.t(o)),
+        );
+    }
+    c.check(phase(&ready.pod) == "Running", "phase Running");
+    pod.delete_and_wait_gone(secs(60));
+    c.finish("s41", || pod.diag());
+}
+
+// ----------------------------------------------------------------------------------------------
+// Probe-level terminationGracePeriodSeconds (T2)
+
+/// A DEAF container (0.5) killed for `reason` with the probe's 5 s grace although the pod's
+/// is 500: SIGKILL (137) about 5 s after the `Killing` event.
+fn probe_grace_scenario(srv: &Server, id: &str, kill_message: &str) {
+    let _scratch = Scratch::new(id);
+    let mut pod = srv.create(id, &manifest(&format!("{id}.yaml")));
+    let before = expect_restarts(&pod, "busybox", 1, secs(45));
+    let mut c = Checks::new();
+    let killed_at = check_killing(&mut c, &pod, "busybox", kill_message);
+    let t = last_terminated(before.last().unwrap(), "busybox");
+    let finished = ts(&t["finishedAt"]);
+    let grace = killed_at.zip(finished).map(|(k, f)| f - k);
+    c.check(
+        t["exitCode"] == 137,
+        format!("lastState exit code 137 (is {t})"),
+    );
+    // Two timestamps of 1 s resolution: ±1 s, plus a second for the SIGKILL to land.
+    c.check(
+        grace.is_some_and(|g| (5.0 - 1.0..=5.0 + 2.0).contains(&g)),
+        format!("finishedAt - Killing = {grace:?} s: the probe's 5 s grace, not the pod's 500"),
+    );
+    delete_now(&mut pod);
+    c.finish(id, || pod.diag());
+}
+
+/// "should override timeoutGracePeriodSeconds when LivenessProbe field is set".
+fn s44(srv: &Server) {
+    probe_grace_scenario(
+        srv,
+        "s44",
+        "Container busybox failed liveness probe, will be restarted",
+    );
+}
+
+/// "should override timeoutGracePeriodSeconds when StartupProbe field is set".
+fn s44b(srv: &Server) {
+    probe_grace_scenario(
+        srv,
+        "s44b",
+        "Container busybox failed startup probe, will be restarted",
+    );
+}
+
+// ----------------------------------------------------------------------------------------------
+// Probes during termination (R10, T6, T7)
+
+/// "should mark readiness on pods to false and disable liveness probes while pod is in
+/// progress of terminating" (and its readiness-only twin): on SIGTERM the script removes
+/// both probe files and lingers 8 s (⏱ 20); readiness keeps probing and makes the pod not
+/// ready while the container still runs, liveness is off (no failure, no kill).
+fn s45(srv: &Server) {
+    let name = "probe-test";
+    let _scratch = Scratch::new("s45");
+    let mut pod = srv.create("s45", &manifest("s45.yaml"));
+    let (i, _) = pod.wait("Ready True", secs(30), |p| {
+        cond_status(p, "Ready") == "True"
+    });
+    pod.delete(None);
+    let deleted = pod.deleted.unwrap();
+    let (_, unready) = pod.wait_since(i, deleted, "not ready while terminating", secs(30), |p| {
+        cond_status(p, "Ready") != "True"
+    });
+    let mut c = Checks::new();
+    let cs = cstatus(&unready.pod, name);
+    c.check(
+        unready.pod["metadata"]["deletionTimestamp"].is_string() && state_kind(cs) == "running",
+        format!(
+            "the pod went unready while terminating, the container still running (is {})",
+            summarize(&unready.pod)
+        ),
+    );
+    let took = unready.seen.duration_since(deleted);
+    c.check(
+        took <= secs(6),
+        format!("unready {took:?} after DELETE (readiness every 2 s)"),
+    );
+    pod.wait_gone(secs(40));
+    let kills: Vec<_> = events_of(&pod, "Killing", name)
+        .into_iter()
+        .filter(|(_, m, _)| m.contains("failed liveness probe"))
+        .collect();
+    c.check(
+        kills.is_empty(),
+        format!("no \"failed liveness probe\" Killing event (got {kills:?})"),
+    );
+    check_no_unhealthy(&mut c, &pod, name, "Liveness");
+    check_unhealthy(
+        &mut c,
+        &pod,
+        name,
+        "readiness failed while terminating",
+        |m| m.starts_with("Readiness probe failed: "),
+    );
+    c.finish("s45", || pod.diag());
+}
+
+pub(crate) const SCENARIOS: &[(&str, ScenarioFn)] = &[
+    ("s29", s29),
+    ("s29b", s29b),
+    ("s31", s31),
+    ("s33", s33),
+    ("s34", s34),
+    ("s35", s35),
+    ("s36", s36),
+    ("s36b", s36b),
+    ("s37", s37),
+    ("s39", s39),
+    ("s40", s40),
+    ("s41", s41),
+    ("s42", s42),
+    ("s43", s43),
+    ("s44", s44),
+    ("s44b", s44b),
+    ("s45", s45),
+    ("s45b", s45b),
+];
