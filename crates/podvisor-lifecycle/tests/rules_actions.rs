@@ -2033,6 +2033,26 @@ fn m12_image_change_of_a_completed_init_container_does_nothing() {
         Some("Completed")
     );
     assert_eq!(h.phase(), Phase::Running);
+    // S4: the status shows the image of the instance that ran, not the updated spec
+    // (upstream e2e "should not restart init container when updated with a new image after
+    // finishing" asserts `Image != updatedImage`).
+    assert_eq!(h.status_of("init").image, "busybox");
+}
+
+/// S1/S4: `image` is the spec image before any instance exists, then the image of the newest
+/// instance: a sidecar shows its new image only once the replacement runs it.
+#[test]
+fn s4_status_image_is_the_newest_instance_image() {
+    let mut h = pod_with("Always", vec![sidecar("proxy")], vec![container("app")]);
+    assert_eq!(h.status_of("app").image, "busybox");
+    h.boot(t(0));
+    h.start_all(t(0));
+    h.set_image("proxy", "busybox:1.37", t(10));
+    assert_eq!(h.status_of("proxy").image, "busybox");
+    h.exit_stopped(143, t(11));
+    h.start_all(t(11));
+    assert_eq!(h.status_of("proxy").image, "busybox:1.37");
+    assert_eq!(h.status_of("app").image, "busybox");
 }
 
 #[test]

@@ -135,7 +135,12 @@ impl PodMachine {
         };
         ContainerStatus {
             name: c.name.clone(),
-            image: spec.image.clone().unwrap_or_default(),
+            // S1/S4: the spec image until an instance exists, then the image that instance
+            // runs (an image update of a completed init container is not re-run, M12).
+            image: newest.map_or_else(
+                || spec.image.clone().unwrap_or_default(),
+                |i| i.image.clone(),
+            ),
             image_id: String::new(),
             container_id: newest
                 .map(|i| i.container_id.clone())

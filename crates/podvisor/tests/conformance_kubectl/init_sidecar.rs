@@ -19,15 +19,38 @@ const RI3: &str = "restartable-init-3";
 
 /// `kubectl get pod NAME --no-headers`: the READY and STATUS columns.
 fn kubectl_row(pod: &Pod) -> (String, String) {
+    let cols = kubectl_cols(pod);
+    (cols[1].clone(), cols[2].clone())
+}
+
+/// `kubectl get pod NAME --no-headers`: NAME, READY, STATUS, RESTARTS (which may read
+/// `1 (5s ago)`), AGE.
+fn kubectl_cols(pod: &Pod) -> Vec<String> {
     let out = pod
         .srv
         .kubectl_ok(&["get", "pod", &pod.name, "--no-headers"], None);
-    let cols: Vec<&str> = out.split_whitespace().collect();
-    (
-        cols.get(1).copied().unwrap_or("").to_string(),
-        cols.get(2).copied().unwrap_or("").to_string(),
+    let words: Vec<&str> = out.split_whitespace().collect();
+    let mut cols: Vec<String> = words.iter().take(3).map(|w| (*w).to_string()).collect();
+    cols.resize(3, String::new());
+    let rest = words.get(3..words.len().saturating_sub(1)).unwrap_or(&[]);
+    cols.push(rest.join(" "));
+    cols.push(words.last().copied().unwrap_or("").to_string());
+    cols
+}
+
+/// `UPDATE(pod, spec.initContainers[index].image)`: a JSON patch; kubectl's output.
+fn patch_init_image(pod: &Pod, index: usize, image: &str) -> std::process::Output {
+    let patch = format!(
+        r#"[{{"op":"replace","path":"/spec/initContainers/{index}/image","value":"{image}"}}]"#
+    );
+    pod.srv.kubectl(
+        &["patch", "pod", &pod.name, "--type=json", "-p", &patch],
+        None,
     )
 }
+
+/// The image a test switches to (upstream's `alternateImage`).
+const NEW_IMAGE: &str = "busybox:1.36";
 
 /// Whether `cs` is terminated with `code` and `reason`.
 fn terminated_with(cs: &Value, code: i64, reason: &str) -> bool {
@@ -350,6 +373,57 @@ pub(crate) fn s08(srv: &Server) {
     c.finish("s08", || pod.diag());
 }
 
+/// `container_lifecycle_test.go` — "should not restart init container when updated with a new
+/// image after finishing" (restartPolicy=Always; A5, M12).
+pub(crate) fn s08b(srv: &Server) {
+    let _scratch = Scratch::new("s08b");
+    let mut pod = srv.create("s08b", &manifest("s08b.yaml"));
+    let (i, _) = pod.wait("Running, regular-1 running", secs(60), |p| {
+        phase(p) == "Running" && state_kind(cstatus(p, "regular-1")) == "running"
+    });
+    let mut c = Checks::new();
+    let out = patch_init_image(&pod, 0, NEW_IMAGE);
+    c.check(
+        out.status.success(),
+        format!(
+            "UPDATE spec.initContainers[0].image is allowed (M11): {}",
+            String::from_utf8_lossy(&out.stderr)
+        ),
+    );
+    let spec_image = pod
+        .get()
+        .map(|p| p["spec"]["initContainers"][0]["image"].clone());
+    c.check(
+        spec_image.as_ref().is_some_and(|v| v == NEW_IMAGE),
+        format!("the new image is in the spec ({spec_image:?})"),
+    );
+    // ⏱ upstream watches 30 s; a re-run would start at once.
+    std::thread::sleep(secs(5));
+    for o in &pod.observations()[i..] {
+        let cs = cstatus(&o.pod, "init-1");
+        c.check(
+            terminated_with(cs, 0, "Completed")
+                && restart_count(cs) == 0
+                && cs["image"] != NEW_IMAGE,
+            format!(
+                "t={:.3}: init-1 stays terminated with 0, not restarted, old image ({}, image {})",
+                pod.t(o),
+                show(&o.pod, "init-1"),
+                cs["image"]
+            ),
+        );
+        c.check(
+            restart_count(cstatus(&o.pod, "regular-1")) == 0,
+            format!("t={:.3}: regular-1 not restarted", pod.t(o)),
+        );
+    }
+    let ev = pod.ev_log();
+    c.check(ev.not_restarted("init-1"), "NotRestarted(init-1)");
+    c.check(ev.not_restarted("regular-1"), "NotRestarted(regular-1)");
+    pod.delete_and_wait_gone(secs(60));
+    c.finish("s08b", || pod.diag());
+}
+
 // ----------------------------------------------------------------------------------------------
 // Sidecars restarting (11, 12, 13, 14, 15, 16, 17)
 
@@ -358,8 +432,33 @@ pub(crate) fn s08(srv: &Server) {
 fn sidecar_exits_continuously(srv: &Server, id: &str, code: i64) {
     let _scratch = Scratch::new(id);
     let mut pod = srv.create(id, &manifest(&format!("{id}.yaml")));
-    let (_, end) = pod.wait("pod terminal", secs(60), terminal);
     let mut c = Checks::new();
+    // K11a, K8: while the sidecar crash-loops in the initialized pod, kubectl shows
+    // `Init:CrashLoopBackOff` with the sidecar's restarts.
+    let crash_looping = |p: &Value| {
+        phase(p) == "Running"
+            && state(cstatus(p, RI1))["reason"] == "CrashLoopBackOff"
+            && state_kind(cstatus(p, "regular-1")) == "running"
+    };
+    pod.wait(
+        "Running, regular-1 running, restartable-init-1 in CrashLoopBackOff",
+        secs(60),
+        crash_looping,
+    );
+    let cols = kubectl_cols(&pod);
+    let now = pod.last();
+    if crash_looping(&now.pod) {
+        let rc = restart_count(cstatus(&now.pod, RI1));
+        c.check(
+            cols[1] == "1/2"
+                && cols[2] == "Init:CrashLoopBackOff"
+                && cols[3].starts_with(&format!("{rc} (")),
+            format!(
+                "kubectl READY 1/2 STATUS Init:CrashLoopBackOff RESTARTS {rc} (..ago) (is {cols:?})"
+            ),
+        );
+    }
+    let (_, end) = pod.wait("pod terminal", secs(60), terminal);
     c.check(
         phase(&end.pod) == "Succeeded",
         format!("phase Succeeded (is {})", phase(&end.pod)),
@@ -554,6 +653,57 @@ pub(crate) fn s17(srv: &Server) {
     check_never_pending_after_running(&mut c, &pod);
     check_monotonic(&mut c, &pod, "regular-1");
     c.finish("s17", || pod.diag());
+}
+
+/// `container_lifecycle_test.go` — "should restart when updated with a new image" ("a
+/// restartable init container runs continuously", restartPolicy=Always): only the updated
+/// sidecar restarts (A5, A12, M12).
+pub(crate) fn s17b(srv: &Server) {
+    let _scratch = Scratch::new("s17b");
+    let mut pod = srv.create("s17b", &manifest("s17b.yaml"));
+    pod.wait("Running with every container running", secs(60), |p| {
+        phase(p) == "Running"
+            && [RI1, RI2, "regular-1"]
+                .iter()
+                .all(|n| state_kind(cstatus(p, n)) == "running")
+    });
+    let mut c = Checks::new();
+    let from = pod.observations().len();
+    let patched = std::time::Instant::now();
+    let out = patch_init_image(&pod, 0, NEW_IMAGE);
+    c.check(
+        out.status.success(),
+        format!(
+            "UPDATE spec.initContainers[0].image is allowed (M11): {}",
+            String::from_utf8_lossy(&out.stderr)
+        ),
+    );
+    pod.wait_since(
+        from,
+        patched,
+        "restartable-init-1 running the new image, restarted",
+        secs(60),
+        |p| {
+            let cs = cstatus(p, RI1);
+            state_kind(cs) == "running" && cs["image"] == NEW_IMAGE && restart_count(cs) >= 1
+        },
+    );
+    let ev = pod.ev_log();
+    c.check(ev.restarted(RI1), "HasRestarted(restartable-init-1)");
+    c.check(ev.not_restarted(RI2), "HasNotRestarted(restartable-init-2)");
+    c.check(ev.not_restarted("regular-1"), "HasNotRestarted(regular-1)");
+    c.check(
+        has_event(
+            &pod,
+            "Killing",
+            "spec.initContainers{restartable-init-1}",
+            |m| m == "Init container restartable-init-1 definition changed",
+        ),
+        "EVENTS: Killing `Init container restartable-init-1 definition changed`",
+    );
+    pod.delete_and_wait_gone(secs(60));
+    check_never_pending_after_running(&mut c, &pod);
+    c.finish("s17b", || pod.diag());
 }
 
 // ----------------------------------------------------------------------------------------------
@@ -992,6 +1142,7 @@ pub(crate) const SCENARIOS: &[(&str, ScenarioFn)] = &[
     ("s06", s06),
     ("s07", s07),
     ("s08", s08),
+    ("s08b", s08b),
     ("s11", s11),
     ("s12", s12),
     ("s13", s13),
@@ -999,6 +1150,7 @@ pub(crate) const SCENARIOS: &[(&str, ScenarioFn)] = &[
     ("s15", s15),
     ("s16", s16),
     ("s17", s17),
+    ("s17b", s17b),
     ("s19", s19),
     ("s20", s20),
     ("s21", s21),
