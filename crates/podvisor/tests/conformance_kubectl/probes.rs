@@ -14,12 +14,21 @@ use std::time::{Duration, Instant};
 // ----------------------------------------------------------------------------------------------
 // Helpers
 
-/// `(type, message, firstTimestamp)` of the pod's events with `reason` about container `c`.
+/// `(type, message, firstTimestamp)` of the pod's events with `reason` about (init) container
+/// `c`.
 fn events_of(pod: &Pod, reason: &str, c: &str) -> Vec<(String, String, Option<f64>)> {
-    let field = format!("spec.containers{{{c}}}");
+    let fields = [
+        format!("spec.containers{{{c}}}"),
+        format!("spec.initContainers{{{c}}}"),
+    ];
     pod.events()
         .iter()
-        .filter(|e| e["reason"] == reason && e["involvedObject"]["fieldPath"] == field.as_str())
+        .filter(|e| {
+            e["reason"] == reason
+                && fields
+                    .iter()
+                    .any(|f| e["involvedObject"]["fieldPath"] == f.as_str())
+        })
         .map(|e| {
             (
                 e["type"].as_str().unwrap_or("").to_string(),
@@ -161,16 +170,22 @@ fn last_terminated<'a>(o: &'a Obs, name: &str) -> &'a Value {
 /// "with readiness probe that fails should never be ready and never restart" (Conformance):
 /// WEB(18029) probed on 19029 where nothing listens. ⏱ 20 s of observation (upstream 1 min).
 fn s29(srv: &Server) {
-    let mut pod = srv.create("s29", &manifest("s29.yaml"));
+    readiness_fails(srv, "s29", 19029);
+}
+
+/// 29 and its sidecar variant (`port`: the probe's, with no listener).
+fn readiness_fails(srv: &Server, id: &str, port: u16) {
+    let mut pod = srv.create(id, &manifest(&format!("{id}.yaml")));
     let mut c = Checks::new();
     expect_never_ready(&mut c, &pod, "test-webserver", secs(20));
     // R19: a transport error is a failure with Go's error text.
-    check_unhealthy(&mut c, &pod, "test-webserver", "connection refused", |m| {
-        m == "Readiness probe failed: Get \"http://127.0.0.1:19029/\": dial tcp \
-              127.0.0.1:19029: connect: connection refused"
-    });
+    let want = format!(
+        "Readiness probe failed: Get \"http://127.0.0.1:{port}/\": dial tcp \
+         127.0.0.1:{port}: connect: connection refused"
+    );
+    check_unhealthy(&mut c, &pod, "test-webserver", &want, |m| m == want);
     pod.delete_and_wait_gone(secs(60));
-    c.finish("s29", || pod.diag());
+    c.finish(id, || pod.diag());
 }
 
 /// A readiness probe that fails after the container was ready makes it (and the pod) not
@@ -242,14 +257,19 @@ fn s29b(srv: &Server) {
 /// "should not be ready with an exec readiness probe timeout": `sh -c 'sleep 10'` with
 /// `timeoutSeconds: 1` is a Failure (R18), never ready, never restarted. ⏱ 20 s (1 min).
 fn s37(srv: &Server) {
-    let mut pod = srv.create("s37", &manifest("s37.yaml"));
+    readiness_exec_timeout(srv, "s37");
+}
+
+/// 37 and its sidecar variant.
+fn readiness_exec_timeout(srv: &Server, id: &str) {
+    let mut pod = srv.create(id, &manifest(&format!("{id}.yaml")));
     let mut c = Checks::new();
     expect_never_ready(&mut c, &pod, "busybox", secs(20));
     check_unhealthy(&mut c, &pod, "busybox", "exec timeout", |m| {
         m == "Readiness probe failed: command \"sh -c sleep 10\" timed out"
     });
     pod.delete_and_wait_gone(secs(60));
-    c.finish("s37", || pod.diag());
+    c.finish(id, || pod.diag());
 }
 
 // ----------------------------------------------------------------------------------------------
@@ -293,20 +313,25 @@ fn s35(srv: &Server) {
 /// `http://0.0.0.0/` is not followed; the 302 counts as success with a `ProbeWarning` event
 /// (R17, R19) whose message contains upstream's text.
 fn s43(srv: &Server) {
-    let mut pod = srv.create("s43", &manifest("s43.yaml"));
+    nonlocal_redirect(srv, "s43", "agnhost-container");
+}
+
+/// 43 and its sidecar variant.
+fn nonlocal_redirect(srv: &Server, id: &str, name: &str) {
+    let mut pod = srv.create(id, &manifest(&format!("{id}.yaml")));
     let mut c = Checks::new();
-    expect_no_restart(&mut c, &pod, "agnhost-container", secs(25));
+    expect_no_restart(&mut c, &pod, name, secs(25));
     let want = "Probe terminated redirects, Response body: <a href=\"http://0.0.0.0/\">Found</a>.";
-    let evs = events_of(&pod, "ProbeWarning", "agnhost-container");
+    let evs = events_of(&pod, "ProbeWarning", name);
     c.check(
         evs.iter().any(|(t, m, _)| {
             t == "Warning" && m.starts_with("Liveness probe warning: ") && m.contains(want)
         }),
         format!("EVENTS: Warning ProbeWarning \"Liveness probe warning: {want}\" (got {evs:?})"),
     );
-    check_no_unhealthy(&mut c, &pod, "agnhost-container", "");
+    check_no_unhealthy(&mut c, &pod, name, "");
     pod.delete_and_wait_gone(secs(60));
-    c.finish("s43", || pod.diag());
+    c.finish(id, || pod.diag());
 }
 
 // ----------------------------------------------------------------------------------------------
@@ -486,43 +511,42 @@ fn s39(srv: &Server) {
 /// "should be restarted by liveness probe after startup probe enables it": the startup file
 /// appears after 10 s; once started the always-failing liveness probe restarts the container.
 fn s40(srv: &Server) {
-    let _scratch = Scratch::new("s40");
-    let mut pod = srv.create("s40", &manifest("s40.yaml"));
-    let before = expect_restarts(&pod, "busybox", 1, secs(60));
+    liveness_after_startup(
+        srv,
+        "s40",
+        "busybox",
+        "Container busybox failed liveness probe, will be restarted",
+    );
+}
+
+/// 40 and its sidecar variant: `name` is probed, `kill_message` is the `Killing` event's.
+fn liveness_after_startup(srv: &Server, id: &str, name: &str, kill_message: &str) {
+    let _scratch = Scratch::new(id);
+    let mut pod = srv.create(id, &manifest(&format!("{id}.yaml")));
+    let before = expect_restarts(&pod, name, 1, secs(60));
     let mut c = Checks::new();
     let started = before
         .iter()
-        .position(|o| cstatus(&o.pod, "busybox")["started"] == true);
+        .position(|o| cstatus(&o.pod, name)["started"] == true);
     c.check(
         started.is_some(),
         "started: true was observed before the restart (the startup probe succeeded first)",
     );
     // Started needs the file (~10 s after start): not before.
     if let Some(i) = started {
-        let cs = cstatus(&before[i].pod, "busybox");
-        let at = ts(&cs["state"]["running"]["startedAt"]);
         let seen = pod.t(&before[i]);
         c.check(
             seen >= 9.0,
-            format!("started: true at t={seen:.3} (running since {at:?}), before the file"),
+            format!("started: true at t={seen:.3}, before the file (10 s)"),
         );
     }
-    check_unhealthy(
-        &mut c,
-        &pod,
-        "busybox",
-        "\"Liveness probe failed: \"",
-        |m| m == "Liveness probe failed: ",
-    );
-    check_killing(
-        &mut c,
-        &pod,
-        "busybox",
-        "Container busybox failed liveness probe, will be restarted",
-    );
+    check_unhealthy(&mut c, &pod, name, "\"Liveness probe failed: \"", |m| {
+        m == "Liveness probe failed: "
+    });
+    check_killing(&mut c, &pod, name, kill_message);
     delete_now(&mut pod);
-    check_monotonic(&mut c, &pod, "busybox");
-    c.finish("s40", || pod.diag());
+    check_monotonic(&mut c, &pod, name);
+    c.finish(id, || pod.diag());
 }
 
 /// "should be ready immediately after startupProbe succeeds": readiness passes from the
@@ -530,11 +554,15 @@ fn s40(srv: &Server) {
 /// once (R12) instead of waiting for its period. ⏱ startup file after 12 s (32), readiness
 /// period 10 s (30), startup period 2 s (5), ready within 5 s of started (25).
 fn s41(srv: &Server) {
-    let _scratch = Scratch::new("s41");
-    let mut pod = srv.create("s41", &manifest("s41.yaml"));
-    let (i, started) = pod.wait("started", secs(60), |p| {
-        cstatus(p, "busybox")["started"] == true
-    });
+    ready_after_startup(srv, "s41", "busybox", None);
+}
+
+/// 41 and its sidecar variant (`name` is probed; `main`, the regular container that must wait
+/// for the sidecar to be started).
+fn ready_after_startup(srv: &Server, id: &str, name: &str, main: Option<&str>) {
+    let _scratch = Scratch::new(id);
+    let mut pod = srv.create(id, &manifest(&format!("{id}.yaml")));
+    let (i, started) = pod.wait("started", secs(60), |p| cstatus(p, name)["started"] == true);
     let (_, ready) = pod.wait_since(i, pod.created, "Ready True", secs(60), |p| {
         cond_status(p, "Ready") == "True"
     });
@@ -553,13 +581,22 @@ fn s41(srv: &Server) {
     );
     for o in &pod.observations()[..i] {
         c.check(
-            cond_status(&o.pod, "Ready") != "True" && cstatus(&o.pod, "busybox")["ready"] != true,
+            cond_status(&o.pod, "Ready") != "True" && cstatus(&o.pod, name)["ready"] != true,
             format!("t={:.3}: ready before started", pod.t(o)),
         );
     }
     c.check(phase(&ready.pod) == "Running", "phase Running");
+    if let Some(main) = main {
+        // 4.2: a regular container starts only once every sidecar before it is started.
+        let at = |c: &str| ts(&cstatus(&ready.pod, c)["state"]["running"]["startedAt"]);
+        let gap = at(main).zip(at(name)).map(|(m, s)| m - s);
+        c.check(
+            gap.is_some_and(|g| g >= 12.0 - 1.0),
+            format!("{main} started {gap:?} s after {name}: only once {name} was started"),
+        );
+    }
     pod.delete_and_wait_gone(secs(60));
-    c.finish("s41", || pod.diag());
+    c.finish(id, || pod.diag());
 }
 
 // ----------------------------------------------------------------------------------------------
@@ -615,30 +652,42 @@ fn s44b(srv: &Server) {
 /// both probe files and lingers 8 s (⏱ 20); readiness keeps probing and makes the pod not
 /// ready while the container still runs, liveness is off (no failure, no kill).
 fn s45(srv: &Server) {
+    readiness_while_terminating(srv, "s45");
+}
+
+/// 45 and its sidecar variant (where the sidecar gets its SIGTERM once `main` has stopped,
+/// T5, and the pod is not ready from then on anyway: the sidecar's own `ready` is checked).
+fn readiness_while_terminating(srv: &Server, id: &str) {
     let name = "probe-test";
-    let _scratch = Scratch::new("s45");
-    let mut pod = srv.create("s45", &manifest("s45.yaml"));
+    let _scratch = Scratch::new(id);
+    let mut pod = srv.create(id, &manifest(&format!("{id}.yaml")));
     let (i, _) = pod.wait("Ready True", secs(30), |p| {
         cond_status(p, "Ready") == "True"
     });
     pod.delete(None);
     let deleted = pod.deleted.unwrap();
-    let (_, unready) = pod.wait_since(i, deleted, "not ready while terminating", secs(30), |p| {
-        cond_status(p, "Ready") != "True"
-    });
+    let (_, unready) = pod.wait_since(
+        i,
+        deleted,
+        &format!("{name} not ready while terminating"),
+        secs(30),
+        |p| cstatus(p, name)["ready"] != true,
+    );
     let mut c = Checks::new();
     let cs = cstatus(&unready.pod, name);
     c.check(
-        unready.pod["metadata"]["deletionTimestamp"].is_string() && state_kind(cs) == "running",
+        unready.pod["metadata"]["deletionTimestamp"].is_string()
+            && state_kind(cs) == "running"
+            && cond_status(&unready.pod, "Ready") == "False",
         format!(
-            "the pod went unready while terminating, the container still running (is {})",
+            "{name} went unready while terminating and still running, pod Ready False (is {})",
             summarize(&unready.pod)
         ),
     );
     let took = unready.seen.duration_since(deleted);
     c.check(
         took <= secs(6),
-        format!("unready {took:?} after DELETE (readiness every 2 s)"),
+        format!("{name} unready {took:?} after DELETE (readiness every 2 s)"),
     );
     pod.wait_gone(secs(40));
     let kills: Vec<_> = events_of(&pod, "Killing", name)
@@ -657,7 +706,162 @@ fn s45(srv: &Server) {
         "readiness failed while terminating",
         |m| m.starts_with("Readiness probe failed: "),
     );
-    c.finish("s45", || pod.diag());
+    c.finish(id, || pod.diag());
+}
+
+// ----------------------------------------------------------------------------------------------
+// The same on a sidecar ("Probing restartable init container", same file): the probed
+// container is a restartable init container, `main` an IDLE regular container.
+
+/// "with readiness probe should not be ready before initial delay and never restart"; the
+/// regular container does not wait for the sidecar's readiness, only for it to run (4.2).
+fn s28s(srv: &Server) {
+    let name = "test-webserver";
+    let mut pod = srv.create("s28s", &manifest("s28s.yaml"));
+    let (_, ready) = pod.wait("condition Ready True", secs(60), |p| {
+        cond_status(p, "Ready") == "True"
+    });
+    let mut c = Checks::new();
+    c.check(phase(&ready.pod) == "Running", "phase Running");
+    let at = |c: &str| ts(&cstatus(&ready.pod, c)["state"]["running"]["startedAt"]);
+    let ready_at = ts(&cond(&ready.pod, "Ready")["lastTransitionTime"]);
+    let delay = at(name).zip(ready_at).map(|(s, r)| r - s);
+    c.check(
+        delay.is_some_and(|d| d >= 5.0 - 1.0),
+        format!("Ready.lastTransitionTime - {name} startedAt = {delay:?} s: >= the 5 s delay"),
+    );
+    let gap = at("main").zip(at(name)).map(|(m, s)| m - s);
+    c.check(
+        gap.is_some_and(|g| g <= 3.0),
+        format!("main started {gap:?} s after {name}: without waiting for its readiness"),
+    );
+    pod.delete_and_wait_gone(secs(60));
+    for o in pod.observations() {
+        let sum: u64 = ["containerStatuses", "initContainerStatuses"]
+            .iter()
+            .filter_map(|k| o.pod["status"][k].as_array())
+            .flatten()
+            .map(restart_count)
+            .sum();
+        c.check(
+            sum == 0,
+            format!("t={:.3}: restart counts sum to {sum}", pod.t(&o)),
+        );
+    }
+    c.finish("s28s", || pod.diag());
+}
+
+/// "with readiness probe that fails should never be ready and never restart" (D4: sidecars
+/// count for ContainersReady).
+fn s29s(srv: &Server) {
+    readiness_fails(srv, "s29s", 19129);
+}
+
+/// A sidecar restarted by its liveness probe: `Killing` with the init-container message;
+/// the regular container keeps running, never restarted.
+fn sidecar_liveness_restart(srv: &Server, id: &str, name: &str) {
+    let _scratch = Scratch::new(id);
+    let mut pod = srv.create(id, &manifest(&format!("{id}.yaml")));
+    let before = expect_restarts(&pod, name, 1, secs(60));
+    let mut c = Checks::new();
+    let previous = pod.logs(name, true);
+    c.check(
+        previous.is_ok(),
+        format!("LOGS({name}, previous) after the restart: {previous:?}"),
+    );
+    check_killing(
+        &mut c,
+        &pod,
+        name,
+        &format!("Init container {name} failed liveness probe"),
+    );
+    let last = &before.last().unwrap().pod;
+    c.check(
+        state_kind(cstatus(last, "main")) == "running",
+        format!("main still running at the restart (is {})", summarize(last)),
+    );
+    delete_now(&mut pod);
+    for o in pod.observations() {
+        c.check(
+            restart_count(cstatus(&o.pod, "main")) == 0,
+            format!("t={:.3}: main restarted", pod.t(&o)),
+        );
+    }
+    check_monotonic(&mut c, &pod, name);
+    c.finish(id, || pod.diag());
+}
+
+/// "should be restarted with a exec \"cat /tmp/health\" liveness probe".
+fn s30s(srv: &Server) {
+    sidecar_liveness_restart(srv, "s30s", "busybox");
+}
+
+/// "should be restarted with a /healthz http liveness probe" (LIVE(18132)).
+fn s32s(srv: &Server) {
+    sidecar_liveness_restart(srv, "s32s", "sidecar");
+}
+
+/// "should not be ready with an exec readiness probe timeout".
+fn s37s(srv: &Server) {
+    readiness_exec_timeout(srv, "s37s");
+}
+
+/// "should be restarted startup probe fails": the sidecar is restarted although its liveness
+/// probe would pass; the regular container never starts meanwhile (4.2).
+fn s38s(srv: &Server) {
+    let name = "sidecar";
+    let mut pod = srv.create("s38s", &manifest("s38s.yaml"));
+    let before = expect_restarts(&pod, name, 1, secs(60));
+    let mut c = Checks::new();
+    for o in &before {
+        c.check(
+            cstatus(&o.pod, name)["started"] != true,
+            format!("t={:.3}: {name} started before the first restart", pod.t(o)),
+        );
+        let main = cstatus(&o.pod, "main");
+        c.check(
+            main.is_null() || state_kind(main) == "waiting",
+            format!("t={:.3}: main not waiting ({main})", pod.t(o)),
+        );
+    }
+    check_killing(
+        &mut c,
+        &pod,
+        name,
+        "Init container sidecar failed startup probe",
+    );
+    check_unhealthy(&mut c, &pod, name, "\"Startup probe failed: \"", |m| {
+        m == "Startup probe failed: "
+    });
+    delete_now(&mut pod);
+    check_monotonic(&mut c, &pod, name);
+    c.finish("s38s", || pod.diag());
+}
+
+/// "should be restarted by liveness probe after startup probe enables it".
+fn s40s(srv: &Server) {
+    liveness_after_startup(
+        srv,
+        "s40s",
+        "sidecar",
+        "Init container sidecar failed liveness probe",
+    );
+}
+
+/// "should be ready immediately after startupProbe succeeds".
+fn s41s(srv: &Server) {
+    ready_after_startup(srv, "s41s", "sidecar", Some("main"));
+}
+
+/// "should *not* be restarted with a non-local redirect http liveness probe".
+fn s43s(srv: &Server) {
+    nonlocal_redirect(srv, "s43s", "sidecar");
+}
+
+/// "should mark readiness on pods to false and disable liveness probes while pod is in
+/// progress of terminating".
+fn s45s(srv: &Server) {
+    readiness_while_terminating(srv, "s45s");
 }
 
 pub(crate) const SCENARIOS: &[(&str, ScenarioFn)] = &[
@@ -679,4 +883,14 @@ pub(crate) const SCENARIOS: &[(&str, ScenarioFn)] = &[
     ("s44b", s44b),
     ("s45", s45),
     ("s45b", s45b),
+    ("s28s", s28s),
+    ("s29s", s29s),
+    ("s30s", s30s),
+    ("s32s", s32s),
+    ("s37s", s37s),
+    ("s38s", s38s),
+    ("s40s", s40s),
+    ("s41s", s41s),
+    ("s43s", s43s),
+    ("s45s", s45s),
 ];
