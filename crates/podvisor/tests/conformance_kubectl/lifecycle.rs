@@ -31,6 +31,17 @@ fn events_with(pod: &Pod, reason: &str) -> Vec<Value> {
         .collect()
 }
 
+/// The command line of every process, arguments joined by spaces.
+fn cmdlines() -> Vec<String> {
+    std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| std::fs::read(e.path().join("cmdline")).ok())
+        .map(|b| String::from_utf8_lossy(&b).replace('\0', " "))
+        .collect()
+}
+
 /// `<name>_default(<uid>)`, the kubelet's `format.Pod`.
 fn pod_ref(pod: &Pod) -> String {
     format!("{}_default({})", pod.name, pod.uid)
@@ -148,6 +159,47 @@ pub(crate) fn s48(srv: &Server) {
     http_hook(srv, "s48", 18048, false, false);
 }
 
+/// postStart is synchronous (H2, A20): `first` is reported running only after its 4 s hook
+/// returned, and `second` is created only after that.
+pub(crate) fn s48c(srv: &Server) {
+    let _scratch = Scratch::new("s48c");
+    let mut pod = srv.create("s48c", &manifest("s48c.yaml"));
+    let (_, running) = pod.wait("phase Running", secs(60), |p| phase(p) == "Running");
+    let ev = wait_ev(&pod, "second Starting", secs(20), |ev| {
+        ev.first("second", "Starting").is_some()
+    });
+    let mut c = Checks::new();
+    let hook = "PostStart-first";
+    c.check(ev.first(hook, "Starting").is_some(), "the hook ran");
+    c.check(
+        ev.completes_before(hook, "second"),
+        "the postStart hook of first completed before second started (A20)",
+    );
+    let hook_end = ev.time_of(hook, "Exiting").unwrap_or(f64::NAN);
+    for o in pod.observations() {
+        if state_kind(cstatus(&o.pod, "first")) == "running" {
+            c.check(
+                wall(&o) >= hook_end - 0.5,
+                format!(
+                    "t={:.3}: first reported running {:.2} s before its postStart returned (H2)",
+                    pod.t(&o),
+                    hook_end - wall(&o)
+                ),
+            );
+        }
+    }
+    let started = ts(&cstatus(&running.pod, "first")["state"]["running"]["startedAt"]);
+    let hook_start = ev.time_of(hook, "Starting").unwrap_or(f64::NAN);
+    c.check(
+        started.is_some_and(|s| s <= hook_start + 1.0),
+        format!(
+            "first's startedAt ({started:?}) is when its process started, before the hook ({hook_start})"
+        ),
+    );
+    pod.delete_and_wait_gone(secs(60));
+    c.finish("s48c", || pod.diag());
+}
+
 /// `lifecycle_hook.go` — "should execute prestop http hook properly" (Conformance).
 pub(crate) fn s49(srv: &Server) {
     http_hook(srv, "s49", 18049, true, false);
@@ -216,6 +268,56 @@ pub(crate) fn s52(srv: &Server) {
 /// grace of the DELETE cuts the sleep short (H4, T1).
 pub(crate) fn s53(srv: &Server) {
     sleep_hook(srv, "s53", Some(6), 40, 6.0, 20.0);
+}
+
+/// A preStop exec hook longer than the 4 s grace (H4, T3): the container gets SIGTERM when the
+/// grace is used up, the pod is gone soon after, and the hook's processes die with the
+/// container.
+pub(crate) fn s53b(srv: &Server) {
+    let _scratch = Scratch::new("s53b");
+    let mut pod = srv.create("s53b", &manifest("s53b.yaml"));
+    pod.wait("phase Running", secs(60), |p| phase(p) == "Running");
+    wait_ev(&pod, "main Started", secs(20), |ev| {
+        ev.first("main", "Started").is_some()
+    });
+    let deleted_wall = now_wall();
+    let (took, last) = pod.delete_and_wait_gone(secs(30));
+    let mut c = Checks::new();
+    let ev = pod.ev_log();
+    let hook_start = ev.time_of("PreStop-main", "Starting").map(|t| t - deleted_wall);
+    let term = ev.time_of("main", "Exiting").map(|t| t - deleted_wall);
+    c.check(
+        hook_start.is_some_and(|t| t < 2.0),
+        format!("the preStop hook started at the delete ({hook_start:?} s after)"),
+    );
+    c.check(
+        term.is_some_and(|t| (3.5..=7.0).contains(&t)),
+        format!("SIGTERM when the 4 s grace was used up ({term:?} s after the delete)"),
+    );
+    c.check(
+        ev.first("PreStop-main", "Exiting").is_none(),
+        "the hook did not complete",
+    );
+    c.check(
+        took < secs(10),
+        format!("gone within 10 s of the delete (took {took:?})"),
+    );
+    c.check(
+        phase(&last.pod) == "Succeeded",
+        "final phase Succeeded (main exited 0 on SIGTERM)",
+    );
+    // The hook's `sleep 31` went with the container.
+    let deadline = Instant::now() + secs(5);
+    let mut left = true;
+    while left && Instant::now() < deadline {
+        left = cmdlines().iter().any(|cmd| cmd.trim() == "sleep 31");
+        if left {
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+    c.check(!left, "the hook's process was killed with the container");
+    eprintln!("s53b: SIGTERM {term:?} s after DELETE, gone {took:?}");
+    c.finish("s53b", || pod.diag());
 }
 
 /// `lifecycle_hook.go` — "Lifecycle Sleep Hook ... ignore terminated container": the container
@@ -820,6 +922,17 @@ pub(crate) fn s70(srv: &Server) {
     termination_message(srv, "s70", "Succeeded", "OK");
 }
 
+/// FallbackToLogsOnError keeps the last 80 log lines (M4).
+pub(crate) fn s68b(srv: &Server) {
+    let want: String = (21..=100).map(|i| format!("line {i}\n")).collect();
+    termination_message(srv, "s68b", "Failed", &want);
+}
+
+/// The last 4096 bytes of the termination-message file (M3).
+pub(crate) fn s70b(srv: &Server) {
+    termination_message(srv, "s70b", "Succeeded", &"b".repeat(4096));
+}
+
 // ----------------------------------------------------------------------------------------------
 // Conditions (72-77)
 
@@ -1118,13 +1231,53 @@ pub(crate) fn s79(srv: &Server) {
     c.finish("s79", || format!("--- logs:\n{logs}{}", pod.diag()));
 }
 
+// ----------------------------------------------------------------------------------------------
+// HTTPS hook falling back to HTTP (80)
+
+/// An HTTPS postStart hook against a plain-HTTP server (H1): retried over HTTP, the hook
+/// succeeds, Warning event `LifecycleHTTPFallback` on the pod.
+pub(crate) fn s80(srv: &Server) {
+    let mut obs = start_observer(srv, "s80", "s80-observer.yaml", 18080);
+    let mut hook = srv.create("s80", &manifest("s80.yaml"));
+    let (_, running) = hook.wait("hook pod Running", secs(60), |p| phase(p) == "Running");
+    let mut c = Checks::new();
+    let seen = wait_observed(&obs, "GET /echo?msg=poststart", running.seen + secs(30));
+    c.check(
+        seen.is_some(),
+        "observer logged GET /echo?msg=poststart (the HTTP retry)",
+    );
+    let want = "request to HTTPS lifecycle hook 127.0.0.1:18080 got HTTP response, retry with \
+                HTTP succeeded";
+    let fallback = events_with(&hook, "LifecycleHTTPFallback");
+    c.check(
+        fallback
+            .iter()
+            .any(|e| e["type"] == "Warning" && e["message"] == want),
+        format!("EVENTS: Warning LifecycleHTTPFallback {want:?} ({fallback:?})"),
+    );
+    c.check(
+        events_with(&hook, "FailedPostStartHook").is_empty(),
+        "EVENTS: no FailedPostStartHook",
+    );
+    c.check(
+        restart_count(cstatus(&hook.last().pod, "pod-with-poststart-https-hook")) == 0,
+        "not restarted",
+    );
+    hook.delete(Some(15));
+    hook.wait_gone(secs(30));
+    obs.delete_and_wait_gone(secs(60));
+    c.finish("s80", || format!("{}{}", hook.diag(), obs.diag()));
+}
+
 pub(crate) const SCENARIOS: &[(&str, ScenarioFn)] = &[
     ("s48", s48),
+    ("s48c", s48c),
     ("s49", s49),
     ("s50", s50),
     ("s51", s51),
     ("s52", s52),
     ("s53", s53),
+    ("s53b", s53b),
     ("s54", s54),
     ("s54b", s54b),
     ("s56", s56),
@@ -1138,8 +1291,10 @@ pub(crate) const SCENARIOS: &[(&str, ScenarioFn)] = &[
     ("s65", s65),
     ("s67", s67),
     ("s68", s68),
+    ("s68b", s68b),
     ("s69", s69),
     ("s70", s70),
+    ("s70b", s70b),
     ("s72", s72),
     ("s74", s74),
     ("s75", s75),
@@ -1148,4 +1303,5 @@ pub(crate) const SCENARIOS: &[(&str, ScenarioFn)] = &[
     ("s77", s77),
     ("s78", s78),
     ("s79", s79),
+    ("s80", s80),
 ];
