@@ -49,8 +49,14 @@ fn default_pod_spec(spec: &mut PodSpec) {
     if spec.security_context.is_none() {
         spec.security_context = Some(PodSecurityContext::default());
     }
-    if spec.termination_grace_period_seconds.is_none() {
-        spec.termination_grace_period_seconds = Some(DEFAULT_TERMINATION_GRACE_PERIOD_SECONDS);
+    match spec.termination_grace_period_seconds {
+        None => {
+            spec.termination_grace_period_seconds = Some(DEFAULT_TERMINATION_GRACE_PERIOD_SECONDS);
+        }
+        // Negative values are invalid and treated as 1 (kubernetes/kubernetes#115606, 1.27;
+        // e2e "pod with negative grace period" reads back 1).
+        Some(g) if g < 0 => spec.termination_grace_period_seconds = Some(1),
+        Some(_) => {}
     }
     if spec.enable_service_links.is_none() {
         spec.enable_service_links = Some(true);

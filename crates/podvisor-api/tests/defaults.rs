@@ -126,6 +126,16 @@ fn t1_termination_grace_period_defaults_to_30() {
     assert_eq!(kept.spec.unwrap().termination_grace_period_seconds, Some(0));
 }
 
+/// T1 (floor at 1): a negative grace period is stored as 1, as the API server defaults it
+/// since 1.27 (test/e2e/node/pods.go "pod with negative grace period").
+#[test]
+fn t1_negative_termination_grace_period_becomes_1() {
+    let p = defaulted(
+        "  terminationGracePeriodSeconds: -1\n  containers:\n  - {name: c, image: busybox}\n",
+    );
+    assert_eq!(p.spec.unwrap().termination_grace_period_seconds, Some(1));
+}
+
 #[test]
 fn v9_pod_spec_defaults() {
     let p = defaulted(

@@ -284,7 +284,9 @@ pub(crate) fn s53b(srv: &Server) {
     let (took, last) = pod.delete_and_wait_gone(secs(30));
     let mut c = Checks::new();
     let ev = pod.ev_log();
-    let hook_start = ev.time_of("PreStop-main", "Starting").map(|t| t - deleted_wall);
+    let hook_start = ev
+        .time_of("PreStop-main", "Starting")
+        .map(|t| t - deleted_wall);
     let term = ev.time_of("main", "Exiting").map(|t| t - deleted_wall);
     c.check(
         hook_start.is_some_and(|t| t < 2.0),
@@ -834,6 +836,24 @@ pub(crate) fn s64(srv: &Server) {
     c.finish("s64", || pod.diag());
 }
 
+/// `test/e2e/node/pods.go` — "pod with negative grace period": a negative
+/// `terminationGracePeriodSeconds` reads back as 1; the pod still runs and is deleted.
+pub(crate) fn s64b(srv: &Server) {
+    let mut pod = srv.create("s64b", &manifest("s64b.yaml"));
+    let mut c = Checks::new();
+    let p = pod.get().expect("the pod exists");
+    let grace = &p["spec"]["terminationGracePeriodSeconds"];
+    c.check(
+        grace == 1,
+        format!("spec.terminationGracePeriodSeconds reads back as 1 (is {grace})"),
+    );
+    pod.wait("phase Running", secs(60), |p| phase(p) == "Running");
+    // `sleep` ignores nothing here: SIGTERM stops it; the 1 s grace then the 2 s minimum.
+    let (took, _) = pod.delete_and_wait_gone(secs(30));
+    c.check(took < secs(10), format!("gone within 10 s (took {took:?})"));
+    c.finish("s64b", || pod.diag());
+}
+
 /// `test/e2e/node/pre_stop.go` — "graceful pod terminated should wait until preStop hook
 /// completes the process" (H4, T3): the 5 s preStop hook completes before the container gets
 /// SIGTERM; the pod is gone after that, well within the 30 s grace.
@@ -1288,6 +1308,7 @@ pub(crate) const SCENARIOS: &[(&str, ScenarioFn)] = &[
     ("s62", s62),
     ("s63", s63),
     ("s64", s64),
+    ("s64b", s64b),
     ("s65", s65),
     ("s67", s67),
     ("s68", s68),
