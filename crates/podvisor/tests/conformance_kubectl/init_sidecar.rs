@@ -38,6 +38,45 @@ fn kubectl_cols(pod: &Pod) -> Vec<String> {
     cols
 }
 
+/// Once the pod satisfies `pred`, runs `kubectl get` and, if the pod still satisfies it
+/// afterwards (an update in between makes the reading moot), checks READY and STATUS.
+fn check_kubectl_while(
+    c: &mut Checks,
+    pod: &Pod,
+    what: &str,
+    pred: impl Fn(&Value) -> bool,
+    ready: &str,
+    status: &str,
+) {
+    pod.wait(what, secs(60), &pred);
+    let cols = kubectl_cols(pod);
+    if pred(&pod.last().pod) {
+        c.check(
+            cols[1] == ready && cols[2] == status,
+            format!("{what}: kubectl READY {ready} STATUS {status} (is {cols:?})"),
+        );
+    } else {
+        eprintln!("{}: {what}: the pod changed during kubectl get", pod.name);
+    }
+}
+
+/// D3: `Initialized`, once True, stays True (a sidecar restarting after initialization does not
+/// undo it).
+fn check_initialized_stays(c: &mut Checks, pod: &Pod) {
+    let mut was = false;
+    for o in pod.observations() {
+        let s = cond_status(&o.pod, "Initialized");
+        c.check(
+            !(was && s == "False"),
+            format!(
+                "t={:.3}: Initialized went from True back to False",
+                pod.t(&o)
+            ),
+        );
+        was |= s == "True";
+    }
+}
+
 /// `UPDATE(pod, spec.initContainers[index].image)`: a JSON patch; kubectl's output.
 fn patch_init_image(pod: &Pod, index: usize, image: &str) -> std::process::Output {
     let patch = format!(
@@ -490,6 +529,7 @@ fn sidecar_exits_continuously(srv: &Server, id: &str, code: i64) {
     );
     pod.delete_and_wait_gone(secs(60));
     check_never_pending_after_running(&mut c, &pod);
+    check_initialized_stays(&mut c, &pod);
     check_monotonic(&mut c, &pod, RI1);
     c.finish(id, || pod.diag());
 }
@@ -572,10 +612,26 @@ pub(crate) fn s14(srv: &Server) {
 pub(crate) fn s15(srv: &Server) {
     let _scratch = Scratch::new("s15");
     let mut pod = srv.create("s15", &manifest("s15.yaml"));
+    let mut c = Checks::new();
+    // K3: the failing init container's waiting reason, with a sidecar counted in READY (K2).
+    check_kubectl_while(
+        &mut c,
+        &pod,
+        "init-1 in CrashLoopBackOff",
+        |p| state(cstatus(p, "init-1"))["reason"] == "CrashLoopBackOff",
+        "0/2",
+        "Init:CrashLoopBackOff",
+    );
+    let previous = pod.logs("init-1", true);
+    c.check(
+        previous
+            .as_deref()
+            .is_ok_and(|l| l.contains("init-1 Starting") && l.contains("init-1 Exiting")),
+        format!("LOGS(init-1, previous) has the previous run's lines: {previous:?}"),
+    );
     let (i, end) = pod.wait("init-1 restartCount >= 3", secs(60), |p| {
         restart_count(cstatus(p, "init-1")) >= 3
     });
-    let mut c = Checks::new();
     let obs = pod.observations()[..=i].to_vec();
     check_phase_throughout(&mut c, &pod, &obs, "Pending");
     check_always_pod_initializing(&mut c, &pod, &obs, RI1);
@@ -714,8 +770,20 @@ pub(crate) fn s17b(srv: &Server) {
 pub(crate) fn s19(srv: &Server) {
     let _scratch = Scratch::new("s19");
     let mut pod = srv.create("s19", &manifest("s19.yaml"));
-    let (_, end) = pod.wait("pod terminal", secs(60), terminal);
     let mut c = Checks::new();
+    // K3: a sidecar that has not started yet is initialization step 0 of 2.
+    check_kubectl_while(
+        &mut c,
+        &pod,
+        "restartable-init-1 running, not started",
+        |p| {
+            let r = cstatus(p, RI1);
+            state_kind(r) == "running" && r["started"] != true
+        },
+        "0/3",
+        "Init:0/2",
+    );
+    let (_, end) = pod.wait("pod terminal", secs(60), terminal);
     c.check(phase(&end.pod) == "Succeeded", "phase Succeeded");
     let ev = pod.ev_log();
     c.check(
@@ -750,9 +818,9 @@ pub(crate) fn s19(srv: &Server) {
                 ),
             );
             c.check(
-                cond_status(p, "Initialized") == "False",
+                cond_status(p, "Initialized") == "False" && phase(p) == "Pending",
                 format!(
-                    "t={:.3}: Initialized before the sidecars started",
+                    "t={:.3}: Initialized False and Pending while a sidecar starts (P2, D3)",
                     pod.t(&o)
                 ),
             );
@@ -763,6 +831,37 @@ pub(crate) fn s19(srv: &Server) {
         "restartable-init-1 observed running with started false (its 3 s start delay)",
     );
     c.finish("s19", || pod.diag());
+}
+
+/// A sidecar's postStart hook finishes before the next init container starts (A8, A20, H2):
+/// the log-protocol form of "should not launch second container before PostStart of the first
+/// container completed" applied to a restartable init container.
+pub(crate) fn s19b(srv: &Server) {
+    let _scratch = Scratch::new("s19b");
+    let mut pod = srv.create("s19b", &manifest("s19b.yaml"));
+    let (_, end) = pod.wait("pod terminal", secs(60), terminal);
+    let mut c = Checks::new();
+    c.check(phase(&end.pod) == "Succeeded", "phase Succeeded");
+    let ev = pod.ev_log();
+    let ps = "PostStart-restartable-init-1";
+    c.check(
+        ev.completes_before(ps, "init-1"),
+        "PostStart-restartable-init-1 completes before init-1 starts",
+    );
+    c.check(
+        ev.starts_before(ps, "init-1") && ev.exits_before(ps, "init-1"),
+        "StartsBefore and ExitsBefore(PostStart-restartable-init-1, init-1)",
+    );
+    c.check(
+        ev.overlap(RI1, ps),
+        "Overlap(restartable-init-1, PostStart-restartable-init-1)",
+    );
+    c.check(
+        ev.completes_before("init-1", "regular-1"),
+        "init-1 completes before regular-1 starts",
+    );
+    pod.delete_and_wait_gone(secs(60));
+    c.finish("s19b", || pod.diag());
 }
 
 /// The preStop/restart checks shared by 20 and 21 (A5, H4, T11).
@@ -783,10 +882,18 @@ fn check_sidecar_killed_with_prestop(c: &mut Checks, ev: &EvLog) {
 pub(crate) fn s20(srv: &Server) {
     let _scratch = Scratch::new("s20");
     let mut pod = srv.create("s20", &manifest("s20.yaml"));
+    let mut c = Checks::new();
+    check_kubectl_while(
+        &mut c,
+        &pod,
+        "restartable-init-1 in CrashLoopBackOff",
+        |p| state(cstatus(p, RI1))["reason"] == "CrashLoopBackOff",
+        "0/2",
+        "Init:CrashLoopBackOff",
+    );
     let (i, _) = pod.wait("restartable-init-1 restartCount >= 2", secs(60), |p| {
         restart_count(cstatus(p, RI1)) >= 2
     });
-    let mut c = Checks::new();
     let obs = pod.observations()[..=i].to_vec();
     check_phase_throughout(&mut c, &pod, &obs, "Pending");
     check_always_pod_initializing(&mut c, &pod, &obs, "regular-1");
@@ -1057,6 +1164,62 @@ pub(crate) fn s25(srv: &Server) {
     c.finish("s25", || pod.diag());
 }
 
+/// `container_lifecycle_test.go` — "A restartable init container has its image updated during
+/// pod termination": "should terminate gracefully when restartPolicy=Always": nothing restarts
+/// once the pod is terminating (A15, T6), the sidecars stop in reverse order and the pod is gone
+/// long before its grace period.
+pub(crate) fn s25b(srv: &Server) {
+    let _scratch = Scratch::new("s25b");
+    let mut pod = srv.create("s25b", &manifest("s25b.yaml"));
+    pod.wait("Running with every container running", secs(60), |p| {
+        phase(p) == "Running"
+            && [RI2, RI3, "regular-1"]
+                .iter()
+                .all(|n| state_kind(cstatus(p, n)) == "running")
+    });
+    let from = pod.observations().len();
+    pod.delete(Some(60));
+    let mut c = Checks::new();
+    let out = patch_init_image(&pod, 1, NEW_IMAGE);
+    c.check(
+        out.status.success(),
+        format!(
+            "UPDATE of the image during termination is accepted: {}",
+            String::from_utf8_lossy(&out.stderr)
+        ),
+    );
+    // Each of the three handlers takes 3 s, one after the other (T5).
+    let (took, last) = pod.wait_gone(secs(60));
+    c.check(
+        took < secs(30),
+        format!("gone well before the 60 s grace (took {took:?})"),
+    );
+    for o in &pod.observations()[from..] {
+        for n in ["init-1", RI2, RI3, "regular-1"] {
+            c.check(
+                restart_count(cstatus(&o.pod, n)) == 0,
+                format!("t={:.3}: {n} restarted during termination", pod.t(o)),
+            );
+        }
+    }
+    check_terminated(&mut c, &pod, &last, RI2, 0, "Completed");
+    check_terminated(&mut c, &pod, &last, RI3, 0, "Completed");
+    check_terminated(&mut c, &pod, &last, "regular-1", 0, "Completed");
+    let ev = pod.ev_log();
+    for n in ["init-1", RI2, RI3, "regular-1"] {
+        c.check(ev.not_restarted(n), format!("NotRestarted({n})"));
+    }
+    c.check(
+        ev.exits_before("regular-1", RI3),
+        "ExitsBefore(regular-1, restartable-init-3)",
+    );
+    c.check(
+        ev.exits_before(RI3, RI2),
+        "ExitsBefore(restartable-init-3, restartable-init-2)",
+    );
+    c.finish("s25b", || pod.diag());
+}
+
 /// `container_lifecycle_test.go` — "should not hang in termination if terminated during
 /// initialization": sidecars that never started are not waited for (T4, T5, H5).
 pub(crate) fn s26(srv: &Server) {
@@ -1152,12 +1315,14 @@ pub(crate) const SCENARIOS: &[(&str, ScenarioFn)] = &[
     ("s17", s17),
     ("s17b", s17b),
     ("s19", s19),
+    ("s19b", s19b),
     ("s20", s20),
     ("s21", s21),
     ("s22", s22),
     ("s23", s23),
     ("s24", s24),
     ("s25", s25),
+    ("s25b", s25b),
     ("s26", s26),
     ("s27", s27),
 ];
