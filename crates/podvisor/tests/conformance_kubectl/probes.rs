@@ -278,35 +278,30 @@ fn readiness_exec_timeout(srv: &Server, id: &str) {
 /// "should *not* be restarted with a exec \"cat /tmp/health\" liveness probe" (Conformance).
 /// ⏱ 25 s of observation (4 min): probes at ~10 and ~20 s.
 fn s31(srv: &Server) {
-    let _scratch = Scratch::new("s31");
-    let mut pod = srv.create("s31", &manifest("s31.yaml"));
+    liveness_passes(srv, "s31", "busybox");
+}
+
+/// 31, 33, 35 and their sidecar variants: no restart, no `Unhealthy` event.
+fn liveness_passes(srv: &Server, id: &str, name: &str) {
+    let _scratch = Scratch::new(id);
+    let mut pod = srv.create(id, &manifest(&format!("{id}.yaml")));
     let mut c = Checks::new();
-    expect_no_restart(&mut c, &pod, "busybox", secs(25));
-    check_no_unhealthy(&mut c, &pod, "busybox", "");
+    expect_no_restart(&mut c, &pod, name, secs(25));
+    check_no_unhealthy(&mut c, &pod, name, "");
     pod.delete_and_wait_gone(secs(60));
-    c.finish("s31", || pod.diag());
+    c.finish(id, || pod.diag());
 }
 
 /// "should *not* be restarted with a tcp:8080 liveness probe" (Conformance): LIVE(18033)'s
 /// `/healthz` fails after 10 s but the socket stays open, so the TCP probe passes (R20).
 fn s33(srv: &Server) {
-    let mut pod = srv.create("s33", &manifest("s33.yaml"));
-    let mut c = Checks::new();
-    expect_no_restart(&mut c, &pod, "agnhost-container", secs(25));
-    check_no_unhealthy(&mut c, &pod, "agnhost-container", "");
-    pod.delete_and_wait_gone(secs(60));
-    c.finish("s33", || pod.diag());
+    liveness_passes(srv, "s33", "agnhost-container");
 }
 
 /// "should *not* be restarted with a /healthz http liveness probe" (Conformance): WEB(18035)
 /// on `/`, `timeoutSeconds: 5`, `failureThreshold: 5`.
 fn s35(srv: &Server) {
-    let mut pod = srv.create("s35", &manifest("s35.yaml"));
-    let mut c = Checks::new();
-    expect_no_restart(&mut c, &pod, "test-webserver", secs(25));
-    check_no_unhealthy(&mut c, &pod, "test-webserver", "");
-    pod.delete_and_wait_gone(secs(60));
-    c.finish("s35", || pod.diag());
+    liveness_passes(srv, "s35", "test-webserver");
 }
 
 /// "should *not* be restarted with a non-local redirect http liveness probe": the redirect to
@@ -383,18 +378,22 @@ fn s34(srv: &Server) {
 /// "should be restarted with an exec liveness probe with timeout": `sh -c 'sleep 10'` with
 /// `timeoutSeconds: 1` fails by timing out (R18) and the container is restarted.
 fn s36(srv: &Server) {
-    let mut pod = srv.create("s36", &manifest("s36.yaml"));
+    exec_timeout_restart(
+        srv,
+        "s36",
+        "Container busybox failed liveness probe, will be restarted",
+    );
+}
+
+/// 36 and its sidecar variant (container `busybox`).
+fn exec_timeout_restart(srv: &Server, id: &str, kill_message: &str) {
+    let mut pod = srv.create(id, &manifest(&format!("{id}.yaml")));
     let before = expect_restarts(&pod, "busybox", 1, secs(60));
     let mut c = Checks::new();
     check_unhealthy(&mut c, &pod, "busybox", "exec timeout", |m| {
         m == "Liveness probe failed: command \"sh -c sleep 10\" timed out"
     });
-    check_killing(
-        &mut c,
-        &pod,
-        "busybox",
-        "Container busybox failed liveness probe, will be restarted",
-    );
+    check_killing(&mut c, &pod, "busybox", kill_message);
     // The first instance ran ~10 s (delay 5 s, then the tick at 10 s, then 1 s of timeout),
     // not the 10 s of the probe's sleep on top.
     let t = last_terminated(before.last().unwrap(), "busybox");
@@ -407,7 +406,7 @@ fn s36(srv: &Server) {
     );
     delete_now(&mut pod);
     check_monotonic(&mut c, &pod, "busybox");
-    c.finish("s36", || pod.diag());
+    c.finish(id, || pod.diag());
 }
 
 /// "should be restarted with a failing exec liveness probe that took longer than the
@@ -433,8 +432,12 @@ fn s36b(srv: &Server) {
 /// "should be restarted with a local redirect http liveness probe": `/redirect?loc=%2Fhealthz`
 /// is followed (same host, R19) to LIVE's `/healthz`, which fails after 10 s.
 fn s42(srv: &Server) {
-    let name = "agnhost-container";
-    let mut pod = srv.create("s42", &manifest("s42.yaml"));
+    local_redirect(srv, "s42", "agnhost-container");
+}
+
+/// 42 and its sidecar variant.
+fn local_redirect(srv: &Server, id: &str, name: &str) {
+    let mut pod = srv.create(id, &manifest(&format!("{id}.yaml")));
     expect_restarts(&pod, name, 1, secs(60));
     let mut c = Checks::new();
     check_unhealthy(
@@ -451,7 +454,7 @@ fn s42(srv: &Server) {
     );
     delete_now(&mut pod);
     check_monotonic(&mut c, &pod, name);
-    c.finish("s42", || pod.diag());
+    c.finish(id, || pod.diag());
 }
 
 /// "should be restarted with a GRPC liveness probe" (Conformance): the probe's port has no
@@ -487,25 +490,38 @@ fn s45b(srv: &Server) {
 /// probes fail, but the startup probe has 60 attempts, so liveness never runs (R11) and
 /// nothing restarts. ⏱ 30 s of observation (4 min).
 fn s39(srv: &Server) {
-    let mut pod = srv.create("s39", &manifest("s39.yaml"));
+    startup_delays_liveness(srv, "s39", "busybox");
+}
+
+/// 39 and its sidecar variant (where `main` never starts, the sidecar never being started).
+fn startup_delays_liveness(srv: &Server, id: &str, name: &str) {
+    let mut pod = srv.create(id, &manifest(&format!("{id}.yaml")));
     let mut c = Checks::new();
-    expect_no_restart(&mut c, &pod, "busybox", secs(30));
+    expect_no_restart(&mut c, &pod, name, secs(30));
     for o in pod.observations() {
         c.check(
-            cstatus(&o.pod, "busybox")["started"] != true,
+            cstatus(&o.pod, name)["started"] != true,
             format!(
                 "t={:.3}: started (the startup probe never succeeds)",
                 pod.t(&o)
             ),
         );
+        let main = cstatus(&o.pod, "main");
+        c.check(
+            name == "busybox" || main.is_null() || state_kind(main) == "waiting",
+            format!(
+                "t={:.3}: main not waiting for the sidecar ({main})",
+                pod.t(&o)
+            ),
+        );
     }
     // R17: exec failure with empty output leaves the trailing space.
-    check_unhealthy(&mut c, &pod, "busybox", "\"Startup probe failed: \"", |m| {
+    check_unhealthy(&mut c, &pod, name, "\"Startup probe failed: \"", |m| {
         m == "Startup probe failed: "
     });
-    check_no_unhealthy(&mut c, &pod, "busybox", "Liveness");
+    check_no_unhealthy(&mut c, &pod, name, "Liveness");
     pod.delete_and_wait_gone(secs(60));
-    c.finish("s39", || pod.diag());
+    c.finish(id, || pod.diag());
 }
 
 /// "should be restarted by liveness probe after startup probe enables it": the startup file
@@ -791,6 +807,37 @@ fn sidecar_liveness_restart(srv: &Server, id: &str, name: &str) {
     c.finish(id, || pod.diag());
 }
 
+/// "should *not* be restarted with a exec \"cat /tmp/health\" liveness probe".
+fn s31s(srv: &Server) {
+    liveness_passes(srv, "s31s", "busybox");
+}
+
+/// "should *not* be restarted with a tcp:8080 liveness probe" (LIVE(18133)).
+fn s33s(srv: &Server) {
+    liveness_passes(srv, "s33s", "sidecar");
+}
+
+/// "should be restarted with an exec liveness probe with timeout".
+fn s36s(srv: &Server) {
+    exec_timeout_restart(srv, "s36s", "Init container busybox failed liveness probe");
+}
+
+/// "should *not* be restarted by liveness probe because startup probe delays it".
+fn s39s(srv: &Server) {
+    startup_delays_liveness(srv, "s39s", "sidecar");
+}
+
+/// "should be restarted with a local redirect http liveness probe".
+fn s42s(srv: &Server) {
+    local_redirect(srv, "s42s", "sidecar");
+}
+
+/// "should override timeoutGracePeriodSeconds when LivenessProbe field is set" (T2 holds for
+/// sidecars: `computeInitContainerActions` kills with the liveness reason).
+fn s44s(srv: &Server) {
+    probe_grace_scenario(srv, "s44s", "Init container busybox failed liveness probe");
+}
+
 /// "should be restarted with a exec \"cat /tmp/health\" liveness probe".
 fn s30s(srv: &Server) {
     sidecar_liveness_restart(srv, "s30s", "busybox");
@@ -893,4 +940,10 @@ pub(crate) const SCENARIOS: &[(&str, ScenarioFn)] = &[
     ("s41s", s41s),
     ("s43s", s43s),
     ("s45s", s45s),
+    ("s31s", s31s),
+    ("s33s", s33s),
+    ("s36s", s36s),
+    ("s39s", s39s),
+    ("s42s", s42s),
+    ("s44s", s44s),
 ];
