@@ -1106,6 +1106,59 @@ pub(crate) fn s24(srv: &Server) {
     c.finish("s24", || pod.diag());
 }
 
+/// `container_lifecycle_test.go` — "should mark pod as succeeded if any of the restartable init
+/// containers have terminated with non-zero exit code by prestop hook": a failing preStop does
+/// not change the outcome (H4 `FailedPreStopHook`, T8).
+pub(crate) fn s24b(srv: &Server) {
+    let _scratch = Scratch::new("s24b");
+    let mut pod = srv.create("s24b", &manifest("s24b.yaml"));
+    pod.wait("Running with every container running", secs(60), |p| {
+        phase(p) == "Running"
+            && [RI1, RI2, RI3, "regular-1"]
+                .iter()
+                .all(|n| state_kind(cstatus(p, n)) == "running")
+    });
+    pod.delete(Some(30));
+    let (took, last) = pod.wait_gone(secs(60));
+    let mut c = Checks::new();
+    c.check(
+        phase(&last.pod) == "Succeeded",
+        format!("final phase Succeeded (is {})", phase(&last.pod)),
+    );
+    for n in ["regular-1", RI1, RI2, RI3] {
+        check_terminated(&mut c, &pod, &last, n, 0, "Completed");
+    }
+    c.check(
+        took < secs(20),
+        format!("gone well within the 30 s grace (took {took:?})"),
+    );
+    let ev = pod.ev_log();
+    for n in [RI1, RI2, RI3] {
+        c.check(
+            exits(&ev, &format!("PreStop-{n}")),
+            format!("PreStop-{n} ran"),
+        );
+    }
+    c.check(
+        ev.exits_before(RI3, RI2),
+        "ExitsBefore(restartable-init-3, restartable-init-2)",
+    );
+    c.check(
+        ev.exits_before(RI2, RI1),
+        "ExitsBefore(restartable-init-2, restartable-init-1)",
+    );
+    c.check(
+        has_event(
+            &pod,
+            "FailedPreStopHook",
+            "spec.initContainers{restartable-init-2}",
+            |m| m == "PreStopHook failed",
+        ),
+        "EVENTS: FailedPreStopHook `PreStopHook failed` for restartable-init-2",
+    );
+    c.finish("s24b", || pod.diag());
+}
+
 /// `container_lifecycle_test.go` — "should call sidecar container PreStop hook simultaneously"
 /// (T5: preStop hooks start together, stop signals in reverse order).
 pub(crate) fn s25(srv: &Server) {
@@ -1220,6 +1273,84 @@ pub(crate) fn s25b(srv: &Server) {
     c.finish("s25b", || pod.diag());
 }
 
+/// `container_lifecycle_test.go` — "should terminate sidecars simultaneously if prestop doesn't
+/// exit": the hooks use up the whole grace, then every sidecar gets the 2 s minimum at the same
+/// time and is killed (H4, T3, T5). ⏱ grace 10 s (upstream 30 s, hooks live ~32 s).
+pub(crate) fn s25c(srv: &Server) {
+    let _scratch = Scratch::new("s25c");
+    let mut pod = srv.create("s25c", &manifest("s25c.yaml"));
+    let (_, end) = pod.wait("pod terminal", secs(60), terminal);
+    let mut c = Checks::new();
+    c.check(
+        phase(&end.pod) == "Succeeded",
+        format!("phase Succeeded (is {})", phase(&end.pod)),
+    );
+    for n in [RI1, RI2, RI3] {
+        check_terminated(&mut c, &pod, &end, n, 137, "Error");
+    }
+    let ev = pod.ev_log();
+    for (x, y) in [(RI1, RI2), (RI2, RI3), (RI3, "regular-1")] {
+        c.check(ev.starts_before(x, y), format!("StartsBefore({x}, {y})"));
+    }
+    let hooks: Vec<(Option<f64>, Option<f64>)> = [RI1, RI2, RI3]
+        .iter()
+        .map(|n| {
+            let h = format!("PreStop-{n}");
+            (ev.time_of_start(&h), ev.time_of_last_loop(&h))
+        })
+        .collect();
+    let lasts: Vec<f64> = hooks.iter().filter_map(|h| h.1).collect();
+    let spread = lasts.iter().copied().fold(f64::MIN, f64::max)
+        - lasts.iter().copied().fold(f64::MAX, f64::min);
+    c.check(
+        lasts.len() == 3 && spread < 1.0,
+        format!("the hooks were killed together (last loops {hooks:?}, spread {spread:.3} s)"),
+    );
+    for (n, h) in [RI1, RI2, RI3].iter().zip(&hooks) {
+        let life = h.0.zip(h.1).map(|(a, b)| b - a);
+        c.check(
+            life.is_some_and(|l| (l - 12.0).abs() <= 1.5),
+            format!("PreStop-{n} lived about grace + 2 = 12 s ({life:?})"),
+        );
+    }
+    pod.delete_and_wait_gone(secs(60));
+    c.finish("s25c", || pod.diag());
+}
+
+/// `container_lifecycle_test.go` — "should terminate restartable init containers gracefully if
+/// there is a non-started restartable init container" (T5: nothing waits for a sidecar that is
+/// not running; the pod goes long before its grace period).
+pub(crate) fn s26b(srv: &Server) {
+    let _scratch = Scratch::new("s26b");
+    let mut pod = srv.create("s26b", &manifest("s26b.yaml"));
+    pod.wait(
+        "restartable-init-2 running but not started",
+        secs(60),
+        |p| {
+            let s = cstatus(p, RI2);
+            phase(p) == "Pending"
+                && p["status"]["initContainerStatuses"]
+                    .as_array()
+                    .is_some_and(|a| a.len() == 3)
+                && state_kind(s) == "running"
+                && s["started"] != true
+        },
+    );
+    pod.delete(Some(60));
+    let (took, _) = pod.wait_gone(secs(60));
+    let mut c = Checks::new();
+    // ⏱ upstream: within containerTerminationSeconds + 60 s of a 180 s grace.
+    c.check(
+        took < secs(15),
+        format!("gone long before the 60 s grace (took {took:?})"),
+    );
+    let ev = pod.ev_log();
+    c.check(exits(&ev, RI2), "restartable-init-2 got its stop signal");
+    c.check(!starts(&ev, RI3), "DoesntStart(restartable-init-3)");
+    c.check(!starts(&ev, "regular-1"), "DoesntStart(regular-1)");
+    c.finish("s26b", || pod.diag());
+}
+
 /// `container_lifecycle_test.go` — "should not hang in termination if terminated during
 /// initialization": sidecars that never started are not waited for (T4, T5, H5).
 pub(crate) fn s26(srv: &Server) {
@@ -1321,8 +1452,11 @@ pub(crate) const SCENARIOS: &[(&str, ScenarioFn)] = &[
     ("s22", s22),
     ("s23", s23),
     ("s24", s24),
+    ("s24b", s24b),
     ("s25", s25),
     ("s25b", s25b),
+    ("s25c", s25c),
     ("s26", s26),
+    ("s26b", s26b),
     ("s27", s27),
 ];
