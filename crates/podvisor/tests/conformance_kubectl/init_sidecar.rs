@@ -199,11 +199,31 @@ fn has_event(pod: &Pod, reason: &str, field_path: &str, msg: impl Fn(&str) -> bo
 /// stays Pending with `Initialized` False (A5, P5, D3, B1, B5).
 pub(crate) fn s03(srv: &Server) {
     let mut pod = srv.create("s03", &manifest("s03.yaml"));
+    let mut c = Checks::new();
+    // K3, K8: kubectl shows the init container's back-off and its restarts with their age.
+    let backing_off = |p: &Value| {
+        let i1 = cstatus(p, "init1");
+        state(i1)["reason"] == "CrashLoopBackOff" && restart_count(i1) >= 1
+    };
+    pod.wait("init1 in CrashLoopBackOff", secs(60), backing_off);
+    let cols = kubectl_cols(&pod);
+    let now = pod.last();
+    if backing_off(&now.pod) {
+        let rc = restart_count(cstatus(&now.pod, "init1"));
+        c.check(
+            cols[1] == "0/1"
+                && cols[2] == "Init:CrashLoopBackOff"
+                && cols[3].starts_with(&format!("{rc} ("))
+                && cols[3].ends_with(" ago)"),
+            format!(
+                "kubectl READY 0/1 STATUS Init:CrashLoopBackOff RESTARTS {rc} (..ago) (is {cols:?})"
+            ),
+        );
+    }
     // ⏱ upstream 5 min: restarts at 0, 10, 20 s (B1).
     let (i, end) = pod.wait("init1 restartCount >= 3", secs(60), |p| {
         restart_count(cstatus(p, "init1")) >= 3
     });
-    let mut c = Checks::new();
     let p = &end.pod;
     c.check(
         phase(p) == "Pending",
@@ -266,7 +286,12 @@ pub(crate) fn s03(srv: &Server) {
         }),
         "EVENTS: BackOff for init1",
     );
-    pod.delete_and_wait_gone(secs(60));
+    let (_, last) = pod.delete_and_wait_gone(secs(60));
+    // P14 with A15/S6: once deleted, init1 will not be restarted, so it shows its last exit
+    // (not CrashLoopBackOff, not ContainerStatusUnknown); the never-started ones stay waiting.
+    check_terminated(&mut c, &pod, &last, "init1", 1, "Error");
+    check_always_pod_initializing(&mut c, &pod, std::slice::from_ref(&last), "init2");
+    check_always_pod_initializing(&mut c, &pod, std::slice::from_ref(&last), "run1");
     check_init_invariants(&mut c, &pod, "run1");
     check_monotonic(&mut c, &pod, "init1");
     c.finish("s03", || pod.diag());
@@ -1376,6 +1401,12 @@ pub(crate) fn s26(srv: &Server) {
         phase(&last.pod) == "Failed",
         format!("final phase Failed (is {})", phase(&last.pod)),
     );
+    // P14: the pod never initialized; start-init shows its own exit (its TERM handler exits
+    // 0), the never-started containers stay waiting.
+    check_terminated(&mut c, &pod, &last, "start-init", 0, "Completed");
+    for n in [RI1, RI2, RI3, "regular-1"] {
+        check_always_pod_initializing(&mut c, &pod, std::slice::from_ref(&last), n);
+    }
     let ev = pod.ev_log();
     c.check(exits(&ev, "start-init"), "Exits(start-init)");
     for n in [RI1, RI2, RI3] {
