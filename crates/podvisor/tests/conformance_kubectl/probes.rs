@@ -911,6 +911,85 @@ fn s45s(srv: &Server) {
     readiness_while_terminating(srv, "s45s");
 }
 
+// ----------------------------------------------------------------------------------------------
+// Probe failures that end a restartPolicy=Never pod through its preStop hook
+// (`test/e2e_node/container_lifecycle_test.go`, "A regular container has a PreStop hook").
+// Nothing is left to keep or restart, so the kubelet kills the whole pod (A13): `Killing` with
+// the plain `Stopping container` message, the pod's grace (T2 does not apply), preStop first
+// (T3). The container's TERM handler lingers 3 s (⏱ 15) and exits 0: phase Succeeded.
+
+/// The pod of `id` runs to its end: the checks so far, the event log and the timeline.
+fn prestop_on_probe_failure(srv: &Server, id: &str, probe_title: &str) -> (Checks, EvLog, String) {
+    let _scratch = Scratch::new(id);
+    let mut pod = srv.create(id, &manifest(&format!("{id}.yaml")));
+    let (_, end) = pod.wait("pod terminal", secs(60), terminal);
+    let ev = pod.ev_log();
+    let mut c = Checks::new();
+    c.check(
+        phase(&end.pod) == "Succeeded",
+        format!("phase Succeeded (is {})", summarize(&end.pod)),
+    );
+    let cs = cstatus(&end.pod, "regular-1");
+    c.check(
+        cs["state"]["terminated"]["exitCode"] == 0 && restart_count(cs) == 0,
+        format!("regular-1 exited 0 from its TERM handler, never restarted (is {cs})"),
+    );
+    let pre = "PreStop-regular-1";
+    c.check(
+        ev.overlap("regular-1", pre),
+        "RunTogether(regular-1, PreStop-regular-1)",
+    );
+    c.check(
+        ev.first(pre, "Starting").is_some(),
+        "PreStop-regular-1 started",
+    );
+    c.check(
+        ev.first("regular-1", "Exiting").is_some(),
+        "regular-1 exited",
+    );
+    // The hook ran before the stop signal: the container logs its exit after the hook's.
+    c.check(
+        ev.completes_before(pre, "regular-1") || ev.exits_before(pre, "regular-1"),
+        "PreStop-regular-1 exits before regular-1",
+    );
+    check_unhealthy(&mut c, &pod, "regular-1", probe_title, |m| {
+        m.starts_with(&format!("{probe_title} probe failed: "))
+    });
+    check_killing(&mut c, &pod, "regular-1", "Stopping container regular-1");
+    let diag = pod.diag();
+    pod.delete_and_wait_gone(secs(30));
+    (c, ev, diag)
+}
+
+/// "should call the container's preStop hook and terminate it if its startup probe fails".
+fn s38p(srv: &Server) {
+    let (c, _, diag) = prestop_on_probe_failure(srv, "s38p", "Startup");
+    c.finish("s38p", || diag);
+}
+
+/// "should call the container's preStop hook and terminate it if its liveness probe fails".
+fn s30p(srv: &Server) {
+    let (c, _, diag) = prestop_on_probe_failure(srv, "s30p", "Liveness");
+    c.finish("s30p", || diag);
+}
+
+/// "should execute readiness probe while in preStop, but not liveness" (NodeConformance):
+/// the liveness worker is on hold after its failure (R8) while readiness keeps probing
+/// during the 5 s preStop (⏱ 10).
+fn s45p(srv: &Server) {
+    let (mut c, ev, diag) = prestop_on_probe_failure(srv, "s45p", "Liveness");
+    let pre = "PreStop-regular-1";
+    c.check(
+        ev.overlap_from(pre, "Readiness-regular-1"),
+        "RunTogetherLhsFirst(PreStop-regular-1, Readiness-regular-1): readiness ran in preStop",
+    );
+    c.check(
+        !ev.overlap_from(pre, "Liveness-regular-1"),
+        "not RunTogetherLhsFirst(PreStop-regular-1, Liveness-regular-1): no liveness in preStop",
+    );
+    c.finish("s45p", || diag);
+}
+
 pub(crate) const SCENARIOS: &[(&str, ScenarioFn)] = &[
     ("s29", s29),
     ("s29b", s29b),
@@ -946,4 +1025,7 @@ pub(crate) const SCENARIOS: &[(&str, ScenarioFn)] = &[
     ("s39s", s39s),
     ("s42s", s42s),
     ("s44s", s44s),
+    ("s30p", s30p),
+    ("s38p", s38p),
+    ("s45p", s45p),
 ];
