@@ -163,6 +163,30 @@ fn check_never_pending_after_running(c: &mut Checks, pod: &Pod) {
     }
 }
 
+/// D3, D4, D5 for a terminal pod: `ContainersReady` and `Ready` False with reason
+/// `PodCompleted`/`PodFailed`; `Initialized` True with reason `PodCompleted` when Succeeded.
+fn check_terminal_conditions(c: &mut Checks, p: &Value) {
+    let reason = if phase(p) == "Succeeded" {
+        "PodCompleted"
+    } else {
+        "PodFailed"
+    };
+    for t in ["ContainersReady", "Ready"] {
+        let k = cond(p, t);
+        c.check(
+            k["status"] == "False" && k["reason"] == reason,
+            format!("{t} False/{reason} in the {} pod (is {k})", phase(p)),
+        );
+    }
+    if reason == "PodCompleted" {
+        let k = cond(p, "Initialized");
+        c.check(
+            k["status"] == "True" && k["reason"] == "PodCompleted",
+            format!("Initialized True/PodCompleted (is {k})"),
+        );
+    }
+}
+
 /// Checks the phase of every update before the delete is `want`.
 fn check_phase_throughout(c: &mut Checks, pod: &Pod, obs: &[Obs], want: &str) {
     for o in obs {
@@ -306,6 +330,7 @@ pub(crate) fn s04(srv: &Server) {
     let mut c = Checks::new();
     let p = &end.pod;
     check_not_initialized(&mut c, p, "containers with incomplete status: [init2]");
+    check_terminal_conditions(&mut c, p);
     check_terminated(&mut c, &pod, &end, "init1", 0, "Completed");
     check_terminated(&mut c, &pod, &end, "init2", 1, "Error");
     c.check(
@@ -370,6 +395,7 @@ pub(crate) fn s07(srv: &Server) {
     let (_, end) = pod.wait("pod terminal", secs(60), terminal);
     let mut c = Checks::new();
     c.check(phase(&end.pod) == "Succeeded", "phase Succeeded");
+    check_terminal_conditions(&mut c, &end.pod);
     let ev = pod.ev_log();
     let ps = "PostStart-regular-1";
     c.check(
@@ -810,6 +836,7 @@ pub(crate) fn s19(srv: &Server) {
     );
     let (_, end) = pod.wait("pod terminal", secs(60), terminal);
     c.check(phase(&end.pod) == "Succeeded", "phase Succeeded");
+    check_terminal_conditions(&mut c, &end.pod);
     let ev = pod.ev_log();
     c.check(
         ev.starts_before(RI1, RI2),
@@ -1070,6 +1097,11 @@ pub(crate) fn s23(srv: &Server) {
     let (_, end) = pod.wait("pod terminal", secs(60), terminal);
     let mut c = Checks::new();
     c.check(phase(&end.pod) == "Failed", "phase Failed");
+    check_terminal_conditions(&mut c, &end.pod);
+    c.check(
+        cond_status(&end.pod, "Initialized") == "True",
+        "Initialized stays True in the Failed pod",
+    );
     check_terminated(&mut c, &pod, &end, "regular-1", 1, "Error");
     check_sidecar_completed(&mut c, &pod, &end, RI1, "at Failed");
     let (ready, status) = kubectl_row(&pod);
