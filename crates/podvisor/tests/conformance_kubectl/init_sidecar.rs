@@ -79,9 +79,13 @@ fn check_initialized_stays(c: &mut Checks, pod: &Pod) {
 
 /// `UPDATE(pod, spec.initContainers[index].image)`: a JSON patch; kubectl's output.
 fn patch_init_image(pod: &Pod, index: usize, image: &str) -> std::process::Output {
-    let patch = format!(
-        r#"[{{"op":"replace","path":"/spec/initContainers/{index}/image","value":"{image}"}}]"#
-    );
+    patch_image(pod, "initContainers", index, image)
+}
+
+/// `UPDATE(pod, spec.<list>[index].image)`: a JSON patch; kubectl's output.
+fn patch_image(pod: &Pod, list: &str, index: usize, image: &str) -> std::process::Output {
+    let patch =
+        format!(r#"[{{"op":"replace","path":"/spec/{list}/{index}/image","value":"{image}"}}]"#);
     pod.srv.kubectl(
         &["patch", "pod", &pod.name, "--type=json", "-p", &patch],
         None,
@@ -512,6 +516,71 @@ pub(crate) fn s08b(srv: &Server) {
     c.check(ev.not_restarted("regular-1"), "NotRestarted(regular-1)");
     pod.delete_and_wait_gone(secs(60));
     c.finish("s08b", || pod.diag());
+}
+
+/// `container_lifecycle_test.go` — "the regular container has its image updated during
+/// initialization": "Should not start a regular container" (restartPolicy=Always), and "should
+/// not restart the init container if the image is updated during initialization": the running
+/// init container is left alone, the regular container starts once, with the new image (A5,
+/// A12, M12).
+pub(crate) fn s08c(srv: &Server) {
+    let _scratch = Scratch::new("s08c");
+    let mut pod = srv.create("s08c", &manifest("s08c.yaml"));
+    let (i, _) = pod.wait("init-1 running and started", secs(60), |p| {
+        let s = cstatus(p, "init-1");
+        state_kind(s) == "running" && s["started"] == true
+    });
+    let mut c = Checks::new();
+    for (list, what) in [("initContainers", "init-1"), ("containers", "regular-1")] {
+        let out = patch_image(&pod, list, 0, NEW_IMAGE);
+        c.check(
+            out.status.success(),
+            format!(
+                "UPDATE the image of {what} during initialization: {}",
+                String::from_utf8_lossy(&out.stderr)
+            ),
+        );
+    }
+    let (j, running) = pod.wait_since(
+        i,
+        pod.created,
+        "regular-1 and regular-2 running",
+        secs(60),
+        |p| {
+            ["regular-1", "regular-2"]
+                .iter()
+                .all(|n| state_kind(cstatus(p, n)) == "running")
+        },
+    );
+    let r1 = cstatus(&running.pod, "regular-1");
+    c.check(
+        r1["image"] == NEW_IMAGE && restart_count(r1) == 0,
+        format!(
+            "regular-1 runs the new image, never restarted (image {}, rc {})",
+            r1["image"],
+            restart_count(r1)
+        ),
+    );
+    c.check(
+        phase(&running.pod) == "Running",
+        format!("phase Running (is {})", phase(&running.pod)),
+    );
+    check_phase_throughout(&mut c, &pod, &pod.observations()[..j], "Pending");
+    let i1 = cstatus(&running.pod, "init-1");
+    c.check(
+        terminated_with(i1, 0, "Completed") && restart_count(i1) == 0 && i1["image"] != NEW_IMAGE,
+        format!(
+            "init-1 ran once to completion with its old image ({}, image {})",
+            show(&running.pod, "init-1"),
+            i1["image"]
+        ),
+    );
+    let ev = pod.ev_log();
+    for n in ["init-1", "regular-1", "regular-2"] {
+        c.check(ev.not_restarted(n), format!("NotRestarted({n})"));
+    }
+    pod.delete_and_wait_gone(secs(60));
+    c.finish("s08c", || pod.diag());
 }
 
 // ----------------------------------------------------------------------------------------------
@@ -1500,6 +1569,7 @@ pub(crate) const SCENARIOS: &[(&str, ScenarioFn)] = &[
     ("s07", s07),
     ("s08", s08),
     ("s08b", s08b),
+    ("s08c", s08c),
     ("s11", s11),
     ("s12", s12),
     ("s13", s13),
