@@ -483,6 +483,28 @@ fn s45b(srv: &Server) {
     c.finish("s45b", || pod.diag());
 }
 
+/// "should *not* be restarted with a GRPC liveness probe" (Conformance), with GRPC(18145), a
+/// python3 stand-in for agnhost's `grpc-health-checking` (a minimal h2c server of
+/// `grpc.health.v1.Health/Check`). Beyond upstream, a readiness probe asks for the service
+/// `down`, answered NOT_SERVING: never ready, with the R21 message.
+fn s45g(srv: &Server) {
+    let name = "agnhost";
+    let mut pod = srv.create("s45g", &manifest("s45g.yaml"));
+    let mut c = Checks::new();
+    expect_no_restart(&mut c, &pod, name, secs(25));
+    check_no_unhealthy(&mut c, &pod, name, "Liveness");
+    let want = "Readiness probe failed: service unhealthy (responded with \"NOT_SERVING\")";
+    check_unhealthy(&mut c, &pod, name, want, |m| m == want);
+    for o in pod.observations() {
+        c.check(
+            cond_status(&o.pod, "Ready") != "True",
+            format!("t={:.3}: Ready although NOT_SERVING", pod.t(&o)),
+        );
+    }
+    pod.delete_and_wait_gone(secs(60));
+    c.finish("s45g", || pod.diag());
+}
+
 // ----------------------------------------------------------------------------------------------
 // Startup probes
 
@@ -1009,6 +1031,7 @@ pub(crate) const SCENARIOS: &[(&str, ScenarioFn)] = &[
     ("s44b", s44b),
     ("s45", s45),
     ("s45b", s45b),
+    ("s45g", s45g),
     ("s28s", s28s),
     ("s29s", s29s),
     ("s30s", s30s),
