@@ -37,6 +37,8 @@ use k8s_openapi::api::core::v1::{ContainerStatus, Pod};
 use podvisor_agent::{Agent, PodControl, PodHandle, PodUpdate};
 use podvisor_lifecycle::{BackoffConfig, MachineConfig};
 use podvisor_runtime::process::ProcessRuntime;
+use podvisor_testkit::numbers::{Stats, load_average, ms, stats};
+use podvisor_testkit::{Signal, all_processes, signal};
 use std::collections::{HashMap, HashSet};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
@@ -269,60 +271,6 @@ fn proc_pss_uss_kib(pid: u32) -> Option<(u64, u64)> {
 
 fn mib(kib: u64) -> f64 {
     kib as f64 / 1024.0
-}
-
-/// The session of a process.
-fn session_of(pid: i32) -> Option<i32> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    stat[stat.rfind(')')? + 1..]
-        .split_whitespace()
-        .nth(3)?
-        .parse()
-        .ok()
-}
-
-fn load_average() -> String {
-    std::fs::read_to_string("/proc/loadavg")
-        .map(|l| l.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
-        .unwrap_or_default()
-}
-
-/// Nearest-rank percentile of sorted samples.
-fn percentile(sorted: &[Duration], p: f64) -> Duration {
-    if sorted.is_empty() {
-        return Duration::ZERO;
-    }
-    let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
-    sorted[rank.clamp(1, sorted.len()) - 1]
-}
-
-#[derive(Clone, Debug, Default)]
-struct Stats {
-    n: usize,
-    p50: Duration,
-    p99: Duration,
-    max: Duration,
-}
-
-fn stats(mut samples: Vec<Duration>) -> Stats {
-    samples.sort();
-    Stats {
-        n: samples.len(),
-        p50: percentile(&samples, 50.0),
-        p99: percentile(&samples, 99.0),
-        max: samples.last().copied().unwrap_or_default(),
-    }
-}
-
-fn ms(d: Duration) -> String {
-    let ms = d.as_secs_f64() * 1000.0;
-    if ms < 10.0 {
-        format!("{ms:.2} ms")
-    } else if ms < 100.0 {
-        format!("{ms:.1} ms")
-    } else {
-        format!("{ms:.0} ms")
-    }
 }
 
 fn progress(message: &str) {
@@ -1292,23 +1240,10 @@ async fn cleanup(ctx: &Ctx) -> Result<()> {
         .filter_map(|&p| i32::try_from(p).ok())
         .collect();
     let mut killed = 0;
-    if let Ok(dir) = std::fs::read_dir("/proc") {
-        for entry in dir.flatten() {
-            let Some(pid) = entry
-                .file_name()
-                .to_str()
-                .and_then(|s| s.parse::<i32>().ok())
-            else {
-                continue;
-            };
-            if session_of(pid).is_some_and(|s| sessions.contains(&s)) {
-                // SAFETY: kill has no memory-safety preconditions.
-                #[allow(unsafe_code)]
-                unsafe {
-                    libc::kill(pid, libc::SIGKILL);
-                }
-                killed += 1;
-            }
+    for p in all_processes() {
+        if sessions.contains(&p.session) {
+            signal(p.pid, Signal::KILL);
+            killed += 1;
         }
     }
     if killed > 0 {

@@ -11,6 +11,7 @@
 use k8s_openapi::api::core::v1::Pod;
 use podvisor_runtime::process::{ProcessRuntime, ProcessSandbox};
 use podvisor_runtime::{ContainerExit, Runtime, RuntimeEvent, StartRequest, Started};
+use podvisor_testkit::{Proc, Signal, all_processes, remove_pod_cgroup, signal};
 use serde_json::json;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -152,79 +153,19 @@ impl Drop for Harness {
     fn drop(&mut self) {
         // Whatever is left in the shim's session (the shim included) goes.
         for p in session_processes(self.shim_pid) {
-            if let Some(pid) = rustix::process::Pid::from_raw(p.pid) {
-                let _ = rustix::process::kill_process(pid, rustix::process::Signal::KILL);
-            }
+            signal(p.pid, Signal::KILL);
         }
         // A failed test may leave its pod's cgroups: remove them (children first).
-        let uid = self.pod.metadata.uid.clone().unwrap_or_default();
-        for root in [
-            "/sys/fs/cgroup/memory",
-            "/sys/fs/cgroup/unified",
-            "/sys/fs/cgroup",
-        ] {
-            let pod_cgroup = Path::new(root).join("podvisor").join(&uid);
-            if let Ok(children) = std::fs::read_dir(&pod_cgroup) {
-                for child in children.flatten().filter(|e| e.path().is_dir()) {
-                    let _ = std::fs::remove_dir(child.path());
-                }
-                let _ = std::fs::remove_dir(&pod_cgroup);
-            }
-        }
+        remove_pod_cgroup(self.pod.metadata.uid.as_deref().unwrap_or_default());
         let _ = std::fs::remove_dir_all(&self.root);
     }
-}
-
-#[derive(Debug)]
-struct Proc {
-    pid: i32,
-    ppid: i32,
-    state: String,
-    cmdline: String,
-}
-
-fn all_processes() -> Vec<(Proc, i32)> {
-    let mut out = Vec::new();
-    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Some(pid) = entry
-            .file_name()
-            .to_str()
-            .and_then(|s| s.parse::<i32>().ok())
-        else {
-            continue;
-        };
-        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-            continue;
-        };
-        let Some(close) = stat.rfind(')') else {
-            continue;
-        };
-        let f: Vec<&str> = stat[close + 1..].split_whitespace().collect();
-        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline"))
-            .map(|b| {
-                String::from_utf8_lossy(&b)
-                    .replace('\0', " ")
-                    .trim()
-                    .to_owned()
-            })
-            .unwrap_or_default();
-        let proc = Proc {
-            pid,
-            ppid: f[1].parse().unwrap(),
-            state: f[0].to_owned(),
-            cmdline,
-        };
-        out.push((proc, f[3].parse().unwrap()));
-    }
-    out
 }
 
 /// Processes (zombies included) in the session `sid`.
 fn session_processes(sid: u32) -> Vec<Proc> {
     all_processes()
         .into_iter()
-        .filter(|(_, s)| u32::try_from(*s) == Ok(sid))
-        .map(|(p, _)| p)
+        .filter(|p| u32::try_from(p.session) == Ok(sid))
         .collect()
 }
 
@@ -434,7 +375,7 @@ async fn kill_stops_what_ignores_sigterm() {
     let running = |marker: &str| {
         all_processes()
             .iter()
-            .any(|(p, _)| p.cmdline == marker && p.state != "Z")
+            .any(|p| p.cmdline == marker && !p.is_zombie())
     };
     h.start("quitter", 2).await;
     eventually("the escapee runs", || running("sleep 1018")).await;
@@ -637,7 +578,7 @@ async fn exec_runs_in_the_container_view_and_times_out() {
                 .collect::<Vec<_>>()
                 == vec![started.pid]
                 && procs.len() == 2
-                && procs.iter().all(|p| p.state != "Z")
+                && procs.iter().all(|p| !p.is_zombie())
         },
     )
     .await;

@@ -35,6 +35,11 @@ use hyper::body::Bytes;
 use hyper::client::conn::http1::SendRequest;
 use hyper::{Method, Request, StatusCode, header};
 use hyper_util::rt::TokioIo;
+use podvisor_testkit::numbers::{Stats, load_average, ms, stats};
+use podvisor_testkit::{
+    MarkerIn, Proc, Signal, all_processes, kill_marked, marked_processes, remove_pod_cgroups,
+    signal,
+};
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::path::{Path, PathBuf};
@@ -123,182 +128,7 @@ fn progress(message: &str) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Numbers
-
-/// Nearest-rank percentile of sorted samples.
-fn percentile(sorted: &[Duration], p: f64) -> Duration {
-    if sorted.is_empty() {
-        return Duration::ZERO;
-    }
-    let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
-    sorted[rank.clamp(1, sorted.len()) - 1]
-}
-
-#[derive(Clone, Debug, Default)]
-struct Stats {
-    n: usize,
-    p50: Duration,
-    p99: Duration,
-    max: Duration,
-}
-
-fn stats(mut samples: Vec<Duration>) -> Stats {
-    samples.sort();
-    Stats {
-        n: samples.len(),
-        p50: percentile(&samples, 50.0),
-        p99: percentile(&samples, 99.0),
-        max: samples.last().copied().unwrap_or_default(),
-    }
-}
-
-fn ms(d: Duration) -> String {
-    let ms = d.as_secs_f64() * 1000.0;
-    if ms < 10.0 {
-        format!("{ms:.2} ms")
-    } else if ms < 100.0 {
-        format!("{ms:.1} ms")
-    } else {
-        format!("{ms:.0} ms")
-    }
-}
-
-fn load_average() -> String {
-    std::fs::read_to_string("/proc/loadavg")
-        .map(|l| l.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
-        .unwrap_or_default()
-}
-
-// ---------------------------------------------------------------------------------------------
 // Processes
-
-/// One process, from `/proc`.
-#[derive(Debug, Clone)]
-struct Proc {
-    pid: i32,
-    ppid: i32,
-    /// `R`, `S`, `Z`, ...
-    state: char,
-    cmdline: String,
-}
-
-/// Every process but this one.
-fn all_processes() -> Vec<Proc> {
-    let me = i32::try_from(std::process::id()).unwrap_or(0);
-    let mut out = Vec::new();
-    let Ok(dir) = std::fs::read_dir("/proc") else {
-        return out;
-    };
-    for entry in dir.flatten() {
-        let Some(pid) = entry
-            .file_name()
-            .to_str()
-            .and_then(|s| s.parse::<i32>().ok())
-        else {
-            continue;
-        };
-        if pid == me {
-            continue;
-        }
-        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-            continue;
-        };
-        let Some(close) = stat.rfind(')') else {
-            continue;
-        };
-        let mut fields = stat[close + 1..].split_whitespace();
-        let state = fields.next().and_then(|s| s.chars().next()).unwrap_or('?');
-        let ppid = fields.next().and_then(|s| s.parse().ok()).unwrap_or(0);
-        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline"))
-            .map(|b| {
-                String::from_utf8_lossy(&b)
-                    .replace('\0', " ")
-                    .trim()
-                    .to_string()
-            })
-            .unwrap_or_default();
-        out.push(Proc {
-            pid,
-            ppid,
-            state,
-            cmdline,
-        });
-    }
-    out
-}
-
-/// Live processes whose command line carries `marker`, and all their descendants.
-fn marked_processes(marker: &str) -> Vec<Proc> {
-    let all = all_processes();
-    let mut set: BTreeSet<i32> = all
-        .iter()
-        .filter(|p| p.cmdline.contains(marker))
-        .map(|p| p.pid)
-        .collect();
-    loop {
-        let before = set.len();
-        for p in &all {
-            if set.contains(&p.ppid) {
-                set.insert(p.pid);
-            }
-        }
-        if set.len() == before {
-            break;
-        }
-    }
-    all.into_iter()
-        .filter(|p| set.contains(&p.pid) && p.state != 'Z')
-        .collect()
-}
-
-fn kill(pid: i32, signal: rustix::process::Signal) {
-    if let Some(pid) = rustix::process::Pid::from_raw(pid) {
-        let _ = rustix::process::kill_process(pid, signal);
-    }
-}
-
-/// SIGKILLs every marked process (and descendant) until none is left (5 s at most); how many
-/// there were.
-fn kill_marked(marker: &str) -> usize {
-    let first = marked_processes(marker).len();
-    let deadline = Instant::now() + Duration::from_secs(5);
-    loop {
-        let left = marked_processes(marker);
-        if left.is_empty() || Instant::now() > deadline {
-            return first;
-        }
-        for p in &left {
-            kill(p.pid, rustix::process::Signal::KILL);
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
-/// Removes the cgroups killed pods may have left (`<hierarchy>/podvisor/<uid>/<container>`).
-fn remove_pod_cgroups(pods_dir: &Path) {
-    let Ok(entries) = std::fs::read_dir(pods_dir) else {
-        return;
-    };
-    let uids: Vec<_> = entries.flatten().map(|e| e.file_name()).collect();
-    let Ok(hierarchies) = std::fs::read_dir("/sys/fs/cgroup") else {
-        return;
-    };
-    let mut roots: Vec<PathBuf> = hierarchies.flatten().map(|e| e.path()).collect();
-    roots.push(PathBuf::from("/sys/fs/cgroup"));
-    for root in roots {
-        for uid in &uids {
-            let pod = root.join("podvisor").join(uid);
-            if let Ok(children) = std::fs::read_dir(&pod) {
-                for c in children.flatten() {
-                    if c.path().is_dir() {
-                        let _ = std::fs::remove_dir(c.path());
-                    }
-                }
-                let _ = std::fs::remove_dir(&pod);
-            }
-        }
-    }
-}
 
 fn on_path(program: &str) -> Option<PathBuf> {
     std::env::var_os("PATH").and_then(|paths| {
@@ -429,9 +259,7 @@ impl World {
         }
         self.cleaned = true;
         if let Some(mut child) = self.serve.take() {
-            if let Ok(pid) = i32::try_from(child.id()) {
-                kill(pid, rustix::process::Signal::TERM);
-            }
+            signal(child.id(), Signal::TERM);
             let deadline = Instant::now() + Duration::from_secs(30);
             loop {
                 match child.try_wait() {
@@ -454,7 +282,10 @@ impl World {
             }
         }
         let marker = self.state().display().to_string();
-        let left = kill_marked(&marker);
+        let left = kill_marked(&marker, MarkerIn::Cmdline)
+            .iter()
+            .filter(|p| !p.is_zombie())
+            .count();
         if left > 0 {
             progress(&format!("clean-up: killed {left} leftover process(es)"));
         }
@@ -829,9 +660,9 @@ async fn run(world: &mut World, opts: &Options, results: &mut Results) -> Result
             );
         }
         if i == 0 {
-            let carriers = marked_processes(&marker)
+            let carriers = marked_processes(&marker, MarkerIn::Cmdline)
                 .iter()
-                .filter(|p| p.cmdline.contains(&uid))
+                .filter(|p| !p.is_zombie() && p.cmdline.contains(&uid))
                 .count();
             if carriers == 0 {
                 progress("note: no process names the pod's uid; deletions are not waited out");
@@ -1009,9 +840,9 @@ fn pod_processes(marker: &str, serve: Option<i32>) -> BTreeSet<i32> {
 async fn wait_no_processes(marker: &str, uid: &str) -> Result<()> {
     let deadline = Instant::now() + DEADLINE;
     loop {
-        let left: Vec<Proc> = marked_processes(marker)
+        let left: Vec<Proc> = marked_processes(marker, MarkerIn::Cmdline)
             .into_iter()
-            .filter(|p| p.cmdline.contains(uid))
+            .filter(|p| !p.is_zombie() && p.cmdline.contains(uid))
             .collect();
         if left.is_empty() {
             return Ok(());

@@ -146,9 +146,7 @@ impl Session {
 impl Drop for Session {
     fn drop(&mut self) {
         // SIGTERM: serve deletes its pods gracefully (--drain-on-exit), then exits.
-        if let Some(pid) = rustix::process::Pid::from_raw(i32::try_from(self.serve.id()).unwrap()) {
-            let _ = rustix::process::kill_process(pid, rustix::process::Signal::TERM);
-        }
+        podvisor_testkit::signal(self.serve.id(), podvisor_testkit::Signal::TERM);
         let start = Instant::now();
         while self.serve.try_wait().ok().flatten().is_none() && start.elapsed() < WAIT {
             std::thread::sleep(Duration::from_millis(20));

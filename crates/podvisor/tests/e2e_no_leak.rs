@@ -6,6 +6,7 @@
 mod common;
 
 use common::*;
+use podvisor_testkit::zombie_children;
 use serde_json::json;
 use std::path::Path;
 use std::time::{Duration, Instant};

@@ -27,8 +27,9 @@
 
 mod serve_common;
 
+use podvisor_testkit::{Proc, alive};
 use serde_json::Value;
-use serve_common::{Proc, ServeCtx, alive, kubectl_binary};
+use serve_common::{ServeCtx, kubectl_binary};
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Output};

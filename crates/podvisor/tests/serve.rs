@@ -5,6 +5,7 @@
 
 #![allow(missing_docs)]
 
+use podvisor_testkit::{MarkerIn, Signal, alive, signal_marked};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
@@ -124,9 +125,8 @@ impl World {
         i32::try_from(self.serve.as_ref().unwrap().id()).unwrap()
     }
 
-    fn signal(&self, signal: rustix::process::Signal) {
-        let pid = rustix::process::Pid::from_raw(self.serve_pid()).unwrap();
-        let _ = rustix::process::kill_process(pid, signal);
+    fn signal(&self, sig: Signal) {
+        podvisor_testkit::signal(self.serve_pid(), sig);
     }
 
     /// Waits for `serve` to exit; its exit code.
@@ -248,73 +248,16 @@ impl Drop for World {
             let _ = child.wait();
         }
         // Shims carry the state directory in their arguments; containers are their children.
-        kill_trees(&self.dir.display().to_string());
+        signal_marked(
+            &self.dir.display().to_string(),
+            MarkerIn::Cmdline,
+            Signal::KILL,
+        );
         if std::thread::panicking() {
             eprintln!("{}", self.logs());
         }
         let _ = std::fs::remove_dir_all(&self.dir);
     }
-}
-
-/// (pid, ppid, command line) of every process.
-fn processes() -> Vec<(i32, i32, String)> {
-    let mut out = Vec::new();
-    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Some(pid) = entry
-            .file_name()
-            .to_str()
-            .and_then(|s| s.parse::<i32>().ok())
-        else {
-            continue;
-        };
-        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-            continue;
-        };
-        let Some(ppid) = stat
-            .rfind(')')
-            .and_then(|i| stat[i + 1..].split_whitespace().nth(1))
-            .and_then(|p| p.parse().ok())
-        else {
-            continue;
-        };
-        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline"))
-            .map(|b| String::from_utf8_lossy(&b).replace('\0', " "))
-            .unwrap_or_default();
-        out.push((pid, ppid, cmdline));
-    }
-    out
-}
-
-/// SIGKILLs every process whose command line contains `marker`, and their descendants.
-fn kill_trees(marker: &str) {
-    let all = processes();
-    let mut doomed: Vec<i32> = all
-        .iter()
-        .filter(|(_, _, cmd)| cmd.contains(marker))
-        .map(|(pid, _, _)| *pid)
-        .collect();
-    let mut i = 0;
-    while i < doomed.len() {
-        let parent = doomed[i];
-        for (pid, ppid, _) in &all {
-            if *ppid == parent && !doomed.contains(pid) {
-                doomed.push(*pid);
-            }
-        }
-        i += 1;
-    }
-    for pid in doomed {
-        if let Some(pid) = rustix::process::Pid::from_raw(pid) {
-            let _ = rustix::process::kill_process(pid, rustix::process::Signal::KILL);
-        }
-    }
-}
-
-fn alive(pid: i32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .ok()
-        .and_then(|s| Some(s[s.rfind(')')? + 1..].split_whitespace().next()? != "Z"))
-        .unwrap_or(false)
 }
 
 fn node_name() -> String {
@@ -382,7 +325,7 @@ fn serve_runs_pods_for_kubectl() {
     w.create(&looping_pod("last", &pid_file));
     w.wait_phase("last", "Running");
     let pid = w.read_pid("last", &pid_file);
-    w.signal(rustix::process::Signal::TERM);
+    w.signal(Signal::TERM);
     assert_eq!(
         w.wait_exit(Duration::from_secs(15)),
         Some(0),
@@ -402,7 +345,7 @@ fn serve_runs_pods_for_kubectl() {
         "{}",
         w.logs()
     );
-    w.signal(rustix::process::Signal::TERM);
+    w.signal(Signal::TERM);
     assert_eq!(w.wait_exit(Duration::from_secs(10)), Some(0));
 }
 
@@ -475,7 +418,7 @@ fn serve_keeps_a_finalized_pod_until_its_finalizers_go() {
         r#"[{"op":"remove","path":"/metadata/finalizers"}]"#,
     ]);
     w.wait_gone("pinned");
-    w.signal(rustix::process::Signal::TERM);
+    w.signal(Signal::TERM);
     assert_eq!(
         w.wait_exit(Duration::from_secs(15)),
         Some(0),
@@ -513,7 +456,7 @@ fn serve_restart_readopts_running_containers() {
     assert!(before_id.starts_with("podvisor://"), "{before_id}");
 
     // The agent dies; the container does not.
-    w.signal(rustix::process::Signal::KILL);
+    w.signal(Signal::KILL);
     w.wait_exit(Duration::from_secs(5));
     assert!(alive(pid));
     std::fs::remove_file(w.kubeconfig()).ok();
@@ -585,7 +528,7 @@ fn serve_restart_readopts_running_containers() {
     w.kubectl_ok(&["delete", "pod", "r", "--wait=false"]);
     w.wait_gone("r");
     assert!(!alive(pid));
-    w.signal(rustix::process::Signal::TERM);
+    w.signal(Signal::TERM);
     assert_eq!(w.wait_exit(Duration::from_secs(10)), Some(0));
 }
 
@@ -661,6 +604,6 @@ fn serve_runs_static_pods_from_manifests() {
     // A removed manifest stops the pod and removes its mirror.
     std::fs::remove_file(&file).unwrap();
     w.wait_gone(&name);
-    w.signal(rustix::process::Signal::TERM);
+    w.signal(Signal::TERM);
     assert_eq!(w.wait_exit(Duration::from_secs(15)), Some(0));
 }

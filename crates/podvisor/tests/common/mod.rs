@@ -11,9 +11,10 @@
 
 #![allow(dead_code)]
 
+use podvisor_testkit::{MarkerIn, Proc, kill_marked, marked_processes, remove_pod_cgroups};
 use rustix::process::{Pid, Signal};
 use serde_json::{Value, json};
-use std::collections::{BTreeSet, HashMap};
+use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
@@ -190,13 +191,13 @@ impl Ctx {
 
     /// Every live process carrying this test's marker, and their descendants.
     pub fn processes(&self) -> Vec<Proc> {
-        marked_processes(&self.marker)
+        marked_processes(&self.marker, MarkerIn::CmdlineOrEnviron)
     }
 }
 
 impl Drop for Ctx {
     fn drop(&mut self) {
-        let left = kill_marked(&self.marker);
+        let left = kill_marked(&self.marker, MarkerIn::CmdlineOrEnviron);
         if !left.is_empty() {
             eprintln!(
                 "clean-up: killed {} leftover process(es) of {}",
@@ -331,8 +332,8 @@ impl Running {
 
     /// Sends SIGTERM to podvisor: every pod is deleted gracefully.
     pub fn terminate(&self) {
-        if let Some(pid) = self.child.as_ref().and_then(|c| pid(c.id())) {
-            let _ = rustix::process::kill_process(pid, Signal::TERM);
+        if let Some(child) = &self.child {
+            podvisor_testkit::signal(child.id(), Signal::TERM);
         }
     }
 
@@ -344,7 +345,7 @@ impl Running {
             }
             let _ = child.wait();
         }
-        kill_marked(&self.marker);
+        kill_marked(&self.marker, MarkerIn::CmdlineOrEnviron);
     }
 
     /// Waits for podvisor to exit (killing everything and panicking after `timeout`), then
@@ -361,7 +362,7 @@ impl Running {
                     let _ = rustix::process::kill_process_group(pgid, Signal::KILL);
                 }
                 let _ = child.wait();
-                kill_marked(&self.marker);
+                kill_marked(&self.marker, MarkerIn::CmdlineOrEnviron);
                 let lines = self.lines();
                 panic!(
                     "podvisor run did not finish within {timeout:?}; output:\n{}",
@@ -411,7 +412,7 @@ impl Drop for Running {
 fn settle(marker: &str, limit: Duration) -> Vec<Proc> {
     let deadline = Instant::now() + limit;
     loop {
-        let left = marked_processes(marker);
+        let left = marked_processes(marker, MarkerIn::CmdlineOrEnviron);
         if left.is_empty() || Instant::now() >= deadline {
             return left;
         }
@@ -620,147 +621,6 @@ fn dump(lines: &[Value]) -> String {
         }
     }
     s
-}
-
-// ----- processes -----
-
-/// One process, from `/proc`.
-#[derive(Debug, Clone)]
-pub struct Proc {
-    pub pid: i32,
-    pub ppid: i32,
-    /// `R`, `S`, `Z`, ...
-    pub state: char,
-    pub cmdline: String,
-}
-
-/// Every process, with whether its command line or environment mentions `marker`.
-fn all_processes(marker: &str) -> Vec<(Proc, bool)> {
-    let me = i32::try_from(std::process::id()).unwrap();
-    let mut out = Vec::new();
-    let Ok(dir) = std::fs::read_dir("/proc") else {
-        return out;
-    };
-    for entry in dir.flatten() {
-        let Some(pid) = entry
-            .file_name()
-            .to_str()
-            .and_then(|s| s.parse::<i32>().ok())
-        else {
-            continue;
-        };
-        if pid == me {
-            continue;
-        }
-        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-            continue;
-        };
-        let Some(close) = stat.rfind(')') else {
-            continue;
-        };
-        let mut fields = stat[close + 1..].split_whitespace();
-        let state = fields.next().and_then(|s| s.chars().next()).unwrap_or('?');
-        let ppid = fields.next().and_then(|s| s.parse().ok()).unwrap_or(0);
-        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline"))
-            .map(|b| {
-                String::from_utf8_lossy(&b)
-                    .replace('\0', " ")
-                    .trim()
-                    .to_string()
-            })
-            .unwrap_or_default();
-        let environ = std::fs::read(format!("/proc/{pid}/environ")).unwrap_or_default();
-        let marked = cmdline.contains(marker) || String::from_utf8_lossy(&environ).contains(marker);
-        out.push((
-            Proc {
-                pid,
-                ppid,
-                state,
-                cmdline,
-            },
-            marked,
-        ));
-    }
-    out
-}
-
-/// Live processes whose command line or environment carries `marker`, and all their
-/// descendants (zombies included).
-pub fn marked_processes(marker: &str) -> Vec<Proc> {
-    let all = all_processes(marker);
-    let mut set: BTreeSet<i32> = all.iter().filter(|(_, m)| *m).map(|(p, _)| p.pid).collect();
-    loop {
-        let before = set.len();
-        for (p, _) in &all {
-            if set.contains(&p.ppid) {
-                set.insert(p.pid);
-            }
-        }
-        if set.len() == before {
-            break;
-        }
-    }
-    all.into_iter()
-        .filter(|(p, _)| set.contains(&p.pid))
-        .map(|(p, _)| p)
-        .collect()
-}
-
-/// Zombie children of `parents`.
-pub fn zombie_children(parents: &[i32]) -> Vec<Proc> {
-    all_processes("\0never\0")
-        .into_iter()
-        .map(|(p, _)| p)
-        .filter(|p| p.state == 'Z' && parents.contains(&p.ppid))
-        .collect()
-}
-
-/// SIGKILLs every marked process until none is left (at most a few seconds); returns what was
-/// found the first time.
-fn kill_marked(marker: &str) -> Vec<Proc> {
-    let first = marked_processes(marker);
-    let deadline = Instant::now() + Duration::from_secs(5);
-    let mut left = first.clone();
-    while !left.is_empty() && Instant::now() < deadline {
-        for p in &left {
-            if let Some(pid) = Pid::from_raw(p.pid) {
-                let _ = rustix::process::kill_process(pid, Signal::KILL);
-            }
-        }
-        std::thread::sleep(Duration::from_millis(50));
-        left = marked_processes(marker)
-            .into_iter()
-            .filter(|p| p.state != 'Z')
-            .collect();
-    }
-    first
-}
-
-/// Removes the cgroups a killed run may have left for the pods under `pods_dir`
-/// (`<hierarchy>/podvisor/<uid>/<container>`).
-fn remove_pod_cgroups(pods_dir: &Path) {
-    let Ok(entries) = std::fs::read_dir(pods_dir) else {
-        return;
-    };
-    let uids: Vec<_> = entries.flatten().map(|e| e.file_name()).collect();
-    let Ok(hierarchies) = std::fs::read_dir("/sys/fs/cgroup") else {
-        return;
-    };
-    let mut roots: Vec<PathBuf> = hierarchies.flatten().map(|e| e.path()).collect();
-    roots.push(PathBuf::from("/sys/fs/cgroup"));
-    for root in roots {
-        for uid in &uids {
-            let pod = root.join("podvisor").join(uid);
-            if let Ok(children) = std::fs::read_dir(&pod) {
-                for c in children.flatten() {
-                    if c.path().is_dir() {
-                        let _ = std::fs::remove_dir(c.path());
-                    }
-                }
-                let _ = std::fs::remove_dir(&pod);
-            }
-        }
-    }
 }
 
 // ----- ports and servers -----

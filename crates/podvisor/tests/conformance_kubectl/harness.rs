@@ -207,7 +207,11 @@ impl Server {
             let _ = child.kill();
             let _ = child.wait();
         }
-        kill_trees(&self.dir.display().to_string());
+        podvisor_testkit::signal_marked(
+            &self.dir.display().to_string(),
+            podvisor_testkit::MarkerIn::Cmdline,
+            podvisor_testkit::Signal::KILL,
+        );
     }
 
     /// Processes (pid, command line) that carry the directory, but serve itself.
@@ -219,10 +223,10 @@ impl Server {
             .unwrap()
             .as_ref()
             .map(|c| i32::try_from(c.id()).unwrap());
-        processes()
+        podvisor_testkit::all_processes()
             .into_iter()
-            .filter(|(pid, _, cmd)| cmd.contains(&marker) && Some(*pid) != serve)
-            .map(|(pid, _, cmd)| (pid, cmd))
+            .filter(|p| p.cmdline.contains(&marker) && Some(p.pid) != serve)
+            .map(|p| (p.pid, p.cmdline))
             .collect()
     }
 }
@@ -237,68 +241,8 @@ impl Drop for Server {
     }
 }
 
-pub(crate) fn signal(pid: u32, sig: rustix::process::Signal) {
-    if let Some(pid) = i32::try_from(pid)
-        .ok()
-        .and_then(rustix::process::Pid::from_raw)
-    {
-        let _ = rustix::process::kill_process(pid, sig);
-    }
-}
-
-/// (pid, ppid, command line) of every process.
-pub(crate) fn processes() -> Vec<(i32, i32, String)> {
-    let mut out = Vec::new();
-    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Some(pid) = entry
-            .file_name()
-            .to_str()
-            .and_then(|s| s.parse::<i32>().ok())
-        else {
-            continue;
-        };
-        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-            continue;
-        };
-        let Some(ppid) = stat
-            .rfind(')')
-            .and_then(|i| stat[i + 1..].split_whitespace().nth(1))
-            .and_then(|p| p.parse().ok())
-        else {
-            continue;
-        };
-        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline"))
-            .map(|b| String::from_utf8_lossy(&b).replace('\0', " "))
-            .unwrap_or_default();
-        out.push((pid, ppid, cmdline));
-    }
-    out
-}
-
-/// SIGKILLs every process whose command line contains `marker`, and their descendants.
-pub(crate) fn kill_trees(marker: &str) {
-    let all = processes();
-    let mut doomed: Vec<i32> = all
-        .iter()
-        .filter(|(_, _, cmd)| cmd.contains(marker))
-        .map(|(pid, _, _)| *pid)
-        .collect();
-    let mut i = 0;
-    while i < doomed.len() {
-        let parent = doomed[i];
-        for (pid, ppid, _) in &all {
-            if *ppid == parent && !doomed.contains(pid) {
-                doomed.push(*pid);
-            }
-        }
-        i += 1;
-    }
-    for pid in doomed {
-        if let Some(pid) = rustix::process::Pid::from_raw(pid) {
-            let _ = rustix::process::kill_process(pid, rustix::process::Signal::KILL);
-        }
-    }
-}
+/// Sends a signal to a pid; also for the scenario modules (they glob-import the harness).
+pub(crate) use podvisor_testkit::signal;
 
 // ----------------------------------------------------------------------------------------------
 // Watches: every observed update of a pod

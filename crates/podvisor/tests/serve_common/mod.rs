@@ -8,9 +8,8 @@
 
 #![allow(dead_code)]
 
-use rustix::process::{Pid, Signal};
-use std::collections::BTreeSet;
-use std::path::{Path, PathBuf};
+use podvisor_testkit::{MarkerIn, Proc, Signal, kill_marked, marked_processes, remove_pod_cgroups};
+use std::path::PathBuf;
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -133,9 +132,7 @@ impl ServeCtx {
     /// SIGTERM, then waits up to `timeout` for serve to exit; its exit code.
     pub fn stop(&mut self, timeout: Duration) -> Option<i32> {
         let mut child = self.serve.take()?;
-        if let Some(pid) = Pid::from_raw(i32::try_from(child.id()).unwrap()) {
-            let _ = rustix::process::kill_process(pid, Signal::TERM);
-        }
+        podvisor_testkit::signal(child.id(), Signal::TERM);
         let start = Instant::now();
         loop {
             if let Some(status) = child.try_wait().unwrap() {
@@ -223,7 +220,7 @@ impl ServeCtx {
 
     /// Every live process carrying the marker, and their descendants (zombies included).
     pub fn processes(&self) -> Vec<Proc> {
-        marked_processes(&self.marker)
+        marked_processes(&self.marker, MarkerIn::Cmdline)
     }
 }
 
@@ -233,7 +230,7 @@ impl Drop for ServeCtx {
             eprintln!("{}", self.last_logs(2));
         }
         self.kill9();
-        let left = kill_marked(&self.marker);
+        let left = kill_marked(&self.marker, MarkerIn::Cmdline);
         if !left.is_empty() {
             eprintln!(
                 "clean-up: killed {} leftover process(es) of {}",
@@ -243,137 +240,5 @@ impl Drop for ServeCtx {
         }
         remove_pod_cgroups(&self.state().join("pods"));
         let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
-
-/// One process, from `/proc`.
-#[derive(Debug, Clone)]
-pub struct Proc {
-    pub pid: i32,
-    pub ppid: i32,
-    /// `R`, `S`, `Z`, ...
-    pub state: char,
-    pub cmdline: String,
-}
-
-/// Every process but this one.
-pub fn all_processes() -> Vec<Proc> {
-    let me = i32::try_from(std::process::id()).unwrap();
-    let mut out = Vec::new();
-    let Ok(dir) = std::fs::read_dir("/proc") else {
-        return out;
-    };
-    for entry in dir.flatten() {
-        let Some(pid) = entry
-            .file_name()
-            .to_str()
-            .and_then(|s| s.parse::<i32>().ok())
-        else {
-            continue;
-        };
-        if pid == me {
-            continue;
-        }
-        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-            continue;
-        };
-        let Some(close) = stat.rfind(')') else {
-            continue;
-        };
-        let mut fields = stat[close + 1..].split_whitespace();
-        let state = fields.next().and_then(|s| s.chars().next()).unwrap_or('?');
-        let ppid = fields.next().and_then(|s| s.parse().ok()).unwrap_or(0);
-        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline"))
-            .map(|b| {
-                String::from_utf8_lossy(&b)
-                    .replace('\0', " ")
-                    .trim()
-                    .to_string()
-            })
-            .unwrap_or_default();
-        out.push(Proc {
-            pid,
-            ppid,
-            state,
-            cmdline,
-        });
-    }
-    out
-}
-
-/// Processes whose command line carries `marker`, and all their descendants.
-pub fn marked_processes(marker: &str) -> Vec<Proc> {
-    let all = all_processes();
-    let mut set: BTreeSet<i32> = all
-        .iter()
-        .filter(|p| p.cmdline.contains(marker))
-        .map(|p| p.pid)
-        .collect();
-    loop {
-        let before = set.len();
-        for p in &all {
-            if set.contains(&p.ppid) {
-                set.insert(p.pid);
-            }
-        }
-        if set.len() == before {
-            break;
-        }
-    }
-    all.into_iter().filter(|p| set.contains(&p.pid)).collect()
-}
-
-/// SIGKILLs every marked process (and descendant) until none is left alive (5 s at most);
-/// returns what was found first.
-pub fn kill_marked(marker: &str) -> Vec<Proc> {
-    let first = marked_processes(marker);
-    let deadline = Instant::now() + Duration::from_secs(5);
-    let mut left: Vec<Proc> = first.iter().filter(|p| p.state != 'Z').cloned().collect();
-    while !left.is_empty() && Instant::now() < deadline {
-        for p in &left {
-            if let Some(pid) = Pid::from_raw(p.pid) {
-                let _ = rustix::process::kill_process(pid, Signal::KILL);
-            }
-        }
-        std::thread::sleep(Duration::from_millis(50));
-        left = marked_processes(marker)
-            .into_iter()
-            .filter(|p| p.state != 'Z')
-            .collect();
-    }
-    first
-}
-
-/// Whether `pid` is alive (a zombie is not).
-pub fn alive(pid: i32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .ok()
-        .and_then(|s| Some(s[s.rfind(')')? + 1..].split_whitespace().next()? != "Z"))
-        .unwrap_or(false)
-}
-
-/// Removes the cgroups killed pods may have left (`<hierarchy>/podvisor/<uid>/<container>`).
-pub fn remove_pod_cgroups(pods_dir: &Path) {
-    let Ok(entries) = std::fs::read_dir(pods_dir) else {
-        return;
-    };
-    let uids: Vec<_> = entries.flatten().map(|e| e.file_name()).collect();
-    let Ok(hierarchies) = std::fs::read_dir("/sys/fs/cgroup") else {
-        return;
-    };
-    let mut roots: Vec<PathBuf> = hierarchies.flatten().map(|e| e.path()).collect();
-    roots.push(PathBuf::from("/sys/fs/cgroup"));
-    for root in roots {
-        for uid in &uids {
-            let pod = root.join("podvisor").join(uid);
-            if let Ok(children) = std::fs::read_dir(&pod) {
-                for c in children.flatten() {
-                    if c.path().is_dir() {
-                        let _ = std::fs::remove_dir(c.path());
-                    }
-                }
-                let _ = std::fs::remove_dir(&pod);
-            }
-        }
     }
 }

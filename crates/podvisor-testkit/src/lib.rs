@@ -1,0 +1,26 @@
+//! Test support shared by podvisor's real-process tests and benches (a dev-dependency only,
+//! never published): find the processes a test started by a *marker* string, kill them,
+//! remove the cgroups their pods left, and summarise bench samples.
+//!
+//! A test gives every process it starts a unique marker: in a command line (a state directory
+//! under `/tmp/<marker>` appears in every shim's `--pod-dir`), or in the environment (a variable
+//! that every container inherits). [`marked_processes`] finds the processes carrying it and all
+//! their descendants, which catches daemons and children that carry nothing themselves; a
+//! clean-up then SIGKILLs them with [`kill_marked`] and removes the pods' cgroups with
+//! [`remove_pod_cgroups`].
+//!
+//! What it does not do: start podvisor, talk to its API or judge a test. Everything here reads
+//! `/proc` and `/sys/fs/cgroup` as it is at the moment of the call, so a process may come or go
+//! between two calls; callers poll where that matters.
+
+pub mod cgroups;
+pub mod numbers;
+pub mod procs;
+
+pub use cgroups::{remove_pod_cgroup, remove_pod_cgroups};
+pub use procs::{
+    MarkerIn, Proc, alive, all_processes, kill_marked, marked_processes, signal, signal_marked,
+    zombie_children,
+};
+/// The signals [`signal`] and [`signal_marked`] send.
+pub use rustix::process::Signal;
