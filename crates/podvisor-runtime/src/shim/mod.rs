@@ -11,5 +11,6 @@ mod child;
 pub mod client;
 mod exec;
 pub mod protocol;
+mod resident;
 pub mod server;
 mod supervisor;

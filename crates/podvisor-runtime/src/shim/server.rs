@@ -8,7 +8,7 @@
 //! its own mount namespace (which must happen while it is single-threaded).
 
 use super::protocol::{Event, Request, Response, layout};
-use super::supervisor::{Shim, THREAD_STACK};
+use super::supervisor::{Shim, Subscriber, THREAD_STACK};
 use std::io::{self, BufRead, BufReader, Read, Write};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::PathBuf;
@@ -18,8 +18,6 @@ use std::time::Duration;
 
 /// How long a connection may take to send its request line.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
-/// How often an idle `Subscribe` connection checks that the agent is still there.
-const SUBSCRIBER_CHECK: Duration = Duration::from_secs(1);
 
 /// Entry point of `podvisor shim ARGS...`; returns the exit code.
 pub fn main(args: &[String]) -> i32 {
@@ -84,6 +82,7 @@ fn try_main(args: &[String]) -> io::Result<()> {
             .stack_size(THREAD_STACK)
             .spawn(move || shim.reap_forever())?;
     }
+    trim_resident();
     for conn in listener.incoming() {
         match conn {
             Ok(stream) => {
@@ -107,6 +106,13 @@ fn try_main(args: &[String]) -> io::Result<()> {
         }
     }
     Ok(())
+}
+
+/// Drops the start-up pages from the shim's resident set (see [`super::resident`]).
+fn trim_resident() {
+    if let Err(e) = super::resident::trim() {
+        eprintln!("podvisor shim: trimming the resident set: {e}");
+    }
 }
 
 /// Gives the shim its own mount namespace (slave of the host's) when it may: tmpfs volumes
@@ -209,10 +215,15 @@ fn serve(shim: &Arc<Shim>, mut stream: UnixStream) -> io::Result<()> {
     if let Request::Subscribe = request {
         return stream_events(shim, stream);
     }
+    // Starting a container runs set-up code the shim does not need again.
+    let started = matches!(request, Request::Start { .. });
     shim.busy(true);
     let result = answer(shim, request, &mut stream);
     drop(stream);
     shim.busy(false);
+    if started {
+        trim_resident();
+    }
     result
 }
 
@@ -237,21 +248,38 @@ fn answer(shim: &Arc<Shim>, request: Request, stream: &mut UnixStream) -> io::Re
     write_line(stream, &response)
 }
 
-/// Streams exits to a subscriber: first the unacknowledged ones, then each new one.
+/// Streams exits to a subscriber: first the unacknowledged ones, then each new one, until the
+/// agent hangs up. Sleeps in `poll` on the connection and a wake-up pipe between events.
 fn stream_events(shim: &Arc<Shim>, mut stream: UnixStream) -> io::Result<()> {
+    use rustix::event::{PollFd, PollFlags};
+    let (wake_rx, wake_tx) = rustix::pipe::pipe_with(
+        rustix::pipe::PipeFlags::CLOEXEC | rustix::pipe::PipeFlags::NONBLOCK,
+    )?;
     let (tx, rx) = mpsc::channel();
-    for exit in shim.subscribe(tx) {
+    for exit in shim.subscribe(Subscriber { tx, wake: wake_tx }) {
         write_line(&mut stream, &Event::Exited(exit))?;
     }
     loop {
-        match rx.recv_timeout(SUBSCRIBER_CHECK) {
-            Ok(exit) => write_line(&mut stream, &Event::Exited(exit))?,
-            Err(mpsc::RecvTimeoutError::Timeout) => {
-                if peer_gone(&mut stream)? {
-                    return Ok(());
-                }
+        let (hung_up, woken) = {
+            let mut fds = [
+                PollFd::new(&stream, PollFlags::IN),
+                PollFd::new(&wake_rx, PollFlags::IN),
+            ];
+            match rustix::event::poll(&mut fds, None) {
+                Ok(_) | Err(rustix::io::Errno::INTR) => {}
+                Err(e) => return Err(e.into()),
             }
-            Err(mpsc::RecvTimeoutError::Disconnected) => return Ok(()),
+            (!fds[0].revents().is_empty(), !fds[1].revents().is_empty())
+        };
+        if woken {
+            let mut buf = [0_u8; 64];
+            while matches!(rustix::io::read(&wake_rx, &mut buf), Ok(n) if n > 0) {}
+        }
+        while let Ok(exit) = rx.try_recv() {
+            write_line(&mut stream, &Event::Exited(exit))?;
+        }
+        if hung_up && peer_gone(&mut stream)? {
+            return Ok(());
         }
     }
 }

@@ -58,11 +58,31 @@ struct Instance {
 struct State {
     instances: BTreeMap<u64, Instance>,
     waiters: HashMap<i32, Waiter>,
-    subscribers: Vec<mpsc::Sender<ExitRecord>>,
+    subscribers: Vec<Subscriber>,
     shutdown: bool,
     /// Bumped after every fork, so the reaper does not sleep through a new child.
     forks: u64,
     tmpfs_mounted: HashSet<PathBuf>,
+}
+
+/// A subscription to exits: each goes down the channel, then a byte on the pipe wakes the
+/// thread that streams them (it sleeps in `poll` on the pipe and the agent's connection, so
+/// an idle shim runs no code at all).
+pub(super) struct Subscriber {
+    pub(super) tx: mpsc::Sender<ExitRecord>,
+    pub(super) wake: OwnedFd,
+}
+
+impl Subscriber {
+    /// Sends an exit; false once the subscription is gone.
+    fn send(&self, record: ExitRecord) -> bool {
+        if self.tx.send(record).is_err() {
+            return false;
+        }
+        // A full pipe already holds a wake-up.
+        let _ = rustix::io::write(&self.wake, &[1]);
+        true
+    }
 }
 
 /// The shim.
@@ -335,7 +355,7 @@ impl Shim {
                 i.exit = Some(record.clone());
                 i.cgroup = None;
             }
-            state.subscribers.retain(|s| s.send(record.clone()).is_ok());
+            state.subscribers.retain(|s| s.send(record.clone()));
         }
         self.exit_if_done();
     }
@@ -653,7 +673,7 @@ impl Shim {
     }
 
     /// Registers a subscriber; returns the exits it must be sent first (not acknowledged).
-    pub(super) fn subscribe(&self, tx: mpsc::Sender<ExitRecord>) -> Vec<ExitRecord> {
+    pub(super) fn subscribe(&self, tx: Subscriber) -> Vec<ExitRecord> {
         let mut state = self.state();
         let pending = state
             .instances
