@@ -775,6 +775,35 @@ fn r10_deletion_stops_liveness_and_startup_quietly_readiness_keeps_probing() {
 }
 
 #[test]
+fn r10_t6_a_startup_success_published_by_the_deletion_shows_started_but_not_ready() {
+    // The kubelet records the quiet Success with `SetContainerStartup` (`started` only); it
+    // generates no status until the containers have stopped, so a container without a
+    // readiness probe is not turned ready, nor the pod Ready, while it terminates.
+    let mut d = Driver::with(
+        json!({"containers": [c("slow", json!({"startupProbe": probe(1, 100)}))]}),
+        |d| {
+            d.answer_probes("slow", Startup, fail(""));
+            d.ignore_stop.insert("slow".to_string());
+        },
+    );
+    d.at(2.5);
+    assert!(!d.started_flag("slow") && !d.ready("slow"));
+    d.delete(Some(10));
+    d.at(6.0);
+    assert_eq!(d.state("slow"), "running");
+    assert!(
+        d.started_flag("slow"),
+        "R10: the quiet Success is published"
+    );
+    assert!(
+        !d.ready("slow"),
+        "T6: ready is not re-derived while terminating"
+    );
+    assert_eq!(d.cond("ContainersReady").0, "False");
+    assert_eq!(d.cond("Ready").0, "False");
+}
+
+#[test]
 fn r11_initial_delay_counts_whole_seconds_since_container_start() {
     let mut d = Driver::with(
         json!({"containers": [c("app", json!({

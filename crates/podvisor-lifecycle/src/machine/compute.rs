@@ -446,6 +446,7 @@ impl PodMachine {
             ],
             stop: None,
             restart_on_exit: false,
+            quiet_started: false,
         });
         self.actions.push_back(Action::StartContainer {
             name: c.name.clone(),

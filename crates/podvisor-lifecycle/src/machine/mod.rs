@@ -69,6 +69,10 @@ pub(crate) struct Instance {
     /// the same sync as the kill, whatever the restart policy. Cleared when that start is
     /// blocked or fails; later syncs decide by policy again.
     pub restart_on_exit: bool,
+    /// The startup Success was published by the deletion (R10), not by a probe. The kubelet
+    /// records it with `SetContainerStartup`, which sets `started` only: no status is generated
+    /// again until the containers have stopped (T6), so `ready` is not re-derived from it.
+    pub quiet_started: bool,
 }
 
 impl Instance {

@@ -86,6 +86,15 @@ impl PodMachine {
         };
         // R10
         if self.pod.metadata.deletion_timestamp.is_some() && kind != ProbeKind::Readiness {
+            if kind == ProbeKind::Startup
+                && let Some(inst) = self.containers[ci]
+                    .instances
+                    .iter_mut()
+                    .find(|i| i.id == id)
+                && inst.result(kind) != ProbeResult::Success
+            {
+                inst.quiet_started = true;
+            }
             self.set_result(ci, id, kind, ProbeResult::Success);
             self.probes[wi].stopped = true;
             return;

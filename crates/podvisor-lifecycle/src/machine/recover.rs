@@ -244,6 +244,7 @@ fn instance(id: InstanceId, container_id: &str, restart_count: i32, image: &str)
         ],
         stop: None,
         restart_on_exit: false,
+        quiet_started: false,
     }
 }
 

@@ -127,10 +127,14 @@ impl PodMachine {
             ContainerKind::Init => state.terminated.as_ref().is_some_and(|t| t.exit_code == 0),
             _ => {
                 started
-                    && (spec.readiness_probe.is_none()
-                        || newest.is_some_and(|i| {
+                    && match spec.readiness_probe {
+                        // Derived at status generation only: a startup Success published by
+                        // the deletion (R10, T6) does not make the container ready.
+                        None => !newest.is_some_and(|i| i.quiet_started),
+                        Some(_) => newest.is_some_and(|i| {
                             i.result(ProbeKind::Readiness) == ProbeResult::Success
-                        }))
+                        }),
+                    }
             }
         };
         ContainerStatus {

@@ -546,6 +546,41 @@ fn startup_delays_liveness(srv: &Server, id: &str, name: &str) {
     c.finish(id, || pod.diag());
 }
 
+/// R10 and T6 (no single upstream test): a container whose startup probe has not succeeded is
+/// deleted; it lingers 4 s on SIGTERM. The startup worker stops quietly (its Success is
+/// published, nothing is killed for the probe), but no status is generated while the pod
+/// terminates, so the container never turns ready and the pod never Ready.
+fn s39d(srv: &Server) {
+    let name = "busybox";
+    let mut pod = srv.create("s39d", &manifest("s39d.yaml"));
+    let (i, _) = pod.wait("running", secs(60), |p| {
+        state_kind(cstatus(p, name)) == "running"
+    });
+    // A few failed startup probes first.
+    std::thread::sleep(secs(3));
+    pod.delete(None);
+    let (took, _) = pod.wait_gone(secs(30));
+    let mut c = Checks::new();
+    c.check(
+        took >= secs(4),
+        format!("gone {took:?} after DELETE: the TERM handler's 4 s ran"),
+    );
+    for o in &pod.observations()[i..] {
+        c.check(
+            cond_status(&o.pod, "Ready") != "True" && cstatus(&o.pod, name)["ready"] != true,
+            format!("t={:.3}: ready ({})", pod.t(o), summarize(&o.pod)),
+        );
+    }
+    let kills = events_of(&pod, "Killing", name);
+    c.check(
+        kills
+            .iter()
+            .all(|(_, m, _)| m == "Stopping container busybox"),
+        format!("only the deletion's Killing event (got {kills:?})"),
+    );
+    c.finish("s39d", || pod.diag());
+}
+
 /// "should be restarted by liveness probe after startup probe enables it": the startup file
 /// appears after 10 s; once started the always-failing liveness probe restarts the container.
 fn s40(srv: &Server) {
@@ -1023,6 +1058,7 @@ pub(crate) const SCENARIOS: &[(&str, ScenarioFn)] = &[
     ("s36b", s36b),
     ("s37", s37),
     ("s39", s39),
+    ("s39d", s39d),
     ("s40", s40),
     ("s41", s41),
     ("s42", s42),
