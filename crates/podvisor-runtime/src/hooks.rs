@@ -137,9 +137,9 @@ async fn run_exec<R: Runtime>(
         Ok(r) if r.exit_code == 0 => Ok(()),
         Ok(r) => {
             let output = String::from_utf8_lossy(&r.output).into_owned();
-            // CRI's ExecSync error carries stderr; the runtime hands back stdout and stderr
-            // combined, so that is what appears after the colon.
-            let err = format!("command '{joined}' exited with {}: {output}", r.exit_code);
+            // CRI's ExecSync error carries stderr; the message, stdout then stderr.
+            let stderr = String::from_utf8_lossy(&r.stderr);
+            let err = format!("command '{joined}' exited with {}: {stderr}", r.exit_code);
             Err((err, output))
         }
     }

@@ -586,13 +586,18 @@ impl Runtime for ProcessRuntime {
         match sandbox.client.request(&request).await? {
             Response::Exec {
                 exit_code,
-                output,
+                mut output,
+                stderr,
                 timed_out,
-            } => Ok(ExecResult {
-                exit_code,
-                output,
-                timed_out,
-            }),
+            } => {
+                output.extend_from_slice(&stderr);
+                Ok(ExecResult {
+                    exit_code,
+                    output,
+                    stderr,
+                    timed_out,
+                })
+            }
             Response::NotFound { instance } => Err(RuntimeError::NotFound(instance)),
             Response::Error { message } => Err(RuntimeError::Other(message)),
             other => Err(RuntimeError::Shim(format!("unexpected answer {other:?}"))),

@@ -81,8 +81,11 @@ pub enum RuntimeEvent {
 pub struct ExecResult {
     /// Exit code (128 + n when killed by signal n).
     pub exit_code: i32,
-    /// Combined stdout and stderr, at most 10 KiB.
+    /// Stdout followed by stderr, as the kubelet's `RunInContainer` appends them (what exec
+    /// probes and hook messages show), at most 10 KiB of each.
     pub output: Vec<u8>,
+    /// Stderr alone (what CRI's `ExecSync` error text carries after `exited with N:`).
+    pub stderr: Vec<u8>,
     /// The timeout expired and the command's whole process group was killed.
     pub timed_out: bool,
 }

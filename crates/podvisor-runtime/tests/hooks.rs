@@ -80,6 +80,7 @@ impl Runtime for HostExec {
         Ok(ExecResult {
             exit_code: out.status.code().unwrap_or(137),
             output,
+            stderr: out.stderr,
             timed_out: false,
         })
     }
@@ -192,12 +193,18 @@ async fn h1_exec_hook_success() {
 
 #[tokio::test]
 async fn h3_exec_hook_failure_text() {
-    let result = hook(&exec_handler(&["sh", "-c", "echo oops >&2; exit 2"])).await;
+    // The error carries stderr (CRI's ExecSync); the message, stdout then stderr.
+    let result = hook(&exec_handler(&[
+        "sh",
+        "-c",
+        "echo oops >&2; echo out; exit 2",
+    ]))
+    .await;
     assert_eq!(
         result,
         Err(format!(
-            "Exec lifecycle hook ([sh -c echo oops >&2; exit 2]) for Container \"app\" in Pod \"{}\" \
-             failed - error: command 'sh -c echo oops >&2; exit 2' exited with 2: oops\n, message: \"oops\\n\"",
+            "Exec lifecycle hook ([sh -c echo oops >&2; echo out; exit 2]) for Container \"app\" in Pod \"{}\" \
+             failed - error: command 'sh -c echo oops >&2; echo out; exit 2' exited with 2: oops\n, message: \"out\\noops\\n\"",
             POD.replace('"', "\\\"")
         ))
     );

@@ -120,6 +120,7 @@ async fn host_exec(
                 return Ok(ExecResult {
                     exit_code: 137,
                     output: Vec::new(),
+                    stderr: Vec::new(),
                     timed_out: true,
                 });
             }
@@ -137,6 +138,7 @@ async fn host_exec(
     Ok(ExecResult {
         exit_code,
         output,
+        stderr: out.stderr,
         timed_out: false,
     })
 }

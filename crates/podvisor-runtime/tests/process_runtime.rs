@@ -542,10 +542,10 @@ async fn exec_runs_in_the_container_view_and_times_out() {
         .unwrap();
     let out = String::from_utf8_lossy(&r.output);
     assert_eq!((r.exit_code, r.timed_out), (7, false));
-    assert!(
-        out.contains("bar\n") && out.contains("/work\n") && out.contains("oops"),
-        "{out}"
-    );
+    // Stdout then stderr, as the kubelet appends them; stderr alone for CRI's error text.
+    assert!(out.starts_with("bar\n") && out.ends_with("oops\n"), "{out}");
+    assert!(out.contains("/work\n"), "{out}");
+    assert_eq!(String::from_utf8_lossy(&r.stderr), "oops\n");
     assert!(
         h.sandbox().paths().pod_dir.join("volumes/data/x").exists(),
         "exec sees the mounts: {out}"

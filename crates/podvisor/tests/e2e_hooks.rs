@@ -216,7 +216,7 @@ fn h3_failed_post_start_hook_kills_and_restarts_the_container() {
     );
     assert!(
         message.ends_with(
-            ")\" failed - error: command 'sh -c echo boom; exit 1' exited with 1: boom\n, \
+            ")\" failed - error: command 'sh -c echo boom; exit 1' exited with 1: , \
              message: \"boom\\n\""
         ),
         "{message}"

@@ -255,6 +255,7 @@ impl Runtime for FakeRuntime {
         Ok(ExecResult {
             exit_code: code,
             output: format!("{key}: exit {code}").into_bytes(),
+            stderr: Vec::new(),
             timed_out: false,
         })
     }

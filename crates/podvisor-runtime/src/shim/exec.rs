@@ -6,7 +6,6 @@ use super::supervisor::{Shim, THREAD_STACK, Waiter, decode, exec_error, open_pro
 use rustix::process::{Pid, Signal};
 use std::fs::File;
 use std::io::{self, Read};
-use std::os::fd::OwnedFd;
 use std::os::unix::process::CommandExt;
 use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex, mpsc};
@@ -18,7 +17,7 @@ use std::time::Duration;
 const OUTPUT_GRACE: Duration = Duration::from_millis(500);
 
 /// Runs `argv` in the instance's cgroup, mount (and user) namespace, env and working directory,
-/// in its own process group; combined output is kept up to [`EXEC_OUTPUT_LIMIT`] bytes.
+/// in its own process group; stdout and stderr are kept up to [`EXEC_OUTPUT_LIMIT`] bytes each.
 pub(super) fn exec(
     shim: &Arc<Shim>,
     instance: u64,
@@ -55,15 +54,15 @@ fn run(
         procs,
         target.rootless,
     )?;
-    let (read, write) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)?;
-    let write_err: OwnedFd = write.try_clone()?;
+    let (read_out, write_out) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)?;
+    let (read_err, write_err) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)?;
     let mut command = Command::new(program);
     command
         .args(&argv[1..])
         .env_clear()
         .envs(target.env.iter().map(|(k, v)| (k, v)))
         .stdin(Stdio::null())
-        .stdout(Stdio::from(write))
+        .stdout(Stdio::from(write_out))
         .stderr(Stdio::from(write_err))
         .process_group(0);
     // SAFETY: `ChildSetup::run` only makes async-signal-safe system calls on data prepared
@@ -74,7 +73,7 @@ fn run(
     }
     let (tx, rx) = mpsc::channel();
     let spawned = shim.spawn(&mut command, Waiter::Exec(tx));
-    // Drops our copies of the pipe's write end: EOF comes when the command's side closes.
+    // Drops our copies of the pipes' write ends: EOF comes when the command's side closes.
     drop(command);
     let child = match spawned {
         Ok(child) => child,
@@ -94,18 +93,21 @@ fn run(
     // The reaper owns the child's status.
     drop(child);
 
-    let output = Arc::new(Mutex::new(Vec::new()));
     let (eof_tx, eof_rx) = mpsc::channel();
-    {
-        let output = Arc::clone(&output);
+    let mut streams = Vec::new();
+    for read in [read_out, read_err] {
+        let kept = Arc::new(Mutex::new(Vec::new()));
+        streams.push(Arc::clone(&kept));
+        let eof_tx = eof_tx.clone();
         thread::Builder::new()
             .name(format!("exec-{instance}"))
             .stack_size(THREAD_STACK)
             .spawn(move || {
-                collect(File::from(read), &output);
+                collect(File::from(read), &kept);
                 let _ = eof_tx.send(());
             })?;
     }
+    drop(eof_tx);
 
     let kill_group = || {
         if let Some(pgid) = i32::try_from(pid).ok().and_then(Pid::from_raw) {
@@ -126,15 +128,24 @@ fn run(
         // Whatever the group left behind goes too (it may have re-parented to the shim).
         kill_group();
     }
-    let _ = eof_rx.recv_timeout(OUTPUT_GRACE);
-    let output = output
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-        .clone();
+    let grace_ends = std::time::Instant::now() + OUTPUT_GRACE;
+    for _ in &streams {
+        let left = grace_ends.saturating_duration_since(std::time::Instant::now());
+        if eof_rx.recv_timeout(left).is_err() {
+            break;
+        }
+    }
+    let [output, stderr] = [0, 1].map(|i| {
+        streams[i]
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    });
     let (exit_code, _) = decode(status);
     Ok(Response::Exec {
         exit_code,
         output,
+        stderr,
         timed_out,
     })
 }

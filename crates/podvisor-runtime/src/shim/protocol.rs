@@ -9,7 +9,7 @@ use crate::config::ContainerConfig;
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 
-/// The longest output of an exec that is kept (combined stdout and stderr).
+/// The longest output of an exec that is kept, of stdout and of stderr each.
 pub const EXEC_OUTPUT_LIMIT: usize = 10 * 1024;
 
 /// What the agent asks of the shim.
@@ -83,8 +83,12 @@ pub enum Response {
     Exec {
         /// Exit code, 128 + n when killed by signal n.
         exit_code: i32,
-        /// Combined stdout and stderr, at most [`EXEC_OUTPUT_LIMIT`] bytes.
+        /// Stdout, at most [`EXEC_OUTPUT_LIMIT`] bytes (both streams, interleaved, from a shim
+        /// of before `stderr` was reported).
         output: Vec<u8>,
+        /// Stderr, at most [`EXEC_OUTPUT_LIMIT`] bytes.
+        #[serde(default)]
+        stderr: Vec<u8>,
         /// The timeout expired and the command's process group was killed.
         timed_out: bool,
     },
