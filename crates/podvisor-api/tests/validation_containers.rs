@@ -498,28 +498,24 @@ fn v8_lifecycle_handler_needs_one_type() {
 
 #[test]
 fn v8_sleep_seconds_within_grace_period() {
-    // PodLifecycleSleepActionAllowZero is GA (locked on) in 1.34: 0 is accepted.
     let msg = |v: i64, g: i64| {
         format!(
-            "spec.containers[0].lifecycle.preStop.sleep: Invalid value: {v}: must be non-negative and less than terminationGracePeriodSeconds ({g})"
+            "spec.containers[0].lifecycle.preStop.sleep: Invalid value: {v}: must be greater than 0 and less than terminationGracePeriodSeconds ({g}). Enable AllowPodLifecycleSleepActionZeroValue feature gate for zero sleep."
         )
     };
-    for ok in [0, 30] {
-        assert!(
-            errors(&container(&format!(
-                "    lifecycle:\n      preStop:\n        sleep: {{seconds: {ok}}}\n"
-            )))
-            .is_empty(),
-            "{ok}"
-        );
-    }
+    assert_errors(
+        &container("    lifecycle:\n      preStop:\n        sleep: {seconds: 0}\n"),
+        &[&msg(0, 30)],
+    );
     assert_errors(
         &container("    lifecycle:\n      preStop:\n        sleep: {seconds: 31}\n"),
         &[&msg(31, 30)],
     );
-    assert_errors(
-        &container("    lifecycle:\n      preStop:\n        sleep: {seconds: -1}\n"),
-        &[&msg(-1, 30)],
+    assert!(
+        errors(&container(
+            "    lifecycle:\n      preStop:\n        sleep: {seconds: 30}\n"
+        ))
+        .is_empty()
     );
     let short = with_spec(
         "  terminationGracePeriodSeconds: 5\n  containers:\n  - name: app\n    image: busybox\n    lifecycle:\n      preStop:\n        sleep: {seconds: 10}\n",
@@ -528,26 +524,15 @@ fn v8_sleep_seconds_within_grace_period() {
 }
 
 #[test]
-fn v8_sleep_zero_rejected_without_the_gate() {
-    let opts = ValidationOptions {
-        allow_zero_sleep: false,
-        ..Default::default()
-    };
+fn v8_sleep_zero_allowed_with_the_gate() {
     let p = pod(&container(
         "    lifecycle:\n      preStop:\n        sleep: {seconds: 0}\n",
     ));
-    let errs: Vec<String> = validate_pod_with(&p, &opts)
-        .unwrap_err()
-        .errors
-        .iter()
-        .map(ToString::to_string)
-        .collect();
-    assert_eq!(
-        errs,
-        [
-            "spec.containers[0].lifecycle.preStop.sleep: Invalid value: 0: must be greater than 0 and less than terminationGracePeriodSeconds (30). Enable AllowPodLifecycleSleepActionZeroValue feature gate for zero sleep."
-        ]
-    );
+    let opts = ValidationOptions {
+        allow_zero_sleep: true,
+        ..Default::default()
+    };
+    assert!(validate_pod_with(&p, &opts).is_ok());
 }
 
 #[test]

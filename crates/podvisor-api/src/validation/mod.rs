@@ -28,26 +28,17 @@ mod update;
 pub use field::{BadValue, ErrorKind, FieldError, Path, ValidationErrors, go_quote};
 pub use update::{validate_pod_update, validate_status_update};
 
-/// Switches for behaviour that depends on feature gates. The defaults are Kubernetes 1.34's
-/// (the version podvisor speaks for; section 11 of the behaviour reference names the gates).
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// Switches for behaviour that depends on feature gates. The defaults follow
+/// the podvisor behaviour reference (section 11).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ValidationOptions {
     /// Accept any printable-ASCII env var name except `=`
     /// (`RelaxedEnvironmentVariableValidation`). Off: names must match
     /// `[-._a-zA-Z][-._a-zA-Z0-9]*` (V11).
     pub relaxed_env_var_names: bool,
-    /// Accept `sleep.seconds: 0` in lifecycle hooks (`PodLifecycleSleepActionAllowZero`,
-    /// GA and locked on since 1.34: on by default). Off: it must be > 0 (V8).
+    /// Accept `sleep.seconds: 0` in lifecycle hooks
+    /// (`PodLifecycleSleepActionAllowZero`). Off: it must be > 0 (V8).
     pub allow_zero_sleep: bool,
-}
-
-impl Default for ValidationOptions {
-    fn default() -> ValidationOptions {
-        ValidationOptions {
-            relaxed_env_var_names: false,
-            allow_zero_sleep: true,
-        }
-    }
 }
 
 /// What container-level checks need to know about the pod around them.
