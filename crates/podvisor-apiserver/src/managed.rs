@@ -1,6 +1,7 @@
 //! `metadata.managedFields`, recorded minimally: one entry per (manager, operation,
-//! subresource) with the `FieldsV1` set of the fields the request carried. Nothing reads
-//! them back (server-side apply here does not prune or detect conflicts).
+//! subresource) with the `FieldsV1` set of the fields the request carried. Server-side apply
+//! reads them back for one thing: [`prune`] removes what a manager applied before and no longer
+//! applies, unless another manager owns it (conflicts are not detected).
 
 use axum::http::HeaderMap;
 use axum::http::header::USER_AGENT;
@@ -136,6 +137,128 @@ pub(crate) fn record(
     }
 }
 
+/// Server-side apply's removal rule: the fields `manager` applied last time (its `Apply` entry)
+/// that `applied` (the `FieldsV1` of the new configuration) no longer holds, and that no other
+/// manager's entry holds, are removed from `obj`. A list element goes as a whole (its `.`).
+pub(crate) fn prune(obj: &mut Value, manager: &str, applied: &Value) {
+    let entries = obj
+        .pointer("/metadata/managedFields")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    let is_previous = |e: &Value| {
+        e.get("manager").and_then(Value::as_str) == Some(manager)
+            && e.get("operation").and_then(Value::as_str) == Some("Apply")
+            && e.get("subresource").is_none_or(Value::is_null)
+    };
+    let Some(previous) = entries.iter().find(|e| is_previous(e)) else {
+        return;
+    };
+    let others: Vec<&Value> = entries
+        .iter()
+        .filter(|e| !is_previous(e))
+        .filter_map(|e| e.get("fieldsV1"))
+        .collect();
+    let mut gone = Vec::new();
+    dropped_leaves(
+        previous.get("fieldsV1").unwrap_or(&Value::Null),
+        Some(applied),
+        &mut Vec::new(),
+        &mut gone,
+    );
+    // Deepest first, so removing a list element does not shift a path still to come.
+    gone.sort_by_key(|path| std::cmp::Reverse(path.len()));
+    for path in gone {
+        if !others.iter().any(|o| owns(o, &path)) {
+            remove_path(obj, &path);
+        }
+    }
+}
+
+/// The leaves of `before` (paths of `f:`/`k:`/`v:` keys, a list element ending in `.`) that
+/// `after` does not hold.
+fn dropped_leaves(
+    before: &Value,
+    after: Option<&Value>,
+    path: &mut Vec<String>,
+    out: &mut Vec<Vec<String>>,
+) {
+    let Value::Object(children) = before else {
+        return;
+    };
+    // A leaf, or a list element no longer applied at all: it goes as a whole.
+    if children.is_empty() || (after.is_none() && children.contains_key(".")) {
+        if after.is_none() {
+            out.push(path.clone());
+        }
+        return;
+    }
+    for (key, child) in children {
+        let next = after.and_then(|a| a.get(key));
+        if key == "." {
+            if next.is_none() {
+                out.push(path.clone());
+            }
+            continue;
+        }
+        path.push(key.clone());
+        dropped_leaves(child, next, path, out);
+        path.pop();
+    }
+}
+
+/// Whether a `FieldsV1` set holds `path` or anything below it.
+fn owns(set: &Value, path: &[String]) -> bool {
+    path.iter()
+        .try_fold(set, |node, key| node.get(key))
+        .is_some()
+}
+
+/// Removes the field or list element a `FieldsV1` path names, if the object has it.
+fn remove_path(obj: &mut Value, path: &[String]) {
+    let Some((last, parents)) = path.split_last() else {
+        return;
+    };
+    let mut node = obj;
+    for key in parents {
+        let Some(next) = step(node, key) else { return };
+        node = next;
+    }
+    match (node, last.split_at(2)) {
+        (Value::Object(m), ("f:", name)) => {
+            m.remove(name);
+        }
+        (Value::Array(items), (_, _)) => {
+            if let Some(i) = items.iter().position(|item| matches(item, last)) {
+                items.remove(i);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// The child a path key names: a field (`f:`) or a list element (`k:` by key fields, `v:` by
+/// value).
+fn step<'a>(node: &'a mut Value, key: &str) -> Option<&'a mut Value> {
+    match node {
+        Value::Object(m) => m.get_mut(key.strip_prefix("f:")?),
+        Value::Array(items) => items.iter_mut().find(|item| matches(item, key)),
+        _ => None,
+    }
+}
+
+fn matches(item: &Value, key: &str) -> bool {
+    if let Some(fields) = key.strip_prefix("k:") {
+        let Ok(Value::Object(want)) = serde_json::from_str::<Value>(fields) else {
+            return false;
+        };
+        return want.iter().all(|(k, v)| item.get(k) == Some(v));
+    }
+    key.strip_prefix("v:")
+        .and_then(|v| serde_json::from_str::<Value>(v).ok())
+        .is_some_and(|v| &v == item)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -179,5 +302,55 @@ mod tests {
             obj["metadata"]["managedFields"].as_array().unwrap().len(),
             1
         );
+    }
+
+    #[test]
+    fn prune_removes_what_only_this_manager_applied() {
+        let first = json!({
+            "metadata": {"name": "web", "labels": {"app": "web", "tier": "db", "team": "a"},
+                         "finalizers": ["example.com/x"]},
+            "spec": {"containers": [{"name": "app", "image": "busybox", "args": ["1"]},
+                                    {"name": "side", "image": "busybox"}]}
+        });
+        let mut obj = first.clone();
+        record(
+            &mut obj,
+            "kubectl",
+            "Apply",
+            None,
+            fields_v1(&first, false, pod_lists),
+            Timestamp::UNIX_EPOCH,
+        );
+        // Another manager set `team` too: it stays.
+        record(
+            &mut obj,
+            "labeler",
+            "Update",
+            None,
+            json!({"f:metadata": {"f:labels": {"f:team": {}}}}),
+            Timestamp::UNIX_EPOCH,
+        );
+        let second = json!({
+            "metadata": {"name": "web", "labels": {"app": "web"}},
+            "spec": {"containers": [{"name": "app", "image": "busybox"}]}
+        });
+        prune(&mut obj, "kubectl", &fields_v1(&second, false, pod_lists));
+        assert_eq!(
+            obj["metadata"]["labels"],
+            json!({"app": "web", "team": "a"})
+        );
+        assert!(
+            obj["metadata"]
+                .get("finalizers")
+                .is_none_or(|f| f == &json!([]))
+        );
+        assert_eq!(
+            obj["spec"]["containers"],
+            json!([{"name": "app", "image": "busybox"}])
+        );
+        // A manager that never applied prunes nothing.
+        let before = obj.clone();
+        prune(&mut obj, "other", &json!({}));
+        assert_eq!(obj, before);
     }
 }

@@ -207,6 +207,14 @@ fn kubectl_apply_server_side_twice() {
             .any(|m| m["manager"] == "kubectl" && m["operation"] == "Apply"),
         "{managers:?}"
     );
+    // A label dropped from the applied configuration goes; one another manager set stays.
+    s.kubectl_ok(&["label", "pod", "ssa", "owner=ops"]);
+    std::fs::write(&path, pod_yaml("ssa")).unwrap();
+    s.kubectl_ok(&["apply", "--server-side", "-f", file]);
+    assert_eq!(
+        s.kubectl_ok(&["get", "pod", "ssa", "-o", "jsonpath={.metadata.labels}"]),
+        r#"{"app":"ssa","owner":"ops"}"#
+    );
 }
 
 #[test]

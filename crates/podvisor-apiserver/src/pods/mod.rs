@@ -457,8 +457,10 @@ fn apply(req: &Req, ns: &str, name: &str, body: &[u8]) -> ApiResult<Response> {
         fields: managed::fields_v1(&applied, false, pod_lists),
         status: false,
     };
+    let manager = managed::manager_name(&req.params, &req.headers);
     update_loop(req, ns, name, None, &write, |current| {
         let mut merged = current.clone();
+        managed::prune(&mut merged, &manager, &write.fields);
         strategic_merge(&mut merged, &intent, pod_lists)?;
         decode_pod(&merged, fv, "")
     })
