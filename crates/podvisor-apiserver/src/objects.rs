@@ -7,10 +7,10 @@ use podvisor_api::validation::go_quote;
 use serde_json::{Value, json};
 
 use crate::db::{self, Resource};
-use crate::request::{Representation, flag, now, representation};
+use crate::request::{Representation, flag, int_param, now, representation};
 use crate::routes::Req;
 use crate::selectors::Selection;
-use crate::status::{ApiResult, json_response};
+use crate::status::{ApiError, ApiResult, json_response};
 use crate::table::{IncludeObject, TableOptions, table};
 use crate::watch;
 
@@ -49,26 +49,86 @@ pub(crate) fn list(
         req.params.label_selector.as_deref(),
         req.params.field_selector.as_deref(),
     )?;
+    let limit = int_param("limit", req.params.limit.as_ref())?.filter(|&l| l > 0);
+    let resume = req
+        .params
+        .continue_token
+        .as_deref()
+        .filter(|t| !t.is_empty())
+        .map(Continue::decode)
+        .transpose()?;
     let (items, rv) = db::list(req.state.store(), res, ns)?;
     let mut items: Vec<Value> = items.into_iter().filter(|o| selection.matches(o)).collect();
     items.sort_by_key(sort_key);
-    let rv = rv.to_string();
+    // Later pages keep the first page's resourceVersion (here they read the current objects).
+    let rv = resume.as_ref().map_or(rv, |c| c.rv);
+    if let Some(after) = resume.as_ref().map(|c| c.after.clone()) {
+        items.retain(|o| sort_key(o) > after);
+    }
+    let mut meta = json!({"resourceVersion": rv.to_string()});
+    if let Some(limit) = limit.and_then(|l| usize::try_from(l).ok())
+        && items.len() > limit
+    {
+        let rest = items.split_off(limit);
+        let last = items.last().map(sort_key).unwrap_or_default();
+        meta["continue"] = json!(Continue { rv, after: last }.encode());
+        meta["remainingItemCount"] = json!(rest.len());
+    }
     let body = match representation(&req.headers) {
-        Representation::Table { beta } => table(
-            res,
-            &items,
-            Some(&rv),
-            table_options(req, beta, true),
-            now(),
-        ),
+        Representation::Table { beta } => {
+            let rv = rv.to_string();
+            let mut t = table(
+                res,
+                &items,
+                Some(&rv),
+                table_options(req, beta, true),
+                now(),
+            );
+            t["metadata"] = meta;
+            t
+        }
         Representation::Object => json!({
             "kind": format!("{}List", res.kind),
             "apiVersion": "v1",
-            "metadata": {"resourceVersion": rv},
+            "metadata": meta,
             "items": items,
         }),
     };
     Ok(json_response(StatusCode::OK, &body))
+}
+
+/// Where a chunked list (`limit`) resumes: the list's resourceVersion and the last
+/// (namespace, name) it returned. Opaque to clients: base64 of a small JSON document.
+#[derive(Debug, PartialEq, Eq)]
+struct Continue {
+    rv: u64,
+    after: (String, String),
+}
+
+impl Continue {
+    fn encode(&self) -> String {
+        use base64::Engine as _;
+        let doc =
+            json!({"v": "meta.k8s.io/v1", "rv": self.rv, "start": [self.after.0, self.after.1]});
+        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(doc.to_string())
+    }
+
+    fn decode(token: &str) -> ApiResult<Continue> {
+        use base64::Engine as _;
+        let invalid = || ApiError::bad_request(format!("continue key is not valid: {token}"));
+        let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
+            .decode(token)
+            .map_err(|_| invalid())?;
+        let doc: Value = serde_json::from_slice(&bytes).map_err(|_| invalid())?;
+        let start = |i: usize| doc["start"][i].as_str().map(str::to_owned);
+        match (doc["rv"].as_u64(), start(0), start(1)) {
+            (Some(rv), Some(ns), Some(name)) => Ok(Continue {
+                rv,
+                after: (ns, name),
+            }),
+            _ => Err(invalid()),
+        }
+    }
 }
 
 /// A watch on a collection (or one object when `name` is given).
@@ -117,4 +177,20 @@ pub(crate) fn respond(
         }
     }
     resp
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn continue_tokens_round_trip_and_bad_ones_are_refused() {
+        let c = Continue {
+            rv: 42,
+            after: ("default".into(), "web-1".into()),
+        };
+        assert_eq!(Continue::decode(&c.encode()).unwrap(), c);
+        assert_eq!(Continue::decode("not a token").unwrap_err().code, 400);
+        assert_eq!(Continue::decode("e30").unwrap_err().code, 400);
+    }
 }

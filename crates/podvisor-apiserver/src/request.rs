@@ -18,6 +18,9 @@ use crate::status::{ApiError, ApiResult};
 #[serde(rename_all = "camelCase")]
 pub(crate) struct Params {
     pub label_selector: Option<String>,
+    pub limit: Option<String>,
+    #[serde(rename = "continue")]
+    pub continue_token: Option<String>,
     pub field_selector: Option<String>,
     pub resource_version: Option<String>,
     pub watch: Option<String>,

@@ -403,3 +403,38 @@ fn kubectl_delete_marks_then_force_removes() {
         "Error from server (NotFound): pods \"web\" not found"
     );
 }
+
+#[test]
+fn kubectl_lists_in_chunks() {
+    let s = TestServer::start();
+    for name in ["c1", "c2", "c3"] {
+        s.create(&pod_yaml(name));
+    }
+    // kubectl follows `continue` from page to page.
+    let names = s.kubectl_ok(&["get", "pods", "--chunk-size=1", "-o", "name"]);
+    assert_eq!(names.trim(), "pod/c1\npod/c2\npod/c3");
+    let table = s.kubectl_ok(&["get", "pods", "--chunk-size=2"]);
+    assert_eq!(table.lines().count(), 4, "{table}");
+    // One page by hand: the token and the count of what is left.
+    let page: Value = serde_json::from_str(&s.kubectl_ok(&[
+        "get",
+        "--raw",
+        "/api/v1/namespaces/default/pods?limit=2",
+    ]))
+    .unwrap();
+    assert_eq!(page["items"].as_array().unwrap().len(), 2);
+    assert_eq!(page["metadata"]["remainingItemCount"], 1);
+    let token = page["metadata"]["continue"].as_str().unwrap();
+    let rest: Value = serde_json::from_str(&s.kubectl_ok(&[
+        "get",
+        "--raw",
+        &format!("/api/v1/namespaces/default/pods?limit=2&continue={token}"),
+    ]))
+    .unwrap();
+    assert_eq!(rest["items"][0]["metadata"]["name"], "c3");
+    assert!(rest["metadata"].get("continue").is_none());
+    assert_eq!(
+        rest["metadata"]["resourceVersion"],
+        page["metadata"]["resourceVersion"]
+    );
+}
