@@ -297,6 +297,49 @@ pub(crate) fn patch(req: &Req, ns: &str, name: &str, body: &[u8]) -> ApiResult<R
     write(req, ns, name, &old, new, db::object_rv(&old))
 }
 
+/// How long an event lives after its last write (the API server's `--event-ttl` default).
+pub const EVENT_TTL: std::time::Duration = std::time::Duration::from_secs(3600);
+
+/// When an event was last written: the latest of its timestamps.
+fn last_written(event: &Value) -> Option<Timestamp> {
+    [
+        "/lastTimestamp",
+        "/eventTime",
+        "/series/lastObservedTime",
+        "/metadata/creationTimestamp",
+    ]
+    .iter()
+    .filter_map(|p| event.pointer(p)?.as_str()?.parse::<Timestamp>().ok())
+    .max()
+}
+
+/// Deletes the events last written more than `ttl` before `now` (the API server stores events
+/// with a lease of `--event-ttl`); returns how many went.
+pub fn expire_events(store: &Store, now: Timestamp, ttl: std::time::Duration) -> usize {
+    let Ok((items, _)) = db::list(store, EVENTS, None) else {
+        return 0;
+    };
+    let Ok(ttl) = jiff::SignedDuration::try_from(ttl) else {
+        return 0;
+    };
+    let mut expired = 0;
+    for event in items {
+        if last_written(&event).is_none_or(|t| t + ttl > now) {
+            continue;
+        }
+        let meta = &event["metadata"];
+        let (ns, name) = (
+            meta["namespace"].as_str().unwrap_or(""),
+            meta["name"].as_str().unwrap_or(""),
+        );
+        // Rewritten since it was listed: its own resourceVersion guards the delete.
+        if db::delete(store, EVENTS, ns, name, None, db::object_rv(&event)).is_ok() {
+            expired += 1;
+        }
+    }
+    expired
+}
+
 /// `DELETE /api/v1/namespaces/{ns}/events/{name}`.
 pub(crate) fn delete(req: &Req, ns: &str, name: &str) -> ApiResult<Response> {
     let store = req.state.store();

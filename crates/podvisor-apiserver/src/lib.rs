@@ -73,7 +73,7 @@ mod tls;
 mod watch;
 
 pub use discovery::GIT_VERSION;
-pub use events::record_event;
+pub use events::{EVENT_TTL, expire_events, record_event};
 pub use pods::status::update_pod_status;
 pub use server::{ApiServer, ServeConfig, ServeError, serve};
 pub use status::ApiError;

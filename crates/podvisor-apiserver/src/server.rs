@@ -20,6 +20,9 @@ use tokio_rustls::{TlsAcceptor, TlsConnector, rustls};
 
 use crate::{ApiState, router, tls};
 
+/// How often expired events are swept ([`crate::events::EVENT_TTL`]).
+const EVENT_SWEEP: Duration = Duration::from_secs(60);
+
 /// Why the server could not start or stopped.
 #[derive(Debug, thiserror::Error)]
 pub enum ServeError {
@@ -166,6 +169,8 @@ impl ApiServer {
             self.token.clone(),
         ));
         let mut check_done = false;
+        let mut expiry = tokio::time::interval(EVENT_SWEEP);
+        expiry.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         tokio::pin!(shutdown);
         let result = loop {
             tokio::select! {
@@ -197,6 +202,12 @@ impl ApiServer {
                     }
                 }
                 Some(_) = connections.join_next(), if !connections.is_empty() => {}
+                _ = expiry.tick() => {
+                    let store = self.state.store().clone();
+                    tokio::task::spawn_blocking(move || {
+                        crate::events::expire_events(&store, jiff::Timestamp::now(), crate::events::EVENT_TTL)
+                    });
+                }
             }
         };
         check.abort();

@@ -227,4 +227,16 @@ fn kubectl_describe_shows_aggregated_events() {
     // Started, BackOff and the scheduler's Scheduled from the create.
     let all = s.kubectl_ok(&["get", "events", "-A", "-o", "name"]);
     assert_eq!(all.lines().count(), 3, "{all}");
+
+    // The event TTL counts from the last write: an hour after the Started event was written
+    // it expires; the BackOff event, written again since, lives an hour from then.
+    let ttl = podvisor_apiserver::EVENT_TTL;
+    let later = t0 + jiff::SignedDuration::from_secs(3600 + 5);
+    assert_eq!(podvisor_apiserver::expire_events(store, later, ttl), 1);
+    let left = s.kubectl_ok(&["get", "events", "-o", "jsonpath={.items[*].reason}"]);
+    let mut reasons: Vec<&str> = left.split_whitespace().collect();
+    reasons.sort_unstable();
+    assert_eq!(reasons, ["BackOff", "Scheduled"], "{left}");
+    let much_later = jiff::Timestamp::now() + jiff::SignedDuration::from_secs(3600 + 5);
+    assert_eq!(podvisor_apiserver::expire_events(store, much_later, ttl), 2);
 }
