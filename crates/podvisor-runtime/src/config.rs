@@ -14,10 +14,14 @@
 //! - only `emptyDir` and `hostPath` volumes can be mounted;
 //! - no service-link variables (`KUBERNETES_SERVICE_HOST`, ...) are injected;
 //! - like containerd's default spec, `PATH` (and `HOSTNAME`, from `spec.nodeName`) are set
-//!   unless the container defines them.
+//!   unless the container defines them;
+//! - without an image user, a container without `runAsUser` runs as uid 0 (and gid 0 without
+//!   `runAsGroup`), so `runAsNonRoot: true` needs an explicit non-zero `runAsUser`
+//!   ([`security`]); `HOME` is not set here but by the shim ([`security::home_dir`]).
 
 mod env;
 pub mod quantity;
+pub mod security;
 mod volumes;
 
 use std::collections::HashMap;
@@ -28,6 +32,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::PodPaths;
 use env::{limit, make_environment, parse_quantity, with_runtime_defaults};
+pub use security::ContainerUser;
 use volumes::make_mounts;
 pub use volumes::{PodVolume, PodVolumeKind, pod_volumes};
 
@@ -59,6 +64,9 @@ pub struct ContainerConfig {
     pub cgroup_parent: String,
     /// The instance id this configuration was built for.
     pub instance: u64,
+    /// Who the container's processes (and its exec probes and hooks) run as.
+    #[serde(default)]
+    pub user: ContainerUser,
 }
 
 /// One mount in the container's mount namespace.
@@ -169,6 +177,8 @@ pub fn build_with(
         .collect();
 
     let mut mounts = make_mounts(pod, container, &env_map, paths, opts)?;
+    // After the environment and the mounts, as in the kubelet's `generateContainerConfig`.
+    let user = security::container_user(pod, container)?;
     let termination_message_path = match container.termination_message_path.as_deref() {
         Some(p) if !p.is_empty() => p.to_owned(),
         _ => DEFAULT_TERMINATION_MESSAGE_PATH.to_owned(),
@@ -209,6 +219,7 @@ pub fn build_with(
             .join(format!("{restart_count}.log")),
         cgroup_parent: format!("podvisor/{}", pod_key(pod)),
         instance,
+        user,
     })
 }
 

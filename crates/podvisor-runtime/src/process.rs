@@ -526,7 +526,7 @@ impl Runtime for ProcessRuntime {
         })?;
         let start = Request::Start {
             instance: request.instance,
-            config,
+            config: Box::new(config),
         };
         let failed = |message: String| StartError {
             reason: "CreateContainerError".into(),

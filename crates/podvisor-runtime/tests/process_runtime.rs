@@ -77,6 +77,15 @@ fn make_pod(uid: &str, containers: serde_json::Value, volumes: serde_json::Value
 impl Harness {
     /// `containers`/`volumes` may use `ROOT` in strings: the test's own directory.
     async fn new(containers: serde_json::Value, volumes: serde_json::Value) -> Harness {
+        Harness::with_pod_security(containers, volumes, json!(null)).await
+    }
+
+    /// [`Harness::new`] with the pod's `spec.securityContext`.
+    async fn with_pod_security(
+        containers: serde_json::Value,
+        volumes: serde_json::Value,
+        security_context: serde_json::Value,
+    ) -> Harness {
         let n = COUNTER.fetch_add(1, Ordering::SeqCst);
         let root = std::env::temp_dir().join(format!("pv-rt-{}-{n}", std::process::id()));
         let _ = std::fs::remove_dir_all(&root);
@@ -85,7 +94,9 @@ impl Harness {
         let fill = |v: serde_json::Value| -> serde_json::Value {
             serde_json::from_str(&v.to_string().replace("ROOT", root.to_str().unwrap())).unwrap()
         };
-        let pod = make_pod(&uid, fill(containers), fill(volumes));
+        let mut pod = make_pod(&uid, fill(containers), fill(volumes));
+        pod.spec.as_mut().unwrap().security_context =
+            serde_json::from_value(security_context).expect("pod securityContext");
         let runtime = ProcessRuntime::new(root.join("state"), shim_exe()).expect("runtime");
         let (tx, events) = mpsc::unbounded_channel();
         let sandbox = runtime.create_sandbox(&pod, tx).await.expect("sandbox");
@@ -738,4 +749,156 @@ async fn remove_sandbox_leaves_no_process_behind() {
         let cgroup = Path::new(root).join("podvisor").join(&uid);
         assert!(!cgroup.exists(), "{} is left", cgroup.display());
     }
+}
+
+/// `securityContext` users (kubelet `DetermineEffectiveSecurityContext`,
+/// `verifyRunAsNonRoot`): the main process, exec probes and exec hooks run as the effective
+/// uid/gid with the pod's supplementary groups; a non-root container writes its termination
+/// message and emptyDir; `runAsNonRoot` refuses an explicit root user.
+#[tokio::test]
+async fn containers_run_as_their_security_context_user() {
+    use k8s_openapi::api::core::v1::{ExecAction, LifecycleHandler, Probe};
+    use podvisor_runtime::probe::{ProbeResult, run_probe};
+    use std::os::unix::fs::MetadataExt;
+    if !is_root() {
+        return;
+    }
+    let data = json!([{"name": "data", "mountPath": "ROOT/data"}]);
+    let mut h = Harness::with_pod_security(
+        json!([
+            {"name": "ids", "image": "none", "volumeMounts": data, "command": ["sh", "-c",
+                "id -u; id -g; id -G; echo \"HOME=$HOME\"; touch ROOT/data/by-ids; \
+                 printf written-as-$(id -u) > /dev/termination-log"]},
+            {"name": "override", "image": "none", "command": ["sh", "-c", "id -u; id -g; id -G"],
+             "securityContext": {"runAsUser": 2000, "runAsGroup": 5000}},
+            {"name": "main", "image": "none", "volumeMounts": data, "command": ["sleep", "100"]},
+            {"name": "root", "image": "none", "command": ["true"],
+             "securityContext": {"runAsNonRoot": true, "runAsUser": 0}},
+        ]),
+        json!([{"name": "data", "emptyDir": {}}]),
+        json!({"runAsUser": 1000, "runAsGroup": 3000, "supplementalGroups": [4000]}),
+    )
+    .await;
+    let volume = h.sandbox().paths().pod_dir.join("volumes/data");
+    let passwd = std::fs::read_to_string("/etc/passwd").ok();
+    let home = podvisor_runtime::config::security::home_dir(1000, passwd.as_deref());
+
+    h.start("ids", 1).await;
+    let (_, exit) = h.next_exit().await;
+    assert_eq!(exit.exit_code, 0, "{}", h.log("ids"));
+    let out: Vec<String> = h
+        .log("ids")
+        .lines()
+        .map(|l| l.splitn(4, ' ').nth(3).unwrap_or_default().to_owned())
+        .collect();
+    assert_eq!(
+        out,
+        ["1000", "3000", "3000 4000", &format!("HOME={home}")],
+        "{}",
+        h.log("ids")
+    );
+    // The termination-message file (0666, as the kubelet makes it) is writable by uid 1000.
+    assert_eq!(exit.termination_message.as_deref(), Some("written-as-1000"));
+    let meta = std::fs::metadata(volume.join("by-ids")).unwrap();
+    assert_eq!((meta.uid(), meta.gid()), (1000, 3000));
+
+    // The container's runAsUser and runAsGroup override the pod's; the groups stay the pod's.
+    h.start("override", 2).await;
+    let (_, exit) = h.next_exit().await;
+    assert_eq!(exit.exit_code, 0);
+    let log = h.log("override");
+    let out: Vec<&str> = log
+        .lines()
+        .filter_map(|l| l.splitn(4, ' ').nth(3))
+        .collect();
+    assert_eq!(out, ["2000", "5000", "5000 4000"], "{log}");
+
+    // Exec (probes and hooks) runs as the container's user.
+    h.start("main", 3).await;
+    let main = h.container("main");
+    let r = h
+        .runtime
+        .exec(
+            h.sandbox(),
+            3,
+            vec!["sh".into(), "-c".into(), "id -u; id -g; id -G".into()],
+            None,
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&r.output),
+        "1000\n3000\n3000 4000\n"
+    );
+    let probe = |script: &str| Probe {
+        exec: Some(ExecAction {
+            command: Some(vec!["sh".into(), "-c".into(), script.into()]),
+        }),
+        timeout_seconds: Some(5),
+        ..Probe::default()
+    };
+    let result = run_probe(
+        &h.runtime,
+        h.sandbox(),
+        3,
+        &main,
+        &probe("test $(id -u) = 1000"),
+    )
+    .await;
+    assert_eq!(result, ProbeResult::Success);
+    let result = run_probe(
+        &h.runtime,
+        h.sandbox(),
+        3,
+        &main,
+        &probe("test $(id -u) = 0"),
+    )
+    .await;
+    assert!(matches!(result, ProbeResult::Failure(_)), "{result:?}");
+    let hook = LifecycleHandler {
+        exec: Some(ExecAction {
+            command: Some(vec![
+                "sh".into(),
+                "-c".into(),
+                format!("id -u > {}/data/by-hook", h.root.display()),
+            ]),
+        }),
+        ..LifecycleHandler::default()
+    };
+    let hooked =
+        podvisor_runtime::hooks::run_hook(&h.runtime, h.sandbox(), 3, &main, &hook, "p").await;
+    assert_eq!(hooked, Ok(()));
+    assert_eq!(
+        std::fs::read_to_string(volume.join("by-hook")).unwrap(),
+        "1000\n"
+    );
+    let meta = std::fs::metadata(volume.join("by-hook")).unwrap();
+    assert_eq!((meta.uid(), meta.gid()), (1000, 3000));
+
+    // runAsNonRoot with an explicit runAsUser 0: not started, the kubelet's message.
+    let request = StartRequest {
+        instance: 4,
+        container: h.container("root"),
+        restart_count: 0,
+    };
+    let err = h
+        .runtime
+        .start_container(h.sandbox(), request)
+        .await
+        .unwrap_err();
+    assert_eq!(err.reason, "CreateContainerConfigError");
+    assert!(!err.created);
+    let pod = h.pod.metadata.name.clone().unwrap();
+    let uid = h.pod.metadata.uid.clone().unwrap();
+    assert_eq!(
+        err.message,
+        format!(
+            "container's runAsUser breaks non-root policy (pod: \"{pod}_default({uid})\", \
+             container: root)"
+        )
+    );
+
+    h.runtime.signal(h.sandbox(), 3, 9).await.unwrap();
+    h.next_exit().await;
+    h.remove().await;
 }

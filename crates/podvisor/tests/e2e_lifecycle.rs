@@ -796,3 +796,64 @@ fn a5_a8_a_sidecar_startup_probe_holds_the_app() {
         "{msg}"
     );
 }
+
+/// `securityContext` users (kubelet `DetermineEffectiveSecurityContext`,
+/// `verifyRunAsNonRoot`): the app runs as its own `runAsUser` with the pod's `runAsGroup` and
+/// supplementary groups, and writes its emptyDir and termination message as that user; a container with `runAsNonRoot` and no
+/// `runAsUser` would run as root and is not started (`CreateContainerConfigError`).
+#[test]
+fn security_context_run_as_user_and_run_as_non_root() {
+    let Some(ctx) = Ctx::new("runasuser") else {
+        return;
+    };
+    let scratch = ctx.mkdir("scratch");
+    let script = format!(
+        "echo hi > {}/f && echo \"$(id -u) $(id -g) $(id -G)\" > /dev/termination-log",
+        scratch.display()
+    );
+    let pod = pod(
+        "nonroot",
+        json!({
+            "restartPolicy": "Never", "terminationGracePeriodSeconds": 2,
+            "securityContext": {"runAsGroup": 3000, "supplementalGroups": [4000]},
+            "volumes": [{"name": "scratch", "emptyDir": {}}],
+            "containers": [
+                {"name": "app", "image": "busybox", "command": sh(&script),
+                 "securityContext": {"runAsUser": 1000},
+                 "volumeMounts": [{"name": "scratch", "mountPath": scratch}]},
+                {"name": "root", "image": "busybox", "command": ["true"],
+                 "securityContext": {"runAsNonRoot": true}},
+            ],
+        }),
+    );
+    let mut running = ctx.spawn(&[pod], &[]);
+    let status = running.wait_status("app done, root refused", WAIT, |s| {
+        find_container(s, "app").is_some_and(|c| c["state"] == "terminated")
+            && find_container(s, "root")
+                .is_some_and(|c| c["reason"] == "CreateContainerConfigError")
+    });
+    running.terminate();
+    let run = running.wait(RUN_TIMEOUT);
+    let app = container(&status, "app");
+    assert_eq!(app["exit_code"], 0, "{}", run.dump());
+    assert_eq!(app["message"], "1000 3000 3000 4000\n", "{}", run.dump());
+    let message = container(&status, "root")["message"].as_str().unwrap();
+    assert!(
+        message.starts_with(
+            "container has runAsNonRoot and image will run as root (pod: \"nonroot_default("
+        ) && message.ends_with(")\", container: root)"),
+        "{message}"
+    );
+    assert!(
+        run.container_events("Started", "root").is_empty(),
+        "{}",
+        run.dump()
+    );
+    assert!(
+        run.messages("Failed")
+            .iter()
+            .any(|m| *m == format!("Error: {message}")),
+        "{}",
+        run.dump()
+    );
+}

@@ -4,10 +4,12 @@
 //! everything (paths as `CString`s, cgroup `cgroup.procs` descriptors, namespace descriptors,
 //! uid maps) is prepared in the parent by [`ChildSetup::for_container`] and
 //! [`ChildSetup::for_exec`]; [`ChildSetup::run`] only issues raw system calls and never
-//! allocates. When a step fails, the child writes the step and errno to a report pipe so the
-//! parent can say which mount failed rather than just "permission denied".
+//! allocates. The child takes the container's user (groups, gid, uid) last, after the
+//! mounts that need the shim's privileges. When a step fails, the child writes the step and
+//! errno to a report pipe so the parent can say which mount failed rather than just
+//! "permission denied".
 
-use crate::config::{ContainerConfig, MountKind};
+use crate::config::{ContainerConfig, ContainerUser, MountKind};
 use std::ffi::CString;
 use std::fs::File;
 use std::io;
@@ -27,6 +29,7 @@ const STEP_MOUNT: u32 = 7;
 const STEP_REMOUNT_RO: u32 = 8;
 const STEP_WORKDIR: u32 = 9;
 const STEP_CLOSE_FDS: u32 = 10;
+const STEP_USER: u32 = 11;
 
 /// How the child gets its view of the filesystem.
 enum Namespaces {
@@ -40,6 +43,30 @@ enum Namespaces {
 struct UserMaps {
     uid_map: Vec<u8>,
     gid_map: Vec<u8>,
+}
+
+/// The credentials the child takes before `exec`.
+struct Identity {
+    uid: libc::uid_t,
+    gid: libc::gid_t,
+    /// `None` in a user namespace without a privileged parent: `setgroups` is denied there.
+    groups: Option<Vec<libc::gid_t>>,
+}
+
+/// The credentials for `user`. As root, all of them. Rootless, the user namespace maps only
+/// the shim's own uid and gid: the container's uid and gid are mapped onto them (so the
+/// process sees itself as `runAsUser`/`runAsGroup`, while its files belong to the shim's user
+/// on the host) and supplementary groups cannot be set; a container without a user keeps the
+/// identity mapping it always had.
+fn identity(user: &ContainerUser, rootless: bool) -> Option<Identity> {
+    if rootless && user.uid == 0 && user.gid == 0 {
+        return None;
+    }
+    Some(Identity {
+        uid: user.uid,
+        gid: user.gid,
+        groups: (!rootless).then(|| user.groups.clone()),
+    })
 }
 
 /// One mount, ready for the child.
@@ -66,6 +93,7 @@ pub(super) struct ChildSetup {
     namespaces: Namespaces,
     mounts: Vec<MountStep>,
     workdir: Option<(CString, Vec<CString>)>,
+    identity: Option<Identity>,
     report: OwnedFd,
 }
 
@@ -94,6 +122,7 @@ impl Report {
             STEP_REMOUNT_RO => format!("remounting {} read-only: {err}", mount()),
             STEP_WORKDIR => format!("changing to the working directory: {err}"),
             STEP_CLOSE_FDS => format!("closing inherited descriptors: {err}"),
+            STEP_USER => format!("setting the container user: {err}"),
             _ => format!("container setup: {err}"),
         })
     }
@@ -150,12 +179,14 @@ impl ChildSetup {
             }
             _ => None,
         };
+        let identity = identity(&config.user, rootless);
         let user_maps = rootless.then(|| {
             let uid = rustix::process::getuid().as_raw();
             let gid = rustix::process::getgid().as_raw();
+            let (inner_uid, inner_gid) = identity.as_ref().map_or((uid, gid), |i| (i.uid, i.gid));
             UserMaps {
-                uid_map: format!("{uid} {uid} 1\n").into_bytes(),
-                gid_map: format!("{gid} {gid} 1\n").into_bytes(),
+                uid_map: format!("{inner_uid} {uid} 1\n").into_bytes(),
+                gid_map: format!("{inner_gid} {gid} 1\n").into_bytes(),
             }
         });
         let (read, write) = report_pipe()?;
@@ -164,23 +195,25 @@ impl ChildSetup {
             namespaces: Namespaces::New { user_maps },
             mounts,
             workdir,
+            identity,
             report: write,
         };
         Ok((setup, read, describe))
     }
 
     /// Prepares an exec child: join the container's cgroups and namespaces (those of its main
-    /// process `pid`) and change to its working directory.
+    /// process `pid`), change to its working directory and take its user.
     pub(super) fn for_exec(
         pid: u32,
         working_dir: Option<&str>,
+        user: &ContainerUser,
         cgroup_procs: Vec<OwnedFd>,
         rootless: bool,
     ) -> io::Result<(Self, Report)> {
         let open_ns = |ns: &str| -> io::Result<OwnedFd> {
             Ok(File::open(format!("/proc/{pid}/ns/{ns}"))?.into())
         };
-        let user = if rootless {
+        let user_ns = if rootless {
             Some(open_ns("user")?)
         } else {
             None
@@ -193,9 +226,10 @@ impl ChildSetup {
         let (read, write) = report_pipe()?;
         let setup = ChildSetup {
             cgroup_procs,
-            namespaces: Namespaces::Join { user, mnt },
+            namespaces: Namespaces::Join { user: user_ns, mnt },
             mounts: Vec::new(),
             workdir,
+            identity: identity(user, rootless),
             report: write,
         };
         Ok((setup, read))
@@ -290,6 +324,10 @@ impl ChildSetup {
             // SAFETY: chdir with a NUL-terminated path prepared before fork.
             #[allow(unsafe_code)]
             check(unsafe { libc::chdir(dir.as_ptr()) })?;
+        }
+        if let Some(identity) = &self.identity {
+            *step = STEP_USER * STEP_STRIDE;
+            set_identity(identity)?;
         }
         *step = STEP_CLOSE_FDS * STEP_STRIDE;
         // Belt and braces: whatever descriptor is not close-on-exec yet becomes so; only
@@ -473,6 +511,33 @@ fn mkdir(path: &std::ffi::CStr) -> io::Result<()> {
         }
     }
     Ok(())
+}
+
+/// `setgroups`, `setresgid`, `setresuid`: raw system calls, not libc's wrappers, which
+/// broadcast the change to every thread of the process through signals and locks (the child
+/// has one thread). Changing every uid away from 0 drops all capabilities.
+fn set_identity(identity: &Identity) -> io::Result<()> {
+    let syscall_result = |rc: libc::c_long| {
+        if rc < 0 {
+            Err(io::Error::last_os_error())
+        } else {
+            Ok(())
+        }
+    };
+    if let Some(groups) = &identity.groups {
+        // SAFETY: the pointer and length describe a vector prepared before fork.
+        #[allow(unsafe_code)]
+        syscall_result(unsafe {
+            libc::syscall(libc::SYS_setgroups, groups.len(), groups.as_ptr())
+        })?;
+    }
+    let (uid, gid) = (identity.uid, identity.gid);
+    // SAFETY: setresgid and setresuid take plain integers.
+    #[allow(unsafe_code)]
+    syscall_result(unsafe { libc::syscall(libc::SYS_setresgid, gid, gid, gid) })?;
+    // SAFETY: as above.
+    #[allow(unsafe_code)]
+    syscall_result(unsafe { libc::syscall(libc::SYS_setresuid, uid, uid, uid) })
 }
 
 fn setns(fd: &OwnedFd, kind: libc::c_int) -> io::Result<()> {

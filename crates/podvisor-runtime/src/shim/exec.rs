@@ -16,8 +16,8 @@ use std::time::Duration;
 /// the pipe open; it is not waited for longer than this).
 const OUTPUT_GRACE: Duration = Duration::from_millis(500);
 
-/// Runs `argv` in the instance's cgroup, mount (and user) namespace, env and working directory,
-/// in its own process group; stdout and stderr are kept up to [`EXEC_OUTPUT_LIMIT`] bytes each.
+/// Runs `argv` in the instance's cgroup, mount (and user) namespace, env, working directory and
+/// user (uid, gid, groups), in its own process group; stdout and stderr are kept up to [`EXEC_OUTPUT_LIMIT`] bytes each.
 pub(super) fn exec(
     shim: &Arc<Shim>,
     instance: u64,
@@ -51,6 +51,7 @@ fn run(
     let (setup, report) = ChildSetup::for_exec(
         target.pid,
         target.working_dir.as_deref(),
+        &target.user,
         procs,
         target.rootless,
     )?;

@@ -20,8 +20,8 @@ pub enum Request {
     Start {
         /// The instance id (unique within the pod).
         instance: u64,
-        /// What to run and how.
-        config: ContainerConfig,
+        /// What to run and how (boxed: by far the largest request).
+        config: Box<ContainerConfig>,
     },
     /// Send `signal` to the instance's process group.
     Signal {

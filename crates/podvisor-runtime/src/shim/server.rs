@@ -234,7 +234,7 @@ fn answer(shim: &Arc<Shim>, request: Request, stream: &mut UnixStream) -> io::Re
             shim.shutdown();
             Response::Ok
         }
-        Request::Start { instance, config } => shim.start(instance, config),
+        Request::Start { instance, config } => shim.start(instance, *config),
         Request::Signal { instance, signal } => shim.signal(instance, signal),
         Request::Kill { instance } => shim.kill(instance),
         Request::Exec {

@@ -408,16 +408,25 @@ impl Shim {
     fn prepare_and_spawn(
         self: &Arc<Self>,
         instance: u64,
-        config: ContainerConfig,
+        mut config: ContainerConfig,
     ) -> io::Result<Response> {
         let ctx =
             |what: String| move |e: io::Error| io::Error::new(e.kind(), format!("{what}: {e}"));
-        // A fresh, empty termination-message file per instance.
+        // The host's passwd stands in for the image's (execs get the same environment).
+        let passwd = std::fs::read_to_string("/etc/passwd").ok();
+        config.set_default_home(passwd.as_deref());
+        // A fresh, empty termination-message file per instance, world-writable as the
+        // kubelet makes it (0666) so that a container running as any user can write it.
         let tm = &config.termination_message_host_path;
         if let Some(dir) = tm.parent() {
             std::fs::create_dir_all(dir).map_err(ctx(format!("creating {}", dir.display())))?;
         }
-        File::create(tm).map_err(ctx(format!("creating {}", tm.display())))?;
+        File::create(tm)
+            .and_then(|f| {
+                use std::os::unix::fs::PermissionsExt;
+                f.set_permissions(std::fs::Permissions::from_mode(0o666))
+            })
+            .map_err(ctx(format!("creating {}", tm.display())))?;
         if let Some(dir) = config.log_path.parent() {
             std::fs::create_dir_all(dir).map_err(ctx(format!("creating {}", dir.display())))?;
         }
@@ -622,6 +631,7 @@ impl Shim {
                 procs: cgroup.procs_paths(),
                 env: config.env.clone(),
                 working_dir: config.working_dir.clone(),
+                user: config.user.clone(),
                 rootless: self.rootless,
             }),
             _ => Err(Response::Error {
@@ -692,6 +702,7 @@ pub(super) struct ExecTarget {
     pub(super) procs: Vec<PathBuf>,
     pub(super) env: Vec<(String, String)>,
     pub(super) working_dir: Option<String>,
+    pub(super) user: crate::config::ContainerUser,
     pub(super) rootless: bool,
 }
 
