@@ -1846,6 +1846,34 @@ fn t6_readiness_keeps_running_during_termination_and_can_unready_the_pod() {
 }
 
 #[test]
+fn t6_statuses_stay_as_termination_began_until_every_container_stopped() {
+    let mut d = Driver::with(
+        json!({"containers": [c("a", json!({})), c("b", json!({}))]}),
+        |d| {
+            d.stop_code.insert("a".to_string(), 0);
+            d.ignore_stop.insert("b".to_string());
+        },
+    );
+    d.at(1.0);
+    d.delete(Some(10));
+    // `a` exited at once on SIGTERM; the kubelet, inside SyncTerminatingPod, writes nothing
+    // until `b` is gone too: `a` still reads running and the pod Ready.
+    assert!(!d.m.is_terminated());
+    assert_eq!(d.state("a"), "running");
+    assert!(d.ready("a"));
+    assert_eq!(d.cond("Ready").0, "True");
+    assert_eq!(d.m.phase(), Phase::Running);
+    d.at(4.0);
+    d.exit("b", 143);
+    // The final status shows both as they ended.
+    assert!(d.m.is_terminated());
+    assert_eq!(d.state("a"), "terminated(Completed,0)");
+    assert_eq!(d.state("b"), "terminated(Error,143)");
+    assert_eq!(d.cond("Ready").0, "False");
+    assert_eq!(d.m.phase(), Phase::Failed);
+}
+
+#[test]
 fn t8_final_phase_succeeded_only_if_every_regular_container_exited_zero() {
     let spec = json!({
         "initContainers": [sidecar("proxy", json!({}))],

@@ -432,10 +432,11 @@ fn t3_sigkill_after_the_grace_period_when_sigterm_is_ignored() {
             .unwrap()
     };
     let stubborn = ended("stubborn") - killing("stubborn");
-    let quick = ended("quick") - killing("quick");
-    let msg = format!("stubborn {stubborn:.2}s, quick {quick:.2}s\n{}", run.dump());
+    let msg = format!("stubborn {stubborn:.2}s\n{}", run.dump());
     assert!(in_range(stubborn, 1.8, 4.5), "{msg}");
-    assert!(quick < 1.5, "{msg}");
+    // T6: `quick` died of its SIGTERM at once (143, not the 137 of the grace deadline), but the
+    // status shows it only with the final one, once `stubborn` is gone too.
+    assert_eq!(ended("quick"), ended("stubborn"), "{msg}");
     let last = run.final_status();
     assert_eq!(container(last, "stubborn")["exit_code"], 137, "{msg}");
     assert_eq!(container(last, "stubborn")["reason"], "Error", "{msg}");

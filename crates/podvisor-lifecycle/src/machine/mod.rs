@@ -184,6 +184,12 @@ pub struct PodMachine {
     kill_pod: bool,
     /// A settling sidecar holds initialization until then (A8).
     sidecar_settle_until: Option<Timestamp>,
+    /// T6: the container statuses (init, regular) written as termination began; the kubelet
+    /// writes no other until every container has stopped, but readiness results.
+    terminating_view: Option<(
+        Vec<k8s_openapi::api::core::v1::ContainerStatus>,
+        Vec<k8s_openapi::api::core::v1::ContainerStatus>,
+    )>,
 }
 
 impl PodMachine {
@@ -238,6 +244,7 @@ impl PodMachine {
             evicted: None,
             kill_pod: false,
             sidecar_settle_until: None,
+            terminating_view: None,
         }
     }
 

@@ -57,6 +57,15 @@ impl PodMachine {
         if replacing_killed && self.worker == Worker::Syncing {
             return;
         }
+        if matches!(self.worker, Worker::Terminating { .. }) && self.terminating_view.is_none() {
+            // T6: `SyncTerminatingPod` writes the status as it finds the pod, then kills; the
+            // next status it generates is the final one.
+            let first = self.build_status(now);
+            self.terminating_view = Some((
+                first.init_container_statuses.unwrap_or_default(),
+                first.container_statuses.unwrap_or_default(),
+            ));
+        }
         let status = self.build_status(now);
         if self.pod.status.as_ref() != Some(&status) {
             self.pod.status = Some(status);
@@ -183,6 +192,32 @@ impl PodMachine {
         }
         // S1: regular container statuses are sorted by name.
         statuses.sort_by(|a, b| a.name.cmp(&b.name));
+        if let (Worker::Terminating { .. }, Some((init, regular))) =
+            (&self.worker, &self.terminating_view)
+        {
+            // T6/T7: while the containers are being killed, the statuses stay as written when
+            // termination began; only probe results still change `ready` and `started` of a
+            // running container (`SetContainerReadiness`, `SetContainerStartup`).
+            let fresh: Vec<ContainerStatus> = init_statuses.into_iter().chain(statuses).collect();
+            let frozen = |list: &[ContainerStatus]| -> Vec<ContainerStatus> {
+                list.iter()
+                    .map(|s| {
+                        let mut s = s.clone();
+                        if let Some(f) = fresh
+                            .iter()
+                            .find(|f| f.name == s.name)
+                            .filter(|f| f.state.as_ref().is_some_and(|st| st.running.is_some()))
+                        {
+                            s.ready = f.ready;
+                            s.started = f.started;
+                        }
+                        s
+                    })
+                    .collect()
+            };
+            init_statuses = frozen(init);
+            statuses = frozen(regular);
+        }
         let has_initialized = self
             .containers
             .iter()
