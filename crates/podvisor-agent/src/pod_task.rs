@@ -284,6 +284,26 @@ impl<R: Runtime> PodTask<R> {
                     self.exited(instance, exit);
                 }
             }
+            Wake::Runtime(Some(RuntimeEvent::SandboxLost { exits })) => {
+                warning!(
+                    "{}: the pod sandbox was lost with {} container(s) running",
+                    self.full_name,
+                    exits.len()
+                );
+                let exits = exits
+                    .into_iter()
+                    .map(|(instance, exit)| {
+                        self.early_exits.remove(&instance);
+                        for watcher in self.exit_watchers.remove(&instance).unwrap_or_default() {
+                            let _ = watcher.send(());
+                        }
+                        (InstanceId(instance), exit_status(exit))
+                    })
+                    .collect();
+                // The dead sandbox is kept until a new one replaces it, so that the pod's
+                // removal still cleans up after it.
+                self.machine.handle_sandbox_lost(exits, now);
+            }
             // The worker holds a sender itself, so the channel never closes.
             Wake::Runtime(None) => {}
             Wake::Task(Ok((id, input))) => {
@@ -314,15 +334,8 @@ impl<R: Runtime> PodTask<R> {
             "{}: instance {instance} exited with {}",
             self.full_name, exit.exit_code
         );
-        let status = ExitStatus {
-            exit_code: exit.exit_code,
-            oom_killed: exit.oom_killed,
-            finished_at: Some(exit.finished_at),
-            termination_message: exit.termination_message,
-            log_tail: exit.log_tail,
-        };
         self.machine
-            .handle_container_exited(InstanceId(instance), status, self.now);
+            .handle_container_exited(InstanceId(instance), exit_status(exit), self.now);
     }
 
     /// Reports one task result to the machine.
@@ -679,6 +692,17 @@ impl<R: Runtime> PodTask<R> {
             .updates
             .send(PodUpdate::Terminated(Box::new(pod.clone())));
         pod
+    }
+}
+
+/// The core's view of a runtime exit.
+fn exit_status(exit: ContainerExit) -> ExitStatus {
+    ExitStatus {
+        exit_code: exit.exit_code,
+        oom_killed: exit.oom_killed,
+        finished_at: Some(exit.finished_at),
+        termination_message: exit.termination_message,
+        log_tail: exit.log_tail,
     }
 }
 

@@ -6,11 +6,11 @@
 //! exact reasons, messages and event reasons.
 //!
 //! Rules of section 4 that do not apply to podvisor's process runtime (not tested):
-//! - A1 (all but the first sandbox) and A2's sandbox *re*-creation: the process runtime's sandbox
-//!   (pod directory, volumes, host network) never stops being ready while the pod lives; there are
-//!   no network namespaces or pod IPs to lose. What applies is tested: the sandbox is created
-//!   first, no container starts before it is ready, a failed creation is retried, and with init
-//!   containers only init container 0 is started (`a1_a2_*`).
+//! - A1's network-namespace and pod-IP bullets: the process runtime shares the host network.
+//!   A sandbox that stops being READY (the pod's shim died) and A2's re-creation are tested in
+//!   `rules_sandbox.rs`; here: the sandbox is created first, no container starts before it is
+//!   ready, a failed creation is retried, and with init containers only init container 0 is
+//!   started (`a1_a2_*`).
 //! - A5's `CREATED` bullet: create + start is one step for the driver; a start that fails after
 //!   creation is reported as `StartError` (exit 128), which is the `EXITED` bullet
 //!   (`a5_start_error_init_is_retried_like_a_failed_init`).

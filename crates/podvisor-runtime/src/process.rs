@@ -12,6 +12,12 @@
 //!
 //! Re-adoption: [`Runtime::create_sandbox`] for a pod whose shim still answers reuses that shim
 //! (volumes are kept), and the new subscription replays exits not yet acknowledged.
+//!
+//! A shim that dies on its own (kill -9, OOM) is a lost sandbox ([`exits`]): what it left
+//! running is killed, every instance gets its exit, and the agent hears
+//! [`RuntimeEvent::SandboxLost`].
+
+mod exits;
 
 use crate::config::{self, PodVolumeKind};
 use crate::shim::client::ShimClient;
@@ -20,6 +26,7 @@ use crate::{
     ContainerExit, ExecResult, InstanceId, PodPaths, Runtime, RuntimeError, RuntimeEvent,
     SandboxError, StartError, StartRequest, Started,
 };
+use exits::{Live, Watch, forward_exits};
 use k8s_openapi::api::core::v1::Pod;
 use std::io;
 use std::os::unix::fs::{FileTypeExt, PermissionsExt};
@@ -58,6 +65,7 @@ pub struct ProcessSandbox {
     paths: PodPaths,
     client: ShimClient,
     shim_pid: u32,
+    watch: Arc<Watch>,
     forwarder: tokio::task::JoinHandle<()>,
 }
 
@@ -387,28 +395,6 @@ fn container_exit(record: &ExitRecord) -> ContainerExit {
     }
 }
 
-/// Forwards the shim's exits to the agent, acknowledging each once handed over.
-async fn forward_exits(
-    client: ShimClient,
-    mut exits: mpsc::UnboundedReceiver<ExitRecord>,
-    events: mpsc::UnboundedSender<RuntimeEvent>,
-) {
-    while let Some(record) = exits.recv().await {
-        let instance = record.instance;
-        let exit = tokio::task::spawn_blocking(move || container_exit(&record))
-            .await
-            .ok();
-        let Some(exit) = exit else { return };
-        if events
-            .send(RuntimeEvent::Exited { instance, exit })
-            .is_err()
-        {
-            return;
-        }
-        let _ = client.expect_ok(&Request::Ack { instance }).await;
-    }
-}
-
 /// `podvisor://` + 64 hex digits, unique per pod and instance.
 fn container_id(paths: &PodPaths, instance: InstanceId) -> String {
     let uid: String = paths
@@ -489,7 +475,7 @@ impl Runtime for ProcessRuntime {
                 wait_for_shim(&socket, &paths.pod_dir, pid).await?
             }
         };
-        let (shim_pid, _) = client
+        let (shim_pid, instances) = client
             .state()
             .await
             .map_err(|e| sandbox_failed(format!("asking the shim its state: {e}")))?;
@@ -497,12 +483,19 @@ impl Runtime for ProcessRuntime {
             .subscribe()
             .await
             .map_err(|e| sandbox_failed(format!("subscribing to exits: {e}")))?;
-        let forwarder = tokio::spawn(forward_exits(client.clone(), exits, events));
+        let watch = Arc::new(Watch::new(paths.clone(), shim_pid, &instances));
+        let forwarder = tokio::spawn(forward_exits(
+            client.clone(),
+            exits,
+            events,
+            Arc::clone(&watch),
+        ));
         Ok(ProcessSandbox {
             pod: pod.clone(),
             paths,
             client,
             shim_pid,
+            watch,
             forwarder,
         })
     }
@@ -524,6 +517,24 @@ impl Runtime for ProcessRuntime {
             message,
             created: false,
         })?;
+        if sandbox.watch.is_lost() {
+            // The pod's next shim may already listen on the socket path.
+            return Err(StartError {
+                reason: "CreateContainerError".into(),
+                message: "the pod sandbox is gone (its shim died)".into(),
+                created: false,
+            });
+        }
+        sandbox.watch.starting(
+            request.instance,
+            Live {
+                name: config.name.clone(),
+                pid: 0,
+                started_at: String::new(),
+                termination_message_host_path: config.termination_message_host_path.clone(),
+                log_path: config.log_path.clone(),
+            },
+        );
         let start = Request::Start {
             instance: request.instance,
             config: Box::new(config),
@@ -533,7 +544,13 @@ impl Runtime for ProcessRuntime {
             message,
             created: false,
         };
-        match sandbox.client.request(&start).await {
+        let answer = sandbox.client.request(&start).await;
+        let running = match &answer {
+            Ok(Response::Started { pid, started_at }) => Some((*pid, started_at.as_str())),
+            _ => None,
+        };
+        sandbox.watch.started(request.instance, running);
+        match answer {
             Ok(Response::Started { pid, started_at }) => Ok(Started {
                 container_id: container_id(&sandbox.paths, request.instance),
                 pid,
@@ -609,6 +626,7 @@ impl Runtime for ProcessRuntime {
     }
 
     async fn remove_sandbox(&self, sandbox: &ProcessSandbox) -> Result<(), RuntimeError> {
+        sandbox.watch.removing();
         sandbox.forwarder.abort();
         stop_shim(sandbox).await?;
         let pod_dir = sandbox.paths.pod_dir.clone();
@@ -675,15 +693,21 @@ fn remove_pod_cgroups(paths: &PodPaths) {
     let Some(uid) = paths.pod_dir.file_name() else {
         return;
     };
-    let roots = match crate::cgroup::detect() {
-        crate::cgroup::CgroupMode::Unified { root, .. } => vec![root],
+    for root in cgroup_roots(&crate::cgroup::detect()) {
+        let _ = std::fs::remove_dir(root.join("podvisor").join(uid));
+    }
+}
+
+/// The root of every hierarchy the cgroup mode uses.
+fn cgroup_roots(mode: &crate::cgroup::CgroupMode) -> Vec<PathBuf> {
+    match mode {
+        crate::cgroup::CgroupMode::Unified { root, .. } => vec![root.clone()],
         crate::cgroup::CgroupMode::Hybrid {
             memory_root,
             unified,
-        } => std::iter::once(memory_root).chain(unified).collect(),
+        } => std::iter::once(memory_root.clone())
+            .chain(unified.clone())
+            .collect(),
         crate::cgroup::CgroupMode::None => Vec::new(),
-    };
-    for root in roots {
-        let _ = std::fs::remove_dir(root.join("podvisor").join(uid));
     }
 }

@@ -74,6 +74,15 @@ pub enum RuntimeEvent {
         /// How it ended.
         exit: ContainerExit,
     },
+    /// The sandbox died on its own (for the process backend: its shim was killed) and nothing
+    /// of it runs any more. `exits` are the instances that had not reported an exit, in id
+    /// order: with the exit the runtime recorded before the death, else killed now (137,
+    /// SIGKILL). Nothing more comes from this sandbox; the next `create_sandbox` for the pod
+    /// makes a new one.
+    SandboxLost {
+        /// The instances that ended with the sandbox.
+        exits: Vec<(InstanceId, ContainerExit)>,
+    },
 }
 
 /// The result of running a command inside a container (exec probes and hooks).
@@ -139,7 +148,8 @@ pub trait Runtime: Send + Sync + 'static {
     type Sandbox: Send + Sync + 'static;
 
     /// Prepares the pod (directories, volumes, the shim). Exits of the pod's containers are
-    /// sent to `events` for as long as the sandbox lives.
+    /// sent to `events` for as long as the sandbox lives; if it dies on its own (not through
+    /// `remove_sandbox`), [`RuntimeEvent::SandboxLost`] is the last event.
     fn create_sandbox(
         &self,
         pod: &Pod,

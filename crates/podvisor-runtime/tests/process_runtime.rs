@@ -141,7 +141,9 @@ impl Harness {
             .await
             .expect("an exit within 20 s")
             .expect("event channel open");
-        let RuntimeEvent::Exited { instance, exit } = event;
+        let RuntimeEvent::Exited { instance, exit } = event else {
+            panic!("expected an exit, got {event:?}");
+        };
         (instance, exit)
     }
 

@@ -105,6 +105,15 @@ impl PodMachine {
                 if retry_at.is_some_and(|r| now < r) {
                     return;
                 }
+                // A2/A18: the containers of a lost sandbox are all dead before the new one.
+                let busy = self
+                    .containers
+                    .iter()
+                    .any(|c| c.instances.iter().any(|i| i.is_alive() || i.is_starting()));
+                if busy {
+                    self.kill_all(None, now);
+                    return;
+                }
                 self.sandbox = Sandbox::Creating;
                 self.actions.push_back(Action::CreateSandbox);
                 return;
@@ -149,6 +158,29 @@ impl PodMachine {
             self.begin_stop(ci, ii, reason, grace, false, now);
         }
         self.start_containers(&actions.to_start, now);
+    }
+
+    /// A2 a/b: whether a sandbox that is no longer READY is created again. Not under `Never`
+    /// once any container has a record; not when no regular container is left to start
+    /// (`OnFailure` skips those that succeeded) and one has a record (initialized).
+    pub(super) fn recreate_sandbox(&self) -> bool {
+        let policy = self.pod_policy();
+        if policy == "Never" && self.containers.iter().any(|c| !c.instances.is_empty()) {
+            return false;
+        }
+        let mut regular = self
+            .containers
+            .iter()
+            .filter(|c| c.kind == ContainerKind::Regular);
+        let succeeded = |c: &super::ContainerState| {
+            c.newest()
+                .and_then(Instance::exit)
+                .is_some_and(|e| e.exit_code == 0)
+        };
+        let to_start = regular
+            .clone()
+            .any(|c| !(policy == "OnFailure" && succeeded(c)));
+        to_start || !regular.any(|c| !c.instances.is_empty())
     }
 
     /// `computePodActions` (4.2, 4.3) over the current instance records.
@@ -241,7 +273,8 @@ impl PodMachine {
         for (pos, &ci) in inits.iter().enumerate().rev() {
             let c = &self.containers[ci];
             let sidecar = c.kind == ContainerKind::Sidecar;
-            let Some(inst) = c.newest() else {
+            // A2: records of an earlier sandbox were purged.
+            let Some(inst) = c.newest().filter(|i| i.id.0 >= self.sandbox_floor) else {
                 if previously && sidecar {
                     start.push(ci);
                 }
@@ -377,7 +410,17 @@ impl PodMachine {
             }
             let image = self.container_spec_of(ci).image.clone().unwrap_or_default();
             let name = self.containers[ci].name.clone();
-            let finished = self.containers[ci].newest_exited().map(|e| e.finished_at);
+            // A2: the sync that purges init-container records still sees them when it starts
+            // the first init container; later syncs do not.
+            let c = &self.containers[ci];
+            let purged = c.kind != ContainerKind::Regular
+                && c.index != 0
+                && c.newest().is_some_and(|i| i.id.0 < self.sandbox_floor);
+            let finished = if purged {
+                None
+            } else {
+                c.newest_exited().map(|e| e.finished_at)
+            };
             match self.backoff.check(&name, &image, finished, now) {
                 BackoffCheck::Blocked { delay, until } => {
                     // A11: the restart after a kill was this one attempt.

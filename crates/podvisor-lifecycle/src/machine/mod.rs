@@ -184,6 +184,9 @@ pub struct PodMachine {
     kill_pod: bool,
     /// A settling sidecar holds initialization until then (A8).
     sidecar_settle_until: Option<Timestamp>,
+    /// Instances with a lower id ran in an earlier sandbox (A2): their init-container records
+    /// count as purged, and P5's `podHasInitialized` looks at the current sandbox only.
+    sandbox_floor: u64,
     /// T6: the container statuses (init, regular) written as termination began; the kubelet
     /// writes no other until every container has stopped, but readiness results.
     terminating_view: Option<(
@@ -245,6 +248,7 @@ impl PodMachine {
             kill_pod: false,
             sidecar_settle_until: None,
             terminating_view: None,
+            sandbox_floor: 0,
         }
     }
 
@@ -350,6 +354,46 @@ impl PodMachine {
             };
         }
         self.emit(EventType::Warning, reason, message, None);
+        self.step(now);
+    }
+
+    /// The sandbox is gone on its own (the shim died, the node rebooted): it is no longer READY
+    /// (A1). `exits` are the instances that ended with it (the runtime's last word on them); one
+    /// sync then sees them all exited and the sandbox not ready, as the kubelet's does after a
+    /// relist. A2: what still runs is killed; a new sandbox is created (`SandboxChanged`) unless
+    /// the pod must not run again (`Never` with a container record, or nothing left to start
+    /// once initialized), with the init-container records purged so that initialization re-runs
+    /// from the first; restart counts continue. `PodReadyToStartContainers` is False until the
+    /// new sandbox is ready (D2).
+    pub fn handle_sandbox_lost(&mut self, exits: Vec<(InstanceId, ExitStatus)>, now: Timestamp) {
+        for (instance, exit) in exits {
+            self.record_exit(instance, exit, now);
+        }
+        self.kick_unready_readiness(now);
+        if self.sandbox != Sandbox::Ready {
+            self.step(now);
+            return;
+        }
+        if self.worker != Worker::Syncing {
+            // `SyncTerminatingPod` creates no sandbox and kills with the pod's grace itself.
+            self.sandbox = Sandbox::Gone;
+            self.step(now);
+            return;
+        }
+        if self.recreate_sandbox() {
+            self.emit(
+                EventType::Normal,
+                "SandboxChanged",
+                "Pod sandbox changed, it will be killed and re-created.".to_string(),
+                None,
+            );
+            self.sandbox = Sandbox::None { retry_at: None };
+            self.sandbox_floor = self.next_instance;
+            self.sidecar_settle_until = None;
+        } else {
+            self.sandbox = Sandbox::Gone;
+        }
+        self.kill_all(None, now);
         self.step(now);
     }
 
@@ -461,8 +505,16 @@ impl PodMachine {
         exit: ExitStatus,
         now: Timestamp,
     ) {
+        if self.record_exit(instance, exit, now) {
+            self.kick_unready_readiness(now);
+            self.step(now);
+        }
+    }
+
+    /// Records the exit of `instance`; false if it is unknown or already exited.
+    fn record_exit(&mut self, instance: InstanceId, exit: ExitStatus, now: Timestamp) -> bool {
         let Some((ci, ii)) = self.find_instance(instance) else {
-            return;
+            return false;
         };
         let policy_fallback = self
             .container_spec_of(ci)
@@ -475,7 +527,7 @@ impl PodMachine {
                 Some(started_at)
             }
             InstState::Starting => Some(now),
-            InstState::Exited(_) => return,
+            InstState::Exited(_) => return false,
         };
         let reason = if exit.oom_killed {
             "OOMKilled"
@@ -494,8 +546,7 @@ impl PodMachine {
         });
         inst.restart_on_exit = inst.stop.as_ref().is_some_and(|s| s.restart);
         inst.stop = None;
-        self.kick_unready_readiness(now);
-        self.step(now);
+        true
     }
 
     /// A hook finished (`Err` carries the failure text, H3/H4).

@@ -80,7 +80,18 @@ impl PodMachine {
         // H2: an instance in its start step is not visible yet.
         let visible: Vec<&Instance> = c.instances.iter().filter(|i| !i.is_starting()).collect();
         let newest = visible.last().copied();
-        let previous = visible.len().checked_sub(2).map(|i| visible[i]);
+        // A2: a purged init-container record no longer shows once the container ran again in
+        // the new sandbox (until then the cached status keeps showing it, S2).
+        let floor = self.sandbox_floor;
+        let previous = visible
+            .len()
+            .checked_sub(2)
+            .map(|i| visible[i])
+            .filter(|p| {
+                c.kind == ContainerKind::Regular
+                    || p.id.0 >= floor
+                    || newest.is_none_or(|n| n.id.0 < floor)
+            });
         let mut state = match newest.map(|i| &i.state) {
             Some(InstState::Running { started_at }) => ApiState {
                 running: Some(ContainerStateRunning {
@@ -218,10 +229,11 @@ impl PodMachine {
             init_statuses = frozen(init);
             statuses = frozen(regular);
         }
-        let has_initialized = self
-            .containers
-            .iter()
-            .any(|c| c.kind == ContainerKind::Regular && !c.instances.is_empty());
+        let has_initialized = self.containers.iter().any(|c| {
+            // P5 (1.32+): a regular container of the current sandbox (A2).
+            c.kind == ContainerKind::Regular
+                && c.instances.iter().any(|i| i.id.0 >= self.sandbox_floor)
+        });
         let mut phase = get_phase(&PhaseInput {
             spec,
             init_statuses: &init_statuses,
