@@ -13,6 +13,76 @@
 //! read-only ones with a private copy of any page (RELRO after relocation), are left alone.
 
 use std::io;
+use std::sync::{Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+/// How long the shim must have been quiet before it trims: work comes in bursts (a start, an
+/// exec probe, an exit), and trimming in the middle of one would only fault the pages back.
+pub(super) const QUIET: Duration = Duration::from_secs(1);
+
+/// Trims once the shim has been quiet for [`QUIET`] after some work: [`Idle::touch`] after
+/// work, [`Idle::run`] on a thread of its own (it sleeps in between, running no code).
+pub(super) struct Idle {
+    last_work: Mutex<Option<Instant>>,
+    worked: Condvar,
+}
+
+/// The shim's one [`Idle`].
+pub(super) static IDLE: Idle = Idle::new();
+
+impl Idle {
+    pub(super) const fn new() -> Idle {
+        Idle {
+            last_work: Mutex::new(None),
+            worked: Condvar::new(),
+        }
+    }
+
+    /// Some work just ended.
+    pub(super) fn touch(&self) {
+        let mut last = self
+            .last_work
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        *last = Some(Instant::now());
+        self.worked.notify_one();
+    }
+
+    /// Forever: waits for work, then for [`QUIET`] without any, then trims.
+    pub(super) fn run(&self) {
+        let mut last = self
+            .last_work
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        loop {
+            let Some(at) = *last else {
+                last = self
+                    .worked
+                    .wait(last)
+                    .unwrap_or_else(std::sync::PoisonError::into_inner);
+                continue;
+            };
+            let quiet_for = at.elapsed();
+            if quiet_for < QUIET {
+                last = self
+                    .worked
+                    .wait_timeout(last, QUIET - quiet_for)
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .0;
+                continue;
+            }
+            *last = None;
+            drop(last);
+            if let Err(e) = trim() {
+                eprintln!("podvisor shim: trimming the resident set: {e}");
+            }
+            last = self
+                .last_work
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+        }
+    }
+}
 
 /// One mapping of `/proc/self/smaps`: its range, whether it may be dropped.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -115,6 +185,23 @@ Anonymous:             0 kB
         );
         assert_eq!(ms[0].start, 0x55e0_0000_0000);
         assert_eq!(ms[0].end, 0x55e0_0010_0000);
+    }
+
+    #[test]
+    fn idle_trims_only_after_a_quiet_second() {
+        let idle = std::sync::Arc::new(Idle::new());
+        {
+            let idle = std::sync::Arc::clone(&idle);
+            std::thread::spawn(move || idle.run());
+        }
+        idle.touch();
+        // Pending until a quiet second has passed, then done (the marker is cleared).
+        assert!(idle.last_work.lock().unwrap().is_some());
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while idle.last_work.lock().unwrap().is_some() {
+            assert!(Instant::now() < deadline, "no trim after 10 s");
+            std::thread::sleep(Duration::from_millis(20));
+        }
     }
 
     #[test]

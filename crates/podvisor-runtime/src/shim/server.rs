@@ -8,6 +8,7 @@
 //! its own mount namespace (which must happen while it is single-threaded).
 
 use super::protocol::{Event, Request, Response, layout};
+use super::resident::IDLE;
 use super::supervisor::{Shim, Subscriber, THREAD_STACK};
 use std::io::{self, BufRead, BufReader, Read, Write};
 use std::os::unix::net::{UnixListener, UnixStream};
@@ -82,7 +83,12 @@ fn try_main(args: &[String]) -> io::Result<()> {
             .stack_size(THREAD_STACK)
             .spawn(move || shim.reap_forever())?;
     }
-    trim_resident();
+    // The start-up pages go once the shim has settled; later, after each burst of work.
+    thread::Builder::new()
+        .name("trim".into())
+        .stack_size(THREAD_STACK)
+        .spawn(|| IDLE.run())?;
+    IDLE.touch();
     for conn in listener.incoming() {
         match conn {
             Ok(stream) => {
@@ -94,6 +100,7 @@ fn try_main(args: &[String]) -> io::Result<()> {
                         if let Err(e) = serve(&shim, stream) {
                             eprintln!("podvisor shim: connection: {e}");
                         }
+                        IDLE.touch();
                     });
                 if let Err(e) = spawned {
                     eprintln!("podvisor shim: cannot serve a connection: {e}");
@@ -106,13 +113,6 @@ fn try_main(args: &[String]) -> io::Result<()> {
         }
     }
     Ok(())
-}
-
-/// Drops the start-up pages from the shim's resident set (see [`super::resident`]).
-fn trim_resident() {
-    if let Err(e) = super::resident::trim() {
-        eprintln!("podvisor shim: trimming the resident set: {e}");
-    }
 }
 
 /// Gives the shim its own mount namespace (slave of the host's) when it may: tmpfs volumes
@@ -215,15 +215,10 @@ fn serve(shim: &Arc<Shim>, mut stream: UnixStream) -> io::Result<()> {
     if let Request::Subscribe = request {
         return stream_events(shim, stream);
     }
-    // Starting a container runs set-up code the shim does not need again.
-    let started = matches!(request, Request::Start { .. });
     shim.busy(true);
     let result = answer(shim, request, &mut stream);
     drop(stream);
     shim.busy(false);
-    if started {
-        trim_resident();
-    }
     result
 }
 
@@ -277,6 +272,7 @@ fn stream_events(shim: &Arc<Shim>, mut stream: UnixStream) -> io::Result<()> {
         }
         while let Ok(exit) = rx.try_recv() {
             write_line(&mut stream, &Event::Exited(exit))?;
+            IDLE.touch();
         }
         if hung_up && peer_gone(&mut stream)? {
             return Ok(());
