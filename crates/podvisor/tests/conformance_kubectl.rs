@@ -1,8 +1,8 @@
 //! The scenarios of `../shared/spec/conformance-examples.md` through the real kubectl (issue 4):
 //! ONE `podvisor serve` for the whole file, shared by every scenario, each running in its own
 //! thread (distinct pod names, ports and scratch paths), the pods driven only through
-//! `/usr/bin/kubectl`. Manifests are the ones of `tests/conformance.rs` (verbatim from the
-//! document); the event log and its predicates are `conformance_support`'s.
+//! `/usr/bin/kubectl`. Manifests are under `tests/conformance/` (verbatim from the document
+//! where it gives them); the event log and its predicates are `conformance_support`'s.
 //!
 //! The harness operations of section 0.1, mapped onto kubectl:
 //! - `CREATE`: `kubectl create -f -`, after a watch on the pod's name is established.
@@ -22,14 +22,19 @@
 //! - `EVENTS`: `kubectl get events --field-selector involvedObject.name=NAME -o json`.
 //! - The event log `/tmp/kpl/sNN/ev.log`: podvisor mounts the emptyDir privately, so the file is
 //!   `<state>/pods/<uid>/volumes/scratch/ev.log` (uid from `kubectl get pod NAME -o
-//!   jsonpath={.metadata.uid}`), hard-linked out of the emptyDir as soon as it appears, as
-//!   `conformance.rs` does.
+//!   jsonpath={.metadata.uid}`), hard-linked out of the emptyDir as soon as it appears (the
+//!   emptyDir goes with the pod), so every line ever appended stays readable.
 //!
 //! The document names UPDATE scenarios (65, 73) without giving them; `u65` and `u73` here
 //! translate the upstream tests they stand for ("should allow activeDeadlineSeconds to be
 //! updated", "should support pod readiness gates") so that UPDATE is exercised too.
 //!
 //! Needs root and `/usr/bin/kubectl` (skipped with a printed reason otherwise).
+//! The modules under `conformance_kubectl/`: `harness` (serve, watches, pods through kubectl,
+//! readers of the Pod object), `checks` (the check sequences the scenarios share, named after
+//! what upstream asserts), and the scenarios by area: `examples` (the document's own),
+//! `init_sidecar`, `probes`, `lifecycle`.
+//!
 //! `PODVISOR_CONFORMANCE_ONLY=s05,s60` runs only the named scenarios. At the end every pod must
 //! be gone and no process of the state directory (shims, containers) may be left; `serve` is
 //! stopped, everything carrying the state directory in its command line killed and the
@@ -37,6 +42,8 @@
 
 mod conformance_support;
 
+#[path = "conformance_kubectl/checks.rs"]
+mod checks;
 #[path = "conformance_kubectl/examples.rs"]
 mod examples;
 #[path = "conformance_kubectl/harness.rs"]

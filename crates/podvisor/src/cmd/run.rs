@@ -11,7 +11,7 @@
 //!   started); with several pods every line also has `"pod"`.
 //!
 //! Ctrl-C, SIGTERM or SIGHUP deletes every pod with its grace period (the hidden
-//! `--delete-grace SECONDS` overrides it: tests use it for `DELETE(pod, gracePeriodSeconds)`); a
+//! `--delete-grace SECONDS` overrides it, for a scripted `DELETE(pod, gracePeriodSeconds)`); a
 //! second one forces (grace 0).
 //! Exit status: 0 when every pod Succeeded or was still healthy when interrupted, 1 when any
 //! failed, 2 on bad input.

@@ -1,7 +1,7 @@
 //! The kubectl harness of `conformance_kubectl.rs`: one `podvisor serve`, watches, pods
 //! driven through kubectl, and readers of the pod object.
 
-use crate::conformance_support::{EvLog, pod_name, remove_dir, scratch_dir, secs};
+use crate::conformance_support::{EvLog, manifest, pod_name, remove_dir, scratch_dir, secs};
 use serde_json::Value;
 use std::ffi::OsString;
 use std::io::{BufRead, BufReader, Write};
@@ -147,6 +147,20 @@ impl Server {
             .collect()
     }
 
+    /// `CREATE` of scenario `id`'s own manifest `<id>.yaml`, with its scratch directory
+    /// `/tmp/kpl/<id>` emptied first and removed with the pod.
+    pub(crate) fn create_scenario(&self, id: &str) -> Pod<'_> {
+        self.create_scenario_file(id, &format!("{id}.yaml"))
+    }
+
+    /// As [`Server::create_scenario`], with the manifest `file` (a variant of the scenario).
+    pub(crate) fn create_scenario_file(&self, id: &str, file: &str) -> Pod<'_> {
+        let scratch = Scratch::new(id);
+        let mut pod = self.create(id, &manifest(file));
+        pod.scratch = Some(scratch);
+        pod
+    }
+
     /// `CREATE(manifest)` of scenario `id`, watched by name.
     pub(crate) fn create(&self, id: &str, manifest: &str) -> Pod<'_> {
         let name = pod_name(manifest);
@@ -188,6 +202,7 @@ impl Server {
             ev_copy: PathBuf::new(),
             linker: None,
             link_stop: Arc::new(AtomicBool::new(false)),
+            scratch: None,
         };
         if manifest.contains("ev.log") {
             pod.start_linker();
@@ -428,6 +443,8 @@ pub(crate) struct Pod<'a> {
     pub(crate) ev_copy: PathBuf,
     pub(crate) linker: Option<JoinHandle<()>>,
     pub(crate) link_stop: Arc<AtomicBool>,
+    /// The scenario's scratch directory when the pod owns it (removed after the pod).
+    pub(crate) scratch: Option<Scratch>,
 }
 
 impl Pod<'_> {
@@ -479,6 +496,23 @@ impl Pod<'_> {
         pred: impl Fn(&Value) -> bool,
     ) -> (usize, Obs) {
         self.wait_since(0, self.created, what, within, pred)
+    }
+
+    /// [`Pod::wait`] for `phase <want>`.
+    pub(crate) fn wait_phase(&self, want: &str, within: Duration) -> (usize, Obs) {
+        self.wait(&format!("phase {want}"), within, |p| phase(p) == want)
+    }
+
+    /// [`Pod::wait`] for a terminal phase (Succeeded or Failed).
+    pub(crate) fn wait_terminal(&self, within: Duration) -> (usize, Obs) {
+        self.wait("pod terminal", within, terminal)
+    }
+
+    /// [`Pod::wait`] (60 s) for phase Running with every container of `names` running.
+    pub(crate) fn wait_all_running(&self, names: &[&str]) -> (usize, Obs) {
+        self.wait("Running with every container running", secs(60), |p| {
+            phase(p) == "Running" && names.iter().all(|n| state_kind(cstatus(p, n)) == "running")
+        })
     }
 
     /// As [`Pod::wait`], among the updates from index `from` on, up to `within` after `anchor`.
@@ -657,6 +691,27 @@ impl Pod<'_> {
         self.wait_gone(within)
     }
 
+    /// `DELETE(pod, grace)`, then waits until it is gone.
+    pub(crate) fn delete_with_grace(&mut self, grace: i64, within: Duration) -> (Duration, Obs) {
+        self.delete(Some(grace));
+        self.wait_gone(within)
+    }
+
+    /// `kubectl get pod NAME --no-headers`: NAME, READY, STATUS, RESTARTS (which may read
+    /// `1 (5s ago)`), AGE.
+    pub(crate) fn kubectl_cols(&self) -> Vec<String> {
+        let out = self
+            .srv
+            .kubectl_ok(&["get", "pod", &self.name, "--no-headers"], None);
+        let words: Vec<&str> = out.split_whitespace().collect();
+        let mut cols: Vec<String> = words.iter().take(3).map(|w| (*w).to_string()).collect();
+        cols.resize(3, String::new());
+        let rest = words.get(3..words.len().saturating_sub(1)).unwrap_or(&[]);
+        cols.push(rest.join(" "));
+        cols.push(words.last().copied().unwrap_or("").to_string());
+        cols
+    }
+
     /// `LOGS(pod, container[, previous])`: stdout, or `Err` with kubectl's message.
     pub(crate) fn logs(&self, container: &str, previous: bool) -> Result<String, String> {
         let mut args = vec!["logs", self.name.as_str(), "-c", container];
@@ -804,6 +859,51 @@ impl Drop for Pod<'_> {
     }
 }
 
+/// OBS(`port`) of scenario `id` from `file`, once it accepts connections.
+pub(crate) fn start_observer<'a>(srv: &'a Server, id: &str, file: &str, port: u16) -> Pod<'a> {
+    let obs = srv.create(id, &manifest(file));
+    obs.wait_phase("Running", secs(60));
+    let deadline = Instant::now() + secs(30);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(
+            Instant::now() < deadline,
+            "observer not listening on {port}{}",
+            obs.diag()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    obs
+}
+
+/// OBS(`port`) of scenario `id` (`<id>-observer.yaml`), then the hook pod `<id>.yaml` that
+/// calls it, once Running: (observer, hook pod, the update that showed it Running).
+pub(crate) fn observed_hook_pod<'a>(
+    srv: &'a Server,
+    id: &str,
+    port: u16,
+) -> (Pod<'a>, Pod<'a>, Obs) {
+    let obs = start_observer(srv, id, &format!("{id}-observer.yaml"), port);
+    let hook = srv.create(id, &manifest(&format!("{id}.yaml")));
+    let (_, running) = hook.wait("hook pod Running", secs(60), |p| phase(p) == "Running");
+    (obs, hook, running)
+}
+
+/// Polls `LOGS(observer)` for `line` until `deadline`; when it was seen.
+pub(crate) fn wait_observed(obs: &Pod, line: &str, deadline: Instant) -> Option<Instant> {
+    loop {
+        if obs
+            .logs("observer", false)
+            .is_ok_and(|l| l.lines().any(|l| l == line))
+        {
+            return Some(Instant::now());
+        }
+        if Instant::now() >= deadline {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    }
+}
+
 /// The scratch directory of a scenario, removed before and after.
 pub(crate) struct Scratch(String);
 
@@ -869,6 +969,42 @@ pub(crate) fn state(cs: &Value) -> &Value {
 
 pub(crate) fn restart_count(cs: &Value) -> u64 {
     cs["restartCount"].as_u64().unwrap_or(0)
+}
+
+/// `state.running.startedAt` of container `name` in `p`, in seconds since the epoch.
+pub(crate) fn started_at(p: &Value, name: &str) -> Option<f64> {
+    ts(&cstatus(p, name)["state"]["running"]["startedAt"])
+}
+
+/// Whether container status `cs` is terminated with `code` and `reason`.
+pub(crate) fn terminated_with(cs: &Value, code: i64, reason: &str) -> bool {
+    let t = &cs["state"]["terminated"];
+    t["exitCode"] == code && t["reason"] == reason
+}
+
+/// Container `name` of `p` in a few words, for a failed check.
+pub(crate) fn show(p: &Value, name: &str) -> String {
+    let cs = cstatus(p, name);
+    format!(
+        "{name} is {} {} (exit {}, rc {})",
+        state_kind(cs),
+        state(cs)["reason"],
+        state(cs)["exitCode"],
+        restart_count(cs)
+    )
+}
+
+/// Wall-clock seconds since the epoch now.
+pub(crate) fn now_wall() -> f64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64()
+}
+
+/// Wall-clock seconds since the epoch at which the harness observed `o`.
+pub(crate) fn wall(o: &Obs) -> f64 {
+    now_wall() - o.seen.elapsed().as_secs_f64()
 }
 
 /// Seconds since the epoch of an RFC 3339 timestamp.

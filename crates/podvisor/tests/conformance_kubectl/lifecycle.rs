@@ -1,27 +1,15 @@
 //! Translations of the upstream e2e tests on hooks, restart policy, deletion and grace, termination messages, conditions (scenarios 46-80) that the
 //! document does not spell out, in its form (manifests under `tests/conformance/`).
 
+use super::checks::*;
+use super::examples::termination_message;
 use super::harness::*;
 use crate::conformance_support::*;
-use crate::examples::{check_monotonic, start_observer, wait_observed};
 use serde_json::Value;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 // ----------------------------------------------------------------------------------------------
 // Helpers
-
-/// Wall-clock seconds since the epoch now.
-fn now_wall() -> f64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_secs_f64()
-}
-
-/// Wall-clock seconds since the epoch at which the harness observed `o`.
-fn wall(o: &Obs) -> f64 {
-    now_wall() - o.seen.elapsed().as_secs_f64()
-}
 
 /// The events of `pod` with reason `reason`.
 fn events_with(pod: &Pod, reason: &str) -> Vec<Value> {
@@ -91,23 +79,19 @@ fn deletion_timestamp(pod: &Pod, from: usize) -> Option<f64> {
 
 /// 48-51: an httpGet hook (`prestop` or `poststart`) reaching the observer OBS(`port`).
 fn http_hook(srv: &Server, id: &str, port: u16, prestop: bool, https: bool) {
-    let mut obs = start_observer(srv, id, &format!("{id}-observer.yaml"), port);
-    let mut hook = srv.create(id, &manifest(&format!("{id}.yaml")));
-    let (_, running) = hook.wait("hook pod Running", secs(60), |p| phase(p) == "Running");
+    let (mut obs, mut hook, running) = observed_hook_pod(srv, id, port);
     let mut c = Checks::new();
     let msg = if prestop { "prestop" } else { "poststart" };
     let line = format!("GET /echo?msg={msg}");
     if prestop {
-        c.check(
-            obs.logs("observer", false)
-                .is_ok_and(|l| !l.lines().any(|l| l == line)),
-            "no prestop request before the delete",
-        );
+        check_not_observed(&mut c, &obs, &line, "no prestop request before the delete");
     } else {
-        let seen = wait_observed(&obs, &line, running.seen + secs(30));
-        c.check(
-            seen.is_some(),
-            format!("observer logged {line} within 30 s of the hook pod running"),
+        check_observed(
+            &mut c,
+            &obs,
+            &line,
+            running.seen + secs(30),
+            "within 30 s of the hook pod running",
         );
         // H2: the container is reported running only once postStart returned.
         let name = running.pod["spec"]["containers"][0]["name"]
@@ -122,20 +106,17 @@ fn http_hook(srv: &Server, id: &str, port: u16, prestop: bool, https: bool) {
     hook.delete(Some(15));
     let deleted = hook.deleted.unwrap();
     if prestop {
-        let seen = wait_observed(&obs, &line, deleted + secs(30));
-        c.check(
-            seen.is_some(),
-            format!("observer logged {line} within 30 s of the delete"),
+        check_observed(
+            &mut c,
+            &obs,
+            &line,
+            deleted + secs(30),
+            "within 30 s of the delete",
         );
     }
     let (took, last) = hook.wait_gone(secs(30));
-    c.check(
-        phase(&last.pod) == "Succeeded",
-        format!(
-            "the final phase is Succeeded: the IDLE container exits 0 on SIGTERM (T8; is {})",
-            phase(&last.pod)
-        ),
-    );
+    // The IDLE container exits 0 on SIGTERM (T8).
+    check_final_phase(&mut c, &last, "Succeeded");
     for reason in ["FailedPostStartHook", "FailedPreStopHook"] {
         c.check(
             events_with(&hook, reason).is_empty(),
@@ -155,16 +136,15 @@ fn http_hook(srv: &Server, id: &str, port: u16, prestop: bool, https: bool) {
 }
 
 /// `lifecycle_hook.go` — "should execute poststart http hook properly" (Conformance).
-pub(crate) fn s48(srv: &Server) {
+fn s48(srv: &Server) {
     http_hook(srv, "s48", 18048, false, false);
 }
 
 /// postStart is synchronous (H2, A20): `first` is reported running only after its 4 s hook
 /// returned, and `second` is created only after that.
-pub(crate) fn s48c(srv: &Server) {
-    let _scratch = Scratch::new("s48c");
-    let mut pod = srv.create("s48c", &manifest("s48c.yaml"));
-    let (_, running) = pod.wait("phase Running", secs(60), |p| phase(p) == "Running");
+fn s48c(srv: &Server) {
+    let mut pod = srv.create_scenario("s48c");
+    let (_, running) = pod.wait_phase("Running", secs(60));
     let ev = wait_ev(&pod, "second Starting", secs(20), |ev| {
         ev.first("second", "Starting").is_some()
     });
@@ -188,7 +168,7 @@ pub(crate) fn s48c(srv: &Server) {
             );
         }
     }
-    let started = ts(&cstatus(&running.pod, "first")["state"]["running"]["startedAt"]);
+    let started = started_at(&running.pod, "first");
     let hook_start = ev.time_of(hook, "Starting").unwrap_or(f64::NAN);
     c.check(
         started.is_some_and(|s| s <= hook_start + 1.0),
@@ -201,17 +181,17 @@ pub(crate) fn s48c(srv: &Server) {
 }
 
 /// `lifecycle_hook.go` — "should execute prestop http hook properly" (Conformance).
-pub(crate) fn s49(srv: &Server) {
+fn s49(srv: &Server) {
     http_hook(srv, "s49", 18049, true, false);
 }
 
 /// `lifecycle_hook.go` — "should execute poststart https hook properly".
-pub(crate) fn s50(srv: &Server) {
+fn s50(srv: &Server) {
     http_hook(srv, "s50", 18050, false, true);
 }
 
 /// `lifecycle_hook.go` — "should execute prestop https hook properly".
-pub(crate) fn s51(srv: &Server) {
+fn s51(srv: &Server) {
     http_hook(srv, "s51", 18051, true, true);
 }
 
@@ -219,8 +199,8 @@ pub(crate) fn s51(srv: &Server) {
 /// `spec_grace`). Upstream's measure: `finishedAt - deletionTimestamp + grace` (the deletion
 /// timestamp is the delete time plus the grace period) must lie in `[low, high]`.
 fn sleep_hook(srv: &Server, id: &str, grace: Option<i64>, spec_grace: i64, low: f64, high: f64) {
-    let mut pod = srv.create(id, &manifest(&format!("{id}.yaml")));
-    let (i, _) = pod.wait("phase Running", secs(60), |p| phase(p) == "Running");
+    let mut pod = srv.create_scenario(id);
+    let (i, _) = pod.wait_phase("Running", secs(60));
     let name = "pod-with-prestop-sleep-hook";
     pod.delete(grace);
     let effective = grace.unwrap_or(spec_grace);
@@ -244,11 +224,8 @@ fn sleep_hook(srv: &Server, id: &str, grace: Option<i64>, spec_grace: i64, low: 
         ),
     );
     let (took, last) = pod.wait_gone(secs(high as u64 + 30));
-    let t = &cstatus(&last.pod, name)["state"]["terminated"];
-    c.check(
-        t["exitCode"] == 0 && t["reason"] == "Completed",
-        format!("the container exited 0 on SIGTERM after the hook (is {t})"),
-    );
+    // The container exited 0 on SIGTERM after the hook.
+    check_terminated(&mut c, &pod, &last, name, 0, "Completed");
     c.check(
         events_with(&pod, "FailedPreStopHook").is_empty(),
         "EVENTS: no FailedPreStopHook",
@@ -259,24 +236,23 @@ fn sleep_hook(srv: &Server, id: &str, grace: Option<i64>, spec_grace: i64, low: 
 
 /// `lifecycle_hook.go` — "Lifecycle Sleep Hook ... valid prestop hook using sleep action"
 /// (sleep 50 s, grace 100 s; ⏱ sleep 5 s, grace 20 s): the pod takes the sleep, not the grace.
-pub(crate) fn s52(srv: &Server) {
+fn s52(srv: &Server) {
     sleep_hook(srv, "s52", None, 20, 5.0, 20.0);
 }
 
 /// `lifecycle_hook.go` — "Lifecycle Sleep Hook ... reduce GracePeriodSeconds during runtime"
 /// (sleep 50, grace 100, DELETE grace 30; ⏱ sleep 20, grace 40, DELETE grace 6): the shorter
 /// grace of the DELETE cuts the sleep short (H4, T1).
-pub(crate) fn s53(srv: &Server) {
+fn s53(srv: &Server) {
     sleep_hook(srv, "s53", Some(6), 40, 6.0, 20.0);
 }
 
 /// A preStop exec hook longer than the 4 s grace (H4, T3): the container gets SIGTERM when the
 /// grace is used up, the pod is gone soon after, and the hook's processes die with the
 /// container.
-pub(crate) fn s53b(srv: &Server) {
-    let _scratch = Scratch::new("s53b");
-    let mut pod = srv.create("s53b", &manifest("s53b.yaml"));
-    pod.wait("phase Running", secs(60), |p| phase(p) == "Running");
+fn s53b(srv: &Server) {
+    let mut pod = srv.create_scenario("s53b");
+    pod.wait_phase("Running", secs(60));
     wait_ev(&pod, "main Started", secs(20), |ev| {
         ev.first("main", "Started").is_some()
     });
@@ -304,10 +280,8 @@ pub(crate) fn s53b(srv: &Server) {
         took < secs(10),
         format!("gone within 10 s of the delete (took {took:?})"),
     );
-    c.check(
-        phase(&last.pod) == "Succeeded",
-        "final phase Succeeded (main exited 0 on SIGTERM)",
-    );
+    // main exited 0 on SIGTERM.
+    check_final_phase(&mut c, &last, "Succeeded");
     // The hook's `sleep 31` went with the container.
     let deadline = Instant::now() + secs(5);
     let mut left = true;
@@ -324,8 +298,8 @@ pub(crate) fn s53b(srv: &Server) {
 
 /// `lifecycle_hook.go` — "Lifecycle Sleep Hook ... ignore terminated container": the container
 /// exits by itself after 3 s; a preStop hook never runs for an exited container (H5, T4).
-pub(crate) fn s54(srv: &Server) {
-    let mut pod = srv.create("s54", &manifest("s54.yaml"));
+fn s54(srv: &Server) {
+    let mut pod = srv.create_scenario("s54");
     let name = "pod-with-prestop-sleep-hook";
     let (_, end) = pod.wait("container terminated", secs(30), |p| {
         state_kind(cstatus(p, name)) == "terminated"
@@ -339,11 +313,8 @@ pub(crate) fn s54(srv: &Server) {
         cost.is_some_and(|d| (0.0..=10.0).contains(&d)),
         format!("finishedAt - startedAt = {cost:?} s lies in [0, 10]"),
     );
-    c.check(
-        t["exitCode"] == 0 && t["reason"] == "Completed",
-        format!("terminated exit 0 / Completed (is {t})"),
-    );
-    let (_, end) = pod.wait("phase Succeeded", secs(30), |p| phase(p) == "Succeeded");
+    check_terminated(&mut c, &pod, &end, name, 0, "Completed");
+    let (_, end) = pod.wait_phase("Succeeded", secs(30));
     c.check(
         restart_count(cstatus(&end.pod, name)) == 0,
         "never restarted (restartPolicy Never)",
@@ -360,9 +331,8 @@ pub(crate) fn s54(srv: &Server) {
 /// `FailedPostStartHook` "PostStartHook failed", a `Killing` event "FailedPostStartHook", the
 /// instance is stopped (its SIGTERM handler runs), and the container is started again with the
 /// hook run again for the new instance (H5); the restarts then back off (B6).
-pub(crate) fn s54b(srv: &Server) {
-    let _scratch = Scratch::new("s54b");
-    let mut pod = srv.create("s54b", &manifest("s54b.yaml"));
+fn s54b(srv: &Server) {
+    let mut pod = srv.create_scenario("s54b");
     let name = "hooked";
     pod.wait("restartCount >= 1", secs(60), |p| {
         restart_count(cstatus(p, name)) >= 1
@@ -399,19 +369,10 @@ pub(crate) fn s54b(srv: &Server) {
         }),
         format!("EVENTS: Killing \"FailedPostStartHook\" for hooked ({killing:?})"),
     );
-    let cs = cstatus(&backoff.pod, name);
-    let last = &cs["lastState"]["terminated"];
-    c.check(
-        last["exitCode"] == 0 && last["reason"] == "Completed",
-        format!("lastState: the killed instance exited 0 from its TERM handler (is {last})"),
-    );
-    c.check(
-        phase(&backoff.pod) == "Running",
-        format!(
-            "phase Running while restarting (P8b; is {})",
-            phase(&backoff.pod)
-        ),
-    );
+    // lastState: the killed instance exited 0 from its TERM handler.
+    check_last_terminated(&mut c, &backoff.pod, name, 0, "Completed");
+    // P8b: Running while restarting.
+    check_phase(&mut c, &backoff.pod, "Running");
     // S6: between the failed start and the next start attempt the kubelet shows waiting
     // PostStartHookError with the hook's failure text. podvisor restarts at once (B7), so the
     // state is usually overwritten before it is written: the message is checked when seen.
@@ -447,9 +408,8 @@ pub(crate) fn s54b(srv: &Server) {
 /// exponential backoff" (B1, B5): the first restart is immediate, then 10 s, then 20 s
 /// (measured between the runs' starts; each run exits at once). While blocked the container
 /// waits with `CrashLoopBackOff` and the back-off in the message; event `BackOff`.
-pub(crate) fn s56(srv: &Server) {
-    let _scratch = Scratch::new("s56");
-    let mut pod = srv.create("s56", &manifest("s56.yaml"));
+fn s56(srv: &Server) {
+    let mut pod = srv.create_scenario("s56");
     let ev = wait_ev(&pod, "4 runs of c", secs(70), |ev| {
         ev.count("c", "Starting") >= 4
     });
@@ -486,23 +446,29 @@ pub(crate) fn s56(srv: &Server) {
             format!("waiting CrashLoopBackOff {want:?} observed (saw {messages:?})"),
         );
     }
-    for o in &obs {
-        let cs = cstatus(&o.pod, "c");
-        if state_kind(cs) == "waiting" && state(cs)["reason"] == "CrashLoopBackOff" {
-            let last = &cs["lastState"]["terminated"];
-            c.check(
-                last["exitCode"] == 1 && last["reason"] == "Error",
-                format!(
-                    "t={:.3}: lastState terminated 1 / Error while backing off (is {last})",
-                    pod.t(o)
-                ),
-            );
-            c.check(
-                phase(&o.pod) == "Running",
-                format!("t={:.3}: phase Running while backing off", pod.t(o)),
-            );
-        }
-    }
+    let backing_off: Vec<Obs> = obs
+        .into_iter()
+        .filter(|o| {
+            let cs = cstatus(&o.pod, "c");
+            state_kind(cs) == "waiting" && state(cs)["reason"] == "CrashLoopBackOff"
+        })
+        .collect();
+    check_each(
+        &mut c,
+        &pod,
+        &backing_off,
+        |p| {
+            let last = &cstatus(p, "c")["lastState"]["terminated"];
+            last["exitCode"] == 1 && last["reason"] == "Error"
+        },
+        |p| {
+            format!(
+                "lastState terminated 1 / Error while backing off (is {})",
+                cstatus(p, "c")["lastState"]["terminated"]
+            )
+        },
+    );
+    check_phase_throughout(&mut c, &pod, &backing_off, "Running");
     let backoff = events_with(&pod, "BackOff");
     let want = format!(
         "Back-off restarting failed container c in pod {}",
@@ -521,21 +487,16 @@ pub(crate) fn s56(srv: &Server) {
 
 /// restartPolicy Always restarts a container that exited 0 (P8b, A15, B1): the first restart
 /// is immediate, the phase never leaves Running, lastState is exit 0 / Completed.
-pub(crate) fn s57(srv: &Server) {
-    let _scratch = Scratch::new("s57");
-    let mut pod = srv.create("s57", &manifest("s57.yaml"));
+fn s57(srv: &Server) {
+    let mut pod = srv.create_scenario("s57");
     let name = "exit-zero";
     let (_, end) = pod.wait("restarted and running", secs(60), |p| {
         let cs = cstatus(p, name);
         restart_count(cs) == 1 && state_kind(cs) == "running"
     });
     let mut c = Checks::new();
-    let last = &cstatus(&end.pod, name)["lastState"]["terminated"];
-    c.check(
-        last["exitCode"] == 0 && last["reason"] == "Completed",
-        format!("lastState terminated 0 / Completed (is {last})"),
-    );
-    c.check(phase(&end.pod) == "Running", "phase Running");
+    check_last_terminated(&mut c, &end.pod, name, 0, "Completed");
+    check_phase(&mut c, &end.pod, "Running");
     let ev = pod.ev_log();
     let starts = times_of(&ev, name, "Starting");
     let exit = ev.time_of(name, "Exiting");
@@ -554,10 +515,8 @@ pub(crate) fn s57(srv: &Server) {
             ),
         );
     }
-    c.check(
-        phase(&last.pod) == "Succeeded",
-        "the final phase after the delete is Succeeded (exit 0 on SIGTERM, T8)",
-    );
+    // Exit 0 on SIGTERM (T8).
+    check_final_phase(&mut c, &last, "Succeeded");
     check_monotonic(&mut c, &pod, name);
     c.finish("s57", || pod.diag());
 }
@@ -565,8 +524,8 @@ pub(crate) fn s57(srv: &Server) {
 /// restartPolicy OnFailure, a container that always fails (P8e, B5, D4, T8): phase Running
 /// while it crash-loops (`CrashLoopBackOff`, lastState exit 2 / Error), not ready; after
 /// the delete the final phase is Failed.
-pub(crate) fn s58(srv: &Server) {
-    let mut pod = srv.create("s58", &manifest("s58.yaml"));
+fn s58(srv: &Server) {
+    let mut pod = srv.create_scenario("s58");
     let name = "always-fails";
     let (_, looping) = pod.wait("waiting CrashLoopBackOff", secs(60), |p| {
         state(cstatus(p, name))["reason"] == "CrashLoopBackOff"
@@ -574,52 +533,32 @@ pub(crate) fn s58(srv: &Server) {
     let mut c = Checks::new();
     let p = &looping.pod;
     let cs = cstatus(p, name);
-    c.check(
-        phase(p) == "Running",
-        format!("phase Running (is {})", phase(p)),
-    );
+    check_phase(&mut c, p, "Running");
     c.check(restart_count(cs) >= 1, "restartCount >= 1");
-    let last = &cs["lastState"]["terminated"];
-    c.check(
-        last["exitCode"] == 2 && last["reason"] == "Error",
-        format!("lastState terminated 2 / Error (is {last})"),
-    );
+    check_last_terminated(&mut c, p, name, 2, "Error");
     c.check(cs["ready"] == false, "container not ready");
-    for t in ["ContainersReady", "Ready"] {
-        let k = cond(p, t);
-        c.check(
-            k["status"] == "False"
-                && k["reason"] == "ContainersNotReady"
-                && k["message"] == "containers with unready status: [always-fails]",
-            format!("{t} False / ContainersNotReady naming the container (is {k})"),
-        );
-    }
-    let previous = pod.logs(name, true);
+    check_containers_not_ready(&mut c, p, name);
+    // The failed run's output.
+    check_previous_logs(&mut c, &pod, name, |l| l.contains("failing"));
+    let cols = pod.kubectl_cols();
     c.check(
-        previous.as_deref().is_ok_and(|l| l.contains("failing")),
-        format!("LOGS(previous) of the failed run: {previous:?}"),
-    );
-    let out = srv.kubectl_ok(&["get", "pod", &pod.name, "--no-headers"], None);
-    c.check(
-        out.split_whitespace().nth(2) == Some("CrashLoopBackOff")
-            || out.split_whitespace().nth(2) == Some("Error"),
-        format!("kubectl STATUS shows the container's reason (K4): {out:?}"),
+        cols[2] == "CrashLoopBackOff" || cols[2] == "Error",
+        format!("kubectl STATUS shows the container's reason (K4): {cols:?}"),
     );
     let (_, last) = pod.delete_and_wait_gone(secs(60));
-    c.check(phase(&last.pod) == "Failed", "final phase Failed");
+    check_final_phase(&mut c, &last, "Failed");
     c.finish("s58", || pod.diag());
 }
 
 /// restartPolicy Never, two containers (P7, P8d, D4): one fails while the other runs -> the
 /// pod stays Running; when the other exits 0 -> Failed; nothing restarts.
-pub(crate) fn s59(srv: &Server) {
-    let _scratch = Scratch::new("s59");
-    let mut pod = srv.create("s59", &manifest("s59.yaml"));
+fn s59(srv: &Server) {
+    let mut pod = srv.create_scenario("s59");
     let (_, mid) = pod.wait("fails terminated", secs(60), |p| {
         state_kind(cstatus(p, "fails")) == "terminated"
     });
     let mut c = Checks::new();
-    let (_, end) = pod.wait("phase Failed", secs(60), |p| phase(p) == "Failed");
+    let (_, end) = pod.wait_phase("Failed", secs(60));
     if state_kind(cstatus(&mid.pod, "succeeds-later")) == "running" {
         c.check(
             phase(&mid.pod) == "Running",
@@ -634,35 +573,29 @@ pub(crate) fn s59(srv: &Server) {
             "succeeds-later still running when fails exited (4 s)",
         );
     }
-    let f = &cstatus(&end.pod, "fails")["state"]["terminated"];
-    let s = &cstatus(&end.pod, "succeeds-later")["state"]["terminated"];
-    c.check(
-        f["exitCode"] == 7 && f["reason"] == "Error",
-        format!("fails terminated 7 / Error (is {f})"),
+    check_all_terminated(
+        &mut c,
+        &pod,
+        &end,
+        &[("fails", 7, "Error"), ("succeeds-later", 0, "Completed")],
     );
-    c.check(
-        s["exitCode"] == 0 && s["reason"] == "Completed",
-        format!("succeeds-later terminated 0 / Completed (is {s})"),
-    );
-    for t in ["ContainersReady", "Ready"] {
-        let k = cond(&end.pod, t);
-        c.check(
-            k["status"] == "False" && k["reason"] == "PodFailed",
-            format!("{t} False / PodFailed (is {k})"),
-        );
-    }
+    check_not_ready(&mut c, &end.pod, "PodFailed", None);
     pod.delete_and_wait_gone(secs(60));
-    for o in pod.observations() {
-        for n in ["fails", "succeeds-later"] {
-            c.check(
-                restart_count(cstatus(&o.pod, n)) == 0,
-                format!("t={:.3}: {n} never restarted", pod.t(&o)),
-            );
-        }
-        if phase(&o.pod) == "Succeeded" {
-            c.check(false, format!("t={:.3}: phase Succeeded", pod.t(&o)));
-        }
-    }
+    let obs = pod.observations();
+    check_not_restarted(
+        &mut c,
+        &pod,
+        &obs,
+        &["fails", "succeeds-later"],
+        "never restarted",
+    );
+    check_each(
+        &mut c,
+        &pod,
+        &obs,
+        |p| phase(p) != "Succeeded",
+        |_| "phase Succeeded".to_string(),
+    );
     c.finish("s59", || pod.diag());
 }
 
@@ -671,23 +604,17 @@ pub(crate) fn s59(srv: &Server) {
 
 /// Graceful delete (grace 3) of a container deaf to SIGTERM (T3, T8, S9): SIGKILLed when the
 /// grace ends, terminated 137 / Error, final phase Failed.
-pub(crate) fn s61(srv: &Server) {
-    let _scratch = Scratch::new("s61");
-    let mut pod = srv.create("s61", &manifest("s61.yaml"));
-    pod.wait("phase Running", secs(60), |p| phase(p) == "Running");
+fn s61(srv: &Server) {
+    let mut pod = srv.create_scenario("s61");
+    pod.wait_phase("Running", secs(60));
     wait_ev(&pod, "deaf looping", secs(20), |ev| {
         ev.first("deaf", "Looping").is_some()
     });
     let deleted_wall = now_wall();
-    pod.delete(Some(3));
-    let (took, last) = pod.wait_gone(secs(30));
+    let (took, last) = pod.delete_with_grace(3, secs(30));
     let mut c = Checks::new();
-    let t = &cstatus(&last.pod, "deaf")["state"]["terminated"];
-    c.check(
-        t["exitCode"] == 137 && t["reason"] == "Error",
-        format!("final state terminated 137 / Error (is {t})"),
-    );
-    c.check(phase(&last.pod) == "Failed", "final phase Failed");
+    check_terminated(&mut c, &pod, &last, "deaf", 137, "Error");
+    check_final_phase(&mut c, &last, "Failed");
     let ev = pod.ev_log();
     let last_loop = ev.time_of_last_loop("deaf").map(|l| l - deleted_wall);
     c.check(
@@ -709,28 +636,18 @@ pub(crate) fn s61(srv: &Server) {
 /// Graceful delete of containers that exit 0 on SIGTERM (T8, D4, D6, P17): final phase
 /// Succeeded, every container terminated 0 / Completed, Ready and ContainersReady False with
 /// PodCompleted.
-pub(crate) fn s62(srv: &Server) {
-    let mut pod = srv.create("s62", &manifest("s62.yaml"));
+fn s62(srv: &Server) {
+    let mut pod = srv.create_scenario("s62");
     pod.wait("Ready", secs(60), |p| cond_status(p, "Ready") == "True");
     let (took, last) = pod.delete_and_wait_gone(secs(30));
     let mut c = Checks::new();
     let p = &last.pod;
-    c.check(phase(p) == "Succeeded", "final phase Succeeded");
+    check_final_phase(&mut c, &last, "Succeeded");
     for n in ["idle", "idle-too"] {
-        let t = &cstatus(p, n)["state"]["terminated"];
-        c.check(
-            t["exitCode"] == 0 && t["reason"] == "Completed",
-            format!("{n} terminated 0 / Completed (is {t})"),
-        );
+        check_terminated(&mut c, &pod, &last, n, 0, "Completed");
         c.check(cstatus(p, n)["ready"] == false, format!("{n} not ready"));
     }
-    for t in ["ContainersReady", "Ready"] {
-        let k = cond(p, t);
-        c.check(
-            k["status"] == "False" && k["reason"] == "PodCompleted",
-            format!("{t} False / PodCompleted (is {k})"),
-        );
-    }
+    check_not_ready(&mut c, p, "PodCompleted", None);
     c.check(
         took < secs(10),
         format!("gone within a few seconds (took {took:?})"),
@@ -741,28 +658,12 @@ pub(crate) fn s62(srv: &Server) {
 /// activeDeadlineSeconds at creation, expiring during init (M1, P13): Failed with
 /// DeadlineExceeded measured from startTime, event DeadlineExceeded, the init container
 /// stopped, the app container never started.
-pub(crate) fn s63(srv: &Server) {
-    let mut pod = srv.create("s63", &manifest("s63.yaml"));
-    let (_, failed) = pod.wait("phase Failed", secs(30), |p| phase(p) == "Failed");
+fn s63(srv: &Server) {
+    let mut pod = srv.create_scenario("s63");
+    let (_, failed) = pod.wait_phase("Failed", secs(30));
     let mut c = Checks::new();
-    let st = &failed.pod["status"];
-    c.check(
-        st["reason"] == "DeadlineExceeded"
-            && st["message"] == "Pod was active on the node longer than the specified deadline",
-        format!(
-            "reason DeadlineExceeded (is {} {})",
-            st["reason"], st["message"]
-        ),
-    );
-    let start = ts(&st["startTime"]);
-    let at = wall(&failed);
-    c.check(
-        start.is_some_and(|s| at - s >= 4.0 - 1.0 && at - s <= 10.0),
-        format!(
-            "Failed {:?} s after status.startTime (deadline 4 s)",
-            start.map(|s| at - s)
-        ),
-    );
+    check_deadline_exceeded(&mut c, &failed.pod);
+    check_deadline_timing(&mut c, &failed.pod, &failed, 4.0, Some(10.0));
     let (_, end) = pod.wait("slow-init terminated", secs(30), |p| {
         state_kind(cstatus(p, "slow-init")) == "terminated"
     });
@@ -773,42 +674,32 @@ pub(crate) fn s63(srv: &Server) {
             state_kind(cstatus(&end.pod, "app"))
         ),
     );
-    c.check(
-        events_with(&pod, "DeadlineExceeded").iter().any(|e| {
-            e["type"] == "Normal"
-                && e["message"] == "Pod was active on the node longer than the specified deadline"
-        }),
-        "EVENTS: Normal DeadlineExceeded",
-    );
+    check_deadline_event(&mut c, &pod);
     // Give a (wrong) restart a moment to show.
     std::thread::sleep(secs(2));
     pod.delete_and_wait_gone(secs(60));
-    for o in pod.observations() {
-        c.check(
-            state_kind(cstatus(&o.pod, "app")) != "running"
-                && restart_count(cstatus(&o.pod, "slow-init")) == 0,
-            format!(
-                "t={:.3}: app never runs, slow-init never restarts",
-                pod.t(&o)
-            ),
-        );
-        if o.seen > failed.seen {
-            c.check(
-                phase(&o.pod) == "Failed",
-                format!("t={:.3}: stays Failed (is {})", pod.t(&o), phase(&o.pod)),
-            );
-        }
-    }
+    let obs = pod.observations();
+    check_each(
+        &mut c,
+        &pod,
+        &obs,
+        |p| {
+            state_kind(cstatus(p, "app")) != "running"
+                && restart_count(cstatus(p, "slow-init")) == 0
+        },
+        |_| "app never runs, slow-init never restarts".to_string(),
+    );
+    let after: Vec<Obs> = obs.into_iter().filter(|o| o.seen > failed.seen).collect();
+    check_phase_throughout(&mut c, &pod, &after, "Failed");
     c.finish("s63", || pod.diag());
 }
 
 /// `test/e2e_node/forced_deletion_test.go` — "should be deleted immediately" (T1, T10): DELETE
 /// with the pod's 100 s grace, then a forced DELETE: gone within 4 s; the container (deaf to
 /// SIGTERM) is still killed soon after.
-pub(crate) fn s64(srv: &Server) {
-    let _scratch = Scratch::new("s64");
-    let mut pod = srv.create("s64", &manifest("s64.yaml"));
-    pod.wait("phase Running", secs(60), |p| phase(p) == "Running");
+fn s64(srv: &Server) {
+    let mut pod = srv.create_scenario("s64");
+    pod.wait_phase("Running", secs(60));
     wait_ev(&pod, "test looping", secs(20), |ev| {
         ev.first("test", "Looping").is_some()
     });
@@ -822,8 +713,7 @@ pub(crate) fn s64(srv: &Server) {
     );
     std::thread::sleep(secs(1));
     let forced_wall = now_wall();
-    pod.delete(Some(0));
-    let (took, _) = pod.wait_gone(secs(4));
+    let (took, _) = pod.delete_with_grace(0, secs(4));
     // The container stops looping within a few seconds (1 s + the 2 s minimum, T10).
     std::thread::sleep(secs(8));
     let ev = pod.ev_log();
@@ -838,8 +728,8 @@ pub(crate) fn s64(srv: &Server) {
 
 /// `test/e2e/node/pods.go` — "pod with negative grace period": a negative
 /// `terminationGracePeriodSeconds` reads back as 1; the pod still runs and is deleted.
-pub(crate) fn s64b(srv: &Server) {
-    let mut pod = srv.create("s64b", &manifest("s64b.yaml"));
+fn s64b(srv: &Server) {
+    let mut pod = srv.create_scenario("s64b");
     let mut c = Checks::new();
     let p = pod.get().expect("the pod exists");
     let grace = &p["spec"]["terminationGracePeriodSeconds"];
@@ -847,7 +737,7 @@ pub(crate) fn s64b(srv: &Server) {
         grace == 1,
         format!("spec.terminationGracePeriodSeconds reads back as 1 (is {grace})"),
     );
-    pod.wait("phase Running", secs(60), |p| phase(p) == "Running");
+    pod.wait_phase("Running", secs(60));
     // `sleep` ignores nothing here: SIGTERM stops it; the 1 s grace then the 2 s minimum.
     let (took, _) = pod.delete_and_wait_gone(secs(30));
     c.check(took < secs(10), format!("gone within 10 s (took {took:?})"));
@@ -857,10 +747,9 @@ pub(crate) fn s64b(srv: &Server) {
 /// `test/e2e/node/pre_stop.go` — "graceful pod terminated should wait until preStop hook
 /// completes the process" (H4, T3): the 5 s preStop hook completes before the container gets
 /// SIGTERM; the pod is gone after that, well within the 30 s grace.
-pub(crate) fn s65(srv: &Server) {
-    let _scratch = Scratch::new("s65");
-    let mut pod = srv.create("s65", &manifest("s65.yaml"));
-    pod.wait("phase Running", secs(60), |p| phase(p) == "Running");
+fn s65(srv: &Server) {
+    let mut pod = srv.create_scenario("s65");
+    pod.wait_phase("Running", secs(60));
     wait_ev(&pod, "busybox Started", secs(20), |ev| {
         ev.first("busybox", "Started").is_some()
     });
@@ -889,67 +778,45 @@ pub(crate) fn s65(srv: &Server) {
         took >= secs(5) && took < secs(15),
         format!("gone after the hook, before the grace (took {took:?})"),
     );
-    c.check(phase(&last.pod) == "Succeeded", "final phase Succeeded");
+    check_final_phase(&mut c, &last, "Succeeded");
     c.finish("s65", || pod.diag());
 }
 
 // ----------------------------------------------------------------------------------------------
 // Termination messages (67-70)
 
-/// `runtime.go` `matchTerminationMessage`: the pod reaches `want_phase`, the container is
-/// terminated with message `want_msg`.
-fn termination_message(srv: &Server, id: &str, want_phase: &str, want_msg: &str) {
-    let mut pod = srv.create(id, &manifest(&format!("{id}.yaml")));
-    let (_, end) = pod.wait(&format!("phase {want_phase}"), secs(60), |p| {
-        phase(p) == want_phase
-    });
-    let mut c = Checks::new();
-    let cs = cstatus(&end.pod, "termination-message-container");
-    c.check(
-        state_kind(cs) == "terminated",
-        "the container is terminated",
-    );
-    let msg = &cs["state"]["terminated"]["message"];
-    c.check(
-        msg.as_str().unwrap_or("") == want_msg,
-        format!("message {want_msg:?} (is {msg})"),
-    );
-    pod.delete_and_wait_gone(secs(60));
-    c.finish(id, || pod.diag());
-}
-
 /// `runtime.go` — "... TerminationMessagePath is set as non-root user and at a non-default
 /// path" (Conformance).
-pub(crate) fn s67(srv: &Server) {
+fn s67(srv: &Server) {
     termination_message(srv, "s67", "Succeeded", "DONE");
 }
 
 /// `runtime.go` — "... from log output if TerminationMessagePolicy FallbackToLogsOnError is
 /// set" (Conformance, M4).
-pub(crate) fn s68(srv: &Server) {
+fn s68(srv: &Server) {
     termination_message(srv, "s68", "Failed", "DONE");
 }
 
 /// `runtime.go` — "... as empty when pod succeeds and TerminationMessagePolicy
 /// FallbackToLogsOnError is set" (Conformance, M4).
-pub(crate) fn s69(srv: &Server) {
+fn s69(srv: &Server) {
     termination_message(srv, "s69", "Succeeded", "");
 }
 
 /// `runtime.go` — "... from file when pod succeeds and TerminationMessagePolicy
 /// FallbackToLogsOnError is set" (Conformance, M3).
-pub(crate) fn s70(srv: &Server) {
+fn s70(srv: &Server) {
     termination_message(srv, "s70", "Succeeded", "OK");
 }
 
 /// FallbackToLogsOnError keeps the last 80 log lines (M4).
-pub(crate) fn s68b(srv: &Server) {
+fn s68b(srv: &Server) {
     let want: String = (21..=100).map(|i| format!("line {i}\n")).collect();
     termination_message(srv, "s68b", "Failed", &want);
 }
 
 /// The last 4096 bytes of the termination-message file (M3).
-pub(crate) fn s70b(srv: &Server) {
+fn s70b(srv: &Server) {
     termination_message(srv, "s70b", "Succeeded", &"b".repeat(4096));
 }
 
@@ -959,40 +826,24 @@ pub(crate) fn s70b(srv: &Server) {
 /// `pod_conditions_test.go` — "a pod with init containers should report all conditions set in
 /// expected order after the pod is up": PodScheduled <= PodReadyToStartContainers <=
 /// Initialized <= ContainersReady <= Ready, and Initialized only after the 5 s init.
-pub(crate) fn s72(srv: &Server) {
-    let mut pod = srv.create("s72", &manifest("s72.yaml"));
+fn s72(srv: &Server) {
+    let mut pod = srv.create_scenario("s72");
     let (_, ready) = pod.wait("condition Ready True", secs(60), |p| {
         cond_status(p, "Ready") == "True"
     });
     let mut c = Checks::new();
-    c.check(phase(&ready.pod) == "Running", "phase Running");
-    let order = [
-        "PodScheduled",
-        "PodReadyToStartContainers",
-        "Initialized",
-        "ContainersReady",
-        "Ready",
-    ];
-    let mut times = Vec::new();
-    for t in order {
-        c.check(
-            cond_status(&ready.pod, t) == "True",
-            format!("{t} present and True"),
-        );
-        times.push(ts(&cond(&ready.pod, t)["lastTransitionTime"]).unwrap_or(f64::NAN));
-    }
-    for (i, w) in times.windows(2).enumerate() {
-        c.check(
-            w[0] <= w[1],
-            format!(
-                "lastTransitionTime {} ({}) <= {} ({})",
-                order[i],
-                w[0],
-                order[i + 1],
-                w[1]
-            ),
-        );
-    }
+    check_phase(&mut c, &ready.pod, "Running");
+    let times = check_condition_order(
+        &mut c,
+        &ready.pod,
+        &[
+            "PodScheduled",
+            "PodReadyToStartContainers",
+            "Initialized",
+            "ContainersReady",
+            "Ready",
+        ],
+    );
     c.check(
         times[2] - times[1] >= 5.0 - 1.0,
         format!(
@@ -1023,7 +874,7 @@ pub(crate) fn s72(srv: &Server) {
 /// Initialized True (no init containers) or False (with), ContainersReady and Ready False;
 /// then (`terminate_pods_test.go`) DELETE does not hang: gone within 10 s.
 fn failing_mount(srv: &Server, id: &str, init: bool) {
-    let mut pod = srv.create(id, &manifest(&format!("{id}.yaml")));
+    let mut pod = srv.create_scenario(id);
     let deadline = Instant::now() + secs(30);
     let mut c = Checks::new();
     let event = loop {
@@ -1069,10 +920,7 @@ fn failing_mount(srv: &Server, id: &str, init: bool) {
             "Initialized not before PodScheduled",
         );
     }
-    c.check(
-        phase(&p) == "Pending",
-        format!("phase Pending (is {})", phase(&p)),
-    );
+    check_phase(&mut c, &p, "Pending");
     let web = cstatus(&p, "web1");
     let want_reason = if init {
         "PodInitializing"
@@ -1091,30 +939,24 @@ fn failing_mount(srv: &Server, id: &str, init: bool) {
 /// `pod_conditions_test.go` — "a pod failing to mount volumes and without init containers
 /// should report scheduled and initialized conditions set"; `terminate_pods_test.go` —
 /// "should not hang when terminating pods mounting non-existent volumes".
-pub(crate) fn s74(srv: &Server) {
+fn s74(srv: &Server) {
     failing_mount(srv, "s74", false);
 }
 
 /// `pod_conditions_test.go` — "a pod failing to mount volumes and with init containers should
 /// report just the scheduled condition set".
-pub(crate) fn s75(srv: &Server) {
+fn s75(srv: &Server) {
     failing_mount(srv, "s75", true);
 }
 
 /// Conditions of a terminal pod (D2-D6): `reason` is the terminal one.
 fn terminal_conditions(srv: &Server, id: &str, file: &str, want_phase: &str, reason: &str) {
-    let mut pod = srv.create(id, &manifest(file));
-    let (end_i, end) = pod.wait("pod terminal", secs(60), terminal);
+    let mut pod = srv.create_scenario_file(id, file);
+    let (end_i, end) = pod.wait_terminal(secs(60));
     let mut c = Checks::new();
     let p = &end.pod;
-    c.check(phase(p) == want_phase, format!("phase {want_phase}"));
-    for t in ["ContainersReady", "Ready"] {
-        let k = cond(p, t);
-        c.check(
-            k["status"] == "False" && k["reason"] == reason,
-            format!("{file}: {t} False / {reason} (is {k})"),
-        );
-    }
+    check_phase(&mut c, p, want_phase);
+    check_not_ready(&mut c, p, reason, None);
     c.check(
         cond_status(p, "Initialized") == "True",
         format!("{file}: Initialized True (is {})", cond(p, "Initialized")),
@@ -1146,18 +988,18 @@ fn terminal_conditions(srv: &Server, id: &str, file: &str, want_phase: &str, rea
 }
 
 /// Conditions of a Succeeded pod (PodCompleted) and, as 76b, of a Failed one (PodFailed).
-pub(crate) fn s76(srv: &Server) {
+fn s76(srv: &Server) {
     terminal_conditions(srv, "s76", "s76.yaml", "Succeeded", "PodCompleted");
 }
 
-pub(crate) fn s76b(srv: &Server) {
+fn s76b(srv: &Server) {
     terminal_conditions(srv, "s76b", "s76b.yaml", "Failed", "PodFailed");
 }
 
 /// One container never ready (D4, D5, S12): ContainersReady and Ready False / ContainersNotReady
 /// with `containers with unready status: [never-ready]`; the other container is ready.
-pub(crate) fn s77(srv: &Server) {
-    let mut pod = srv.create("s77", &manifest("s77.yaml"));
+fn s77(srv: &Server) {
+    let mut pod = srv.create_scenario("s77");
     let (_, o) = pod.wait("both running, always-ready ready", secs(60), |p| {
         state_kind(cstatus(p, "never-ready")) == "running"
             && cstatus(p, "always-ready")["ready"] == true
@@ -1166,30 +1008,22 @@ pub(crate) fn s77(srv: &Server) {
     std::thread::sleep(secs(3));
     let mut c = Checks::new();
     let p = pod.last().pod;
-    c.check(phase(&o.pod) == "Running", "phase Running");
+    check_phase(&mut c, &o.pod, "Running");
     c.check(
         cstatus(&p, "never-ready")["ready"] == false,
         "never-ready not ready",
     );
-    for t in ["ContainersReady", "Ready"] {
-        let k = cond(&p, t);
-        c.check(
-            k["status"] == "False"
-                && k["reason"] == "ContainersNotReady"
-                && k["message"] == "containers with unready status: [never-ready]",
-            format!("{t} False / ContainersNotReady naming never-ready (is {k})"),
-        );
-    }
+    check_containers_not_ready(&mut c, &p, "never-ready");
     c.check(
         pod.observations()
             .iter()
             .all(|o| cond_status(&o.pod, "Ready") != "True"),
         "never Ready",
     );
-    let out = srv.kubectl_ok(&["get", "pod", &pod.name, "--no-headers"], None);
+    let cols = pod.kubectl_cols();
     c.check(
-        out.split_whitespace().nth(1) == Some("1/2"),
-        format!("kubectl READY 1/2 (K7): {out:?}"),
+        cols[1] == "1/2",
+        format!("kubectl READY 1/2 (K7): {cols:?}"),
     );
     pod.delete_and_wait_gone(secs(60));
     c.finish("s77", || pod.diag());
@@ -1199,9 +1033,9 @@ pub(crate) fn s77(srv: &Server) {
 // Environment (78, 79)
 
 /// `expansion.go` — composing env vars, substitution in command and args (Conformance).
-pub(crate) fn s78(srv: &Server) {
-    let mut pod = srv.create("s78", &manifest("s78.yaml"));
-    pod.wait("phase Succeeded", secs(60), |p| phase(p) == "Succeeded");
+fn s78(srv: &Server) {
+    let mut pod = srv.create_scenario("s78");
+    pod.wait_phase("Succeeded", secs(60));
     let mut c = Checks::new();
     let logs = pod.logs("dapi-container", false).unwrap_or_default();
     for line in [
@@ -1223,9 +1057,9 @@ pub(crate) fn s78(srv: &Server) {
 
 /// `downwardapi.go` — pod name, namespace, IP, host IP, UID, resource limits and requests as
 /// env vars (Conformance).
-pub(crate) fn s79(srv: &Server) {
-    let mut pod = srv.create("s79", &manifest("s79.yaml"));
-    let (_, end) = pod.wait("phase Succeeded", secs(60), |p| phase(p) == "Succeeded");
+fn s79(srv: &Server) {
+    let mut pod = srv.create_scenario("s79");
+    let (_, end) = pod.wait_phase("Succeeded", secs(60));
     let mut c = Checks::new();
     let logs = pod.logs("dapi-container", false).unwrap_or_default();
     let st = &end.pod["status"];
@@ -1256,15 +1090,15 @@ pub(crate) fn s79(srv: &Server) {
 
 /// An HTTPS postStart hook against a plain-HTTP server (H1): retried over HTTP, the hook
 /// succeeds, Warning event `LifecycleHTTPFallback` on the pod.
-pub(crate) fn s80(srv: &Server) {
-    let mut obs = start_observer(srv, "s80", "s80-observer.yaml", 18080);
-    let mut hook = srv.create("s80", &manifest("s80.yaml"));
-    let (_, running) = hook.wait("hook pod Running", secs(60), |p| phase(p) == "Running");
+fn s80(srv: &Server) {
+    let (mut obs, mut hook, running) = observed_hook_pod(srv, "s80", 18080);
     let mut c = Checks::new();
-    let seen = wait_observed(&obs, "GET /echo?msg=poststart", running.seen + secs(30));
-    c.check(
-        seen.is_some(),
-        "observer logged GET /echo?msg=poststart (the HTTP retry)",
+    check_observed(
+        &mut c,
+        &obs,
+        "GET /echo?msg=poststart",
+        running.seen + secs(30),
+        "(the HTTP retry)",
     );
     let want = "request to HTTPS lifecycle hook 127.0.0.1:18080 got HTTP response, retry with \
                 HTTP succeeded";
@@ -1283,8 +1117,7 @@ pub(crate) fn s80(srv: &Server) {
         restart_count(cstatus(&hook.last().pod, "pod-with-poststart-https-hook")) == 0,
         "not restarted",
     );
-    hook.delete(Some(15));
-    hook.wait_gone(secs(30));
+    hook.delete_with_grace(15, secs(30));
     obs.delete_and_wait_gone(secs(60));
     c.finish("s80", || format!("{}{}", hook.diag(), obs.diag()));
 }

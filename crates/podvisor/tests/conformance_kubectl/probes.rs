@@ -5,7 +5,7 @@
 //! ("Probing container"). Upstream's `initialDelaySeconds` 15 is 5 here (⏱), its observation
 //! window of 4 min is 25-60 s (⏱); the order of delay, failure and restart is kept.
 
-use super::examples::check_monotonic;
+use super::checks::*;
 use super::harness::*;
 use crate::conformance_support::*;
 use serde_json::Value;
@@ -84,18 +84,16 @@ fn wait_not_waiting(pod: &Pod, name: &str) -> (usize, Obs) {
 fn expect_no_restart(c: &mut Checks, pod: &Pod, name: &str, window: Duration) {
     let (from, o) = wait_not_waiting(pod, name);
     std::thread::sleep((o.seen + window).saturating_duration_since(Instant::now()));
-    for o in &pod.observations()[from..] {
-        let cs = cstatus(&o.pod, name);
-        c.check(
-            restart_count(cs) == 0 && state_kind(cs) == "running",
-            format!(
-                "t={:.3}: {name} running with restartCount 0 (is {} rc={})",
-                pod.t(o),
-                state_kind(cs),
-                restart_count(cs)
-            ),
-        );
-    }
+    check_each(
+        c,
+        pod,
+        &pod.observations()[from..],
+        |p| {
+            let cs = cstatus(p, name);
+            restart_count(cs) == 0 && state_kind(cs) == "running"
+        },
+        |p| format!("{name} running with restartCount 0 ({})", show(p, name)),
+    );
     let evs = events_of(pod, "Killing", name);
     c.check(
         evs.is_empty(),
@@ -121,19 +119,16 @@ fn expect_never_ready(c: &mut Checks, pod: &Pod, name: &str, window: Duration) {
     });
     std::thread::sleep((o.seen + window).saturating_duration_since(Instant::now()));
     let obs = pod.observations();
-    for o in &obs {
-        let cs = cstatus(&o.pod, name);
-        c.check(
-            cond_status(&o.pod, "Ready") != "True" && cs["ready"] != true,
-            format!("t={:.3}: Ready (never expected)", pod.t(o)),
-        );
-        c.check(
-            restart_count(cs) == 0,
-            format!("t={:.3}: restartCount {}", pod.t(o), restart_count(cs)),
-        );
-    }
+    check_each(
+        c,
+        pod,
+        &obs,
+        |p| cond_status(p, "Ready") != "True" && cstatus(p, name)["ready"] != true,
+        |_| "Ready (never expected)".to_string(),
+    );
+    check_not_restarted(c, pod, &obs, &[name], "restarted");
     let last = &obs.last().expect("updates").pod;
-    c.check(phase(last) == "Running", "phase Running at the end");
+    check_phase(c, last, "Running");
     // No startup probe: started as soon as it runs (S11).
     c.check(
         obs[from..]
@@ -141,22 +136,27 @@ fn expect_never_ready(c: &mut Checks, pod: &Pod, name: &str, window: Duration) {
             .all(|o| cstatus(&o.pod, name)["started"] == true),
         format!("{name} started: true on every update once running"),
     );
-    let message = format!("containers with unready status: [{name}]");
-    for t in ["ContainersReady", "Ready"] {
-        let k = cond(last, t);
-        c.check(
-            k["status"] == "False"
-                && k["reason"] == "ContainersNotReady"
-                && k["message"] == *message,
-            format!("{t} False/ContainersNotReady/{message:?} at the end (is {k})"),
-        );
-    }
+    check_containers_not_ready(c, last, name);
 }
 
 /// Forced `DELETE(pod, 0)` (upstream's cleanup, `NewDeleteOptions(0)`) and wait until gone.
 fn delete_now(pod: &mut Pod) {
-    pod.delete(Some(0));
-    pod.wait_gone(secs(30));
+    pod.delete_with_grace(0, secs(30));
+}
+
+/// 4.2 for the sidecar variants: the regular container `main` does not run (it has no status
+/// yet or waits) in any update of `obs`, the sidecar never having started.
+fn check_main_waits(c: &mut Checks, pod: &Pod, obs: &[Obs]) {
+    check_each(
+        c,
+        pod,
+        obs,
+        |p| {
+            let main = cstatus(p, "main");
+            main.is_null() || state_kind(main) == "waiting"
+        },
+        |p| format!("main not waiting for the sidecar ({})", cstatus(p, "main")),
+    );
 }
 
 /// `lastState.terminated` of `name` in update `o`.
@@ -175,7 +175,7 @@ fn s29(srv: &Server) {
 
 /// 29 and its sidecar variant (`port`: the probe's, with no listener).
 fn readiness_fails(srv: &Server, id: &str, port: u16) {
-    let mut pod = srv.create(id, &manifest(&format!("{id}.yaml")));
+    let mut pod = srv.create_scenario(id);
     let mut c = Checks::new();
     expect_never_ready(&mut c, &pod, "test-webserver", secs(20));
     // R19: a transport error is a failure with Go's error text.
@@ -192,8 +192,7 @@ fn readiness_fails(srv: &Server, id: &str, port: u16) {
 /// ready without restarting it (R14: readiness never kills; D4, D5, D7). Same shape as the
 /// sidecar variant of "should mark readiness on pods to false ..." without the delete.
 fn s29b(srv: &Server) {
-    let _scratch = Scratch::new("s29b");
-    let mut pod = srv.create("s29b", &manifest("s29b.yaml"));
+    let mut pod = srv.create_scenario("s29b");
     let (i, ready) = pod.wait("Ready True", secs(30), |p| {
         cond_status(p, "Ready") == "True"
     });
@@ -206,17 +205,12 @@ fn s29b(srv: &Server) {
         state_kind(cs) == "running" && cs["ready"] == false && cs["started"] == true,
         format!("busybox still running, started, not ready (is {cs})"),
     );
+    check_containers_not_ready(&mut c, &unready.pod, "busybox");
     for t in ["ContainersReady", "Ready"] {
-        let k = cond(&unready.pod, t);
-        c.check(
-            k["reason"] == "ContainersNotReady"
-                && k["message"] == "containers with unready status: [busybox]",
-            format!("{t}: ContainersNotReady, containers with unready status: [busybox] (is {k})"),
-        );
         // D7: the transition time moved with the status, ~10 s after becoming ready.
         let (a, b) = (
             ts(&cond(&ready.pod, t)["lastTransitionTime"]),
-            ts(&k["lastTransitionTime"]),
+            ts(&cond(&unready.pod, t)["lastTransitionTime"]),
         );
         c.check(
             a.zip(b).is_some_and(|(a, b)| b - a >= 5.0),
@@ -230,18 +224,15 @@ fn s29b(srv: &Server) {
         format!("unready {since_ready:?} after ready (file removed ~10 s after start)"),
     );
     std::thread::sleep(secs(5));
-    for o in &pod.observations()[j..] {
-        c.check(
-            cond_status(&o.pod, "Ready") == "False",
-            format!("t={:.3}: ready again without the file", pod.t(o)),
-        );
-    }
-    for o in pod.observations() {
-        c.check(
-            restart_count(cstatus(&o.pod, "busybox")) == 0,
-            format!("t={:.3}: restarted", pod.t(&o)),
-        );
-    }
+    let obs = pod.observations();
+    check_each(
+        &mut c,
+        &pod,
+        &obs[j..],
+        |p| cond_status(p, "Ready") == "False",
+        |_| "ready again without the file".to_string(),
+    );
+    check_not_restarted(&mut c, &pod, &obs, &["busybox"], "restarted");
     check_unhealthy(&mut c, &pod, "busybox", "cat's error", |m| {
         m.starts_with("Readiness probe failed: cat: ") && m.contains("No such file or directory")
     });
@@ -262,7 +253,7 @@ fn s37(srv: &Server) {
 
 /// 37 and its sidecar variant.
 fn readiness_exec_timeout(srv: &Server, id: &str) {
-    let mut pod = srv.create(id, &manifest(&format!("{id}.yaml")));
+    let mut pod = srv.create_scenario(id);
     let mut c = Checks::new();
     expect_never_ready(&mut c, &pod, "busybox", secs(20));
     check_unhealthy(&mut c, &pod, "busybox", "exec timeout", |m| {
@@ -283,8 +274,7 @@ fn s31(srv: &Server) {
 
 /// 31, 33, 35 and their sidecar variants: no restart, no `Unhealthy` event.
 fn liveness_passes(srv: &Server, id: &str, name: &str) {
-    let _scratch = Scratch::new(id);
-    let mut pod = srv.create(id, &manifest(&format!("{id}.yaml")));
+    let mut pod = srv.create_scenario(id);
     let mut c = Checks::new();
     expect_no_restart(&mut c, &pod, name, secs(25));
     check_no_unhealthy(&mut c, &pod, name, "");
@@ -313,7 +303,7 @@ fn s43(srv: &Server) {
 
 /// 43 and its sidecar variant.
 fn nonlocal_redirect(srv: &Server, id: &str, name: &str) {
-    let mut pod = srv.create(id, &manifest(&format!("{id}.yaml")));
+    let mut pod = srv.create_scenario(id);
     let mut c = Checks::new();
     expect_no_restart(&mut c, &pod, name, secs(25));
     let want = "Probe terminated redirects, Response body: <a href=\"http://0.0.0.0/\">Found</a>.";
@@ -338,7 +328,7 @@ fn nonlocal_redirect(srv: &Server, id: &str, name: &str) {
 /// back-off (10 s, 20 s, ...) separates the restarts.
 fn s34(srv: &Server) {
     let name = "agnhost-container";
-    let mut pod = srv.create("s34", &manifest("s34.yaml"));
+    let mut pod = srv.create_scenario("s34");
     let before = expect_restarts(&pod, name, 2, secs(70));
     let mut c = Checks::new();
     // Each restart is a new instance that lived ~10 s, killed by the kubelet (T3: SIGTERM,
@@ -387,7 +377,7 @@ fn s36(srv: &Server) {
 
 /// 36 and its sidecar variant (container `busybox`).
 fn exec_timeout_restart(srv: &Server, id: &str, kill_message: &str) {
-    let mut pod = srv.create(id, &manifest(&format!("{id}.yaml")));
+    let mut pod = srv.create_scenario(id);
     let before = expect_restarts(&pod, "busybox", 1, secs(60));
     let mut c = Checks::new();
     check_unhealthy(&mut c, &pod, "busybox", "exec timeout", |m| {
@@ -413,7 +403,7 @@ fn exec_timeout_restart(srv: &Server, id: &str, kill_message: &str) {
 /// timeout": `sh -c 'sleep 10 & exit 1'` fails (exit 1, or the timeout while the background
 /// `sleep` holds the output open) and the container is restarted.
 fn s36b(srv: &Server) {
-    let mut pod = srv.create("s36b", &manifest("s36b.yaml"));
+    let mut pod = srv.create_scenario("s36b");
     expect_restarts(&pod, "busybox", 1, secs(60));
     let mut c = Checks::new();
     check_unhealthy(&mut c, &pod, "busybox", "a liveness failure", |m| {
@@ -437,7 +427,7 @@ fn s42(srv: &Server) {
 
 /// 42 and its sidecar variant.
 fn local_redirect(srv: &Server, id: &str, name: &str) {
-    let mut pod = srv.create(id, &manifest(&format!("{id}.yaml")));
+    let mut pod = srv.create_scenario(id);
     expect_restarts(&pod, name, 1, secs(60));
     let mut c = Checks::new();
     check_unhealthy(
@@ -461,7 +451,7 @@ fn local_redirect(srv: &Server, id: &str, name: &str) {
 /// listener; the connection is retried until `timeoutSeconds` (R21) and fails. (The passing
 /// variant needs a gRPC health server, which python3's standard library cannot provide.)
 fn s45b(srv: &Server) {
-    let mut pod = srv.create("s45b", &manifest("s45b.yaml"));
+    let mut pod = srv.create_scenario("s45b");
     let before = expect_restarts(&pod, "agnhost", 1, secs(60));
     let mut c = Checks::new();
     let ip = before.last().unwrap().pod["status"]["podIP"]
@@ -489,18 +479,19 @@ fn s45b(srv: &Server) {
 /// `down`, answered NOT_SERVING: never ready, with the R21 message.
 fn s45g(srv: &Server) {
     let name = "agnhost";
-    let mut pod = srv.create("s45g", &manifest("s45g.yaml"));
+    let mut pod = srv.create_scenario("s45g");
     let mut c = Checks::new();
     expect_no_restart(&mut c, &pod, name, secs(25));
     check_no_unhealthy(&mut c, &pod, name, "Liveness");
     let want = "Readiness probe failed: service unhealthy (responded with \"NOT_SERVING\")";
     check_unhealthy(&mut c, &pod, name, want, |m| m == want);
-    for o in pod.observations() {
-        c.check(
-            cond_status(&o.pod, "Ready") != "True",
-            format!("t={:.3}: Ready although NOT_SERVING", pod.t(&o)),
-        );
-    }
+    check_each(
+        &mut c,
+        &pod,
+        &pod.observations(),
+        |p| cond_status(p, "Ready") != "True",
+        |_| "Ready although NOT_SERVING".to_string(),
+    );
     pod.delete_and_wait_gone(secs(60));
     c.finish("s45g", || pod.diag());
 }
@@ -517,25 +508,19 @@ fn s39(srv: &Server) {
 
 /// 39 and its sidecar variant (where `main` never starts, the sidecar never being started).
 fn startup_delays_liveness(srv: &Server, id: &str, name: &str) {
-    let mut pod = srv.create(id, &manifest(&format!("{id}.yaml")));
+    let mut pod = srv.create_scenario(id);
     let mut c = Checks::new();
     expect_no_restart(&mut c, &pod, name, secs(30));
-    for o in pod.observations() {
-        c.check(
-            cstatus(&o.pod, name)["started"] != true,
-            format!(
-                "t={:.3}: started (the startup probe never succeeds)",
-                pod.t(&o)
-            ),
-        );
-        let main = cstatus(&o.pod, "main");
-        c.check(
-            name == "busybox" || main.is_null() || state_kind(main) == "waiting",
-            format!(
-                "t={:.3}: main not waiting for the sidecar ({main})",
-                pod.t(&o)
-            ),
-        );
+    let obs = pod.observations();
+    check_each(
+        &mut c,
+        &pod,
+        &obs,
+        |p| cstatus(p, name)["started"] != true,
+        |_| "started (the startup probe never succeeds)".to_string(),
+    );
+    if name != "busybox" {
+        check_main_waits(&mut c, &pod, &obs);
     }
     // R17: exec failure with empty output leaves the trailing space.
     check_unhealthy(&mut c, &pod, name, "\"Startup probe failed: \"", |m| {
@@ -552,7 +537,7 @@ fn startup_delays_liveness(srv: &Server, id: &str, name: &str) {
 /// terminates, so the container never turns ready and the pod never Ready.
 fn s39d(srv: &Server) {
     let name = "busybox";
-    let mut pod = srv.create("s39d", &manifest("s39d.yaml"));
+    let mut pod = srv.create_scenario("s39d");
     let (i, _) = pod.wait("running", secs(60), |p| {
         state_kind(cstatus(p, name)) == "running"
     });
@@ -565,12 +550,13 @@ fn s39d(srv: &Server) {
         took >= secs(4),
         format!("gone {took:?} after DELETE: the TERM handler's 4 s ran"),
     );
-    for o in &pod.observations()[i..] {
-        c.check(
-            cond_status(&o.pod, "Ready") != "True" && cstatus(&o.pod, name)["ready"] != true,
-            format!("t={:.3}: ready ({})", pod.t(o), summarize(&o.pod)),
-        );
-    }
+    check_each(
+        &mut c,
+        &pod,
+        &pod.observations()[i..],
+        |p| cond_status(p, "Ready") != "True" && cstatus(p, name)["ready"] != true,
+        |p| format!("ready ({})", summarize(p)),
+    );
     let kills = events_of(&pod, "Killing", name);
     c.check(
         kills
@@ -594,8 +580,7 @@ fn s40(srv: &Server) {
 
 /// 40 and its sidecar variant: `name` is probed, `kill_message` is the `Killing` event's.
 fn liveness_after_startup(srv: &Server, id: &str, name: &str, kill_message: &str) {
-    let _scratch = Scratch::new(id);
-    let mut pod = srv.create(id, &manifest(&format!("{id}.yaml")));
+    let mut pod = srv.create_scenario(id);
     let before = expect_restarts(&pod, name, 1, secs(60));
     let mut c = Checks::new();
     let started = before
@@ -633,8 +618,7 @@ fn s41(srv: &Server) {
 /// 41 and its sidecar variant (`name` is probed; `main`, the regular container that must wait
 /// for the sidecar to be started).
 fn ready_after_startup(srv: &Server, id: &str, name: &str, main: Option<&str>) {
-    let _scratch = Scratch::new(id);
-    let mut pod = srv.create(id, &manifest(&format!("{id}.yaml")));
+    let mut pod = srv.create_scenario(id);
     let (i, started) = pod.wait("started", secs(60), |p| cstatus(p, name)["started"] == true);
     let (_, ready) = pod.wait_since(i, pod.created, "Ready True", secs(60), |p| {
         cond_status(p, "Ready") == "True"
@@ -652,16 +636,17 @@ fn ready_after_startup(srv: &Server, id: &str, name: &str, main: Option<&str>) {
         ready_in <= secs(5),
         format!("Ready {ready_in:?} after started: the readiness probe ran immediately"),
     );
-    for o in &pod.observations()[..i] {
-        c.check(
-            cond_status(&o.pod, "Ready") != "True" && cstatus(&o.pod, name)["ready"] != true,
-            format!("t={:.3}: ready before started", pod.t(o)),
-        );
-    }
-    c.check(phase(&ready.pod) == "Running", "phase Running");
+    check_each(
+        &mut c,
+        &pod,
+        &pod.observations()[..i],
+        |p| cond_status(p, "Ready") != "True" && cstatus(p, name)["ready"] != true,
+        |_| "ready before started".to_string(),
+    );
+    check_phase(&mut c, &ready.pod, "Running");
     if let Some(main) = main {
         // 4.2: a regular container starts only once every sidecar before it is started.
-        let at = |c: &str| ts(&cstatus(&ready.pod, c)["state"]["running"]["startedAt"]);
+        let at = |c: &str| started_at(&ready.pod, c);
         let gap = at(main).zip(at(name)).map(|(m, s)| m - s);
         c.check(
             gap.is_some_and(|g| g >= 12.0 - 1.0),
@@ -678,8 +663,7 @@ fn ready_after_startup(srv: &Server, id: &str, name: &str, main: Option<&str>) {
 /// A DEAF container (0.5) killed for `reason` with the probe's 5 s grace although the pod's
 /// is 500: SIGKILL (137) about 5 s after the `Killing` event.
 fn probe_grace_scenario(srv: &Server, id: &str, kill_message: &str) {
-    let _scratch = Scratch::new(id);
-    let mut pod = srv.create(id, &manifest(&format!("{id}.yaml")));
+    let mut pod = srv.create_scenario(id);
     let before = expect_restarts(&pod, "busybox", 1, secs(45));
     let mut c = Checks::new();
     let killed_at = check_killing(&mut c, &pod, "busybox", kill_message);
@@ -732,8 +716,7 @@ fn s45(srv: &Server) {
 /// T5, and the pod is not ready from then on anyway: the sidecar's own `ready` is checked).
 fn readiness_while_terminating(srv: &Server, id: &str) {
     let name = "probe-test";
-    let _scratch = Scratch::new(id);
-    let mut pod = srv.create(id, &manifest(&format!("{id}.yaml")));
+    let mut pod = srv.create_scenario(id);
     let (i, _) = pod.wait("Ready True", secs(30), |p| {
         cond_status(p, "Ready") == "True"
     });
@@ -790,37 +773,21 @@ fn readiness_while_terminating(srv: &Server, id: &str) {
 /// regular container does not wait for the sidecar's readiness, only for it to run (4.2).
 fn s28s(srv: &Server) {
     let name = "test-webserver";
-    let mut pod = srv.create("s28s", &manifest("s28s.yaml"));
+    let mut pod = srv.create_scenario("s28s");
     let (_, ready) = pod.wait("condition Ready True", secs(60), |p| {
         cond_status(p, "Ready") == "True"
     });
     let mut c = Checks::new();
-    c.check(phase(&ready.pod) == "Running", "phase Running");
-    let at = |c: &str| ts(&cstatus(&ready.pod, c)["state"]["running"]["startedAt"]);
-    let ready_at = ts(&cond(&ready.pod, "Ready")["lastTransitionTime"]);
-    let delay = at(name).zip(ready_at).map(|(s, r)| r - s);
-    c.check(
-        delay.is_some_and(|d| d >= 5.0 - 1.0),
-        format!("Ready.lastTransitionTime - {name} startedAt = {delay:?} s: >= the 5 s delay"),
-    );
+    check_phase(&mut c, &ready.pod, "Running");
+    check_ready_after_delay(&mut c, &ready.pod, name, 5.0);
+    let at = |c: &str| started_at(&ready.pod, c);
     let gap = at("main").zip(at(name)).map(|(m, s)| m - s);
     c.check(
         gap.is_some_and(|g| g <= 3.0),
         format!("main started {gap:?} s after {name}: without waiting for its readiness"),
     );
     pod.delete_and_wait_gone(secs(60));
-    for o in pod.observations() {
-        let sum: u64 = ["containerStatuses", "initContainerStatuses"]
-            .iter()
-            .filter_map(|k| o.pod["status"][k].as_array())
-            .flatten()
-            .map(restart_count)
-            .sum();
-        c.check(
-            sum == 0,
-            format!("t={:.3}: restart counts sum to {sum}", pod.t(&o)),
-        );
-    }
+    check_no_restarts(&mut c, &pod);
     c.finish("s28s", || pod.diag());
 }
 
@@ -833,15 +800,10 @@ fn s29s(srv: &Server) {
 /// A sidecar restarted by its liveness probe: `Killing` with the init-container message;
 /// the regular container keeps running, never restarted.
 fn sidecar_liveness_restart(srv: &Server, id: &str, name: &str) {
-    let _scratch = Scratch::new(id);
-    let mut pod = srv.create(id, &manifest(&format!("{id}.yaml")));
+    let mut pod = srv.create_scenario(id);
     let before = expect_restarts(&pod, name, 1, secs(60));
     let mut c = Checks::new();
-    let previous = pod.logs(name, true);
-    c.check(
-        previous.is_ok(),
-        format!("LOGS({name}, previous) after the restart: {previous:?}"),
-    );
+    check_previous_logs(&mut c, &pod, name, |_| true);
     check_killing(
         &mut c,
         &pod,
@@ -854,12 +816,7 @@ fn sidecar_liveness_restart(srv: &Server, id: &str, name: &str) {
         format!("main still running at the restart (is {})", summarize(last)),
     );
     delete_now(&mut pod);
-    for o in pod.observations() {
-        c.check(
-            restart_count(cstatus(&o.pod, "main")) == 0,
-            format!("t={:.3}: main restarted", pod.t(&o)),
-        );
-    }
+    check_not_restarted(&mut c, &pod, &pod.observations(), &["main"], "restarted");
     check_monotonic(&mut c, &pod, name);
     c.finish(id, || pod.diag());
 }
@@ -914,20 +871,17 @@ fn s37s(srv: &Server) {
 /// probe would pass; the regular container never starts meanwhile (4.2).
 fn s38s(srv: &Server) {
     let name = "sidecar";
-    let mut pod = srv.create("s38s", &manifest("s38s.yaml"));
+    let mut pod = srv.create_scenario("s38s");
     let before = expect_restarts(&pod, name, 1, secs(60));
     let mut c = Checks::new();
-    for o in &before {
-        c.check(
-            cstatus(&o.pod, name)["started"] != true,
-            format!("t={:.3}: {name} started before the first restart", pod.t(o)),
-        );
-        let main = cstatus(&o.pod, "main");
-        c.check(
-            main.is_null() || state_kind(main) == "waiting",
-            format!("t={:.3}: main not waiting ({main})", pod.t(o)),
-        );
-    }
+    check_each(
+        &mut c,
+        &pod,
+        &before,
+        |p| cstatus(p, name)["started"] != true,
+        |_| format!("{name} started before the first restart"),
+    );
+    check_main_waits(&mut c, &pod, &before);
     check_killing(
         &mut c,
         &pod,
@@ -977,33 +931,21 @@ fn s45s(srv: &Server) {
 
 /// The pod of `id` runs to its end: the checks so far, the event log and the timeline.
 fn prestop_on_probe_failure(srv: &Server, id: &str, probe_title: &str) -> (Checks, EvLog, String) {
-    let _scratch = Scratch::new(id);
-    let mut pod = srv.create(id, &manifest(&format!("{id}.yaml")));
-    let (_, end) = pod.wait("pod terminal", secs(60), terminal);
+    let mut pod = srv.create_scenario(id);
+    let (_, end) = pod.wait_terminal(secs(60));
     let ev = pod.ev_log();
     let mut c = Checks::new();
-    c.check(
-        phase(&end.pod) == "Succeeded",
-        format!("phase Succeeded (is {})", summarize(&end.pod)),
-    );
+    check_phase(&mut c, &end.pod, "Succeeded");
     let cs = cstatus(&end.pod, "regular-1");
     c.check(
         cs["state"]["terminated"]["exitCode"] == 0 && restart_count(cs) == 0,
         format!("regular-1 exited 0 from its TERM handler, never restarted (is {cs})"),
     );
     let pre = "PreStop-regular-1";
-    c.check(
-        ev.overlap("regular-1", pre),
-        "RunTogether(regular-1, PreStop-regular-1)",
-    );
-    c.check(
-        ev.first(pre, "Starting").is_some(),
-        "PreStop-regular-1 started",
-    );
-    c.check(
-        ev.first("regular-1", "Exiting").is_some(),
-        "regular-1 exited",
-    );
+    EvChecks::new(&mut c, &ev)
+        .overlap("regular-1", pre)
+        .starts(pre)
+        .exits("regular-1");
     // The hook ran before the stop signal: the container logs its exit after the hook's.
     c.check(
         ev.completes_before(pre, "regular-1") || ev.exits_before(pre, "regular-1"),
@@ -1036,14 +978,10 @@ fn s30p(srv: &Server) {
 fn s45p(srv: &Server) {
     let (mut c, ev, diag) = prestop_on_probe_failure(srv, "s45p", "Liveness");
     let pre = "PreStop-regular-1";
-    c.check(
-        ev.overlap_from(pre, "Readiness-regular-1"),
-        "RunTogetherLhsFirst(PreStop-regular-1, Readiness-regular-1): readiness ran in preStop",
-    );
-    c.check(
-        !ev.overlap_from(pre, "Liveness-regular-1"),
-        "not RunTogetherLhsFirst(PreStop-regular-1, Liveness-regular-1): no liveness in preStop",
-    );
+    // Readiness ran in preStop, liveness did not.
+    EvChecks::new(&mut c, &ev)
+        .overlap_from(pre, "Readiness-regular-1")
+        .no_overlap_from(pre, "Liveness-regular-1");
     c.finish("s45p", || diag);
 }
 
