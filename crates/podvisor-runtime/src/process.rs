@@ -395,6 +395,36 @@ fn container_exit(record: &ExitRecord) -> ContainerExit {
     }
 }
 
+/// M13, the kubelet's container GC (`MaxPerPodContainer` 1): once an instance of `container`
+/// runs, only it and the newest dead one (what `lastState` and `logs --previous` show) keep their
+/// log files (`<restartCount>.log`) and instance directories (termination-message files).
+fn prune_dead_instances(paths: &PodPaths, container: &str, restart_count: i32) {
+    let numbered = |dir: &Path, suffix: &str| -> Vec<(u64, PathBuf)> {
+        std::fs::read_dir(dir)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter_map(|e| {
+                let name = e.file_name();
+                let n = name.to_str()?.strip_suffix(suffix)?.parse().ok()?;
+                Some((n, e.path()))
+            })
+            .collect()
+    };
+    let keep_from = u64::try_from(restart_count.saturating_sub(1)).unwrap_or(0);
+    for (n, log) in numbered(&paths.log_dir.join(container), ".log") {
+        if n < keep_from {
+            let _ = std::fs::remove_file(log);
+        }
+    }
+    let mut instances = numbered(&paths.pod_dir.join("containers").join(container), "");
+    instances.sort_unstable();
+    let old = instances.len().saturating_sub(2);
+    for (_, dir) in instances.into_iter().take(old) {
+        let _ = std::fs::remove_dir_all(dir);
+    }
+}
+
 /// `podvisor://` + 64 hex digits, unique per pod and instance.
 fn container_id(paths: &PodPaths, instance: InstanceId) -> String {
     let uid: String = paths
@@ -550,6 +580,13 @@ impl Runtime for ProcessRuntime {
             _ => None,
         };
         sandbox.watch.started(request.instance, running);
+        if running.is_some() {
+            let (paths, name) = (sandbox.paths.clone(), request.container.name.clone());
+            let restart_count = request.restart_count;
+            tokio::task::spawn_blocking(move || {
+                prune_dead_instances(&paths, &name, restart_count);
+            });
+        }
         match answer {
             Ok(Response::Started { pid, started_at }) => Ok(Started {
                 container_id: container_id(&sandbox.paths, request.instance),

@@ -125,10 +125,15 @@ impl Harness {
     }
 
     async fn start(&self, name: &str, instance: u64) -> Started {
+        self.start_nth(name, instance, 0).await
+    }
+
+    /// Starts `name` as its `restart_count`-th restart.
+    async fn start_nth(&self, name: &str, instance: u64, restart_count: i32) -> Started {
         let request = StartRequest {
             instance,
             container: self.container(name),
-            restart_count: 0,
+            restart_count,
         };
         self.runtime
             .start_container(self.sandbox(), request)
@@ -257,6 +262,50 @@ async fn logs_exit_codes_and_times() {
             .is_some(),
         "logs are kept"
     );
+}
+
+/// M13: the kubelet's container GC keeps one dead instance per container (`MaxPerPodContainer`):
+/// once a restart runs, older log files and instance directories go.
+#[tokio::test]
+async fn only_the_newest_dead_instance_keeps_its_files() {
+    if !is_root() {
+        return;
+    }
+    let mut h = Harness::new(
+        json!([c("crash", &["sh", "-c", "echo run; exit 1"])]),
+        json!([]),
+    )
+    .await;
+    for (n, instance) in (1..=4).enumerate() {
+        h.start_nth("crash", instance, i32::try_from(n).unwrap())
+            .await;
+        let (done, exit) = h.next_exit().await;
+        assert_eq!((done, exit.exit_code), (instance, 1));
+    }
+    let paths = h.sandbox().paths().clone();
+    let names = |dir: PathBuf| -> Vec<String> {
+        let mut v: Vec<String> = std::fs::read_dir(dir)
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect();
+        v.sort();
+        v
+    };
+    let log_dir = paths.log_dir.join("crash");
+    let instances = paths.pod_dir.join("containers").join("crash");
+    eventually("old files pruned", || {
+        names(log_dir.clone()) == ["2.log", "3.log"] && names(instances.clone()) == ["3", "4"]
+    })
+    .await;
+    assert_eq!(
+        std::fs::read_to_string(log_dir.join("2.log"))
+            .unwrap()
+            .lines()
+            .count(),
+        1
+    );
+    h.remove().await;
 }
 
 #[tokio::test]
