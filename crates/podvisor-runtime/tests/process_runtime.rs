@@ -267,7 +267,7 @@ async fn logs_exit_codes_and_times() {
 /// M13: the kubelet's container GC keeps one dead instance per container (`MaxPerPodContainer`):
 /// once a restart runs, older log files and instance directories go.
 #[tokio::test]
-async fn only_the_newest_dead_instance_keeps_its_files() {
+async fn m13_only_the_newest_dead_instance_keeps_its_files() {
     if !is_root() {
         return;
     }
@@ -543,7 +543,7 @@ async fn volumes_are_mounted_shared_and_read_only() {
 }
 
 #[tokio::test]
-async fn host_path_type_checks() {
+async fn m7_host_path_type_checks() {
     if !is_root() {
         return;
     }
