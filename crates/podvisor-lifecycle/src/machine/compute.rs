@@ -8,6 +8,10 @@ use crate::probe::ProbeResult;
 use k8s_openapi::api::core::v1::Container;
 use k8s_openapi::jiff::Timestamp;
 
+/// The pod worker requeues a sync that ended in an error (a start blocked by back-off) after
+/// `backOffPeriod`, 10 s (upstream adds up to 50 % jitter).
+const BACKOFF_RESYNC_SECS: i64 = 10;
+
 /// What one sync decided (the kubelet's `podActions`).
 #[derive(Debug, Default)]
 struct PodActions {
@@ -143,6 +147,7 @@ impl PodMachine {
             }
             if c.backoff_until.is_some_and(|u| u <= now) {
                 c.backoff_until = None;
+                c.backoff_resync = None;
             }
         }
         let actions = self.compute_pod_actions(now);
@@ -433,8 +438,18 @@ impl PodMachine {
                         name,
                         self.pod_full_name()
                     );
-                    if self.containers[ci].backoff_until != Some(until) {
-                        self.containers[ci].backoff_until = Some(until);
+                    let again = {
+                        let c = &mut self.containers[ci];
+                        let due = c.backoff_until != Some(until)
+                            || c.backoff_resync.is_none_or(|r| r <= now);
+                        if due {
+                            c.backoff_until = Some(until);
+                            c.backoff_resync = Some(now + crate::time::secs(BACKOFF_RESYNC_SECS))
+                                .filter(|r| *r < until);
+                        }
+                        due
+                    };
+                    if again {
                         let event = format!(
                             "Back-off restarting failed container {} in pod {}",
                             name,
@@ -454,6 +469,7 @@ impl PodMachine {
                         self.backoff.advance(&name, &image, f, now);
                     }
                     self.containers[ci].backoff_until = None;
+                    self.containers[ci].backoff_resync = None;
                     self.containers[ci].retry_at = None;
                     self.start_instance(ci, image);
                     started = true;
@@ -542,6 +558,7 @@ impl PodMachine {
         }
         for c in &mut self.containers {
             c.backoff_until = None;
+            c.backoff_resync = None;
             c.retry_at = None;
         }
         self.worker = Worker::Terminated;

@@ -122,6 +122,9 @@ pub(crate) struct ContainerState {
     pub reason_cache: Option<(String, String)>,
     /// When the current back-off wait ends, while a start is blocked.
     pub backoff_until: Option<Timestamp>,
+    /// While a start is blocked: the pod worker's requeue of the errored sync (`backOffPeriod`,
+    /// 10 s), which finds it blocked again and repeats the `BackOff` event (10.6).
+    pub backoff_resync: Option<Timestamp>,
     /// A start that failed before anything was created is retried at the next sync, which the
     /// pod worker requeues 10 s after an errored sync (`backOffPeriod`); the start is skipped
     /// until then (A18: the other containers still start).
@@ -310,6 +313,9 @@ impl PodMachine {
         for c in &self.containers {
             if let Some(u) = c.backoff_until.filter(|_| !starting && may_start) {
                 consider(u);
+            }
+            if let Some(r) = c.backoff_resync.filter(|_| !starting && may_start) {
+                consider(r);
             }
             if let Some(r) = c.retry_at.filter(|_| !starting && may_start) {
                 consider(r);
@@ -843,6 +849,7 @@ impl ContainerState {
             instances: Vec::new(),
             reason_cache: None,
             backoff_until: None,
+            backoff_resync: None,
             retry_at: None,
         }
     }
