@@ -43,9 +43,14 @@ use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::{JoinHandle, JoinSet};
 use writer::{Writer, foreign_conditions, uid_of};
 
-/// Records one event the kubelet emitted for a pod, at `time` (aggregating repeats is the
-/// recorder's business). Called on a blocking thread.
-pub type EventSink = Arc<dyn Fn(&Store, &Pod, &Event, Timestamp) + Send + Sync>;
+/// Records one event the kubelet emitted for a pod, at `time` (aggregating repeats and
+/// similar events and dropping spam is the recorder's business: what it remembers lives in
+/// the closure). Called on a blocking thread.
+pub type PodEventRecorder = Box<dyn FnMut(&Store, &Pod, &Event, Timestamp) + Send + Sync>;
+
+/// Makes a pod's [`PodEventRecorder`]: one per pod worker, owned by its status writer and
+/// dropped with it, so the recorder's memory of a pod goes when the pod goes.
+pub type EventSink = Arc<dyn Fn() -> PodEventRecorder + Send + Sync>;
 
 /// How long a shutdown waits for the status writers to write what the pod workers published.
 const SHUTDOWN_FLUSH: Duration = Duration::from_secs(5);
@@ -596,6 +601,7 @@ impl NodeLoop {
         let writer = Writer {
             store: self.store.clone(),
             sink: Arc::clone(&self.sink),
+            recorder: None,
             key: key.clone(),
             uid: uid.clone(),
             latest: latest_tx,

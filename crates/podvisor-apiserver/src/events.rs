@@ -1,6 +1,9 @@
 //! Events: create, update, patch and delete through the API, and [`record_event`], which
-//! the node agent calls to write the kubelet's events with the kubelet recorder's count
-//! aggregation.
+//! the node agent calls to write the kubelet's events as the kubelet's recorder does: through
+//! its [`EventCorrelator`] (similar events combined, spam dropped), then with count
+//! aggregation. Events created by clients are stored as sent.
+
+mod correlator;
 
 use axum::http::StatusCode;
 use axum::response::Response;
@@ -17,6 +20,11 @@ use crate::pods::{check_name, check_namespace, pinned_rv, type_meta};
 use crate::request::{content_type, name_suffix, new_uid, now, parse_body, time_text};
 use crate::routes::Req;
 use crate::status::{ApiError, ApiResult, json_response};
+pub use correlator::{
+    AGGREGATE_INTERVAL, AGGREGATE_MAX_EVENTS, AGGREGATE_PREFIX, EventCorrelator, SPAM_BURST,
+    SPAM_REFILL,
+};
+use correlator::{AGGREGATE_KEY, EVENT_KEY, Occurrences, key};
 
 /// FNV-1a, 64 bits: a stable name for the aggregation key.
 fn fnv64(parts: &[&str]) -> u64 {
@@ -30,45 +38,48 @@ fn fnv64(parts: &[&str]) -> u64 {
     h
 }
 
-/// The fields that make two events "the same" for the kubelet recorder's aggregation
-/// (`getEventKey`: source, involved object, type, reason, message).
-fn same_event(a: &Value, b: &Value) -> bool {
-    let ptrs = [
-        "/source/component",
-        "/source/host",
-        "/involvedObject/kind",
-        "/involvedObject/namespace",
-        "/involvedObject/name",
-        "/involvedObject/uid",
-        "/involvedObject/fieldPath",
-        "/involvedObject/apiVersion",
-        "/type",
-        "/reason",
-        "/message",
-    ];
-    ptrs.iter().all(|p| a.pointer(p) == b.pointer(p))
+/// Whether the stored Event `a` is the one `b` is counted in: the same event (`getEventKey`:
+/// source, involved object, type, reason, message), or for an aggregate the aggregate of the
+/// same similar events (the aggregate key; its message is the latest combined one).
+fn same_event(a: &Value, b: &Value, aggregate: bool) -> bool {
+    if !aggregate {
+        return key(a, &EVENT_KEY) == key(b, &EVENT_KEY);
+    }
+    key(a, &AGGREGATE_KEY) == key(b, &AGGREGATE_KEY)
+        && a["message"]
+            .as_str()
+            .is_some_and(|m| m.starts_with(AGGREGATE_PREFIX))
 }
 
 /// Records an event the kubelet would emit about `pod` on node `host`, as the kubelet's
 /// recorder does: `source {component: kubelet, host}`, `reportingComponent: kubelet`,
 /// `involvedObject` with the pod's uid and resourceVersion and, for container events, a
-/// `fieldPath` like `spec.containers{app}`. A repeat of the same event (same involved
-/// object, type, reason and message) increments `count` and moves `lastTimestamp` on the
-/// existing Event instead of creating another.
+/// `fieldPath` like `spec.containers{app}`. First through `correlator` (the pod's
+/// `EventCorrelator`): the 10th distinct message of similar events (same reason and type)
+/// within 10 minutes and the ones after it become one `(combined from similar events): <message>`
+/// Event, and past a burst of 25 events about the pod one is let through every 5 minutes.
+/// Then a repeat of the same event (same involved object, type, reason and message, or the
+/// same aggregate) increments `count` (by the dropped repeats too) and moves `lastTimestamp`
+/// on the existing Event instead of creating another.
 ///
-/// Returns the stored Event.
+/// Returns the stored Event, or `None` when the spam filter dropped it.
 ///
 /// # Errors
 ///
 /// The store's errors.
 pub fn record_event(
     store: &Store,
+    correlator: &mut EventCorrelator,
     host: &str,
     pod: &Pod,
     event: &Event,
     now: Timestamp,
-) -> Result<Value, StoreError> {
-    record_event_from(store, "kubelet", host, pod, event, now)
+) -> Result<Option<Value>, StoreError> {
+    let mut fresh = new_event("kubelet", host, pod, event, now);
+    let Some(seen) = correlator.correlate(&mut fresh, now) else {
+        return Ok(None);
+    };
+    write_event(store, fresh, now, seen).map(Some)
 }
 
 /// Records the scheduler's `Scheduled` event for a pod bound to `node` at admission
@@ -90,28 +101,22 @@ pub fn record_scheduled(
         ),
         container: None,
     };
-    record_event_from(store, "default-scheduler", "", pod, &event, now)
+    let fresh = new_event("default-scheduler", "", pod, &event, now);
+    write_event(store, fresh, now, Occurrences::once(now))
 }
 
-/// [`record_event`] for any reporting `component` (`kubelet`, `default-scheduler`).
-fn record_event_from(
-    store: &Store,
-    component: &str,
-    host: &str,
-    pod: &Pod,
-    event: &Event,
-    now: Timestamp,
-) -> Result<Value, StoreError> {
+/// The Event a reporting `component` (`kubelet`, `default-scheduler`) on `host` makes of
+/// `event` about `pod`, unnamed.
+fn new_event(component: &str, host: &str, pod: &Pod, event: &Event, now: Timestamp) -> Value {
     let meta = &pod.metadata;
     let ns = meta
         .namespace
         .clone()
         .unwrap_or_else(|| "default".to_owned());
-    let pod_name = meta.name.clone().unwrap_or_default();
     let mut involved = json!({
         "kind": "Pod",
         "namespace": ns,
-        "name": pod_name,
+        "name": meta.name.clone().unwrap_or_default(),
         "uid": meta.uid.clone().unwrap_or_default(),
         "apiVersion": "v1",
     });
@@ -122,7 +127,7 @@ fn record_event_from(
         involved["fieldPath"] = json!(kind.field_path(name));
     }
     let stamp = time_text(now);
-    let mut fresh = json!({
+    json!({
         "apiVersion": "v1",
         "kind": "Event",
         "metadata": {"namespace": ns, "creationTimestamp": stamp, "uid": new_uid()},
@@ -137,7 +142,17 @@ fn record_event_from(
         "eventTime": null,
         "reportingComponent": component,
         "reportingInstance": host,
-    });
+    })
+}
+
+/// Writes `fresh` (made by [`new_event`] at `now`) with its correlated occurrences: adds them
+/// to the `count` of the stored Event it is counted in, or creates it.
+fn write_event(
+    store: &Store,
+    mut fresh: Value,
+    now: Timestamp,
+    seen: Occurrences,
+) -> Result<Value, StoreError> {
     let s = |p: &str| {
         fresh
             .pointer(p)
@@ -145,24 +160,46 @@ fn record_event_from(
             .unwrap_or("")
             .to_owned()
     };
-    let hash = fnv64(&[
-        &s("/involvedObject/uid"),
-        &s("/involvedObject/fieldPath"),
-        &s("/type"),
-        &s("/reason"),
-        &s("/message"),
-        host,
-    ]);
+    let (ns, pod_name, host) = (
+        s("/metadata/namespace"),
+        s("/involvedObject/name"),
+        s("/source/host"),
+    );
+    let hash = if seen.aggregate {
+        // One aggregate per similar events, whatever its container and latest message.
+        fnv64(&[
+            &s("/involvedObject/uid"),
+            "",
+            &s("/type"),
+            &s("/reason"),
+            AGGREGATE_PREFIX,
+            &host,
+        ])
+    } else {
+        fnv64(&[
+            &s("/involvedObject/uid"),
+            &s("/involvedObject/fieldPath"),
+            &s("/type"),
+            &s("/reason"),
+            &s("/message"),
+            &host,
+        ])
+    };
+    let stamp = time_text(now);
+    fresh["count"] = json!(seen.count);
+    fresh["firstTimestamp"] = json!(time_text(seen.first));
     let mut name = format!("{pod_name}.{hash:016x}");
     for _ in 0..3 {
         let key = db::key(EVENTS, &ns, &name);
         match store.get(&key)? {
-            Some(existing) if same_event(&existing, &fresh) => {
+            Some(existing) if same_event(&existing, &fresh, seen.aggregate) => {
                 let bumped = store.update_with(&key, |mut current| {
                     let count = current.get("count").and_then(Value::as_i64).unwrap_or(1);
-                    current["count"] = json!(count + 1);
+                    current["count"] = json!(count + seen.count);
                     current["lastTimestamp"] = json!(stamp);
-                    if let Some(rv) = involved.get("resourceVersion") {
+                    // An aggregate shows the latest message combined.
+                    current["message"] = fresh["message"].clone();
+                    if let Some(rv) = fresh.pointer("/involvedObject/resourceVersion") {
                         current["involvedObject"]["resourceVersion"] = rv.clone();
                     }
                     Ok(current)

@@ -8,8 +8,8 @@
 //!   kubectl needs for strict validation, `create` and `apply`;
 //! - pods: create (defaulting, validation), get, list, watch, update (spec mutability M11),
 //!   patch (JSON, merge, strategic merge, server-side apply), graceful delete, the `status`
-//!   subresource and `log`; events (with the kubelet's count aggregation, [`record_event`])
-//!   and namespaces;
+//!   subresource and `log`; events (the kubelet's with its recorder's correlation and count
+//!   aggregation, [`record_event`], [`EventCorrelator`]) and namespaces;
 //! - `meta.k8s.io/v1` `Table` output with kubectl's columns, so `kubectl get` prints READY,
 //!   STATUS and RESTARTS as for a real cluster;
 //! - errors as `Status` objects shaped like the API server's, so kubectl prints the same
@@ -73,7 +73,10 @@ mod tls;
 mod watch;
 
 pub use discovery::GIT_VERSION;
-pub use events::{EVENT_TTL, expire_events, record_event};
+pub use events::{
+    AGGREGATE_INTERVAL, AGGREGATE_MAX_EVENTS, AGGREGATE_PREFIX, EVENT_TTL, EventCorrelator,
+    SPAM_BURST, SPAM_REFILL, expire_events, record_event,
+};
 pub use pods::status::update_pod_status;
 pub use server::{ApiServer, ServeConfig, ServeError, serve};
 pub use status::ApiError;

@@ -1,5 +1,5 @@
-//! `kubectl logs` from CRI log files, and events: `record_event`'s aggregation as `kubectl
-//! describe` and `kubectl get events` show it.
+//! `kubectl logs` from CRI log files, and events: `record_event`'s aggregation and its
+//! correlator's combined events as `kubectl describe` and `kubectl get events` show them.
 
 mod common;
 
@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use common::{NODE, TestServer, pod_yaml};
 use k8s_openapi::api::core::v1::Pod;
-use podvisor_apiserver::record_event;
+use podvisor_apiserver::{EventCorrelator, record_event};
 use podvisor_lifecycle::{ContainerKind, Event, EventType};
 use serde_json::{Value, json};
 
@@ -168,9 +168,11 @@ fn kubectl_describe_shows_aggregated_events() {
         container: Some((ContainerKind::Regular, "app".to_owned())),
     };
     let t0 = jiff::Timestamp::now() - jiff::SignedDuration::from_secs(120);
-    record_event(store, NODE, &pod, &started, t0).unwrap();
-    let first = record_event(store, NODE, &pod, &backoff, t0).unwrap();
-    let again = record_event(store, NODE, &pod, &backoff, jiff::Timestamp::now()).unwrap();
+    let mut c = EventCorrelator::new();
+    record_event(store, &mut c, NODE, &pod, &started, t0).unwrap();
+    let first = record_event(store, &mut c, NODE, &pod, &backoff, t0).unwrap();
+    let again = record_event(store, &mut c, NODE, &pod, &backoff, jiff::Timestamp::now()).unwrap();
+    let (first, again) = (first.unwrap(), again.unwrap());
     assert_eq!(first["metadata"]["name"], again["metadata"]["name"]);
     assert_eq!(again["count"], 2);
     assert_eq!(again["involvedObject"]["fieldPath"], "spec.containers{app}");
@@ -239,4 +241,102 @@ fn kubectl_describe_shows_aggregated_events() {
     assert_eq!(reasons, ["BackOff", "Scheduled"], "{left}");
     let much_later = jiff::Timestamp::now() + jiff::SignedDuration::from_secs(3600 + 5);
     assert_eq!(podvisor_apiserver::expire_events(store, much_later, ttl), 2);
+}
+
+#[test]
+fn kubectl_describe_shows_combined_similar_events() {
+    let s = TestServer::start();
+    s.create(&pod_yaml("web"));
+    let pod: Pod =
+        serde_json::from_str(&s.kubectl_ok(&["get", "pod", "web", "-o", "json"])).unwrap();
+    let store = s.state.store();
+    let unhealthy = |code: u32| Event {
+        type_: EventType::Warning,
+        reason: "Unhealthy",
+        message: format!("Liveness probe failed: HTTP probe failed with statuscode: {code}"),
+        container: Some((ContainerKind::Regular, "app".to_owned())),
+    };
+    let now = jiff::Timestamp::now();
+    let t0 = now - jiff::SignedDuration::from_secs(120);
+    let at = |secs: i64| t0 + jiff::SignedDuration::from_secs(secs);
+    let mut c = EventCorrelator::new();
+    // Nine distinct messages of the same reason within ten minutes are events of their own.
+    for i in 0..9 {
+        let e = record_event(store, &mut c, NODE, &pod, &unhealthy(500 + i), at(i.into()));
+        assert_eq!(e.unwrap().unwrap()["count"], 1);
+    }
+    // The tenth is the combined event; the eleventh counts it, with its own message.
+    let combined = record_event(store, &mut c, NODE, &pod, &unhealthy(510), at(60))
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        combined["message"],
+        "(combined from similar events): Liveness probe failed: HTTP probe failed with statuscode: 510"
+    );
+    let again = record_event(store, &mut c, NODE, &pod, &unhealthy(511), now)
+        .unwrap()
+        .unwrap();
+    assert_eq!(again["metadata"]["name"], combined["metadata"]["name"]);
+    assert_eq!(again["count"], 2);
+    assert_eq!(
+        again["message"],
+        "(combined from similar events): Liveness probe failed: HTTP probe failed with statuscode: 511"
+    );
+
+    let out = s.kubectl_ok(&["describe", "pod", "web"]);
+    let events = out
+        .split("Events:")
+        .nth(1)
+        .unwrap_or_else(|| panic!("{out}"));
+    let line = events
+        .lines()
+        .find(|l| l.contains("combined"))
+        .unwrap_or_else(|| panic!("{events}"));
+    let words: Vec<&str> = line.split_whitespace().collect();
+    // `Warning  Unhealthy  0s (x2 over 60s)  kubelet  (combined from similar events): ...`
+    assert_eq!(words[..2], ["Warning", "Unhealthy"], "{events}");
+    assert_eq!(words[3..5], ["(x2", "over"], "{events}");
+    assert!(words[5].ends_with("s)"), "{events}");
+    assert_eq!(words[6], "kubelet", "{events}");
+    assert_eq!(
+        words[7..].join(" "),
+        "(combined from similar events): Liveness probe failed: HTTP probe failed with \
+         statuscode: 511",
+        "{events}"
+    );
+    let reasons = s.kubectl_ok(&[
+        "get",
+        "events",
+        "--field-selector",
+        "reason=Unhealthy",
+        "-o",
+        "name",
+    ]);
+    assert_eq!(reasons.lines().count(), 10, "{reasons}");
+
+    // The spam filter: 25 events about the pod at once (11 so far), then one per 5 minutes.
+    let started = Event {
+        type_: EventType::Normal,
+        reason: "Started",
+        message: "Started container app".to_owned(),
+        container: Some((ContainerKind::Regular, "app".to_owned())),
+    };
+    for _ in 11..25 {
+        assert!(
+            record_event(store, &mut c, NODE, &pod, &started, now)
+                .unwrap()
+                .is_some()
+        );
+    }
+    assert!(
+        record_event(store, &mut c, NODE, &pod, &started, now)
+            .unwrap()
+            .is_none()
+    );
+    let later = now + jiff::SignedDuration::from_secs(300);
+    let written = record_event(store, &mut c, NODE, &pod, &started, later)
+        .unwrap()
+        .unwrap();
+    // 14 written, one dropped and counted with the next write.
+    assert_eq!(written["count"], 16);
 }

@@ -1,10 +1,10 @@
 //! The status writer of one pod: the kubelet's status manager for it. It owns the pod's
 //! [`PodHandle`] and writes what the pod worker publishes to the store: the `status` field by
 //! read-modify-write (conditions owned by others are kept, a deleted or replaced object is
-//! never written again), events through the node's [`EventSink`], and at the end the removal
-//! of a deleted pod's object (T9).
+//! never written again), events through the pod's recorder from the node's [`EventSink`], and
+//! at the end the removal of a deleted pod's object (T9).
 
-use super::{EventSink, Finished};
+use super::{EventSink, Finished, PodEventRecorder};
 use crate::log::{debug, warning};
 use crate::{PodHandle, PodUpdate, TimedEvent};
 use k8s_openapi::api::core::v1::{Pod, PodCondition};
@@ -26,6 +26,9 @@ const DISRUPTION_TARGET: &str = "DisruptionTarget";
 pub(crate) struct Writer {
     pub(crate) store: Store,
     pub(crate) sink: EventSink,
+    /// The pod's event recorder, made by `sink` on first use (and again if one was lost to a
+    /// panic); out while a blocking thread records with it.
+    pub(crate) recorder: Option<PodEventRecorder>,
     pub(crate) key: Key,
     pub(crate) uid: String,
     /// The pod as last published, for the node (mirror pods are re-created from it).
@@ -36,7 +39,7 @@ pub(crate) struct Writer {
 impl Writer {
     /// Runs until the pod worker has finished, or until `stop` fires (agent shutdown: the
     /// worker is stopped without touching its containers and the last status is written).
-    pub(crate) async fn run(self, mut handle: PodHandle, mut stop: oneshot::Receiver<()>) {
+    pub(crate) async fn run(mut self, mut handle: PodHandle, mut stop: oneshot::Receiver<()>) {
         loop {
             let first = tokio::select! {
                 update = handle.next_update() => update,
@@ -75,7 +78,7 @@ impl Writer {
 
     /// Records the events and writes the newest status of a batch; returns the final pod if
     /// the batch ended with `Terminated`.
-    async fn apply(&self, batch: Vec<PodUpdate>) -> Option<Box<Pod>> {
+    async fn apply(&mut self, batch: Vec<PodUpdate>) -> Option<Box<Pod>> {
         let mut newest = None;
         let mut events = Vec::new();
         let mut terminated = None;
@@ -102,15 +105,17 @@ impl Writer {
         terminated
     }
 
-    async fn record(&self, pod: Pod, events: Vec<TimedEvent>) {
+    async fn record(&mut self, pod: Pod, events: Vec<TimedEvent>) {
         let store = self.store.clone();
-        let sink = self.sink.clone();
-        let _ = tokio::task::spawn_blocking(move || {
+        let mut recorder = self.recorder.take().unwrap_or_else(|| (self.sink)());
+        let recorded = tokio::task::spawn_blocking(move || {
             for e in events {
-                sink(&store, &pod, &e.event, e.time);
+                recorder(&store, &pod, &e.event, e.time);
             }
+            recorder
         })
         .await;
+        self.recorder = recorded.ok();
     }
 
     /// Writes `pod.status` into the stored object of the same UID, if there still is one.
