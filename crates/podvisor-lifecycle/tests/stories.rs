@@ -241,3 +241,21 @@ fn job_with_sidecar_completes() {
     );
     insta::assert_snapshot!("job_with_sidecar_completes", report);
 }
+
+/// A1/A2, D2: the sandbox dies at 30 s (`sandboxLost`). `SandboxChanged`; the app shows
+/// terminated 137; the init container runs again in the new sandbox, then the app restarts
+/// with restartCount 1. Under `Never` the pod stays dead and ends Failed.
+#[test]
+fn sandbox_lost_and_re_created() {
+    let spec = |policy: &str| {
+        json!({
+            "restartPolicy": policy,
+            "initContainers": [{"name": "setup", "image": "busybox"}],
+            "containers": [{"name": "app", "image": "busybox"}],
+        })
+    };
+    let script = "containers:\n  setup:\n    runs:\n      - exitAfter: 1s\n        exitCode: 0\nsandboxLost: [30s]\n";
+    let always = story("lost", spec("Always"), script, 60);
+    let never = story("lost-never", spec("Never"), script, 60);
+    insta::assert_snapshot!("sandbox_lost_and_re_created", format!("{always}\n{never}"));
+}

@@ -154,6 +154,7 @@ enum Happening {
     Delete {
         grace: Option<i64>,
     },
+    SandboxLost,
 }
 
 struct Live {
@@ -230,6 +231,9 @@ pub fn simulate_counting(
                 grace: d.grace_period_seconds,
             },
         );
+    }
+    for at in &script.sandbox_lost {
+        sim.schedule(opts.start + dur(*at), Happening::SandboxLost);
     }
     let end = opts.start + dur(opts.duration);
     sim.drain();
@@ -364,6 +368,24 @@ impl Sim<'_> {
                 self.m.handle_hook_result(id, hook, result, now);
             }
             Happening::Delete { grace } => self.m.handle_delete(grace, now),
+            Happening::SandboxLost => {
+                // Everything running dies with the sandbox (SIGKILL).
+                let mut dead: Vec<InstanceId> = self.live.keys().copied().collect();
+                dead.sort_unstable();
+                self.live.clear();
+                let exits = dead
+                    .into_iter()
+                    .map(|id| {
+                        let exit = ExitStatus {
+                            exit_code: 137,
+                            finished_at: Some(now),
+                            ..ExitStatus::default()
+                        };
+                        (id, exit)
+                    })
+                    .collect();
+                self.m.handle_sandbox_lost(exits, now);
+            }
         }
     }
 

@@ -14,6 +14,10 @@ pub struct Script {
     pub containers: BTreeMap<String, ContainerScript>,
     /// A graceful delete during the run.
     pub delete: Option<DeleteScript>,
+    /// When the pod's sandbox dies on its own (its shim is killed): every running container
+    /// ends with 137 and the kubelet's A2 handling follows.
+    #[serde(default, deserialize_with = "durations")]
+    pub sandbox_lost: Vec<Duration>,
 }
 
 /// What one container does.
@@ -186,6 +190,13 @@ fn raw_to_duration(raw: Raw) -> Result<Duration, String> {
 
 fn duration<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
     raw_to_duration(Raw::deserialize(d)?).map_err(serde::de::Error::custom)
+}
+
+fn durations<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<Duration>, D::Error> {
+    Vec::<Raw>::deserialize(d)?
+        .into_iter()
+        .map(|raw| raw_to_duration(raw).map_err(serde::de::Error::custom))
+        .collect()
 }
 
 fn opt_duration<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Duration>, D::Error> {
