@@ -31,9 +31,9 @@ use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::core::v1::PodCondition;
 use pod_task::{Command, PodTask};
 use podvisor_lifecycle::{Event, MachineConfig, PastInstance, RecoveredInstance};
-use podvisor_runtime::{Runtime, RuntimeEvent};
+use podvisor_runtime::{ExecError, ExecRequest, ExecSession, Runtime, RuntimeEvent};
 use std::sync::Arc;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 
 /// Errors of the agent itself (never of the workload: a crashing container is an event).
@@ -210,6 +210,30 @@ impl PodControl {
     /// kubelet-owned types are ignored. Does nothing once the pod worker has finished.
     pub fn update_conditions(&self, conditions: Vec<PodCondition>) {
         let _ = self.commands.send(Command::UpdateConditions(conditions));
+    }
+
+    /// Starts a streaming exec (`kubectl exec`) in the running instance of `container`.
+    ///
+    /// # Errors
+    ///
+    /// [`ExecError::ContainerNotFound`] when no instance of it runs (or the pod worker has
+    /// finished); the runtime's error when the command cannot start.
+    pub async fn exec(
+        &self,
+        container: &str,
+        request: ExecRequest,
+    ) -> Result<ExecSession, ExecError> {
+        let not_found = || ExecError::ContainerNotFound(container.to_owned());
+        let (reply, answer) = oneshot::channel();
+        let command = Command::Exec {
+            container: container.to_owned(),
+            request,
+            reply,
+        };
+        if self.commands.send(command).is_err() {
+            return Err(not_found());
+        }
+        answer.await.unwrap_or_else(|_| Err(not_found()))
     }
 }
 

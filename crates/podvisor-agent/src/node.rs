@@ -33,6 +33,7 @@ use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{Pod, PodCondition};
 use podvisor_lifecycle::Event;
 use podvisor_runtime::process::ProcessRuntime;
+use podvisor_runtime::{ExecError, ExecRequest, ExecSession};
 use podvisor_store::{EventType, Key, Store, StoreError, Value, Watch, WatchEvent, WatchFrom};
 use static_pods::{StaticPod, StaticSource, is_mirror, pod_key};
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -116,12 +117,45 @@ impl NodeControl {
     pub fn stop(&self) {
         let _ = self.commands.send(NodeCommand::Stop);
     }
+
+    /// Starts a streaming exec (`kubectl exec`) in the running instance of `container` of the
+    /// pod with this UID ([`PodControl::exec`]).
+    ///
+    /// # Errors
+    ///
+    /// [`ExecError::ContainerNotFound`] when the pod has no worker or the container does not
+    /// run; the runtime's error when the command cannot start.
+    pub async fn exec(
+        &self,
+        uid: &str,
+        container: &str,
+        request: ExecRequest,
+    ) -> Result<ExecSession, ExecError> {
+        let not_found = || ExecError::ContainerNotFound(container.to_owned());
+        let (reply, answer) = oneshot::channel();
+        let command = NodeCommand::Exec {
+            uid: uid.to_owned(),
+            reply,
+        };
+        if self.commands.send(command).is_err() {
+            return Err(not_found());
+        }
+        match answer.await {
+            Ok(Some(control)) => control.exec(container, request).await,
+            _ => Err(not_found()),
+        }
+    }
 }
 
 #[derive(Debug)]
 enum NodeCommand {
     Drain,
     Stop,
+    /// The pod worker's control of the pod with this UID, if it has one.
+    Exec {
+        uid: String,
+        reply: oneshot::Sender<Option<PodControl>>,
+    },
 }
 
 impl Node {
@@ -354,6 +388,9 @@ impl NodeLoop {
             tokio::select! {
                 command = commands.recv() => match command {
                     Some(NodeCommand::Drain) => self.drain().await,
+                    Some(NodeCommand::Exec { uid, reply }) => {
+                        let _ = reply.send(self.workers.get(&uid).map(|w| w.control.clone()));
+                    }
                     Some(NodeCommand::Stop) | None => break,
                 },
                 event = pods.next() => match event {

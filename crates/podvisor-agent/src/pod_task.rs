@@ -18,8 +18,8 @@ use podvisor_lifecycle::{
 };
 use podvisor_runtime::hooks::HookOutcome;
 use podvisor_runtime::{
-    ContainerExit, Runtime, RuntimeError, RuntimeEvent, SandboxError, StartError, StartRequest,
-    Started, signal_number,
+    ContainerExit, ExecError, ExecRequest, ExecSession, Runtime, RuntimeError, RuntimeEvent,
+    SandboxError, StartError, StartRequest, Started, signal_number,
 };
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Arc;
@@ -37,6 +37,12 @@ pub(crate) enum Command {
     UpdateSpec(Box<Pod>),
     /// Conditions written by others (readiness gates).
     UpdateConditions(Vec<PodCondition>),
+    /// A streaming exec (`kubectl exec`) in the running instance of `container`.
+    Exec {
+        container: String,
+        request: ExecRequest,
+        reply: oneshot::Sender<Result<ExecSession, ExecError>>,
+    },
 }
 
 /// A sandbox re-adopted after an agent restart, for [`PodTask::recovered`].
@@ -111,6 +117,11 @@ pub(crate) struct PodTask<R: Runtime> {
     updates: mpsc::UnboundedSender<PodUpdate>,
     /// Instances whose `start_container` has not answered yet.
     starting: HashSet<u64>,
+    /// The container name of each instance being started.
+    starting_names: HashMap<u64, String>,
+    /// The instance of each container whose process runs, as the runtime reported it
+    /// (started, no exit yet): where an exec goes, as the kubelet's `findContainer` looks.
+    running: HashMap<String, u64>,
     /// Exits that arrived before their instance's start was answered.
     early_exits: HashMap<u64, ContainerExit>,
     /// Hooks running against an instance, told when it exits.
@@ -150,6 +161,8 @@ impl<R: Runtime> PodTask<R> {
             commands_open: true,
             updates,
             starting: HashSet::new(),
+            starting_names: HashMap::new(),
+            running: HashMap::new(),
             early_exits: HashMap::new(),
             exit_watchers: HashMap::new(),
             now,
@@ -172,6 +185,11 @@ impl<R: Runtime> PodTask<R> {
     ) -> PodTask<R> {
         let now = clock.now();
         let full_name = full_name_of(&pod);
+        let running = adopted
+            .running
+            .iter()
+            .map(|r| (r.name.clone(), r.instance.0))
+            .collect();
         let machine = PodMachine::recover_with_history(
             pod,
             &adopted.running,
@@ -196,6 +214,8 @@ impl<R: Runtime> PodTask<R> {
             commands_open: true,
             updates,
             starting: HashSet::new(),
+            starting_names: HashMap::new(),
+            running,
             early_exits: HashMap::new(),
             exit_watchers: HashMap::new(),
             now,
@@ -274,6 +294,11 @@ impl<R: Runtime> PodTask<R> {
                 debug!("{}: conditions update", self.full_name);
                 self.machine.handle_conditions_update(conditions, now);
             }
+            Wake::Command(Some(Command::Exec {
+                container,
+                request,
+                reply,
+            })) => self.exec(container, request, reply),
             Wake::Command(None) => self.commands_open = false,
             Wake::Runtime(Some(RuntimeEvent::Exited { instance, exit })) => {
                 if self.starting.contains(&instance) {
@@ -300,6 +325,7 @@ impl<R: Runtime> PodTask<R> {
                         (InstanceId(instance), exit_status(exit))
                     })
                     .collect();
+                self.running.clear();
                 // The dead sandbox is kept until a new one replaces it, so that the pod's
                 // removal still cleans up after it.
                 self.machine.handle_sandbox_lost(exits, now);
@@ -327,6 +353,7 @@ impl<R: Runtime> PodTask<R> {
     }
 
     fn exited(&mut self, instance: u64, exit: ContainerExit) {
+        self.running.retain(|_, running| *running != instance);
         for watcher in self.exit_watchers.remove(&instance).unwrap_or_default() {
             let _ = watcher.send(());
         }
@@ -358,6 +385,10 @@ impl<R: Runtime> PodTask<R> {
             }
             Input::Started { instance, result } => {
                 self.starting.remove(&instance);
+                let name = self.starting_names.remove(&instance);
+                if let (Some(name), Ok(_)) = (name, &result) {
+                    self.running.insert(name, instance);
+                }
                 let early_exit = self.early_exits.remove(&instance);
                 match result {
                     Ok(started) => {
@@ -639,6 +670,7 @@ impl<R: Runtime> PodTask<R> {
             self.full_name
         );
         self.starting.insert(instance);
+        self.starting_names.insert(instance, name.to_owned());
         let rt = Arc::clone(&self.rt);
         let request = StartRequest {
             instance,
@@ -651,6 +683,31 @@ impl<R: Runtime> PodTask<R> {
                 instance,
                 result: rt.start_container(&sandbox, request).await,
             }
+        });
+    }
+
+    /// Starts a streaming exec in the running instance of `container`; the answer goes to
+    /// `reply` from a task of its own (the session is the caller's, not the worker's).
+    fn exec(
+        &self,
+        container: String,
+        request: ExecRequest,
+        reply: oneshot::Sender<Result<ExecSession, ExecError>>,
+    ) {
+        let (Some(&instance), Some(sandbox)) = (self.running.get(&container), self.sandbox.clone())
+        else {
+            let _ = reply.send(Err(ExecError::ContainerNotFound(container)));
+            return;
+        };
+        debug!("{}: exec in {container} ({instance})", self.full_name);
+        let rt = Arc::clone(&self.rt);
+        tokio::spawn(async move {
+            let result = match rt.exec_stream(&sandbox, instance, request).await {
+                // It exited meanwhile.
+                Err(RuntimeError::NotFound(_)) => Err(ExecError::ContainerNotFound(container)),
+                other => other.map_err(ExecError::from),
+            };
+            let _ = reply.send(result);
         });
     }
 

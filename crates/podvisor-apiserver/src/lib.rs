@@ -8,8 +8,9 @@
 //!   kubectl needs for strict validation, `create` and `apply`;
 //! - pods: create (defaulting, validation), get, list, watch, update (spec mutability M11),
 //!   patch (JSON, merge, strategic merge, server-side apply), graceful delete, the `status`
-//!   subresource and `log`; events (the kubelet's with its recorder's correlation and count
-//!   aggregation, [`record_event`], [`EventCorrelator`]) and namespaces;
+//!   subresource, `log` and `exec` (WebSockets, [`PodExec`]); events (the kubelet's with its
+//!   recorder's correlation and count aggregation, [`record_event`], [`EventCorrelator`]) and
+//!   namespaces;
 //! - `meta.k8s.io/v1` `Table` output with kubectl's columns, so `kubectl get` prints READY,
 //!   STATUS and RESTARTS as for a real cluster;
 //! - errors as `Status` objects shaped like the API server's, so kubectl prints the same
@@ -21,7 +22,7 @@
 //! What it does not do: hold lifecycle state or run anything (the agent watches the store
 //! and writes status and events back through it), authorization beyond one token,
 //! admission plugins, API groups other than core `v1`, protobuf (beyond the `Namespace`
-//! kubectl's typed client posts), HTTP/2, `exec`/`attach`/`port-forward`.
+//! kubectl's typed client posts), HTTP/2, SPDY, `attach`/`port-forward`.
 //!
 //! Wiring (what `podvisor serve` does):
 //!
@@ -55,6 +56,7 @@ mod auth;
 mod db;
 mod discovery;
 mod events;
+mod exec;
 mod logs;
 mod managed;
 mod namespaces;
@@ -77,6 +79,7 @@ pub use events::{
     AGGREGATE_INTERVAL, AGGREGATE_MAX_EVENTS, AGGREGATE_PREFIX, EVENT_TTL, EventCorrelator,
     SPAM_BURST, SPAM_REFILL, expire_events, record_event,
 };
+pub use exec::PodExec;
 pub use pods::status::update_pod_status;
 pub use server::{ApiServer, ServeConfig, ServeError, serve};
 pub use status::ApiError;
@@ -96,6 +99,8 @@ struct StateInner {
     advertise: String,
     bookmark_interval: Duration,
     log_poll_interval: Duration,
+    /// Runs `pods/exec` sessions on the node (none: exec is refused).
+    exec: Option<exec::ExecBackend>,
 }
 
 impl ApiState {
@@ -111,6 +116,7 @@ impl ApiState {
                 advertise: "127.0.0.1:6443".to_owned(),
                 bookmark_interval: Duration::from_secs(60),
                 log_poll_interval: Duration::from_millis(100),
+                exec: None,
             }),
         }
     }
@@ -139,6 +145,12 @@ impl ApiState {
     #[must_use]
     pub fn with_bookmark_interval(self, interval: Duration) -> Self {
         self.map(|s| s.bookmark_interval = interval)
+    }
+
+    /// Serves `pods/exec` through `exec` (the node agent's pod workers).
+    #[must_use]
+    pub fn with_exec(self, exec: Arc<dyn PodExec>) -> Self {
+        self.map(|s| s.exec = Some(exec))
     }
 
     /// The store.

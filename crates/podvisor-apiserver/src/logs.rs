@@ -22,7 +22,7 @@ use crate::status::{ApiError, ApiResult};
 use crate::watch::streaming_response;
 
 /// `validateContainer` of the pod log REST handler.
-fn container_name(pod: &Pod, requested: Option<&str>) -> ApiResult<String> {
+pub(crate) fn container_name(pod: &Pod, requested: Option<&str>) -> ApiResult<String> {
     let name = pod.metadata.name.as_deref().unwrap_or("");
     let spec = pod.spec.clone().unwrap_or_default();
     let all: Vec<String> = spec

@@ -5,14 +5,14 @@ use axum::Router;
 use axum::body::Bytes;
 use axum::extract::{FromRequestParts, Path, Query, State};
 use axum::http::request::Parts;
-use axum::http::{HeaderMap, Method};
+use axum::http::{HeaderMap, Method, Uri};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{MethodFilter, get, on};
 
 use crate::db::{EVENTS, NAMESPACES, PODS, Resource};
 use crate::request::Params;
 use crate::status::ApiError;
-use crate::{ApiState, discovery, events, logs, namespaces, objects, openapi, pods};
+use crate::{ApiState, discovery, events, exec, logs, namespaces, objects, openapi, pods};
 
 /// Everything the handlers get from a request.
 pub(crate) struct Req {
@@ -228,13 +228,17 @@ async fn object_watch(
     })
 }
 
-/// `/api/v1/namespaces/{ns}/{resource}/{name}/{subresource}`: `pods/status`, `pods/log`.
+/// `/api/v1/namespaces/{ns}/{resource}/{name}/{subresource}`: `pods/status`, `pods/log`,
+/// `pods/exec`.
+#[allow(clippy::too_many_arguments)] // axum extractors
 async fn subresource(
     State(state): State<ApiState>,
     Path((ns, resource, name, sub)): Path<(String, String, String, String)>,
     QueryParams(params): QueryParams,
     method: Method,
     headers: HeaderMap,
+    uri: Uri,
+    upgrade: exec::Upgrade,
     body: Bytes,
 ) -> Response {
     let req = Req {
@@ -247,7 +251,8 @@ async fn subresource(
         ("pods", "status", Method::PUT) => pods::status::update(&req, &ns, &name, &body),
         ("pods", "status", Method::PATCH) => pods::status::patch(&req, &ns, &name, &body),
         ("pods", "log", Method::GET) => logs::get(&req, &ns, &name).await,
-        ("pods", "status" | "log", m) => Err(ApiError::method_not_supported(
+        ("pods", "exec", Method::GET | Method::POST) => exec::exec(&req, &ns, &name, &uri, upgrade),
+        ("pods", "status" | "log" | "exec", m) => Err(ApiError::method_not_supported(
             &format!("pods/{sub}"),
             m.as_str(),
         )),

@@ -145,6 +145,13 @@ impl ApiServer {
         self
     }
 
+    /// Serves `pods/exec` through `exec` (see [`ApiState::with_exec`]).
+    #[must_use]
+    pub fn with_exec(mut self, exec: std::sync::Arc<dyn crate::PodExec>) -> Self {
+        self.state = self.state.with_exec(exec);
+        self
+    }
+
     /// The handlers' shared state (the store, the node name).
     pub fn state(&self) -> &ApiState {
         &self.state
@@ -247,8 +254,10 @@ async fn serve_connection(
         return;
     };
     let service = TowerToHyperService::new(app);
-    let conn =
-        hyper::server::conn::http1::Builder::new().serve_connection(TokioIo::new(tls), service);
+    // Upgrades: `pods/exec` turns its connection into a WebSocket.
+    let conn = hyper::server::conn::http1::Builder::new()
+        .serve_connection(TokioIo::new(tls), service)
+        .with_upgrades();
     tokio::pin!(conn);
     let stopped = tokio::select! {
         _ = conn.as_mut() => false,

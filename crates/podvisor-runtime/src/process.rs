@@ -17,14 +17,15 @@
 //! running is killed, every instance gets its exit, and the agent hears
 //! [`RuntimeEvent::SandboxLost`].
 
+mod exec_stream;
 mod exits;
 
 use crate::config::{self, PodVolumeKind};
 use crate::shim::client::ShimClient;
 use crate::shim::protocol::{ExitRecord, InstanceState, Request, Response, layout};
 use crate::{
-    ContainerExit, ExecResult, InstanceId, PodPaths, Runtime, RuntimeError, RuntimeEvent,
-    SandboxError, StartError, StartRequest, Started,
+    ContainerExit, ExecRequest, ExecResult, ExecSession, InstanceId, PodPaths, Runtime,
+    RuntimeError, RuntimeEvent, SandboxError, StartError, StartRequest, Started,
 };
 use exits::{Live, Watch, forward_exits};
 use k8s_openapi::api::core::v1::Pod;
@@ -656,6 +657,24 @@ impl Runtime for ProcessRuntime {
             Response::Error { message } => Err(RuntimeError::Other(message)),
             other => Err(RuntimeError::Shim(format!("unexpected answer {other:?}"))),
         }
+    }
+
+    async fn exec_stream(
+        &self,
+        sandbox: &ProcessSandbox,
+        instance: InstanceId,
+        request: ExecRequest,
+    ) -> Result<ExecSession, RuntimeError> {
+        let shim_request = Request::ExecStream {
+            instance,
+            argv: request.argv.clone(),
+            stdin: request.stdin,
+            stdout: request.stdout,
+            stderr: request.stderr,
+            tty: request.tty,
+        };
+        let started = sandbox.client.exec_stream(&shim_request).await?;
+        exec_stream::session(&request, started)
     }
 
     fn pod_ip(&self, _sandbox: &ProcessSandbox) -> String {

@@ -4,7 +4,9 @@ use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{Container, Pod};
 use std::future::Future;
 use std::path::PathBuf;
+use std::pin::Pin;
 use std::time::Duration;
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::mpsc;
 
 /// Identifies a container instance within its pod (assigned by the lifecycle core).
@@ -99,6 +101,76 @@ pub struct ExecResult {
     pub timed_out: bool,
 }
 
+/// What a streaming exec (`kubectl exec`) runs and which streams it gets.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExecRequest {
+    /// The command.
+    pub argv: Vec<String>,
+    /// Give the command a stdin to write to (else `/dev/null`).
+    pub stdin: bool,
+    /// Hand its stdout back (else `/dev/null`).
+    pub stdout: bool,
+    /// Hand its stderr back (else `/dev/null`; with a TTY, stderr is the terminal too).
+    pub stderr: bool,
+    /// Run it on a new pseudo-terminal, its controlling terminal.
+    pub tty: bool,
+}
+
+/// A terminal size, in characters (`remotecommand.TerminalSize`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TermSize {
+    /// Columns.
+    pub width: u16,
+    /// Rows.
+    pub height: u16,
+}
+
+/// One output stream of a streaming exec.
+pub type ExecReader = Pin<Box<dyn AsyncRead + Send>>;
+/// The input stream of a streaming exec: shutting it down (or dropping it) is end-of-file.
+pub type ExecWriter = Pin<Box<dyn AsyncWrite + Send>>;
+/// Resizes the terminal of a TTY exec.
+pub type ExecResize = Box<dyn Fn(TermSize) -> Result<(), RuntimeError> + Send + Sync>;
+
+/// A running streaming exec. Dropping `exit` before it resolves kills the command's whole
+/// process group (the client went away).
+pub struct ExecSession {
+    /// Its stdin, when asked for.
+    pub stdin: Option<ExecWriter>,
+    /// Its stdout (with a TTY: the terminal's output), when asked for.
+    pub stdout: Option<ExecReader>,
+    /// Its stderr, when asked for without a TTY.
+    pub stderr: Option<ExecReader>,
+    /// With a TTY: sets the terminal's size.
+    pub resize: Option<ExecResize>,
+    /// Resolves to the exit code (128 + n when killed by signal n) once the command exited.
+    /// The output streams may still hold its last bytes.
+    pub exit: Pin<Box<dyn Future<Output = Result<i32, RuntimeError>> + Send>>,
+}
+
+impl std::fmt::Debug for ExecSession {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ExecSession")
+            .field("stdin", &self.stdin.is_some())
+            .field("stdout", &self.stdout.is_some())
+            .field("stderr", &self.stderr.is_some())
+            .field("tty", &self.resize.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Why a streaming exec did not start.
+#[derive(Debug, thiserror::Error)]
+pub enum ExecError {
+    /// No running instance of the container (the kubelet's `findContainer` found none).
+    #[error("container not found ({0:?})")]
+    ContainerNotFound(String),
+    /// The runtime could not start the command (containerd-worded, e.g. `failed to exec in
+    /// container: failed to start exec "...": OCI runtime exec failed: ...`).
+    #[error("{0}")]
+    Runtime(#[from] RuntimeError),
+}
+
 /// A runtime failure (the engine's own, not the workload's).
 #[derive(Debug, thiserror::Error)]
 pub enum RuntimeError {
@@ -180,6 +252,21 @@ pub trait Runtime: Send + Sync + 'static {
         argv: Vec<String>,
         timeout: Option<Duration>,
     ) -> impl Future<Output = Result<ExecResult, RuntimeError>> + Send;
+
+    /// Starts `request` inside the instance's view, like [`Runtime::exec`], with its streams
+    /// handed back as they are (`kubectl exec`); see [`ExecSession`]. A command that cannot be
+    /// started is an `Err` worded as containerd words it.
+    fn exec_stream(
+        &self,
+        sandbox: &Self::Sandbox,
+        instance: InstanceId,
+        request: ExecRequest,
+    ) -> impl Future<Output = Result<ExecSession, RuntimeError>> + Send {
+        let _ = (sandbox, instance, request);
+        std::future::ready(Err(RuntimeError::Other(
+            "streaming exec is not supported by this runtime".to_owned(),
+        )))
+    }
 
     /// The pod's address for probes and hooks without a `host` (the process runtime shares the
     /// host network: 127.0.0.1).

@@ -30,6 +30,7 @@ const STEP_REMOUNT_RO: u32 = 8;
 const STEP_WORKDIR: u32 = 9;
 const STEP_CLOSE_FDS: u32 = 10;
 const STEP_USER: u32 = 11;
+const STEP_TTY: u32 = 12;
 
 /// How the child gets its view of the filesystem.
 enum Namespaces {
@@ -94,6 +95,8 @@ pub(super) struct ChildSetup {
     mounts: Vec<MountStep>,
     workdir: Option<(CString, Vec<CString>)>,
     identity: Option<Identity>,
+    /// Start a new session with stdin (a terminal) as its controlling terminal.
+    controlling_tty: bool,
     report: OwnedFd,
 }
 
@@ -123,6 +126,7 @@ impl Report {
             STEP_WORKDIR => format!("changing to the working directory: {err}"),
             STEP_CLOSE_FDS => format!("closing inherited descriptors: {err}"),
             STEP_USER => format!("setting the container user: {err}"),
+            STEP_TTY => format!("setting the controlling terminal: {err}"),
             _ => format!("container setup: {err}"),
         })
     }
@@ -196,6 +200,7 @@ impl ChildSetup {
             mounts,
             workdir,
             identity,
+            controlling_tty: false,
             report: write,
         };
         Ok((setup, read, describe))
@@ -230,9 +235,18 @@ impl ChildSetup {
             mounts: Vec::new(),
             workdir,
             identity: identity(user, rootless),
+            controlling_tty: false,
             report: write,
         };
         Ok((setup, read))
+    }
+
+    /// The child also starts a new session (so it leads its own process group, as with
+    /// `process_group(0)`, which must then not be asked for) and takes its stdin, a terminal,
+    /// as its controlling terminal.
+    pub(super) fn with_controlling_tty(mut self) -> Self {
+        self.controlling_tty = true;
+        self
     }
 
     /// Runs in the child after `fork`: async-signal-safe system calls only, no allocation.
@@ -328,6 +342,15 @@ impl ChildSetup {
         if let Some(identity) = &self.identity {
             *step = STEP_USER * STEP_STRIDE;
             set_identity(identity)?;
+        }
+        if self.controlling_tty {
+            *step = STEP_TTY * STEP_STRIDE;
+            // SAFETY: setsid and ioctl take no pointers (TIOCSCTTY's argument is 0: do not
+            // steal a terminal that is another session's).
+            #[allow(unsafe_code)]
+            check(unsafe { libc::setsid() })?;
+            #[allow(unsafe_code)]
+            check(unsafe { libc::ioctl(0, libc::TIOCSCTTY, 0) })?;
         }
         *step = STEP_CLOSE_FDS * STEP_STRIDE;
         // Belt and braces: whatever descriptor is not close-on-exec yet becomes so; only

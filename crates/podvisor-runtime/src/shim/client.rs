@@ -1,12 +1,58 @@
 //! The agent's side of the shim protocol (tokio): one connection per request, plus a
 //! long-lived `Subscribe` connection that feeds exits into a channel.
 
-use super::protocol::{Event, ExitRecord, Request, Response};
+use super::protocol::{Event, ExitRecord, MAX_PASSED_FDS, Request, Response};
 use crate::RuntimeError;
+use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::UnixStream;
 use tokio::sync::mpsc;
+
+/// A streaming exec the shim started ([`ShimClient::exec_stream`]).
+#[derive(Debug)]
+pub struct StreamingExec {
+    /// Host pid of the command.
+    pub pid: u32,
+    /// The agent's ends of the command's streams, as [`Request::ExecStream`] orders them.
+    pub fds: Vec<OwnedFd>,
+    /// The connection the exit comes on; dropping it kills the command's process group.
+    pub connection: ExecConnection,
+}
+
+/// The open connection of a streaming exec.
+#[derive(Debug)]
+pub struct ExecConnection {
+    stream: UnixStream,
+    /// What was read past the `ExecStarted` line.
+    pending: Vec<u8>,
+}
+
+impl ExecConnection {
+    /// Waits for the command's exit code (128 + n when killed by signal n).
+    pub async fn exit(mut self) -> Result<i32, RuntimeError> {
+        let mut buf = [0_u8; 256];
+        while !self.pending.contains(&b'\n') {
+            let n = self
+                .stream
+                .read(&mut buf)
+                .await
+                .map_err(|e| shim_err("reading the exec's exit", e))?;
+            if n == 0 {
+                return Err(RuntimeError::Shim(
+                    "the shim closed the exec connection before the command exited".into(),
+                ));
+            }
+            self.pending.extend_from_slice(&buf[..n]);
+        }
+        let end = self.pending.iter().position(|&b| b == b'\n').unwrap_or(0);
+        match serde_json::from_slice(&self.pending[..end]) {
+            Ok(Response::ExecExited { exit_code }) => Ok(exit_code),
+            Ok(other) => Err(RuntimeError::Shim(format!("unexpected answer {other:?}"))),
+            Err(e) => Err(shim_err("decoding the exec's exit", e)),
+        }
+    }
+}
 
 /// A handle on one pod's shim.
 #[derive(Debug, Clone)]
@@ -74,6 +120,49 @@ impl ShimClient {
         }
     }
 
+    /// Starts a streaming exec ([`Request::ExecStream`]) and receives the descriptors of its
+    /// streams. `Err` when the shim refused (no such instance, the command cannot start).
+    pub async fn exec_stream(&self, request: &Request) -> Result<StreamingExec, RuntimeError> {
+        let mut stream = self.open().await?;
+        let mut line = serde_json::to_vec(request).map_err(|e| shim_err("encoding request", e))?;
+        line.push(b'\n');
+        stream
+            .write_all(&line)
+            .await
+            .map_err(|e| shim_err("sending request", e))?;
+        let mut received = Vec::new();
+        let mut fds = Vec::new();
+        while !received.contains(&b'\n') {
+            let n = stream
+                .async_io(tokio::io::Interest::READABLE, || {
+                    recv_with_fds(&stream, &mut received, &mut fds)
+                })
+                .await
+                .map_err(|e| shim_err("reading response", e))?;
+            if n == 0 {
+                return Err(RuntimeError::Shim("the shim closed the connection".into()));
+            }
+        }
+        let end = received.iter().position(|&b| b == b'\n').unwrap_or(0);
+        let response = serde_json::from_slice(&received[..end])
+            .map_err(|e| shim_err("decoding response", e))?;
+        let pending = received[end + 1..].to_vec();
+        match response {
+            Response::ExecStarted { pid, fds: count } if count == fds.len() => Ok(StreamingExec {
+                pid,
+                fds,
+                connection: ExecConnection { stream, pending },
+            }),
+            Response::ExecStarted { fds: count, .. } => Err(RuntimeError::Shim(format!(
+                "expected {count} descriptors from the shim, got {}",
+                fds.len()
+            ))),
+            Response::NotFound { instance } => Err(RuntimeError::NotFound(instance)),
+            Response::Error { message } => Err(RuntimeError::Other(message)),
+            other => Err(RuntimeError::Shim(format!("unexpected answer {other:?}"))),
+        }
+    }
+
     /// Every instance the shim knows, and the shim's pid.
     pub async fn state(&self) -> Result<(u32, Vec<super::protocol::InstanceState>), RuntimeError> {
         match self.request(&Request::State).await? {
@@ -116,4 +205,30 @@ impl ShimClient {
         });
         Ok(rx)
     }
+}
+
+/// One `recvmsg`: bytes onto `received`, passed descriptors (close-on-exec) onto `fds`.
+fn recv_with_fds(
+    stream: &UnixStream,
+    received: &mut Vec<u8>,
+    fds: &mut Vec<OwnedFd>,
+) -> std::io::Result<usize> {
+    use rustix::net::{RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags, recvmsg};
+    use std::mem::MaybeUninit;
+    let mut buf = [0_u8; 1024];
+    let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(MAX_PASSED_FDS))];
+    let mut control = RecvAncillaryBuffer::new(&mut space);
+    let msg = recvmsg(
+        stream,
+        &mut [std::io::IoSliceMut::new(&mut buf)],
+        &mut control,
+        RecvFlags::CMSG_CLOEXEC | RecvFlags::DONTWAIT,
+    )?;
+    for message in control.drain() {
+        if let RecvAncillaryMessage::ScmRights(passed) = message {
+            fds.extend(passed);
+        }
+    }
+    received.extend_from_slice(&buf[..msg.bytes]);
+    Ok(msg.bytes)
 }

@@ -10,6 +10,7 @@
 mod child;
 pub mod client;
 mod exec;
+mod exec_stream;
 pub mod protocol;
 mod resident;
 pub mod server;

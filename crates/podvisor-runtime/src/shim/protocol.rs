@@ -12,6 +12,9 @@ use std::path::PathBuf;
 /// The longest output of an exec that is kept, of stdout and of stderr each.
 pub const EXEC_OUTPUT_LIMIT: usize = 10 * 1024;
 
+/// The most descriptors a shim answer carries (`ExecStarted`: stdin, stdout, stderr).
+pub const MAX_PASSED_FDS: usize = 3;
+
 /// What the agent asks of the shim.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(tag = "op", rename_all = "snake_case")]
@@ -43,6 +46,25 @@ pub enum Request {
         argv: Vec<String>,
         /// Kill the command's process group after this many milliseconds.
         timeout_ms: Option<u64>,
+    },
+    /// Start a command in the instance's view with its streams handed to the agent: the
+    /// answer ([`Response::ExecStarted`]) carries the descriptors (`SCM_RIGHTS`: stdin's write
+    /// end, stdout's and stderr's read ends, those asked for, in that order; with `tty`, the
+    /// terminal's master alone). The connection stays open: [`Response::ExecExited`] follows
+    /// when the command exits; hanging up before that kills its process group.
+    ExecStream {
+        /// The instance.
+        instance: u64,
+        /// The command.
+        argv: Vec<String>,
+        /// Hand over a stdin pipe (else `/dev/null`).
+        stdin: bool,
+        /// Hand over a stdout pipe (else `/dev/null`).
+        stdout: bool,
+        /// Hand over a stderr pipe (else `/dev/null`; ignored with `tty`).
+        stderr: bool,
+        /// Run it on a new pseudo-terminal (its controlling terminal).
+        tty: bool,
     },
     /// Every instance the shim knows, running or exited.
     State,
@@ -91,6 +113,18 @@ pub enum Response {
         stderr: Vec<u8>,
         /// The timeout expired and the command's process group was killed.
         timed_out: bool,
+    },
+    /// A streaming exec runs (the descriptors travel with this line).
+    ExecStarted {
+        /// Host pid of the command (also its process group id).
+        pid: u32,
+        /// How many descriptors come with this line.
+        fds: usize,
+    },
+    /// A streaming exec's command exited.
+    ExecExited {
+        /// Exit code, 128 + n when killed by signal n.
+        exit_code: i32,
     },
     /// The shim's instances.
     State {

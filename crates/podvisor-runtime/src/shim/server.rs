@@ -215,6 +215,25 @@ fn serve(shim: &Arc<Shim>, mut stream: UnixStream) -> io::Result<()> {
     if let Request::Subscribe = request {
         return stream_events(shim, stream);
     }
+    if let Request::ExecStream {
+        instance,
+        argv,
+        stdin,
+        stdout,
+        stderr,
+        tty,
+    } = request
+    {
+        let request = super::exec_stream::StreamRequest {
+            instance,
+            argv,
+            stdin,
+            stdout,
+            stderr,
+            tty,
+        };
+        return super::exec_stream::serve(shim, stream, &request);
+    }
     shim.busy(true);
     let result = answer(shim, request, &mut stream);
     drop(stream);
@@ -224,7 +243,7 @@ fn serve(shim: &Arc<Shim>, mut stream: UnixStream) -> io::Result<()> {
 
 fn answer(shim: &Arc<Shim>, request: Request, stream: &mut UnixStream) -> io::Result<()> {
     let response = match request {
-        Request::Subscribe => return Ok(()),
+        Request::Subscribe | Request::ExecStream { .. } => return Ok(()),
         Request::Shutdown => {
             shim.shutdown();
             Response::Ok

@@ -35,6 +35,14 @@ pub(super) enum Waiter {
     Container(u64),
     /// An exec: the status goes back to the requesting connection.
     Exec(mpsc::Sender<WaitStatus>),
+    /// A streaming exec: the status goes down the channel, then a byte on `wake` wakes the
+    /// connection's thread (asleep in `poll` on the connection and this pipe).
+    Stream {
+        /// Where the status goes.
+        tx: mpsc::Sender<WaitStatus>,
+        /// The write end of the wake-up pipe.
+        wake: OwnedFd,
+    },
 }
 
 /// One container instance.
@@ -282,6 +290,10 @@ impl Shim {
                 }
             }
             Some(Waiter::Exec(tx)) => drop(tx.send(status)),
+            Some(Waiter::Stream { tx, wake }) => {
+                let _ = tx.send(status);
+                let _ = rustix::io::write(&wake, &[1]);
+            }
             // A re-parented descendant: reaping it is all there is to do.
             None => {}
         }

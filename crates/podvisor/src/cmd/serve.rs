@@ -20,10 +20,13 @@ use podvisor_apiserver::{ApiServer, EventCorrelator, ServeConfig, ServeError};
 use podvisor_lifecycle::sim::script::parse_duration;
 use podvisor_lifecycle::{BackoffConfig, Event, MachineConfig};
 use podvisor_runtime::process::ProcessRuntime;
+use podvisor_runtime::{ExecError, ExecRequest, ExecSession};
 use podvisor_store::Store;
+use std::future::Future;
 use std::net::SocketAddr;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::signal::unix::{Signal, SignalKind, signal};
@@ -115,10 +118,6 @@ async fn serve(
         _ => {}
     }
     let url = server.url();
-    let (api_stop_tx, api_stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let mut api = tokio::spawn(server.run(async {
-        let _ = api_stop_rx.await;
-    }));
 
     let runtime = ProcessRuntime::new(state_dir.to_path_buf(), shim.to_path_buf())
         .context("starting the process runtime")?;
@@ -146,6 +145,12 @@ async fn serve(
             manifest_poll: MANIFEST_POLL,
         },
     );
+    // `pods/exec` reaches the pod workers through the node.
+    let server = server.with_exec(Arc::new(NodeExec(node.control())));
+    let (api_stop_tx, api_stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let mut api = tokio::spawn(server.run(async {
+        let _ = api_stop_rx.await;
+    }));
 
     // Ready: the API answers (kubeconfig written) and every known pod has its worker.
     let api_ready = wait_for_file(&kubeconfig, &mut api);
@@ -226,6 +231,22 @@ async fn serve(
     }
     eprintln!("podvisor: stopped");
     Ok(0)
+}
+
+/// `kubectl exec` sessions go to the pod's worker, then the runtime.
+struct NodeExec(podvisor_agent::node::NodeControl);
+
+impl podvisor_apiserver::PodExec for NodeExec {
+    fn exec(
+        &self,
+        pod_uid: &str,
+        container: &str,
+        request: ExecRequest,
+    ) -> Pin<Box<dyn Future<Output = Result<ExecSession, ExecError>> + Send + 'static>> {
+        let node = self.0.clone();
+        let (uid, container) = (pod_uid.to_owned(), container.to_owned());
+        Box::pin(async move { node.exec(&uid, &container, request).await })
+    }
 }
 
 /// Why `serve` stops.

@@ -1,0 +1,324 @@
+//! `Runtime::exec_stream` of the process runtime with real processes (`kubectl exec`'s path):
+//! streams, exit codes, the container's view, a TTY, containerd's error text, and nothing left
+//! behind when the caller goes away.
+//!
+//! Needs root (cgroups, mounts): skipped with a printed reason otherwise. The shim is the
+//! `podvisor` binary (`$PODVISOR_BIN`, else `target/<profile>/podvisor`, built when missing).
+
+use k8s_openapi::api::core::v1::Pod;
+use podvisor_runtime::process::{ProcessRuntime, ProcessSandbox};
+use podvisor_runtime::{ExecRequest, ExecSession, Runtime, StartRequest, TermSize};
+use podvisor_testkit::{Signal, all_processes, remove_pod_cgroup, signal};
+use serde_json::json;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::sync::mpsc;
+
+fn is_root() -> bool {
+    if rustix::process::geteuid().is_root() {
+        true
+    } else {
+        eprintln!("skipped: the process runtime tests need root (cgroups, mount namespaces)");
+        false
+    }
+}
+
+fn shim_exe() -> PathBuf {
+    if let Some(bin) = std::env::var_os("PODVISOR_BIN") {
+        return PathBuf::from(bin);
+    }
+    let exe = std::env::current_exe().expect("current exe");
+    let profile_dir = exe.parent().and_then(Path::parent).expect("target dir");
+    let bin = profile_dir.join("podvisor");
+    if !bin.exists() {
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let status = std::process::Command::new(cargo)
+            .args(["build", "--quiet", "-p", "podvisor", "--bin", "podvisor"])
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .status()
+            .expect("running cargo build -p podvisor");
+        assert!(status.success(), "cargo build -p podvisor failed");
+    }
+    bin
+}
+
+static COUNTER: AtomicU32 = AtomicU32::new(0);
+/// The tests count this process's descriptors: one at a time.
+static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// One running pod (container `main`, instance 1) and its clean-up.
+struct Pod1 {
+    root: PathBuf,
+    runtime: ProcessRuntime,
+    pod: Pod,
+    sandbox: Option<ProcessSandbox>,
+    shim_pid: u32,
+    main_pid: i32,
+    _events: mpsc::UnboundedReceiver<podvisor_runtime::RuntimeEvent>,
+}
+
+impl Pod1 {
+    async fn start() -> Pod1 {
+        let n = COUNTER.fetch_add(1, Ordering::SeqCst);
+        let root = std::env::temp_dir().join(format!("pv-xs-{}-{n}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        std::fs::create_dir_all(root.join("work")).unwrap();
+        let uid = format!("{:08x}-0000-4000-9000-{n:012x}", std::process::id());
+        let pod: Pod = serde_json::from_value(json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": format!("x{n}"), "namespace": "default", "uid": uid},
+            "spec": {"restartPolicy": "Never",
+                "containers": [{"name": "main", "image": "none", "command": ["sleep", "100"],
+                    "workingDir": root.join("work"),
+                    "env": [{"name": "FOO", "value": "bar"}],
+                    "volumeMounts": [{"name": "data", "mountPath": root.join("data")}]}],
+                "volumes": [{"name": "data", "emptyDir": {}}]},
+        }))
+        .unwrap();
+        let runtime = ProcessRuntime::new(root.join("state"), shim_exe()).expect("runtime");
+        let (tx, events) = mpsc::unbounded_channel();
+        let sandbox = runtime.create_sandbox(&pod, tx).await.expect("sandbox");
+        let container = pod.spec.as_ref().unwrap().containers[0].clone();
+        let request = StartRequest {
+            instance: 1,
+            container,
+            restart_count: 0,
+        };
+        let started = runtime
+            .start_container(&sandbox, request)
+            .await
+            .expect("start");
+        Pod1 {
+            root,
+            runtime,
+            pod,
+            shim_pid: sandbox.shim_pid(),
+            main_pid: started.pid.cast_signed(),
+            sandbox: Some(sandbox),
+            _events: events,
+        }
+    }
+
+    async fn exec(&self, argv: &[&str], stdin: bool, tty: bool) -> ExecSession {
+        self.try_exec(argv, stdin, tty).await.expect("exec_stream")
+    }
+
+    async fn try_exec(
+        &self,
+        argv: &[&str],
+        stdin: bool,
+        tty: bool,
+    ) -> Result<ExecSession, podvisor_runtime::RuntimeError> {
+        let request = ExecRequest {
+            argv: argv.iter().map(|s| (*s).to_owned()).collect(),
+            stdin,
+            stdout: true,
+            stderr: !tty,
+            tty,
+        };
+        let sandbox = self.sandbox.as_ref().expect("sandbox");
+        self.runtime.exec_stream(sandbox, 1, request).await
+    }
+
+    /// The shim's children other than the container's main process (exec processes, zombies).
+    fn exec_children(&self) -> Vec<i32> {
+        let shim = self.shim_pid.cast_signed();
+        all_processes()
+            .into_iter()
+            .filter(|p| p.ppid == shim && p.pid != self.main_pid)
+            .map(|p| p.pid)
+            .collect()
+    }
+
+    async fn remove(mut self) {
+        if let Some(sandbox) = self.sandbox.take() {
+            self.runtime.remove_sandbox(&sandbox).await.expect("remove");
+        }
+    }
+}
+
+impl Drop for Pod1 {
+    fn drop(&mut self) {
+        for p in all_processes() {
+            if u32::try_from(p.session) == Ok(self.shim_pid) {
+                signal(p.pid, Signal::KILL);
+            }
+        }
+        remove_pod_cgroup(self.pod.metadata.uid.as_deref().unwrap_or_default());
+        let _ = std::fs::remove_dir_all(&self.root);
+    }
+}
+
+async fn read_all(reader: Option<podvisor_runtime::ExecReader>) -> String {
+    let mut out = Vec::new();
+    if let Some(mut r) = reader {
+        tokio::time::timeout(Duration::from_secs(10), r.read_to_end(&mut out))
+            .await
+            .expect("output ends within 10 s")
+            .expect("read");
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+async fn eventually(what: &str, mut check: impl FnMut() -> bool) {
+    for _ in 0..500 {
+        if check() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("timed out waiting for: {what}");
+}
+
+fn open_fds() -> usize {
+    std::fs::read_dir("/proc/self/fd").map_or(0, Iterator::count)
+}
+
+#[tokio::test]
+async fn streams_stdin_stdout_stderr_and_the_exit_code_in_the_container_view() {
+    if !is_root() {
+        return;
+    }
+    let _serial = SERIAL.lock().await;
+    let pod = Pod1::start().await;
+    let fds_before = open_fds();
+    let script = "read line; echo \"got $line\"; echo $FOO; pwd; ls /proc/self/fd; \
+                  touch ../data/x; echo err >&2; exit 3";
+    let mut session = pod.exec(&["sh", "-c", script], true, false).await;
+    let mut stdin = session.stdin.take().expect("stdin");
+    stdin.write_all(b"hi\n").await.unwrap();
+    drop(stdin);
+    let (out, err) = tokio::join!(
+        read_all(session.stdout.take()),
+        read_all(session.stderr.take())
+    );
+    let code = tokio::time::timeout(Duration::from_secs(10), session.exit)
+        .await
+        .expect("exit within 10 s")
+        .expect("exit");
+    assert_eq!(code, 3);
+    let work = pod.root.join("work");
+    // Only 0, 1, 2 (and ls's own directory descriptor) reach the command.
+    assert_eq!(
+        out,
+        format!("got hi\nbar\n{}\n0\n1\n2\n3\n", work.display()),
+        "stdout"
+    );
+    assert_eq!(err, "err\n");
+    let pod_dir = pod.sandbox.as_ref().unwrap().paths().pod_dir.clone();
+    assert!(
+        pod_dir.join("volumes/data/x").exists(),
+        "exec sees the emptyDir"
+    );
+    eventually("the exec is reaped", || pod.exec_children().is_empty()).await;
+    assert_eq!(open_fds(), fds_before, "no descriptor leaks in the agent");
+    pod.remove().await;
+}
+
+#[tokio::test]
+async fn a_command_that_cannot_start_is_worded_as_containerd_words_it() {
+    if !is_root() {
+        return;
+    }
+    let _serial = SERIAL.lock().await;
+    let pod = Pod1::start().await;
+    let err = pod
+        .try_exec(&["no-such-command"], false, false)
+        .await
+        .expect_err("no such command");
+    let text = err.to_string();
+    let (head, tail) = text
+        .split_once("\": OCI runtime exec failed")
+        .unwrap_or_else(|| panic!("{text}"));
+    let id = head
+        .strip_prefix("failed to exec in container: failed to start exec \"")
+        .unwrap_or_else(|| panic!("{text}"));
+    assert!(
+        id.len() == 64 && id.chars().all(|c| c.is_ascii_hexdigit()),
+        "{text}"
+    );
+    assert_eq!(
+        tail,
+        ": exec failed: unable to start container process: exec: \"no-such-command\": \
+         executable file not found in $PATH: unknown"
+    );
+    // An instance that is not running.
+    let sandbox = pod.sandbox.as_ref().unwrap();
+    let request = ExecRequest {
+        argv: vec!["true".into()],
+        stdin: false,
+        stdout: true,
+        stderr: true,
+        tty: false,
+    };
+    assert!(pod.runtime.exec_stream(sandbox, 9, request).await.is_err());
+    eventually("nothing left", || pod.exec_children().is_empty()).await;
+    pod.remove().await;
+}
+
+#[tokio::test]
+async fn dropping_the_session_kills_the_whole_process_group() {
+    if !is_root() {
+        return;
+    }
+    let _serial = SERIAL.lock().await;
+    let pod = Pod1::start().await;
+    let fds_before = open_fds();
+    let mut session = pod
+        .exec(
+            &["sh", "-c", "sleep 100 & echo started; sleep 100"],
+            true,
+            false,
+        )
+        .await;
+    let mut stdout = session.stdout.take().unwrap();
+    let mut buf = [0_u8; 8];
+    stdout.read_exact(&mut buf).await.unwrap();
+    assert_eq!(&buf, b"started\n");
+    assert!(!pod.exec_children().is_empty());
+    drop(session);
+    drop(stdout);
+    eventually("the exec's process group is killed and reaped", || {
+        pod.exec_children().is_empty()
+    })
+    .await;
+    assert_eq!(open_fds(), fds_before, "no descriptor leaks in the agent");
+    pod.remove().await;
+}
+
+#[tokio::test]
+async fn a_tty_is_the_controlling_terminal_and_resizes() {
+    if !is_root() {
+        return;
+    }
+    let _serial = SERIAL.lock().await;
+    let pod = Pod1::start().await;
+    let mut session = pod
+        .exec(
+            &["sh", "-c", "read x; tty; stty size; echo $TERM; exit $x"],
+            true,
+            true,
+        )
+        .await;
+    let resize = session.resize.take().expect("resize");
+    resize(TermSize {
+        width: 100,
+        height: 30,
+    })
+    .unwrap();
+    let mut stdin = session.stdin.take().expect("stdin");
+    stdin.write_all(b"5\n").await.unwrap();
+    let out = read_all(session.stdout.take()).await;
+    let code = session.exit.await.unwrap();
+    assert_eq!(code, 5);
+    // The terminal echoes the input and writes CR LF.
+    let lines: Vec<&str> = out.split("\r\n").collect();
+    assert_eq!(lines[0], "5", "{out:?}");
+    assert!(lines[1].starts_with("/dev/pts/"), "{out:?}");
+    assert_eq!(lines[2..], ["30 100", "xterm", ""], "{out:?}");
+    drop(stdin);
+    eventually("the exec is reaped", || pod.exec_children().is_empty()).await;
+    pod.remove().await;
+}

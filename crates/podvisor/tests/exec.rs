@@ -1,0 +1,300 @@
+//! `kubectl exec` against `podvisor serve` (WebSockets, `v5.channel.k8s.io`), with the real
+//! kubectl: `PODVISOR_KUBECTL` (else /usr/bin/kubectl), and kubectl 1.34 too when it is at
+//! `/root/.cache/podvisor-test/kubectl-1.34/kubectl`. Streams stay apart, exit codes come
+//! through, stdin reaches the command, the command sees the container's env, working directory
+//! and emptyDir, `-c` picks the container, errors read as against a real cluster, a TTY works,
+//! and a client that goes away takes its command with it.
+
+#![allow(missing_docs)]
+
+mod serve_common;
+
+use serve_common::{ServeCtx, kubectl_binary};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+const KUBECTL_134: &str = "/root/.cache/podvisor-test/kubectl-1.34/kubectl";
+
+/// The kubectls to run: the chosen one, and 1.34 when present and different.
+fn kubectls() -> Vec<PathBuf> {
+    let mut all = vec![kubectl_binary()];
+    if Path::new(KUBECTL_134).exists() && all[0] != Path::new(KUBECTL_134) {
+        all.push(PathBuf::from(KUBECTL_134));
+    }
+    all.retain(|k| k.exists());
+    all
+}
+
+fn kubectl(ctx: &ServeCtx, bin: &Path, args: &[&str], stdin: Option<&[u8]>) -> Output {
+    let mut cmd = Command::new(bin);
+    cmd.arg("--kubeconfig")
+        .arg(ctx.kubeconfig())
+        .arg("--cache-dir")
+        .arg(
+            ctx.dir
+                .join(format!("cache-{}", bin.to_string_lossy().len())),
+        )
+        .args(args)
+        .env_remove("KUBECONFIG")
+        .stdin(if stdin.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = cmd.spawn().expect("kubectl runs");
+    if let Some(input) = stdin {
+        let mut pipe = child.stdin.take().unwrap();
+        pipe.write_all(input).unwrap();
+    }
+    child.wait_with_output().unwrap()
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+fn pods(ctx: &ServeCtx) -> String {
+    let m = &ctx.marker;
+    let dir = ctx.dir.display();
+    format!(
+        r#"apiVersion: v1
+kind: Pod
+metadata:
+  name: ex
+spec:
+  containers:
+  - name: app
+    image: busybox
+    command: [sh, -c, 'sleep 1000; : {m}']
+    workingDir: {dir}/work
+    env: [{{name: WHO, value: app}}]
+    volumeMounts: [{{name: data, mountPath: {dir}/data}}]
+  - name: side
+    image: busybox
+    command: [sh, -c, 'sleep 1000; : {m}']
+    env: [{{name: WHO, value: side}}]
+  volumes: [{{name: data, emptyDir: {{}}}}]
+---
+apiVersion: v1
+kind: Pod
+metadata:
+  name: done
+spec:
+  restartPolicy: Never
+  containers:
+  - name: app
+    image: busybox
+    command: [sh, -c, 'exit 0; : {m}']
+---
+apiVersion: v1
+kind: Pod
+metadata:
+  name: waiting
+spec:
+  initContainers:
+  - name: init
+    image: busybox
+    command: [sh, -c, 'sleep 1000; : {m}']
+  containers:
+  - name: app
+    image: busybox
+    command: [sh, -c, 'sleep 1000; : {m}']
+"#
+    )
+}
+
+fn wait_for(ctx: &ServeCtx, what: &str, mut check: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !check() {
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "timed out waiting for {what}:\n{}",
+            ctx.last_logs(1)
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn kubectl_exec_streams_exit_codes_ttys_and_errors() {
+    let Some(mut ctx) = ServeCtx::new("ex") else {
+        return;
+    };
+    let kubectls = kubectls();
+    if kubectls.is_empty() {
+        eprintln!("skipped: no kubectl");
+        return;
+    }
+    std::fs::create_dir_all(ctx.path("work")).unwrap();
+    ctx.start(&[]);
+    let manifest = ctx.manifest("pods", &pods(&ctx));
+    ctx.kubectl_ok(&["apply", "-f", manifest.to_str().unwrap()]);
+    wait_for(&ctx, "ex Running, done Succeeded, waiting Init:0/1", || {
+        let out = ctx.kubectl_ok(&["get", "pods", "--no-headers"]);
+        out.lines()
+            .any(|l| l.starts_with("ex ") && l.contains("2/2") && l.contains("Running"))
+            && out
+                .lines()
+                .any(|l| l.starts_with("done ") && l.contains("Completed"))
+            && out
+                .lines()
+                .any(|l| l.starts_with("waiting ") && l.contains("Init:0/1"))
+    });
+    let data = ctx.path("data");
+
+    for bin in &kubectls {
+        let run = |args: &[&str], stdin: Option<&[u8]>| kubectl(&ctx, bin, args, stdin);
+        let label = bin.display();
+        eprintln!("kubectl exec with {label}");
+
+        // Streams apart, the exit code through.
+        let out = run(
+            &[
+                "exec",
+                "ex",
+                "-c",
+                "app",
+                "--",
+                "sh",
+                "-c",
+                "echo out; echo err >&2; exit 3",
+            ],
+            None,
+        );
+        assert_eq!(out.status.code(), Some(3), "{label}: {out:?}");
+        assert_eq!(text(&out.stdout), "out\n", "{label}");
+        assert_eq!(
+            text(&out.stderr),
+            "err\ncommand terminated with exit code 3\n",
+            "{label}"
+        );
+
+        // Stdin, to its end.
+        let out = run(
+            &["exec", "-i", "ex", "-c", "app", "--", "cat"],
+            Some(b"hi\n"),
+        );
+        assert!(out.status.success(), "{label}: {out:?}");
+        assert_eq!(text(&out.stdout), "hi\n", "{label}");
+
+        // The container's view: env, working directory, emptyDir.
+        let script = format!(
+            "echo $WHO; pwd; echo x > {}/f; cat {}/f",
+            data.display(),
+            data.display()
+        );
+        let out = run(
+            &["exec", "ex", "-c", "app", "--", "sh", "-c", &script],
+            None,
+        );
+        assert!(out.status.success(), "{label}: {out:?}");
+        assert_eq!(
+            text(&out.stdout),
+            format!("app\n{}\nx\n", ctx.path("work").display()),
+            "{label}"
+        );
+        // `-c` picks the container.
+        let out = run(
+            &["exec", "ex", "-c", "side", "--", "sh", "-c", "echo $WHO"],
+            None,
+        );
+        assert_eq!(text(&out.stdout), "side\n", "{label}: {out:?}");
+
+        // Errors, as kubectl prints them against a real cluster.
+        let out = run(&["exec", "ex", "-c", "nope", "--", "true"], None);
+        assert_eq!(out.status.code(), Some(1));
+        assert_eq!(
+            text(&out.stderr),
+            "Error from server (BadRequest): container nope is not valid for pod ex\n",
+            "{label}"
+        );
+        let out = run(&["exec", "ex", "-c", "app", "--", "no-such-command"], None);
+        assert_eq!(out.status.code(), Some(1));
+        let err = text(&out.stderr);
+        assert!(
+            err.starts_with(
+                "error: Internal error occurred: Internal error occurred: error executing \
+                 command in container: failed to exec in container: failed to start exec \""
+            ) && err.ends_with(
+                "\": OCI runtime exec failed: exec failed: unable to start container process: \
+                 exec: \"no-such-command\": executable file not found in $PATH: unknown\n"
+            ),
+            "{label}: {err}"
+        );
+        let out = run(&["exec", "waiting", "-c", "app", "--", "true"], None);
+        assert_eq!(out.status.code(), Some(1));
+        assert_eq!(
+            text(&out.stderr),
+            "error: Internal error occurred: unable to upgrade connection: container not \
+             found (\"app\")\n",
+            "{label}"
+        );
+        let out = run(&["exec", "done", "--", "true"], None);
+        assert_eq!(out.status.code(), Some(1));
+        assert_eq!(
+            text(&out.stderr),
+            "error: cannot exec into a container in a completed pod; current phase is \
+             Succeeded\n",
+            "{label}"
+        );
+
+        // A TTY: `script` gives kubectl a terminal of 33 rows and 91 columns.
+        if Path::new("/usr/bin/script").exists() {
+            let line = format!(
+                "stty rows 33 cols 91; {} --kubeconfig {} --cache-dir {} exec -it ex -c app -- \
+                 sh -c 'tty; stty size; exit 5'",
+                bin.display(),
+                ctx.kubeconfig().display(),
+                ctx.dir.join("cache-tty").display()
+            );
+            let out = Command::new("script")
+                .args(["-qec", &line, "/dev/null"])
+                .stdin(Stdio::piped())
+                .output()
+                .unwrap();
+            let shown = text(&out.stdout);
+            assert!(shown.contains("/dev/pts/"), "{label}: {shown:?}");
+            assert!(shown.contains("33 91\r\n"), "{label}: {shown:?}");
+            assert_eq!(out.status.code(), Some(5), "{label}: {shown:?}");
+        }
+
+        // A client that goes away takes its command's whole process group with it.
+        let mark = format!("gone{}", label.to_string().len());
+        let script = format!("sleep 300 & sleep 300; : {mark}");
+        let mut child = Command::new(bin)
+            .arg("--kubeconfig")
+            .arg(ctx.kubeconfig())
+            .args(["exec", "ex", "-c", "app", "--", "sh", "-c", &script])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let running = || {
+            podvisor_testkit::all_processes()
+                .iter()
+                .any(|p| p.cmdline.contains(&mark))
+        };
+        wait_for(&ctx, "the exec runs", running);
+        child.kill().unwrap();
+        child.wait().unwrap();
+        wait_for(&ctx, "the exec is gone with its client", || !running());
+    }
+    // Every exec process was reaped: the shims' only children are the containers.
+    let shims: Vec<i32> = ctx
+        .processes()
+        .iter()
+        .filter(|p| p.cmdline.contains(" shim "))
+        .map(|p| p.pid)
+        .collect();
+    wait_for(&ctx, "no exec process or zombie under the shims", || {
+        podvisor_testkit::all_processes()
+            .iter()
+            .filter(|p| shims.contains(&p.ppid))
+            .all(|p| p.cmdline.contains(&ctx.marker))
+    });
+}
