@@ -291,8 +291,12 @@ enum FromClient {
 }
 
 impl Session {
-    async fn run<S: AsyncRead + AsyncWrite + Send + 'static>(self, io: S, backend: &dyn PodExec) {
-        let (read, mut write) = tokio::io::split(io);
+    async fn run<S: AsyncRead + AsyncWrite + Unpin + Send + 'static>(
+        self,
+        io: S,
+        backend: &dyn PodExec,
+    ) {
+        let (mut write, mut reader) = ws::server(io).await;
         let first = if self.request.stdout {
             STDOUT
         } else if self.request.stderr {
@@ -300,13 +304,12 @@ impl Session {
         } else {
             ERROR
         };
-        if ws::write_channel(&mut write, first, &[]).await.is_err() {
+        if write.write_channel(first, &[]).await.is_err() {
             return;
         }
         let started = backend
             .exec(&self.uid, &self.container, self.request.clone())
             .await;
-        let mut reader = ws::MessageReader::new(read);
         let status = match started {
             Err(e) => start_failure(&e),
             Ok(session) => match self.pump(session, &mut reader, &mut write).await {
@@ -320,15 +323,14 @@ impl Session {
 
     /// Forwards the streams until the command exited and its output ended (or the grace
     /// expired); the final status, or `None` when the client went away.
-    async fn pump<R, W>(
+    async fn pump<S>(
         &self,
         session: ExecSession,
-        reader: &mut ws::MessageReader<R>,
-        write: &mut W,
+        reader: &mut ws::MessageReader<S>,
+        write: &mut ws::MessageWriter<S>,
     ) -> Option<Value>
     where
-        R: AsyncRead + Unpin + Send,
-        W: AsyncWrite + Unpin + Send,
+        S: AsyncRead + AsyncWrite + Unpin + Send,
     {
         let ExecSession {
             stdin,
@@ -387,7 +389,7 @@ impl Session {
             tokio::select! {
                 () = &mut reading, if !client_gone => client_gone = true,
                 Some(FromClient::Ping(payload)) = client_rx.recv() => {
-                    if ws::write_pong(write, &payload).await.is_err() {
+                    if write.write_pong(&payload).await.is_err() {
                         client_gone = true;
                     }
                 }
@@ -438,15 +440,15 @@ async fn read_some(stream: &mut Option<ExecReader>, buf: &mut [u8]) -> std::io::
 
 /// Sends what was read on `channel`; closes the stream at its end. False if the client is
 /// gone.
-async fn forward<W: AsyncWrite + Unpin>(
-    write: &mut W,
+async fn forward<S: AsyncRead + AsyncWrite + Unpin>(
+    write: &mut ws::MessageWriter<S>,
     channel: u8,
     read: std::io::Result<usize>,
     stream: &mut Option<ExecReader>,
     buf: &[u8],
 ) -> bool {
     match read {
-        Ok(n) if n > 0 => ws::write_channel(write, channel, &buf[..n]).await.is_ok(),
+        Ok(n) if n > 0 => write.write_channel(channel, &buf[..n]).await.is_ok(),
         _ => {
             *stream = None;
             true
@@ -476,16 +478,18 @@ fn term_size(json: &[u8]) -> Option<TermSize> {
 
 /// Writes the final status and a close frame, then waits (bounded) for the client to close:
 /// closing at once could reset the connection before the client read everything.
-async fn finish<R, W>(reader: &mut ws::MessageReader<R>, write: &mut W, status: &Value)
-where
-    R: AsyncRead + Unpin,
-    W: AsyncWrite + Unpin,
+async fn finish<S>(
+    reader: &mut ws::MessageReader<S>,
+    write: &mut ws::MessageWriter<S>,
+    status: &Value,
+) where
+    S: AsyncRead + AsyncWrite + Unpin,
 {
     let bytes = serde_json::to_vec(status).unwrap_or_default();
-    if ws::write_channel(write, ERROR, &bytes).await.is_err() {
+    if write.write_channel(ERROR, &bytes).await.is_err() {
         return;
     }
-    if ws::write_close(write).await.is_err() {
+    if write.write_close().await.is_err() {
         return;
     }
     let wait = async {
@@ -497,7 +501,7 @@ where
         }
     };
     let _ = tokio::time::timeout(FINISH_TIMEOUT, wait).await;
-    let _ = write.shutdown().await;
+    write.shutdown().await;
 }
 
 /// Shared handle on a [`PodExec`].
