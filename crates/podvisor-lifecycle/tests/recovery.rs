@@ -135,7 +135,7 @@ fn exits_while_the_agent_was_down_are_handled_with_their_real_times() {
 }
 
 #[test]
-fn s4_a_running_container_the_runtime_lost_reads_as_unknown() {
+fn s5_a_running_container_the_runtime_lost_reads_as_unknown() {
     let mut h = Harness::from_spec(json!({"containers": [container("app")]}));
     h.boot(t(0));
     let mut r = Harness::recovered(h.pod().clone(), &[], MachineConfig::default(), t(50));
@@ -145,6 +145,12 @@ fn s4_a_running_container_the_runtime_lost_reads_as_unknown() {
         .expect("terminated record");
     assert_eq!(last.exit_code, 137);
     assert_eq!(last.reason.as_deref(), Some("ContainerStatusUnknown"));
+    assert_eq!(
+        last.message.as_deref(),
+        Some(
+            "The container could not be located when the pod was deleted.  The container used to be Running"
+        )
+    );
     // Under Always it is started again (a fresh instance, restart count 1).
     r.start_all(t(50));
     assert_eq!(r.status_of("app").restart_count, 1);

@@ -53,7 +53,7 @@ impl PodMachine {
     ///
     /// Restart counts, `lastState`, readiness (S14), `started`, the CrashLoopBackOff delay and the
     /// termination in progress continue where they were; a container recorded as running that
-    /// the runtime no longer knows reads as `ContainerStatusUnknown` (S4).
+    /// the runtime no longer knows reads as `ContainerStatusUnknown` (S5).
     pub fn recover(
         pod: Pod,
         running: &[RecoveredInstance],
@@ -173,8 +173,10 @@ impl PodMachine {
                     inst.state = InstState::Exited(ExitRecord {
                         exit_code: 137,
                         reason: "ContainerStatusUnknown".to_string(),
+                        // S5, two spaces after the period as upstream writes it.
                         message: Some(
-                            "The container could not be located when the pod was terminated"
+                            "The container could not be located when the pod was deleted.  The \
+                             container used to be Running"
                                 .to_string(),
                         ),
                         started_at,
