@@ -38,7 +38,9 @@
 //! `PODVISOR_CONFORMANCE_ONLY=s05,s60` runs only the named scenarios. At the end every pod must
 //! be gone and no process of the state directory (shims, containers) may be left; `serve` is
 //! stopped, everything carrying the state directory in its command line killed and the
-//! directories removed, passing or not.
+//! directories removed, passing or not. Up to 16 scenarios run at once on the 2 cores; up to 3
+//! that fail then are run once more on their own, and pass as `FLAKY` (printed with the first
+//! failure) if they pass alone.
 
 mod conformance_support;
 
@@ -105,6 +107,21 @@ impl Slots {
     fn release(&self) {
         *self.free.lock().unwrap() += 1;
         self.freed.notify_one();
+    }
+}
+
+/// At most this many failed scenarios are run again on their own.
+const MAX_RETRIES: usize = 3;
+
+/// Waits (20 s at most) until no pod and no process of the state directory but serve is left.
+fn wait_until_idle(srv: &Server) {
+    let deadline = Instant::now() + secs(20);
+    while Instant::now() < deadline {
+        let pods = srv.kubectl(&["get", "pods", "-o", "name"], None);
+        if pods.stdout.is_empty() && srv.leftovers().is_empty() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(200));
     }
 }
 
@@ -179,6 +196,45 @@ fn conformance_scenarios_through_kubectl() {
             })
             .collect()
     });
+    let mut results = results;
+    // A scenario that failed under the load of all the others gets one more run on its own,
+    // once everything else is gone: a real fault fails twice, a timing window squeezed by 2
+    // busy cores does not. Flakes are reported; more than `MAX_RETRIES` failures are not
+    // retried (that is a regression, not noise).
+    let failed_ids: Vec<&str> = results
+        .iter()
+        .filter(|(_, _, r)| r.is_err())
+        .map(|(id, _, _)| *id)
+        .collect();
+    let mut flaky = Vec::new();
+    if !failed_ids.is_empty() && failed_ids.len() <= MAX_RETRIES {
+        wait_until_idle(&srv);
+        for id in failed_ids {
+            let f = all.iter().find(|(i, _)| *i == id).map(|(_, f)| *f).unwrap();
+            eprintln!("{id}: running it again on its own");
+            let t0 = Instant::now();
+            let retry = std::thread::scope(|s| {
+                std::thread::Builder::new()
+                    .name(id.to_string())
+                    .spawn_scoped(s, || {
+                        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(&srv)))
+                            .map_err(|e| panic_text(&e))
+                    })
+                    .unwrap()
+                    .join()
+                    .expect("the scenario thread catches its panics")
+            });
+            let entry = results.iter_mut().find(|(i, _, _)| *i == id).unwrap();
+            if retry.is_ok() {
+                let first = entry.2.clone().err().unwrap_or_default();
+                flaky.push(format!(
+                    "{id}: failed with the others, passed alone:\n{first}"
+                ));
+                *entry = (id, t0.elapsed(), Ok(()));
+            }
+            wait_until_idle(&srv);
+        }
+    }
     let scenarios_took = started.elapsed();
 
     // Every pod is gone, and so is every process of the state directory but serve.
@@ -214,6 +270,9 @@ fn conformance_scenarios_through_kubectl() {
         scenarios_took.as_secs_f64(),
         started.elapsed().as_secs_f64()
     );
+    for f in &flaky {
+        eprintln!("FLAKY {f}");
+    }
     if !leaked.is_empty() {
         problems.push(format!("processes still there after the kill: {leaked:?}"));
     }
