@@ -5,44 +5,19 @@
 //! Needs root (cgroups, mounts): skipped with a printed reason otherwise. The shim is the
 //! `podvisor` binary (`$PODVISOR_BIN`, else `target/<profile>/podvisor`, built when missing).
 
+mod common;
+
+use common::{is_root, shim_exe};
 use k8s_openapi::api::core::v1::Pod;
 use podvisor_runtime::process::{ProcessRuntime, ProcessSandbox};
 use podvisor_runtime::{ExecRequest, ExecSession, Runtime, StartRequest, TermSize};
 use podvisor_testkit::{Signal, all_processes, remove_pod_cgroup, signal};
 use serde_json::json;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::mpsc;
-
-fn is_root() -> bool {
-    if rustix::process::geteuid().is_root() {
-        true
-    } else {
-        eprintln!("skipped: the process runtime tests need root (cgroups, mount namespaces)");
-        false
-    }
-}
-
-fn shim_exe() -> PathBuf {
-    if let Some(bin) = std::env::var_os("PODVISOR_BIN") {
-        return PathBuf::from(bin);
-    }
-    let exe = std::env::current_exe().expect("current exe");
-    let profile_dir = exe.parent().and_then(Path::parent).expect("target dir");
-    let bin = profile_dir.join("podvisor");
-    if !bin.exists() {
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-        let status = std::process::Command::new(cargo)
-            .args(["build", "--quiet", "-p", "podvisor", "--bin", "podvisor"])
-            .current_dir(env!("CARGO_MANIFEST_DIR"))
-            .status()
-            .expect("running cargo build -p podvisor");
-        assert!(status.success(), "cargo build -p podvisor failed");
-    }
-    bin
-}
 
 static COUNTER: AtomicU32 = AtomicU32::new(0);
 /// The tests count this process's descriptors: one at a time.
@@ -213,7 +188,12 @@ async fn streams_stdin_stdout_stderr_and_the_exit_code_in_the_container_view() {
         "exec sees the emptyDir"
     );
     eventually("the exec is reaped", || pod.exec_children().is_empty()).await;
-    assert_eq!(open_fds(), fds_before, "no descriptor leaks in the agent");
+    // No descriptor leaks in the agent (the session's tasks let go of theirs as they end; the
+    // runtime may have closed one of its own meanwhile).
+    eventually("no descriptor leaks in the agent", || {
+        open_fds() <= fds_before
+    })
+    .await;
     pod.remove().await;
 }
 
@@ -284,7 +264,12 @@ async fn dropping_the_session_kills_the_whole_process_group() {
         pod.exec_children().is_empty()
     })
     .await;
-    assert_eq!(open_fds(), fds_before, "no descriptor leaks in the agent");
+    // No descriptor leaks in the agent (the session's tasks let go of theirs as they end; the
+    // runtime may have closed one of its own meanwhile).
+    eventually("no descriptor leaks in the agent", || {
+        open_fds() <= fds_before
+    })
+    .await;
     pod.remove().await;
 }
 

@@ -8,6 +8,9 @@
 //! Every test leaves nothing behind: its pod is removed, and a guard SIGKILLs whatever still
 //! runs in the shim's session and deletes the test's directory.
 
+mod common;
+
+use common::{is_root, shim_exe};
 use k8s_openapi::api::core::v1::Pod;
 use podvisor_runtime::process::{ProcessRuntime, ProcessSandbox};
 use podvisor_runtime::{ContainerExit, Runtime, RuntimeEvent, StartRequest, Started};
@@ -17,40 +20,6 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 use tokio::sync::mpsc;
-
-fn is_root() -> bool {
-    if rustix::process::geteuid().is_root() {
-        true
-    } else {
-        eprintln!("skipped: the process runtime tests need root (cgroups, mount namespaces)");
-        false
-    }
-}
-
-fn shim_exe() -> PathBuf {
-    if let Some(bin) = std::env::var_os("PODVISOR_BIN") {
-        return PathBuf::from(bin);
-    }
-    // target/<profile>/deps/process_runtime-<hash> → target/<profile>/podvisor
-    let exe = std::env::current_exe().expect("current exe");
-    let profile_dir = exe.parent().and_then(Path::parent).expect("target dir");
-    let bin = profile_dir.join("podvisor");
-    if !bin.exists() {
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-        let status = std::process::Command::new(cargo)
-            .args(["build", "--quiet", "-p", "podvisor", "--bin", "podvisor"])
-            .current_dir(env!("CARGO_MANIFEST_DIR"))
-            .status()
-            .expect("running cargo build -p podvisor");
-        assert!(status.success(), "cargo build -p podvisor failed");
-    }
-    assert!(
-        bin.exists(),
-        "{} is missing: run `cargo build -p podvisor`",
-        bin.display()
-    );
-    bin
-}
 
 static COUNTER: AtomicU32 = AtomicU32::new(0);
 

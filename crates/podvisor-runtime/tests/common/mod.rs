@@ -1,0 +1,40 @@
+//! What the real-process tests of the runtime share: the root check and the shim binary.
+
+use std::path::{Path, PathBuf};
+
+/// Whether the tests can run (cgroups and mount namespaces need root); prints why not.
+pub fn is_root() -> bool {
+    if rustix::process::geteuid().is_root() {
+        true
+    } else {
+        eprintln!("skipped: the process runtime tests need root (cgroups, mount namespaces)");
+        false
+    }
+}
+
+/// The shim: `$PODVISOR_BIN`, else `target/<profile>/podvisor` next to this test's `deps/`
+/// directory, built with `cargo build -p podvisor` when missing.
+pub fn shim_exe() -> PathBuf {
+    if let Some(bin) = std::env::var_os("PODVISOR_BIN") {
+        return PathBuf::from(bin);
+    }
+    // target/<profile>/deps/<test>-<hash> → target/<profile>/podvisor
+    let exe = std::env::current_exe().expect("current exe");
+    let profile_dir = exe.parent().and_then(Path::parent).expect("target dir");
+    let bin = profile_dir.join("podvisor");
+    if !bin.exists() {
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let status = std::process::Command::new(cargo)
+            .args(["build", "--quiet", "-p", "podvisor", "--bin", "podvisor"])
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .status()
+            .expect("running cargo build -p podvisor");
+        assert!(status.success(), "cargo build -p podvisor failed");
+    }
+    assert!(
+        bin.exists(),
+        "{} is missing: run `cargo build -p podvisor`",
+        bin.display()
+    );
+    bin
+}
