@@ -411,7 +411,9 @@ fn r15_startup_probe_gates_liveness_and_readiness() {
     running.wait_status("ready", WAIT, |s| ready_of(s, "app"));
     // The liveness worker ticks once a period now that the container has started.
     let deadline = std::time::Instant::now() + Duration::from_secs(5);
-    while !runs("liveness").exists() && std::time::Instant::now() < deadline {
+    // (A whole line: the shell creates the file before `date` has written to it.)
+    let ran = |kind: &str| std::fs::read_to_string(runs(kind)).is_ok_and(|t| t.contains('\n'));
+    while !(ran("liveness") && ran("readiness")) && std::time::Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(100));
     }
     running.terminate();
