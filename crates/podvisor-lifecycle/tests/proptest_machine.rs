@@ -11,9 +11,9 @@
 //! - the machine does not panic;
 //! - a terminal phase (Succeeded/Failed) is never left (P11);
 //! - no container's `restartCount` ever decreases (S10);
-//! - `Initialized` is True whenever a regular container is running or terminated, and goes
-//!   from True back to False only when none is (D3: the kubelet's `HasAnyRegularContainerStarted`
-//!   reads `state`, so an app waiting in back-off next to a restarting sidecar does flip it);
+//! - `Initialized` never goes from True back to False once a regular container has run (D3:
+//!   "has ever been running or terminated"); before that, only while an init container or
+//!   sidecar is incomplete (`ContainersNotInitialized`);
 //! - after `handle_timeout(now)`, `poll_timeout()` is later than `now` (no livelock);
 //!
 //! and at the end that a delete followed by enough time (without ever answering a hook)
@@ -252,6 +252,8 @@ struct World {
     terminal: Option<Phase>,
     restart_counts: HashMap<String, i32>,
     initialized_seen: bool,
+    /// A regular container has been running or terminated (its `state` or `lastState`).
+    regular_ran: bool,
     inputs: u64,
 }
 
@@ -272,6 +274,7 @@ impl World {
             terminal: None,
             restart_counts: HashMap::new(),
             initialized_seen: false,
+            regular_ran: false,
             inputs: 0,
         };
         w.settle();
@@ -343,7 +346,11 @@ impl World {
                 .flatten()
                 .any(|c| c.name == s.name);
             let st = s.state.clone().unwrap_or_default();
-            if is_regular && (st.running.is_some() || st.terminated.is_some()) {
+            let last_run = s
+                .last_state
+                .as_ref()
+                .is_some_and(|l| l.terminated.is_some());
+            if is_regular && (st.running.is_some() || st.terminated.is_some() || last_run) {
                 regular_visible = true;
             }
         }
@@ -353,18 +360,18 @@ impl World {
             .flatten()
             .find(|c| c.type_ == "Initialized")
             .map(|c| c.status == "True");
-        // D3: a running or terminated regular container means the pod has initialized.
-        if regular_visible {
+        // D3: once a regular container has run, the pod has initialized, for good.
+        self.regular_ran |= regular_visible;
+        if self.regular_ran {
             assert_eq!(
                 initialized,
                 Some(true),
-                "Initialized is not True with a regular container running or terminated: {}",
+                "Initialized is not True although a regular container has run: {}",
                 serde_json::to_string_pretty(&status).unwrap_or_default()
             );
         }
-        // Once True it goes back to False only as the kubelet's does: every regular container is
-        // waiting (HasAnyRegularContainerStarted reads `state`, not `lastState`) and an init
-        // container or sidecar is incomplete.
+        // Before that, True goes back to False only while an init container or sidecar is
+        // incomplete (a sidecar restarting before any regular container could start).
         if self.initialized_seen && initialized != Some(true) {
             let cond = status
                 .conditions

@@ -618,3 +618,29 @@ fn d7_first_appearance_uses_now_truncated_to_seconds() {
         assert_eq!(c.last_probe_time, None);
     }
 }
+
+#[test]
+fn d3_a_regular_container_that_ran_keeps_the_pod_initialized_while_it_waits() {
+    // The app ran, crashed and waits in back-off (its run is in `lastState`) while the sidecar
+    // restarts: the pod "has ever" had a regular container running, so it stays Initialized.
+    let s = spec(&["a", "+side"], &["app"], &[]);
+    let app = cs(json!({
+        "name": "app",
+        "state": {"waiting": {"reason": "CrashLoopBackOff"}},
+        "lastState": {"terminated": {"exitCode": 1}},
+    }));
+    let init = [terminated("a", 0), running("side", false, false)];
+    let regular = [app];
+    let conds = generate(In {
+        init: &init,
+        ..running_pod(&s, &regular)
+    });
+    assert_eq!(csm(&conds, "Initialized"), t("True", "", ""));
+    // Never having run, the same waiting app leaves it to the init containers.
+    let regular = [waiting("app", "ContainerCreating")];
+    let conds = generate(In {
+        init: &init,
+        ..running_pod(&s, &regular)
+    });
+    assert_eq!(csm(&conds, "Initialized").0, "False");
+}

@@ -113,6 +113,22 @@ fn ready_to_start_containers(sandbox_ready: bool) -> PodCondition {
     condition(POD_READY_TO_START_CONTAINERS, sandbox_ready, None, None)
 }
 
+/// D3's "any regular container has ever been running or terminated (API statuses)": a regular
+/// container's `state` is running or terminated, or its `lastState` is terminated. (Upstream's
+/// `HasAnyRegularContainerStarted` reads `state` alone, so an app waiting in back-off next to a
+/// restarting sidecar flips the condition back to False; the reference and the issue's
+/// invariant, Initialized never going from True back to False, keep it True.)
+fn has_any_regular_container_run(spec: &PodSpec, statuses: &[ContainerStatus]) -> bool {
+    has_any_regular_container_started(spec, statuses)
+        || statuses.iter().any(|status| {
+            spec.containers.iter().any(|c| c.name == status.name)
+                && status
+                    .last_state
+                    .as_ref()
+                    .is_some_and(|s| s.terminated.is_some())
+        })
+}
+
 /// D3, `GeneratePodInitializedCondition`.
 fn initialized(input: &ConditionInput) -> PodCondition {
     let spec = input.spec;
@@ -148,10 +164,10 @@ fn initialized(input: &ConditionInput) -> PodCondition {
     if input.phase == Phase::Succeeded && unknown.is_empty() {
         return condition(INITIALIZED, true, Some(REASON_POD_COMPLETED), None);
     }
-    // Once a regular container has run, the pod stays initialized even while sidecars restart.
-    if has_any_regular_container_started(spec, input.init_statuses)
-        || has_any_regular_container_started(spec, input.statuses)
-    {
+    // D3: once a regular container has ever been running or terminated, the pod stays
+    // initialized, also while that container waits in back-off (its `lastState` keeps the run)
+    // and sidecars restart.
+    if has_any_regular_container_run(spec, input.statuses) {
         return condition(INITIALIZED, true, None, None);
     }
 
