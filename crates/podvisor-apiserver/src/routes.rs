@@ -3,7 +3,7 @@
 
 use axum::Router;
 use axum::body::Bytes;
-use axum::extract::{FromRequestParts, Path, Query, State};
+use axum::extract::{FromRequestParts, Path, Query};
 use axum::http::request::Parts;
 use axum::http::{HeaderMap, Method, Uri};
 use axum::response::{IntoResponse, Response};
@@ -21,18 +21,20 @@ pub(crate) struct Req {
     pub headers: HeaderMap,
 }
 
-/// The query parameters; a malformed query is a 400 `Status` (axum's own rejection is
-/// plain text).
-pub(crate) struct QueryParams(pub Params);
-
-impl<S: Send + Sync> FromRequestParts<S> for QueryParams {
+/// `Req` is extracted from every API request: the state, the headers, and the query parameters
+/// (a malformed query is a 400 `Status`; axum's own rejection is plain text).
+impl FromRequestParts<ApiState> for Req {
     type Rejection = ApiError;
 
-    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
-        Query::<Params>::from_request_parts(parts, state)
+    async fn from_request_parts(parts: &mut Parts, state: &ApiState) -> Result<Self, ApiError> {
+        let Query(params) = Query::<Params>::from_request_parts(parts, state)
             .await
-            .map(|Query(p)| QueryParams(p))
-            .map_err(|e| ApiError::bad_request(e.body_text()))
+            .map_err(|e| ApiError::bad_request(e.body_text()))?;
+        Ok(Req {
+            state: state.clone(),
+            params,
+            headers: parts.headers.clone(),
+        })
     }
 }
 
@@ -50,18 +52,11 @@ fn finish(r: Result<Response, ApiError>) -> Response {
 
 /// `/api/v1/{resource}`: lists across namespaces (and the namespaces themselves).
 async fn cluster_collection(
-    State(state): State<ApiState>,
+    req: Req,
     Path(resource): Path<String>,
-    QueryParams(params): QueryParams,
     method: Method,
-    headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    let req = Req {
-        state,
-        params,
-        headers,
-    };
     finish(match (resource.as_str(), method) {
         ("namespaces", Method::GET) => objects::list(&req, NAMESPACES, None, None),
         ("namespaces", Method::POST) => namespaces::create(&req, &body),
@@ -77,17 +72,7 @@ async fn cluster_collection(
 }
 
 /// `/api/v1/watch/{resource}`.
-async fn cluster_watch(
-    State(state): State<ApiState>,
-    Path(resource): Path<String>,
-    QueryParams(params): QueryParams,
-    headers: HeaderMap,
-) -> Response {
-    let req = Req {
-        state,
-        params,
-        headers,
-    };
+async fn cluster_watch(req: Req, Path(resource): Path<String>) -> Response {
     let res = match resource.as_str() {
         "namespaces" => Some(NAMESPACES),
         r => namespaced(r),
@@ -100,18 +85,11 @@ async fn cluster_watch(
 
 /// `/api/v1/namespaces/{name}`: one namespace.
 async fn namespace_object(
-    State(state): State<ApiState>,
+    req: Req,
     Path(name): Path<String>,
-    QueryParams(params): QueryParams,
     method: Method,
-    headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    let req = Req {
-        state,
-        params,
-        headers,
-    };
     finish(match method {
         Method::GET => objects::get(&req, NAMESPACES, "", &name),
         Method::PUT => namespaces::update(&req, &name, &body),
@@ -122,34 +100,17 @@ async fn namespace_object(
 }
 
 /// `/api/v1/watch/namespaces/{name}`.
-async fn namespace_watch(
-    State(state): State<ApiState>,
-    Path(name): Path<String>,
-    QueryParams(params): QueryParams,
-    headers: HeaderMap,
-) -> Response {
-    let req = Req {
-        state,
-        params,
-        headers,
-    };
+async fn namespace_watch(req: Req, Path(name): Path<String>) -> Response {
     finish(objects::watch(&req, NAMESPACES, None, Some(&name)))
 }
 
 /// `/api/v1/namespaces/{ns}/{resource}`.
 async fn collection(
-    State(state): State<ApiState>,
+    req: Req,
     Path((ns, resource)): Path<(String, String)>,
-    QueryParams(params): QueryParams,
     method: Method,
-    headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    let req = Req {
-        state,
-        params,
-        headers,
-    };
     let Some(res) = namespaced(&resource) else {
         return ApiError::path_not_found().into_response();
     };
@@ -164,17 +125,7 @@ async fn collection(
 }
 
 /// `/api/v1/watch/namespaces/{ns}/{resource}`.
-async fn collection_watch(
-    State(state): State<ApiState>,
-    Path((ns, resource)): Path<(String, String)>,
-    QueryParams(params): QueryParams,
-    headers: HeaderMap,
-) -> Response {
-    let req = Req {
-        state,
-        params,
-        headers,
-    };
+async fn collection_watch(req: Req, Path((ns, resource)): Path<(String, String)>) -> Response {
     finish(match namespaced(&resource) {
         Some(res) => objects::watch(&req, res, Some(&ns), None),
         None => Err(ApiError::path_not_found()),
@@ -183,18 +134,11 @@ async fn collection_watch(
 
 /// `/api/v1/namespaces/{ns}/{resource}/{name}`.
 async fn object(
-    State(state): State<ApiState>,
+    req: Req,
     Path((ns, resource, name)): Path<(String, String, String)>,
-    QueryParams(params): QueryParams,
     method: Method,
-    headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    let req = Req {
-        state,
-        params,
-        headers,
-    };
     let Some(res) = namespaced(&resource) else {
         return ApiError::path_not_found().into_response();
     };
@@ -212,16 +156,9 @@ async fn object(
 
 /// `/api/v1/watch/namespaces/{ns}/{resource}/{name}`.
 async fn object_watch(
-    State(state): State<ApiState>,
+    req: Req,
     Path((ns, resource, name)): Path<(String, String, String)>,
-    QueryParams(params): QueryParams,
-    headers: HeaderMap,
 ) -> Response {
-    let req = Req {
-        state,
-        params,
-        headers,
-    };
     finish(match namespaced(&resource) {
         Some(res) => objects::watch(&req, res, Some(&ns), Some(&name)),
         None => Err(ApiError::path_not_found()),
@@ -230,22 +167,14 @@ async fn object_watch(
 
 /// `/api/v1/namespaces/{ns}/{resource}/{name}/{subresource}`: `pods/status`, `pods/log`,
 /// `pods/exec`.
-#[allow(clippy::too_many_arguments)] // axum extractors
 async fn subresource(
-    State(state): State<ApiState>,
+    req: Req,
     Path((ns, resource, name, sub)): Path<(String, String, String, String)>,
-    QueryParams(params): QueryParams,
     method: Method,
-    headers: HeaderMap,
     uri: Uri,
     upgrade: exec::Upgrade,
     body: Bytes,
 ) -> Response {
-    let req = Req {
-        state,
-        params,
-        headers,
-    };
     finish(match (resource.as_str(), sub.as_str(), method) {
         ("pods", "status", Method::GET) => objects::get(&req, PODS, &ns, &name),
         ("pods", "status", Method::PUT) => pods::status::update(&req, &ns, &name, &body),
