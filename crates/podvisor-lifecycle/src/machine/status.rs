@@ -57,16 +57,15 @@ impl PodMachine {
         if replacing_killed && self.worker == Worker::Syncing {
             return;
         }
+        let status = self.build_status(now);
         if matches!(self.worker, Worker::Terminating { .. }) && self.terminating_view.is_none() {
             // T6: `SyncTerminatingPod` writes the status as it finds the pod, then kills; the
             // next status it generates is the final one.
-            let first = self.build_status(now);
             self.terminating_view = Some((
-                first.init_container_statuses.unwrap_or_default(),
-                first.container_statuses.unwrap_or_default(),
+                status.init_container_statuses.clone().unwrap_or_default(),
+                status.container_statuses.clone().unwrap_or_default(),
             ));
         }
-        let status = self.build_status(now);
         if self.pod.status.as_ref() != Some(&status) {
             self.pod.status = Some(status);
             self.actions
