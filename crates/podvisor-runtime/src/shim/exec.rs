@@ -26,9 +26,7 @@ pub(super) fn exec(
 ) -> Response {
     match run(shim, instance, argv, timeout) {
         Ok(response) => response,
-        Err(e) => Response::Error {
-            message: format!("exec in instance {instance}: {e}"),
-        },
+        Err(e) => shim.exec_failed(instance, &e),
     }
 }
 

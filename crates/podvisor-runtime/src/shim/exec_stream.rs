@@ -73,9 +73,7 @@ fn start(shim: &Arc<Shim>, request: &StreamRequest) -> Result<Running, Response>
             message: "exec: empty command".into(),
         });
     };
-    let failed = |e: io::Error| Response::Error {
-        message: format!("exec in instance {}: {e}", request.instance),
-    };
+    let failed = |e: io::Error| shim.exec_failed(request.instance, &e);
     let procs = open_procs_paths(&target.procs).map_err(failed)?;
     let (setup, report) = ChildSetup::for_exec(
         target.pid,

@@ -654,6 +654,18 @@ impl Shim {
         }
     }
 
+    /// The answer to an exec whose set-up failed with `error`: the container may have exited
+    /// since [`Shim::exec_target`] found it running (its cgroup and `/proc` entries gone), and
+    /// then it is that, in containerd's words.
+    pub(super) fn exec_failed(&self, instance: u64, error: &io::Error) -> Response {
+        match self.exec_target(instance) {
+            Err(exited) => exited,
+            Ok(_) => Response::Error {
+                message: format!("exec in instance {instance}: {error}"),
+            },
+        }
+    }
+
     /// Every instance.
     pub(super) fn snapshot(&self) -> Response {
         let state = self.state();
