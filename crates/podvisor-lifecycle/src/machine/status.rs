@@ -207,19 +207,21 @@ impl PodMachine {
         {
             // T6/T7: while the containers are being killed, the statuses stay as written when
             // termination began; only probe results still change `ready` and `started` of a
-            // running container (`SetContainerReadiness`, `SetContainerStartup`).
+            // running container (`SetContainerReadiness`, `SetContainerStartup`), and a
+            // container that died is not ready at once (as with the evented PLEG,
+            // kubernetes#128820).
             let fresh: Vec<ContainerStatus> = init_statuses.into_iter().chain(statuses).collect();
             let frozen = |list: &[ContainerStatus]| -> Vec<ContainerStatus> {
                 list.iter()
                     .map(|s| {
                         let mut s = s.clone();
-                        if let Some(f) = fresh
-                            .iter()
-                            .find(|f| f.name == s.name)
-                            .filter(|f| f.state.as_ref().is_some_and(|st| st.running.is_some()))
-                        {
-                            s.ready = f.ready;
-                            s.started = f.started;
+                        if let Some(f) = fresh.iter().find(|f| f.name == s.name) {
+                            if f.state.as_ref().is_some_and(|st| st.running.is_some()) {
+                                s.ready = f.ready;
+                                s.started = f.started;
+                            } else if s.state.as_ref().is_some_and(|st| st.running.is_some()) {
+                                s.ready = false;
+                            }
                         }
                         s
                     })
