@@ -744,6 +744,43 @@ fn s64b(srv: &Server) {
     c.finish("s64b", || pod.diag());
 }
 
+/// `test/e2e_node/container_readiness_test.go` — "should update container readiness when
+/// containers die during pod termination" (T6, kubernetes#128820): the container that exits on
+/// SIGTERM is unready at once, the one in its 600 s preStop stays ready, and the count stays at
+/// exactly one ready container while the pod terminates.
+fn s64c(srv: &Server) {
+    let mut pod = srv.create_scenario("s64c");
+    pod.wait("Ready", secs(60), |p| cond_status(p, "Ready") == "True");
+    pod.delete(None);
+    let ready_count = |p: &Value| {
+        p["status"]["containerStatuses"]
+            .as_array()
+            .map_or(0, |l| l.iter().filter(|s| s["ready"] == true).count())
+    };
+    let mut c = Checks::new();
+    let (_, one) = pod.wait("1/2 ready while terminating", secs(30), |p| {
+        p["metadata"]["deletionTimestamp"].is_string() && ready_count(p) == 1
+    });
+    c.check(
+        cstatus(&one.pod, "slow-terminating")["ready"] == true,
+        "the container in its preStop is the ready one",
+    );
+    c.check(
+        cond_status(&one.pod, "ContainersReady") == "False",
+        "ContainersReady follows (False)",
+    );
+    for _ in 0..10 {
+        std::thread::sleep(Duration::from_millis(500));
+        let now = pod.get().expect("the pod is still terminating");
+        c.check(
+            ready_count(&now) == 1,
+            format!("still exactly one ready ({})", summarize(&now)),
+        );
+    }
+    pod.delete_with_grace(0, secs(30));
+    c.finish("s64c", || pod.diag());
+}
+
 /// `test/e2e/node/pre_stop.go` — "graceful pod terminated should wait until preStop hook
 /// completes the process" (H4, T3): the 5 s preStop hook completes before the container gets
 /// SIGTERM; the pod is gone after that, well within the 30 s grace.
@@ -1142,6 +1179,7 @@ pub(crate) const SCENARIOS: &[(&str, ScenarioFn)] = &[
     ("s63", s63),
     ("s64", s64),
     ("s64b", s64b),
+    ("s64c", s64c),
     ("s65", s65),
     ("s67", s67),
     ("s68", s68),
