@@ -16,13 +16,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 
 /// Condition types the kubelet owns (D1); others are preserved as written by clients.
-pub(crate) const KUBELET_CONDITIONS: [&str; 5] = [
-    "PodReadyToStartContainers",
-    "Initialized",
-    "Ready",
-    "ContainersReady",
-    "PodScheduled",
-];
+pub(crate) use podvisor_api::pod::KUBELET_CONDITIONS;
 
 /// M5: the per-pod cap on termination messages.
 const MAX_POD_TERMINATION_MESSAGE: usize = 12 * 1024;
@@ -290,7 +284,7 @@ impl PodMachine {
             host_ips: host_ip.map(|ip| vec![HostIP { ip }]),
             pod_ip: pod_ip.clone(),
             pod_ips: pod_ip.map(|ip| vec![PodIP { ip }]),
-            qos_class: Some(qos_class(spec).to_string()),
+            qos_class: Some(podvisor_api::pod::qos_class(spec).as_str().to_string()),
             init_container_statuses: (!init_statuses.is_empty()).then_some(init_statuses),
             container_statuses: Some(statuses),
             ..Default::default()
@@ -371,38 +365,5 @@ fn cap_messages(init_statuses: &mut [ContainerStatus], statuses: &mut [Container
                 m.truncate(end);
             }
         }
-    }
-}
-
-/// The pod's QoS class (`Guaranteed`, `Burstable`, `BestEffort`).
-fn qos_class(spec: &k8s_openapi::api::core::v1::PodSpec) -> &'static str {
-    let all = spec
-        .init_containers
-        .iter()
-        .flatten()
-        .chain(spec.containers.iter());
-    let mut any = false;
-    let mut guaranteed = true;
-    for c in all {
-        let r = c.resources.as_ref();
-        let limits = r.and_then(|r| r.limits.as_ref());
-        let requests = r.and_then(|r| r.requests.as_ref());
-        if limits.is_some_and(|l| !l.is_empty()) || requests.is_some_and(|q| !q.is_empty()) {
-            any = true;
-        }
-        for res in ["cpu", "memory"] {
-            let l = limits.and_then(|l| l.get(res));
-            let q = requests.and_then(|q| q.get(res)).or(l);
-            if l.is_none() || q != l {
-                guaranteed = false;
-            }
-        }
-    }
-    if !any {
-        "BestEffort"
-    } else if guaranteed {
-        "Guaranteed"
-    } else {
-        "Burstable"
     }
 }
