@@ -124,7 +124,7 @@ impl ProcessRuntime {
                 .stack_size(128 * 1024)
                 .spawn(reap_foreign_sessions);
             if let Err(e) = started {
-                eprintln!("podvisor: cannot start the shim reaper: {e}");
+                tracing::error!("cannot start the shim reaper: {e}");
             }
         });
         Ok(ProcessRuntime {
