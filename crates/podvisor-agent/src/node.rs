@@ -23,15 +23,21 @@
 //! Stopping the node stops its pod workers without touching their containers (like the
 //! kubelet): a restarted node re-adopts them. Draining deletes every pod gracefully first.
 
+mod recorder;
 mod recovery;
 mod static_pods;
 mod writer;
+
+pub use recorder::{
+    AGGREGATE_INTERVAL, AGGREGATE_MAX_EVENTS, AGGREGATE_PREFIX, EventCorrelator, Recorder,
+    SPAM_BURST, SPAM_REFILL,
+};
+pub use writer::{merge_status, write_pod_status};
 
 use crate::log::{debug, warning};
 use crate::{Agent, PodControl, PodHandle};
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{Pod, PodCondition};
-use podvisor_lifecycle::Event;
 use podvisor_runtime::process::ProcessRuntime;
 use podvisor_runtime::{ExecError, ExecRequest, ExecSession};
 use podvisor_store::{EventType, Key, Store, StoreError, Value, Watch, WatchEvent, WatchFrom};
@@ -43,15 +49,6 @@ use std::time::{Duration, Instant};
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::{JoinHandle, JoinSet};
 use writer::{Writer, foreign_conditions, uid_of};
-
-/// Records one event the kubelet emitted for a pod, at `time` (aggregating repeats and
-/// similar events and dropping spam is the recorder's business: what it remembers lives in
-/// the closure). Called on a blocking thread.
-pub type PodEventRecorder = Box<dyn FnMut(&Store, &Pod, &Event, Timestamp) + Send + Sync>;
-
-/// Makes a pod's [`PodEventRecorder`]: one per pod worker, owned by its status writer and
-/// dropped with it, so the recorder's memory of a pod goes when the pod goes.
-pub type EventSink = Arc<dyn Fn() -> PodEventRecorder + Send + Sync>;
 
 /// How long a shutdown waits for the status writers to write what the pod workers published.
 const SHUTDOWN_FLUSH: Duration = Duration::from_secs(5);
@@ -161,12 +158,7 @@ enum NodeCommand {
 impl Node {
     /// Starts the node loop: recovery first, then list + watch. Must be called within a tokio
     /// runtime.
-    pub fn start(
-        agent: Arc<Agent<ProcessRuntime>>,
-        store: Store,
-        sink: EventSink,
-        config: NodeConfig,
-    ) -> Node {
+    pub fn start(agent: Arc<Agent<ProcessRuntime>>, store: Store, config: NodeConfig) -> Node {
         let (commands_tx, commands_rx) = mpsc::unbounded_channel();
         let (recovered_tx, recovered_rx) = oneshot::channel();
         let (finished_tx, finished_rx) = mpsc::unbounded_channel();
@@ -177,7 +169,6 @@ impl Node {
         let node = NodeLoop {
             agent,
             store,
-            sink,
             config,
             workers: HashMap::new(),
             done: HashSet::new(),
@@ -347,7 +338,6 @@ enum Plan {
 struct NodeLoop {
     agent: Arc<Agent<ProcessRuntime>>,
     store: Store,
-    sink: EventSink,
     config: NodeConfig,
     /// Running pod workers, by UID.
     workers: HashMap<String, Worker>,
@@ -637,7 +627,7 @@ impl NodeLoop {
         let control = handle.control();
         let writer = Writer {
             store: self.store.clone(),
-            sink: Arc::clone(&self.sink),
+            host: self.config.node_name.clone(),
             recorder: None,
             key: key.clone(),
             uid: uid.clone(),

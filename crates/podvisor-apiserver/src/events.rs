@@ -1,9 +1,7 @@
-//! Events: create, update, patch and delete through the API, and [`record_event`], which
-//! the node agent calls to write the kubelet's events as the kubelet's recorder does: through
-//! its [`EventCorrelator`] (similar events combined, spam dropped), then with count
-//! aggregation. Events created by clients are stored as sent.
-
-mod correlator;
+//! Events: create, update, patch and delete through the API (stored as sent), their expiry
+//! (`--event-ttl`), and the scheduler's `Scheduled` event at binding. The kubelet's recorder
+//! (correlation, spam filter, count aggregation) is the node agent's (`podvisor_agent::node::
+//! Recorder`), as upstream's lives in the kubelet.
 
 use axum::http::StatusCode;
 use axum::response::Response;
@@ -20,70 +18,11 @@ use crate::pods::{check_name, check_namespace, pinned_rv, type_meta};
 use crate::request::{content_type, name_suffix, new_uid, now, parse_body, time_text};
 use crate::routes::Req;
 use crate::status::{ApiError, ApiResult, json_response};
-pub use correlator::{
-    AGGREGATE_INTERVAL, AGGREGATE_MAX_EVENTS, AGGREGATE_PREFIX, EventCorrelator, SPAM_BURST,
-    SPAM_REFILL,
-};
-use correlator::{AGGREGATE_KEY, EVENT_KEY, Occurrences, key};
-
-/// FNV-1a, 64 bits: a stable name for the aggregation key.
-fn fnv64(parts: &[&str]) -> u64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for p in parts {
-        for b in p.bytes().chain(std::iter::once(0)) {
-            h ^= u64::from(b);
-            h = h.wrapping_mul(0x0100_0000_01b3);
-        }
-    }
-    h
-}
-
-/// Whether the stored Event `a` is the one `b` is counted in: the same event (`getEventKey`:
-/// source, involved object, type, reason, message), or for an aggregate the aggregate of the
-/// same similar events (the aggregate key; its message is the latest combined one).
-fn same_event(a: &Value, b: &Value, aggregate: bool) -> bool {
-    if !aggregate {
-        return key(a, &EVENT_KEY) == key(b, &EVENT_KEY);
-    }
-    key(a, &AGGREGATE_KEY) == key(b, &AGGREGATE_KEY)
-        && a["message"]
-            .as_str()
-            .is_some_and(|m| m.starts_with(AGGREGATE_PREFIX))
-}
-
-/// Records an event the kubelet would emit about `pod` on node `host`, as the kubelet's
-/// recorder does: `source {component: kubelet, host}`, `reportingComponent: kubelet`,
-/// `involvedObject` with the pod's uid and resourceVersion and, for container events, a
-/// `fieldPath` like `spec.containers{app}`. First through `correlator` (the pod's
-/// `EventCorrelator`): the 10th distinct message of similar events (same reason and type)
-/// within 10 minutes and the ones after it become one `(combined from similar events): <message>`
-/// Event, and past a burst of 25 events about the pod one is let through every 5 minutes.
-/// Then a repeat of the same event (same involved object, type, reason and message, or the
-/// same aggregate) increments `count` (by the dropped repeats too) and moves `lastTimestamp`
-/// on the existing Event instead of creating another.
-///
-/// Returns the stored Event, or `None` when the spam filter dropped it.
-///
-/// # Errors
-///
-/// The store's errors.
-pub fn record_event(
-    store: &Store,
-    correlator: &mut EventCorrelator,
-    host: &str,
-    pod: &Pod,
-    event: &Event,
-    now: Timestamp,
-) -> Result<Option<Value>, StoreError> {
-    let mut fresh = new_event("kubelet", host, pod, event, now);
-    let Some(seen) = correlator.correlate(&mut fresh, now) else {
-        return Ok(None);
-    };
-    write_event(store, fresh, now, seen).map(Some)
-}
+use podvisor_lifecycle::event_object::event_object;
 
 /// Records the scheduler's `Scheduled` event for a pod bound to `node` at admission
-/// (`Successfully assigned <ns>/<name> to <node>`, source `default-scheduler`).
+/// (`Successfully assigned <ns>/<name> to <node>`, source `default-scheduler`), named as the
+/// recorders name events, `<pod>.<unix nanoseconds in hex>`.
 pub fn record_scheduled(
     store: &Store,
     node: &str,
@@ -91,142 +30,19 @@ pub fn record_scheduled(
     now: Timestamp,
 ) -> Result<Value, StoreError> {
     let meta = &pod.metadata;
+    let ns = meta.namespace.as_deref().unwrap_or("default");
+    let name = meta.name.as_deref().unwrap_or("");
     let event = Event {
         type_: podvisor_lifecycle::EventType::Normal,
         reason: "Scheduled",
-        message: format!(
-            "Successfully assigned {}/{} to {node}",
-            meta.namespace.as_deref().unwrap_or("default"),
-            meta.name.as_deref().unwrap_or("")
-        ),
+        message: format!("Successfully assigned {ns}/{name} to {node}"),
         container: None,
     };
-    let fresh = new_event("default-scheduler", "", pod, &event, now);
-    write_event(store, fresh, now, Occurrences::once(now))
-}
-
-/// The Event a reporting `component` (`kubelet`, `default-scheduler`) on `host` makes of
-/// `event` about `pod`, unnamed.
-fn new_event(component: &str, host: &str, pod: &Pod, event: &Event, now: Timestamp) -> Value {
-    let meta = &pod.metadata;
-    let ns = meta
-        .namespace
-        .clone()
-        .unwrap_or_else(|| "default".to_owned());
-    let mut involved = json!({
-        "kind": "Pod",
-        "namespace": ns,
-        "name": meta.name.clone().unwrap_or_default(),
-        "uid": meta.uid.clone().unwrap_or_default(),
-        "apiVersion": "v1",
-    });
-    if let Some(rv) = &meta.resource_version {
-        involved["resourceVersion"] = json!(rv);
-    }
-    if let Some((kind, name)) = &event.container {
-        involved["fieldPath"] = json!(kind.field_path(name));
-    }
-    let stamp = time_text(now);
-    json!({
-        "apiVersion": "v1",
-        "kind": "Event",
-        "metadata": {"namespace": ns, "creationTimestamp": stamp, "uid": new_uid()},
-        "involvedObject": involved,
-        "reason": event.reason,
-        "message": event.message,
-        "source": {"component": component, "host": host},
-        "firstTimestamp": stamp,
-        "lastTimestamp": stamp,
-        "count": 1,
-        "type": event.type_.as_str(),
-        "eventTime": null,
-        "reportingComponent": component,
-        "reportingInstance": host,
-    })
-}
-
-/// Writes `fresh` (made by [`new_event`] at `now`) with its correlated occurrences: adds them
-/// to the `count` of the stored Event it is counted in, or creates it.
-fn write_event(
-    store: &Store,
-    mut fresh: Value,
-    now: Timestamp,
-    seen: Occurrences,
-) -> Result<Value, StoreError> {
-    let s = |p: &str| {
-        fresh
-            .pointer(p)
-            .and_then(Value::as_str)
-            .unwrap_or("")
-            .to_owned()
-    };
-    let (ns, pod_name, host) = (
-        s("/metadata/namespace"),
-        s("/involvedObject/name"),
-        s("/source/host"),
-    );
-    let hash = if seen.aggregate {
-        // One aggregate per similar events, whatever its container and latest message.
-        fnv64(&[
-            &s("/involvedObject/uid"),
-            "",
-            &s("/type"),
-            &s("/reason"),
-            AGGREGATE_PREFIX,
-            &host,
-        ])
-    } else {
-        fnv64(&[
-            &s("/involvedObject/uid"),
-            &s("/involvedObject/fieldPath"),
-            &s("/type"),
-            &s("/reason"),
-            &s("/message"),
-            &host,
-        ])
-    };
-    let stamp = time_text(now);
-    fresh["count"] = json!(seen.count);
-    fresh["firstTimestamp"] = json!(time_text(seen.first));
-    let mut name = format!("{pod_name}.{hash:016x}");
-    for _ in 0..3 {
-        let key = db::key(EVENTS, &ns, &name);
-        match store.get(&key)? {
-            Some(existing) if same_event(&existing, &fresh, seen.aggregate) => {
-                let bumped = store.update_with(&key, |mut current| {
-                    let count = current.get("count").and_then(Value::as_i64).unwrap_or(1);
-                    current["count"] = json!(count + seen.count);
-                    current["lastTimestamp"] = json!(stamp);
-                    // An aggregate shows the latest message combined.
-                    current["message"] = fresh["message"].clone();
-                    if let Some(rv) = fresh.pointer("/involvedObject/resourceVersion") {
-                        current["involvedObject"]["resourceVersion"] = rv.clone();
-                    }
-                    Ok(current)
-                });
-                match bumped {
-                    Err(StoreError::NotFound(_)) => continue,
-                    other => return other,
-                }
-            }
-            Some(_) => {
-                // A different event under the same name (a hash collision): use the
-                // kubelet's own naming, `<pod>.<unix nanos in hex>`.
-                name = format!("{pod_name}.{:x}", now.as_nanosecond());
-            }
-            None => {
-                fresh["metadata"]["name"] = json!(name);
-                match store.create(&key, fresh.clone()) {
-                    Err(StoreError::AlreadyExists(_)) => continue,
-                    other => return other,
-                }
-            }
-        }
-    }
-    Err(StoreError::Conflict {
-        key: db::key(EVENTS, &ns, &name),
-        message: "the event kept changing; please try again".to_owned(),
-    })
+    let mut fresh = event_object("default-scheduler", "", pod, &event, now);
+    let event_name = format!("{name}.{:x}", now.as_nanosecond());
+    fresh["metadata"]["uid"] = json!(new_uid());
+    fresh["metadata"]["name"] = json!(event_name);
+    store.create(&db::key(EVENTS, ns, &event_name), fresh)
 }
 
 /// Checks an Event's shape by decoding it with the typed API; returns the canonical value.

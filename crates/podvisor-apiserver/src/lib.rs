@@ -8,16 +8,12 @@
 //!   kubectl needs for strict validation, `create` and `apply`;
 //! - pods: create (defaulting, validation), get, list, watch, update (spec mutability M11),
 //!   patch (JSON, merge, strategic merge, server-side apply), graceful delete, the `status`
-//!   subresource, `log` and `exec` (WebSockets, [`PodExec`]); events (the kubelet's with its
-//!   recorder's correlation and count aggregation, [`record_event`], [`EventCorrelator`]) and
-//!   namespaces;
+//!   subresource, `log` and `exec` (WebSockets, [`PodExec`]); events (as clients write them,
+//!   with the API server's TTL) and namespaces;
 //! - `meta.k8s.io/v1` `Table` output with kubectl's columns, so `kubectl get` prints READY,
 //!   STATUS and RESTARTS as for a real cluster;
 //! - errors as `Status` objects shaped like the API server's, so kubectl prints the same
 //!   text.
-//!
-//! - helpers for the node agent, which talks to the store directly: [`update_pod_status`]
-//!   (the kubelet status manager's write) and [`record_event`].
 //!
 //! What it does not do: hold lifecycle state or run anything (the agent watches the store
 //! and writes status and events back through it), authorization beyond one token,
@@ -75,12 +71,8 @@ mod tls;
 mod watch;
 
 pub use discovery::GIT_VERSION;
-pub use events::{
-    AGGREGATE_INTERVAL, AGGREGATE_MAX_EVENTS, AGGREGATE_PREFIX, EVENT_TTL, EventCorrelator,
-    SPAM_BURST, SPAM_REFILL, expire_events, record_event,
-};
+pub use events::{EVENT_TTL, expire_events};
 pub use exec::PodExec;
-pub use pods::status::update_pod_status;
 pub use server::{ApiServer, ServeConfig, ServeError, serve};
 pub use status::ApiError;
 

@@ -188,10 +188,7 @@ pub(crate) fn now() -> Timestamp {
     Timestamp::now()
 }
 
-/// `metav1.Time` text: RFC 3339 in UTC with whole seconds.
-pub(crate) fn time_text(t: Timestamp) -> String {
-    t.strftime("%Y-%m-%dT%H:%M:%SZ").to_string()
-}
+pub(crate) use podvisor_lifecycle::event_object::time_text;
 
 #[cfg(test)]
 mod tests {

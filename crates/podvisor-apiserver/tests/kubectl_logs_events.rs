@@ -1,4 +1,4 @@
-//! `kubectl logs` from CRI log files, and events: `record_event`'s aggregation and its
+//! `kubectl logs` from CRI log files, and events: the node agent's recorder's count aggregation and its
 //! correlator's combined events as `kubectl describe` and `kubectl get events` show them.
 
 mod common;
@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use common::{NODE, TestServer, pod_yaml};
 use k8s_openapi::api::core::v1::Pod;
-use podvisor_apiserver::{EventCorrelator, record_event};
+use podvisor_agent::node::Recorder;
 use podvisor_lifecycle::{ContainerKind, Event, EventType};
 use serde_json::{Value, json};
 
@@ -168,10 +168,12 @@ fn kubectl_describe_shows_aggregated_events() {
         container: Some((ContainerKind::Regular, "app".to_owned())),
     };
     let t0 = jiff::Timestamp::now() - jiff::SignedDuration::from_secs(120);
-    let mut c = EventCorrelator::new();
-    record_event(store, &mut c, NODE, &pod, &started, t0).unwrap();
-    let first = record_event(store, &mut c, NODE, &pod, &backoff, t0).unwrap();
-    let again = record_event(store, &mut c, NODE, &pod, &backoff, jiff::Timestamp::now()).unwrap();
+    let mut c = Recorder::new(NODE);
+    c.record(store, &pod, &started, t0).unwrap();
+    let first = c.record(store, &pod, &backoff, t0).unwrap();
+    let again = c
+        .record(store, &pod, &backoff, jiff::Timestamp::now())
+        .unwrap();
     let (first, again) = (first.unwrap(), again.unwrap());
     assert_eq!(first["metadata"]["name"], again["metadata"]["name"]);
     assert_eq!(again["count"], 2);
@@ -259,21 +261,23 @@ fn kubectl_describe_shows_combined_similar_events() {
     let now = jiff::Timestamp::now();
     let t0 = now - jiff::SignedDuration::from_secs(120);
     let at = |secs: i64| t0 + jiff::SignedDuration::from_secs(secs);
-    let mut c = EventCorrelator::new();
+    let mut c = Recorder::new(NODE);
     // Nine distinct messages of the same reason within ten minutes are events of their own.
     for i in 0..9 {
-        let e = record_event(store, &mut c, NODE, &pod, &unhealthy(500 + i), at(i.into()));
+        let e = c.record(store, &pod, &unhealthy(500 + i), at(i.into()));
         assert_eq!(e.unwrap().unwrap()["count"], 1);
     }
     // The tenth is the combined event; the eleventh counts it, with its own message.
-    let combined = record_event(store, &mut c, NODE, &pod, &unhealthy(510), at(60))
+    let combined = c
+        .record(store, &pod, &unhealthy(510), at(60))
         .unwrap()
         .unwrap();
     assert_eq!(
         combined["message"],
         "(combined from similar events): Liveness probe failed: HTTP probe failed with statuscode: 510"
     );
-    let again = record_event(store, &mut c, NODE, &pod, &unhealthy(511), now)
+    let again = c
+        .record(store, &pod, &unhealthy(511), now)
         .unwrap()
         .unwrap();
     assert_eq!(again["metadata"]["name"], combined["metadata"]["name"]);
@@ -322,21 +326,11 @@ fn kubectl_describe_shows_combined_similar_events() {
         container: Some((ContainerKind::Regular, "app".to_owned())),
     };
     for _ in 11..25 {
-        assert!(
-            record_event(store, &mut c, NODE, &pod, &started, now)
-                .unwrap()
-                .is_some()
-        );
+        assert!(c.record(store, &pod, &started, now).unwrap().is_some());
     }
-    assert!(
-        record_event(store, &mut c, NODE, &pod, &started, now)
-            .unwrap()
-            .is_none()
-    );
+    assert!(c.record(store, &pod, &started, now).unwrap().is_none());
     let later = now + jiff::SignedDuration::from_secs(300);
-    let written = record_event(store, &mut c, NODE, &pod, &started, later)
-        .unwrap()
-        .unwrap();
+    let written = c.record(store, &pod, &started, later).unwrap().unwrap();
     // 14 written, one dropped and counted with the next write.
     assert_eq!(written["count"], 16);
 }

@@ -10,7 +10,8 @@ use std::time::Duration;
 
 use common::{TestServer, pod_yaml};
 use k8s_openapi::api::core::v1::Pod;
-use podvisor_apiserver::update_pod_status;
+use podvisor_agent::node::write_pod_status;
+use podvisor_store::Key;
 use serde_json::json;
 
 /// Reads a child's stdout lines on a thread.
@@ -150,7 +151,12 @@ fn kubectl_patch_status_sets_a_readiness_gate_condition() {
     let mut pod: Pod =
         serde_json::from_str(&s.kubectl_ok(&["get", "pod", "gated", "-o", "json"])).unwrap();
     pod.status = Some(serde_json::from_value(running_status(true)).unwrap());
-    let stored = update_pod_status(s.state.store(), &pod).unwrap();
+    let write = |pod: &Pod| {
+        let key = Key::new("pods", "default", "gated");
+        let uid = pod.metadata.uid.clone().unwrap();
+        write_pod_status(s.state.store(), &key, &uid, pod.status.as_ref().unwrap()).unwrap()
+    };
+    let stored = write(&pod);
     let types: Vec<(&str, &str)> = stored["status"]["conditions"]
         .as_array()
         .unwrap()
@@ -168,7 +174,7 @@ fn kubectl_patch_status_sets_a_readiness_gate_condition() {
         ]
     );
     let rv = stored["metadata"]["resourceVersion"].clone();
-    let again = update_pod_status(s.state.store(), &pod).unwrap();
+    let again = write(&pod);
     assert_eq!(
         again["metadata"]["resourceVersion"], rv,
         "a no-op write writes nothing"

@@ -10,6 +10,7 @@
 //! (or `podvisor simulate`'s fake runtime) does, and reports results back as inputs.
 
 pub mod duration;
+pub mod event_object;
 pub mod kubectl;
 pub mod status;
 mod types;

@@ -1,13 +1,14 @@
 //! The status writer of one pod: the kubelet's status manager for it. It owns the pod's
 //! [`PodHandle`] and writes what the pod worker publishes to the store: the `status` field by
 //! read-modify-write (conditions owned by others are kept, a deleted or replaced object is
-//! never written again), events through the pod's recorder from the node's [`EventSink`], and
-//! at the end the removal of a deleted pod's object (T9).
+//! never written again), events through the pod's [`Recorder`] (the kubelet's recorder sits
+//! beside its status manager), and at the end the removal of a deleted pod's object (T9).
 
-use super::{EventSink, Finished, PodEventRecorder};
+use super::Finished;
+use super::recorder::Recorder;
 use crate::log::{debug, warning};
 use crate::{PodHandle, PodUpdate, TimedEvent};
-use k8s_openapi::api::core::v1::{Pod, PodCondition};
+use k8s_openapi::api::core::v1::{Pod, PodCondition, PodStatus};
 use podvisor_store::{Key, Preconditions, Store, StoreError, Value};
 use tokio::sync::{mpsc, oneshot, watch};
 
@@ -19,10 +20,12 @@ const DISRUPTION_TARGET: &str = "DisruptionTarget";
 /// What a writer needs besides the pod's handle.
 pub(crate) struct Writer {
     pub(crate) store: Store,
-    pub(crate) sink: EventSink,
-    /// The pod's event recorder, made by `sink` on first use (and again if one was lost to a
-    /// panic); out while a blocking thread records with it.
-    pub(crate) recorder: Option<PodEventRecorder>,
+    /// The node's name: the events' `source.host`.
+    pub(crate) host: String,
+    /// The pod's event recorder, made on first use (and again if one was lost to a panic);
+    /// out while a blocking thread records with it. It goes with the writer, so what it
+    /// remembers of the pod goes when the pod goes.
+    pub(crate) recorder: Option<Recorder>,
     pub(crate) key: Key,
     pub(crate) uid: String,
     /// The pod as last published, for the node (mirror pods are re-created from it).
@@ -101,10 +104,20 @@ impl Writer {
 
     async fn record(&mut self, pod: Pod, events: Vec<TimedEvent>) {
         let store = self.store.clone();
-        let mut recorder = self.recorder.take().unwrap_or_else(|| (self.sink)());
+        let mut recorder = self
+            .recorder
+            .take()
+            .unwrap_or_else(|| Recorder::new(&self.host));
         let recorded = tokio::task::spawn_blocking(move || {
             for e in events {
-                recorder(&store, &pod, &e.event, e.time);
+                // The kubelet's recorder drops an event it cannot write, after logging it.
+                if let Err(err) = recorder.record(&store, &pod, &e.event, e.time) {
+                    warning!(
+                        "recording event {} of pod {}: {err}",
+                        e.event.reason,
+                        pod.metadata.name.as_deref().unwrap_or("")
+                    );
+                }
             }
             recorder
         })
@@ -118,14 +131,7 @@ impl Writer {
         let key = self.key.clone();
         let uid = self.uid.clone();
         let result = tokio::task::spawn_blocking(move || {
-            let status = serde_json::to_value(pod.status.unwrap_or_default())
-                .map_err(|e| StoreError::Invalid(format!("encoding the status: {e}")))?;
-            store.update_with(&key, |mut current| {
-                check_uid(&key, &current, &uid)?;
-                let merged = merge_status(current.get("status"), status);
-                current["status"] = merged;
-                Ok(current)
-            })
+            write_pod_status(&store, &key, &uid, &pod.status.unwrap_or_default())
         })
         .await;
         match result {
@@ -225,46 +231,58 @@ fn check_uid(key: &Key, current: &Value, uid: &str) -> Result<(), StoreError> {
     })
 }
 
-/// The kubelet's `mergePodStatus`: conditions it does not own come from the stored status
-/// (clients write them through the status subresource), then the kubelet's own; a
-/// `DisruptionTarget` is kept unless the new status has one.
-pub(crate) fn merge_status(stored: Option<&Value>, mut ours: Value) -> Value {
-    let theirs: Vec<Value> = stored
-        .and_then(|s| s.get("conditions"))
-        .and_then(Value::as_array)
-        .cloned()
+/// Writes `ours` into the stored pod at `key` if it is still pod `uid`, as the kubelet's status
+/// manager does, through [`merge_status`]; a write that changes nothing writes nothing.
+/// Returns the stored object.
+///
+/// # Errors
+///
+/// `NotFound` when the object is gone, `Conflict` when it is another pod of the same name (a
+/// deleted or replaced pod is never written again), and the store's errors.
+pub fn write_pod_status(
+    store: &Store,
+    key: &Key,
+    uid: &str,
+    ours: &PodStatus,
+) -> Result<Value, StoreError> {
+    store.update_with(key, |mut current| {
+        check_uid(key, &current, uid)?;
+        let stored: Option<PodStatus> = current
+            .get("status")
+            .filter(|s| !s.is_null())
+            .map(|s| serde_json::from_value(s.clone()))
+            .transpose()
+            .map_err(|e| StoreError::Invalid(format!("decoding the stored status: {e}")))?;
+        let merged = merge_status(stored.as_ref(), ours.clone());
+        current["status"] = serde_json::to_value(merged)
+            .map_err(|e| StoreError::Invalid(format!("encoding the status: {e}")))?;
+        Ok(current)
+    })
+}
+
+/// The kubelet's `mergePodStatus` with the API server's status strategy: the conditions the
+/// kubelet does not own come from the stored status (clients write them through the status
+/// subresource), then the kubelet's own (D1); a `DisruptionTarget` is kept unless the new
+/// status has one (D8); the QoS class stays as the API server set it.
+#[must_use]
+pub fn merge_status(stored: Option<&PodStatus>, mut ours: PodStatus) -> PodStatus {
+    let theirs = stored
+        .and_then(|s| s.conditions.clone())
         .unwrap_or_default();
-    let own: Vec<Value> = ours
-        .get("conditions")
-        .and_then(Value::as_array)
-        .cloned()
-        .unwrap_or_default();
-    let type_of = |c: &Value| {
-        c.get("type")
-            .and_then(Value::as_str)
-            .unwrap_or("")
-            .to_string()
-    };
-    let ours_has_disruption = own.iter().any(|c| type_of(c) == DISRUPTION_TARGET);
-    let mut merged: Vec<Value> = theirs
+    let own = ours.conditions.take().unwrap_or_default();
+    let ours_has_disruption = own.iter().any(|c| c.type_ == DISRUPTION_TARGET);
+    let kubelets = |t: &str| KUBELET_CONDITIONS.contains(&t);
+    let mut merged: Vec<PodCondition> = theirs
         .into_iter()
-        .filter(|c| {
-            let t = type_of(c);
-            let replaced = KUBELET_CONDITIONS.contains(&t.as_str())
-                || (t == DISRUPTION_TARGET && ours_has_disruption);
-            !replaced
-        })
+        .filter(|c| !(kubelets(&c.type_) || (c.type_ == DISRUPTION_TARGET && ours_has_disruption)))
         .collect();
-    merged.extend(own.into_iter().filter(|c| {
-        let t = type_of(c);
-        KUBELET_CONDITIONS.contains(&t.as_str()) || t == DISRUPTION_TARGET
-    }));
-    if let Some(map) = ours.as_object_mut() {
-        if merged.is_empty() {
-            map.remove("conditions");
-        } else {
-            map.insert("conditions".to_string(), Value::Array(merged));
-        }
+    merged.extend(
+        own.into_iter()
+            .filter(|c| kubelets(&c.type_) || c.type_ == DISRUPTION_TARGET),
+    );
+    ours.conditions = (!merged.is_empty()).then_some(merged);
+    if let Some(qos) = stored.and_then(|s| s.qos_class.clone()) {
+        ours.qos_class = Some(qos);
     }
     ours
 }
@@ -290,17 +308,23 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    fn status(v: Value) -> PodStatus {
+        serde_json::from_value(v).unwrap()
+    }
+
     #[test]
     fn d1_conditions_of_others_are_kept_and_the_kubelets_replaced() {
-        let stored = json!({"conditions": [
+        let stored = status(json!({"qosClass": "Burstable", "conditions": [
             {"type": "example.com/gate", "status": "True"},
             {"type": "Ready", "status": "False"},
-        ]});
-        let ours = json!({"phase": "Running", "conditions": [
-            {"type": "example.com/gate", "status": "False"},
-            {"type": "Ready", "status": "True"},
-        ]});
-        let merged = merge_status(Some(&stored), ours);
+        ]}));
+        let ours = status(
+            json!({"phase": "Running", "qosClass": "BestEffort", "conditions": [
+                {"type": "example.com/gate", "status": "False"},
+                {"type": "Ready", "status": "True"},
+            ]}),
+        );
+        let merged = serde_json::to_value(merge_status(Some(&stored), ours)).unwrap();
         assert_eq!(
             merged["conditions"],
             json!([
@@ -309,12 +333,20 @@ mod tests {
             ])
         );
         assert_eq!(merged["phase"], "Running");
+        assert_eq!(
+            merged["qosClass"], "Burstable",
+            "the API server's QoS class stays"
+        );
     }
 
     #[test]
     fn d8_a_disruption_target_is_kept_until_the_kubelet_writes_one() {
-        let stored = json!({"conditions": [{"type": "DisruptionTarget", "status": "True"}]});
-        let merged = merge_status(Some(&stored), json!({"conditions": []}));
-        assert_eq!(merged["conditions"][0]["type"], "DisruptionTarget");
+        let stored =
+            status(json!({"conditions": [{"type": "DisruptionTarget", "status": "True"}]}));
+        let merged = merge_status(Some(&stored), status(json!({"conditions": []})));
+        assert_eq!(merged.conditions.unwrap()[0].type_, "DisruptionTarget");
+        let ours = status(json!({"conditions": [{"type": "DisruptionTarget", "status": "False"}]}));
+        let merged = merge_status(Some(&stored), ours);
+        assert_eq!(merged.conditions.unwrap()[0].status, "False");
     }
 }

@@ -8,16 +8,13 @@ use k8s_openapi::api::core::v1::Pod;
 use podvisor_api::validate_status_update;
 use serde_json::Value;
 
-use podvisor_store::Store;
-
 use super::{
-    CREATE_PREFIX, MAX_RETRIES, Write, check_name, check_namespace, decode_pod, patched_pod,
-    pinned_rv, pod_of, type_meta, update_loop, value_of,
+    CREATE_PREFIX, Write, check_name, check_namespace, decode_pod, patched_pod, pinned_rv,
+    type_meta, update_loop,
 };
-use crate::db::{self, PODS};
 use crate::managed;
 use crate::patch::{PatchType, pod_lists};
-use crate::request::{content_type, now, parse_body};
+use crate::request::{content_type, parse_body};
 use crate::routes::Req;
 use crate::status::{ApiError, ApiResult};
 
@@ -79,79 +76,4 @@ pub(crate) fn patch(req: &Req, ns: &str, name: &str, body: &[u8]) -> ApiResult<R
     update_loop(req, ns, name, None, &write, |current| {
         patched_pod(req, current, patch_type, body)
     })
-}
-
-/// The conditions the kubelet owns (D1); all others (readiness gates set by controllers,
-/// `DisruptionTarget`) are kept from the stored status unless the node sends them.
-use podvisor_api::pod::KUBELET_CONDITIONS;
-
-/// Writes the status the node computed for `pod` (its namespace, name, uid and `status`)
-/// the way the kubelet's status manager does (`mergePodStatus`): the kubelet-owned
-/// conditions come from `pod`, every other condition is kept from the stored pod (or
-/// replaced when `pod` carries it too), the QoS class stays, the transition is checked by
-/// `validate_status_update` (V13), and a write that changes nothing writes nothing. The
-/// managed-fields entry is `kubelet`, `Update`, subresource `status`.
-///
-/// Returns the stored pod.
-///
-/// # Errors
-///
-/// 404 when the pod is gone, 409 when the stored pod has another uid (a new pod under the
-/// same name), 422 for a forbidden transition, 500 for store failures.
-pub fn update_pod_status(store: &Store, pod: &Pod) -> Result<Value, ApiError> {
-    let meta = &pod.metadata;
-    let ns = meta.namespace.as_deref().unwrap_or("default");
-    let name = meta.name.as_deref().unwrap_or("");
-    let uid = meta.uid.as_deref().unwrap_or("");
-    let mut attempt = 0;
-    loop {
-        attempt += 1;
-        let current = db::get(store, PODS, ns, name)?;
-        let old = pod_of(&current)?;
-        let have = old.metadata.uid.as_deref().unwrap_or("");
-        if !uid.is_empty() && uid != have {
-            return Err(ApiError::conflict(
-                PODS.plural,
-                name,
-                &format!(
-                    "Precondition failed: UID in precondition: {uid}, UID in object meta: {have}"
-                ),
-            ));
-        }
-        let mut status = pod.status.clone().unwrap_or_default();
-        let reported = status.conditions.take().unwrap_or_default();
-        let mut conditions: Vec<_> = old
-            .status
-            .as_ref()
-            .and_then(|s| s.conditions.clone())
-            .unwrap_or_default()
-            .into_iter()
-            .filter(|c| {
-                !KUBELET_CONDITIONS.contains(&c.type_.as_str())
-                    && !reported.iter().any(|r| r.type_ == c.type_)
-            })
-            .collect();
-        conditions.extend(reported);
-        status.conditions = Some(conditions);
-        let mut proposed = old.clone();
-        proposed.status = Some(status);
-        let new = admit_status(&old, proposed)?;
-        let mut value = value_of(&new);
-        if value == current {
-            return Ok(current);
-        }
-        let fields = managed::fields_v1(&value, true, pod_lists);
-        managed::record(
-            &mut value,
-            "kubelet",
-            "Update",
-            Some("status"),
-            fields,
-            now(),
-        );
-        match db::update(store, PODS, ns, name, value, db::object_rv(&current)) {
-            Err(e) if e.code == 409 && attempt < MAX_RETRIES => {}
-            other => return other,
-        }
-    }
 }

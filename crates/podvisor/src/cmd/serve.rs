@@ -12,13 +12,11 @@
 
 use crate::BackoffCurve;
 use anyhow::{Context, bail};
-use jiff::Timestamp;
-use k8s_openapi::api::core::v1::Pod;
 use podvisor_agent::Agent;
-use podvisor_agent::node::{EventSink, Node, NodeConfig, PodEventRecorder};
-use podvisor_apiserver::{ApiServer, EventCorrelator, ServeConfig, ServeError};
+use podvisor_agent::node::{Node, NodeConfig};
+use podvisor_apiserver::{ApiServer, ServeConfig, ServeError};
 use podvisor_lifecycle::sim::script::parse_duration;
-use podvisor_lifecycle::{BackoffConfig, Event, MachineConfig};
+use podvisor_lifecycle::{BackoffConfig, MachineConfig};
 use podvisor_runtime::process::ProcessRuntime;
 use podvisor_runtime::{ExecError, ExecRequest, ExecSession};
 use podvisor_store::Store;
@@ -122,22 +120,9 @@ async fn serve(
     let runtime = ProcessRuntime::new(state_dir.to_path_buf(), shim.to_path_buf())
         .context("starting the process runtime")?;
     let agent = Arc::new(Agent::new(Arc::new(runtime), config));
-    let host = node_name.clone();
-    // One recorder per pod, with its own correlator (the kubelet's recorder keys every
-    // correlation by the involved object: nothing is shared between pods).
-    let sink: EventSink = Arc::new(move || {
-        let host = host.clone();
-        let mut correlator = EventCorrelator::new();
-        let recorder: PodEventRecorder =
-            Box::new(move |store: &Store, pod: &Pod, event: &Event, time| {
-                record_event(store, &mut correlator, &host, pod, event, time);
-            });
-        recorder
-    });
     let mut node = Node::start(
         agent,
         store,
-        sink,
         NodeConfig {
             node_name: node_name.clone(),
             state_dir: state_dir.to_path_buf(),
@@ -283,25 +268,6 @@ async fn wait_for_file(
             }
             () = tokio::time::sleep(Duration::from_millis(2)) => {}
         }
-    }
-}
-
-/// The kubelet's events go through the pod's correlator to the API's event aggregation (the
-/// kubelet's recorder drops an event it cannot write, after logging it; so does this).
-fn record_event(
-    store: &Store,
-    correlator: &mut EventCorrelator,
-    host: &str,
-    pod: &Pod,
-    event: &Event,
-    time: Timestamp,
-) {
-    if let Err(e) = podvisor_apiserver::record_event(store, correlator, host, pod, event, time) {
-        eprintln!(
-            "podvisor: recording event {} of pod {}: {e}",
-            event.reason,
-            pod.metadata.name.as_deref().unwrap_or("")
-        );
     }
 }
 

@@ -2,7 +2,7 @@
 //! events the node agent records: similar events aggregated into one `(combined from similar
 //! events): ...` event, and a token bucket per source and involved object that drops spam.
 //! The third part, counting repeats of an identical event, is the store-backed count
-//! aggregation of [`super::record_event`]; the correlator only remembers the repeats the spam
+//! aggregation of [`super::Recorder::record`]; the correlator only remembers the repeats the spam
 //! filter dropped, which upstream counts in its cache and so adds to the next write.
 //!
 //! Pure: the caller passes `now` (the agent's clock), so a virtual clock drives it in tests.
@@ -92,17 +92,6 @@ pub(crate) struct Occurrences {
     pub(crate) count: i64,
     /// When the first of them happened (`firstTimestamp` if the write creates the Event).
     pub(crate) first: Timestamp,
-}
-
-impl Occurrences {
-    /// One occurrence at `now`, uncorrelated.
-    pub(crate) fn once(now: Timestamp) -> Self {
-        Self {
-            aggregate: false,
-            count: 1,
-            first: now,
-        }
-    }
 }
 
 /// `aggregateRecord`: the distinct messages of similar events and when the last came.

@@ -1,0 +1,171 @@
+//! The kubelet's event recorder for one pod, beside its status writer: every event the pod
+//! worker emits goes through the pod's [`EventCorrelator`] (similar events combined, spam
+//! dropped), then is written with count aggregation: a repeat of the same event (same involved
+//! object, type, reason and message, or the same aggregate) increments `count` and moves
+//! `lastTimestamp` on the stored Event instead of creating another.
+
+mod correlator;
+
+pub use correlator::{
+    AGGREGATE_INTERVAL, AGGREGATE_MAX_EVENTS, AGGREGATE_PREFIX, EventCorrelator, SPAM_BURST,
+    SPAM_REFILL,
+};
+use correlator::{AGGREGATE_KEY, EVENT_KEY, Occurrences, key};
+use jiff::Timestamp;
+use k8s_openapi::api::core::v1::Pod;
+use podvisor_lifecycle::Event;
+use podvisor_lifecycle::event_object::{event_object, time_text};
+use podvisor_store::{Key, Store, StoreError};
+use serde_json::{Value, json};
+
+/// The recorder of one pod's events on node `host` (the kubelet keys every correlation by the
+/// involved object: nothing is shared between pods).
+#[derive(Debug)]
+pub struct Recorder {
+    host: String,
+    correlator: EventCorrelator,
+}
+
+impl Recorder {
+    /// A recorder for the kubelet of node `host`.
+    #[must_use]
+    pub fn new(host: &str) -> Recorder {
+        Recorder {
+            host: host.to_owned(),
+            correlator: EventCorrelator::new(),
+        }
+    }
+
+    /// Records `event` about `pod` as the kubelet's recorder does: `source {component: kubelet,
+    /// host}`, through the correlator (the 10th distinct message of similar events within 10
+    /// minutes becomes the aggregate; past a burst of 25 events about the pod one is let through
+    /// every 5 minutes), then with count aggregation. Returns the stored Event, or `None` when
+    /// the spam filter dropped it.
+    ///
+    /// # Errors
+    ///
+    /// The store's errors.
+    pub fn record(
+        &mut self,
+        store: &Store,
+        pod: &Pod,
+        event: &Event,
+        now: Timestamp,
+    ) -> Result<Option<Value>, StoreError> {
+        let mut fresh = event_object("kubelet", &self.host, pod, event, now);
+        fresh["metadata"]["uid"] = json!(podvisor_api::meta::new_uid());
+        let Some(seen) = self.correlator.correlate(&mut fresh, now) else {
+            return Ok(None);
+        };
+        write_event(store, fresh, now, seen).map(Some)
+    }
+}
+
+/// FNV-1a, 64 bits: a stable name for the aggregation key.
+fn fnv64(parts: &[&str]) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for p in parts {
+        for b in p.bytes().chain(std::iter::once(0)) {
+            h ^= u64::from(b);
+            h = h.wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+    h
+}
+
+/// Whether the stored Event `a` is the one `b` is counted in: the same event (`getEventKey`:
+/// source, involved object, type, reason, message), or for an aggregate the aggregate of the
+/// same similar events (the aggregate key; its message is the latest combined one).
+fn same_event(a: &Value, b: &Value, aggregate: bool) -> bool {
+    if !aggregate {
+        return key(a, &EVENT_KEY) == key(b, &EVENT_KEY);
+    }
+    key(a, &AGGREGATE_KEY) == key(b, &AGGREGATE_KEY)
+        && a["message"]
+            .as_str()
+            .is_some_and(|m| m.starts_with(AGGREGATE_PREFIX))
+}
+
+/// Writes `fresh` (made by [`event_object`] at `now`) with its correlated occurrences: adds them
+/// to the `count` of the stored Event it is counted in, or creates it.
+fn write_event(
+    store: &Store,
+    mut fresh: Value,
+    now: Timestamp,
+    seen: Occurrences,
+) -> Result<Value, StoreError> {
+    let s = |p: &str| {
+        fresh
+            .pointer(p)
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_owned()
+    };
+    let (ns, pod_name, host) = (
+        s("/metadata/namespace"),
+        s("/involvedObject/name"),
+        s("/source/host"),
+    );
+    let hash = if seen.aggregate {
+        // One aggregate per similar events, whatever its container and latest message.
+        fnv64(&[
+            &s("/involvedObject/uid"),
+            "",
+            &s("/type"),
+            &s("/reason"),
+            AGGREGATE_PREFIX,
+            &host,
+        ])
+    } else {
+        fnv64(&[
+            &s("/involvedObject/uid"),
+            &s("/involvedObject/fieldPath"),
+            &s("/type"),
+            &s("/reason"),
+            &s("/message"),
+            &host,
+        ])
+    };
+    let stamp = time_text(now);
+    fresh["count"] = json!(seen.count);
+    fresh["firstTimestamp"] = json!(time_text(seen.first));
+    let mut name = format!("{pod_name}.{hash:016x}");
+    for _ in 0..3 {
+        let key = Key::new("events", &ns, &name);
+        match store.get(&key)? {
+            Some(existing) if same_event(&existing, &fresh, seen.aggregate) => {
+                let bumped = store.update_with(&key, |mut current| {
+                    let count = current.get("count").and_then(Value::as_i64).unwrap_or(1);
+                    current["count"] = json!(count + seen.count);
+                    current["lastTimestamp"] = json!(stamp);
+                    // An aggregate shows the latest message combined.
+                    current["message"] = fresh["message"].clone();
+                    if let Some(rv) = fresh.pointer("/involvedObject/resourceVersion") {
+                        current["involvedObject"]["resourceVersion"] = rv.clone();
+                    }
+                    Ok(current)
+                });
+                match bumped {
+                    Err(StoreError::NotFound(_)) => continue,
+                    other => return other,
+                }
+            }
+            Some(_) => {
+                // A different event under the same name (a hash collision): use the
+                // kubelet's own naming, `<pod>.<unix nanos in hex>`.
+                name = format!("{pod_name}.{:x}", now.as_nanosecond());
+            }
+            None => {
+                fresh["metadata"]["name"] = json!(name);
+                match store.create(&key, fresh.clone()) {
+                    Err(StoreError::AlreadyExists(_)) => continue,
+                    other => return other,
+                }
+            }
+        }
+    }
+    Err(StoreError::Conflict {
+        key: Key::new("events", &ns, &name),
+        message: "the event kept changing; please try again".to_owned(),
+    })
+}
