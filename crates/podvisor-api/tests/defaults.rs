@@ -36,10 +36,21 @@ fn r1_probe_timings_default_when_zero_or_unset() {
     assert_eq!(http.scheme.as_deref(), Some("HTTP"));
     let startup = c.startup_probe.as_ref().unwrap();
     assert_eq!(startup.initial_delay_seconds, Some(4));
+}
+
+#[test]
+fn r1_grpc_service_defaults_to_empty() {
+    let p = defaulted(
+        "  containers:\n  - name: c\n    image: busybox\n    startupProbe:\n      grpc: {port: 9000}\n    livenessProbe:\n      grpc: {port: 9000, service: health}\n",
+    );
+    let c = &p.spec.unwrap().containers[0];
+    let startup = c.startup_probe.as_ref().unwrap().grpc.as_ref().unwrap();
+    assert_eq!(startup.service.as_deref(), Some(""));
+    let live = c.liveness_probe.as_ref().unwrap().grpc.as_ref().unwrap();
     assert_eq!(
-        startup.grpc.as_ref().unwrap().service,
-        None,
-        "grpc service has no default"
+        live.service.as_deref(),
+        Some("health"),
+        "a set service is kept"
     );
 }
 

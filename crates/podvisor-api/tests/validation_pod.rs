@@ -6,7 +6,7 @@ mod common;
 
 use common::{assert_errors, errors, pod, with_spec};
 use podvisor_api::k8s_openapi::api::core::v1::Pod;
-use podvisor_api::{ValidationOptions, decode_pods, validate_pod, validate_pod_with};
+use podvisor_api::{decode_pods, validate_pod};
 
 const LABEL_MSG: &str = "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')";
 
@@ -200,41 +200,38 @@ fn v10_volume_sources_checked() {
 
 // ---- V11: env --------------------------------------------------------------
 
+const ENV_NAME_MSG: &str = "a valid environment variable name must consist only of printable ASCII characters other than '='";
+
 #[test]
-fn v11_env_var_names() {
-    let msg = "a valid environment variable name must consist of alphabetic characters, digits, '_', '-', or '.', and must not start with a digit (e.g. 'my.env-name',  or 'MY_ENV.NAME',  or 'MyEnvName1', regex used for validation is '[-._a-zA-Z][-._a-zA-Z0-9]*')";
-    let table: [(&str, Vec<String>); 5] = [
-        ("MY_VAR", vec![]),
-        ("my.var-1", vec![]),
-        (
-            "1VAR",
-            vec![format!(
-                "spec.containers[0].env[0].name: Invalid value: \"1VAR\": {msg}"
-            )],
-        ),
-        (
-            "MY VAR",
-            vec![format!(
-                "spec.containers[0].env[0].name: Invalid value: \"MY VAR\": {msg}"
-            )],
-        ),
-        (
-            "..X",
-            vec![
-                "spec.containers[0].env[0].name: Invalid value: \"..X\": must not start with '..'"
-                    .into(),
-            ],
-        ),
-    ];
-    for (name, want) in table {
+fn v11_env_names_any_printable_ascii_but_equals() {
+    for name in [
+        "MY_VAR", "my.var-1", "1VAR", "MY VAR", "..X", "a:b/c~{}", ".",
+    ] {
         assert_eq!(
             errors(&container(&format!(
                 "    env:\n    - {{name: \"{name}\", value: x}}\n"
             ))),
-            want,
+            Vec::<String>::new(),
             "{name}"
         );
     }
+    for name in ["A=B", "tab\\there", "caf\\u00e9"] {
+        let got = errors(&container(&format!(
+            "    env:\n    - {{name: \"{name}\", value: x}}\n"
+        )));
+        assert_eq!(got.len(), 1, "{name}: {got:?}");
+        assert!(
+            got[0].starts_with("spec.containers[0].env[0].name: Invalid value: ")
+                && got[0].ends_with(ENV_NAME_MSG),
+            "{got:?}"
+        );
+    }
+    assert_errors(
+        &container("    env:\n    - {name: \"A=B\", value: x}\n"),
+        &[&format!(
+            "spec.containers[0].env[0].name: Invalid value: \"A=B\": {ENV_NAME_MSG}"
+        )],
+    );
     assert_errors(
         &container("    env:\n    - {name: \"\", value: x}\n"),
         &["spec.containers[0].env[0].name: Required value"],
@@ -242,19 +239,92 @@ fn v11_env_var_names() {
 }
 
 #[test]
-fn v11_relaxed_env_var_names_with_the_gate() {
-    let p = pod(&container("    env:\n    - {name: \"1 VAR\", value: x}\n"));
-    let opts = ValidationOptions {
-        relaxed_env_var_names: true,
-        ..Default::default()
+fn v11_env_from_prefix_any_printable_ascii_but_equals() {
+    let m = |prefix: &str| {
+        container(&format!(
+            "    envFrom:\n    - {{prefix: \"{prefix}\", configMapRef: {{name: cfg}}}}\n"
+        ))
     };
-    assert!(validate_pod_with(&p, &opts).is_ok());
-    let bad = pod(&container("    env:\n    - {name: \"A=B\", value: x}\n"));
-    let err = validate_pod_with(&bad, &opts).unwrap_err();
-    assert_eq!(
-        err.errors[0].to_string(),
-        "spec.containers[0].env[0].name: Invalid value: \"A=B\": a valid environment variable name must consist only of printable ASCII characters other than '='"
+    assert_eq!(errors(&m("1 my-")), Vec::<String>::new());
+    assert_errors(
+        &m("A="),
+        &[&format!(
+            "spec.containers[0].envFrom[0].prefix: Invalid value: \"A=\": {ENV_NAME_MSG}"
+        )],
     );
+}
+
+/// A pod with an emptyDir `env` and a hostPath `host` volume, whose
+/// container reads `X` from a file key reference with the given fields.
+fn file_key_ref(fields: &str) -> String {
+    with_spec(&format!(
+        "  volumes:\n  - {{name: env, emptyDir: {{}}}}\n  - {{name: host, hostPath: {{path: /tmp}}}}\n  containers:\n  - name: app\n    image: busybox\n    env:\n    - name: X\n      valueFrom:\n        fileKeyRef: {{{fields}}}\n"
+    ))
+}
+
+#[test]
+fn v11_file_key_ref_is_a_source() {
+    assert_eq!(
+        errors(&file_key_ref(
+            "volumeName: env, path: vars.env, key: \"MY KEY\""
+        )),
+        Vec::<String>::new()
+    );
+    let p = common::pod(&file_key_ref("volumeName: env, path: vars.env, key: K"));
+    let from = p.spec.unwrap().containers[0].env.as_ref().unwrap()[0]
+        .value_from
+        .clone()
+        .unwrap();
+    assert!(
+        from.file_key_ref.is_some(),
+        "EnvFiles is on: the field stays"
+    );
+}
+
+#[test]
+fn v11_file_key_ref_fields() {
+    let base = "spec.containers[0].env[0].valueFrom.fileKeyRef";
+    let table: [(&str, Vec<String>); 6] = [
+        (
+            "volumeName: \"\", path: \"\", key: \"\"",
+            vec![
+                format!("{base}.key: Required value"),
+                format!("{base}.path: Required value"),
+                format!("{base}.volumeName: Required value"),
+            ],
+        ),
+        (
+            "volumeName: env, path: vars.env, key: \"A=B\"",
+            vec![format!(
+                "{base}.key: Invalid value: \"A=B\": {ENV_NAME_MSG}"
+            )],
+        ),
+        (
+            "volumeName: env, path: ../vars.env, key: K",
+            vec![format!(
+                "{base}.path: Invalid value: \"../vars.env\": must not contain '..'"
+            )],
+        ),
+        (
+            "volumeName: other, path: vars.env, key: K",
+            vec![format!("{base}.volumeName: Not found: \"other\"")],
+        ),
+        (
+            "volumeName: host, path: vars.env, key: K",
+            vec![format!(
+                "{base}.volumeName: Invalid value: \"host\": referenced volume must be of type emptyDir"
+            )],
+        ),
+        (
+            "volumeName: Env_1, path: vars.env, key: K",
+            vec![format!(
+                "{base}.volumeName: Invalid value: \"Env_1\": {LABEL_MSG}"
+            )],
+        ),
+    ];
+    for (fields, want) in table {
+        assert_eq!(errors(&file_key_ref(fields)), want, "{fields}");
+    }
 }
 
 #[test]
@@ -264,7 +334,7 @@ fn v11_value_from_needs_exactly_one_source_and_no_value() {
         (
             "valueFrom: {}",
             format!(
-                "{base}: Invalid value: \"\": must specify one of: `fieldRef`, `resourceFieldRef`, `configMapKeyRef` or `secretKeyRef`"
+                "{base}: Invalid value: \"\": must specify one of: `fieldRef`, `resourceFieldRef`, `configMapKeyRef`, `secretKeyRef` or `fileKeyRef`"
             ),
         ),
         (

@@ -5,13 +5,16 @@
 //! several checks (probe thresholds, pull policy, grace period) assume
 //! defaulted input.
 //!
-//! Feature gates are those of Kubernetes 1.35 with two spec-mandated
-//! exceptions (see [`ValidationOptions`]): `ContainerRestartRules` and
-//! `SidecarContainers` are on, `RestartAllContainersOnContainerExits` is off.
+//! Feature gates are Kubernetes 1.35's defaults (behaviour reference §0):
+//! among others `ContainerRestartRules`, `EnvFiles`, `HostnameOverride`,
+//! `ImageVolume` and `PodLevelResources` are on;
+//! `RestartAllContainersOnContainerExits` and `ContainerStopSignals` are off
+//! (fields of gates that are off are removed before validation by
+//! [`crate::drop_disabled_fields`]).
 
-use std::collections::HashSet;
+use std::collections::HashMap;
 
-use k8s_openapi::api::core::v1::{Pod, PodSpec};
+use k8s_openapi::api::core::v1::{Pod, PodSpec, Volume};
 
 mod containers;
 mod env;
@@ -28,26 +31,13 @@ mod update;
 pub use field::{BadValue, ErrorKind, FieldError, Path, ValidationErrors, go_quote};
 pub use update::{validate_pod_update, validate_status_update};
 
-/// Switches for behaviour that depends on feature gates. The defaults follow
-/// the podvisor behaviour reference (section 11).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct ValidationOptions {
-    /// Accept any printable-ASCII env var name except `=`
-    /// (`RelaxedEnvironmentVariableValidation`). Off: names must match
-    /// `[-._a-zA-Z][-._a-zA-Z0-9]*` (V11).
-    pub relaxed_env_var_names: bool,
-    /// Accept `sleep.seconds: 0` in lifecycle hooks
-    /// (`PodLifecycleSleepActionAllowZero`). Off: it must be > 0 (V8).
-    pub allow_zero_sleep: bool,
-}
-
 /// What container-level checks need to know about the pod around them.
 pub(crate) struct Ctx<'a> {
-    pub(crate) opts: &'a ValidationOptions,
     /// `spec.terminationGracePeriodSeconds`, bounding `sleep` hooks.
     pub(crate) grace_period: Option<i64>,
-    /// Names of the volumes that validated cleanly.
-    pub(crate) volumes: HashSet<&'a str>,
+    /// The volumes that validated cleanly, by name (only those can be
+    /// mounted or referenced).
+    pub(crate) volumes: HashMap<&'a str, &'a Volume>,
     /// `spec.restartPolicy`.
     pub(crate) pod_restart_policy: &'a str,
     /// `spec.os.name`, if set.
@@ -73,31 +63,23 @@ pub(crate) fn into_result(pod: &Pod, errors: Vec<FieldError>) -> Result<(), Vali
 }
 
 /// Validates a Pod as the API server does on create (`ValidatePodCreate`),
-/// with the default [`ValidationOptions`]. Call after defaulting.
+/// with Kubernetes 1.35's default feature gates. Call after defaulting and
+/// [`crate::drop_disabled_fields`].
 ///
 /// # Errors
 ///
 /// Every problem found, in the API server's order.
 pub fn validate_pod(pod: &Pod) -> Result<(), ValidationErrors> {
-    validate_pod_with(pod, &ValidationOptions::default())
-}
-
-/// [`validate_pod`] with explicit options.
-///
-/// # Errors
-///
-/// Every problem found, in the API server's order.
-pub fn validate_pod_with(pod: &Pod, opts: &ValidationOptions) -> Result<(), ValidationErrors> {
-    into_result(pod, pod_create_errors(pod, opts))
+    into_result(pod, pod_create_errors(pod))
 }
 
 /// `validatePodMetadataAndSpec`: shared by create and update.
-pub(crate) fn pod_metadata_and_spec_errors(pod: &Pod, opts: &ValidationOptions) -> Vec<FieldError> {
+pub(crate) fn pod_metadata_and_spec_errors(pod: &Pod) -> Vec<FieldError> {
     let empty = PodSpec::default();
     let spec_value = pod.spec.as_ref().unwrap_or(&empty);
     let mut errs = meta::validate_object_meta(&pod.metadata, &Path::new("metadata"));
     errs.extend(meta_pod_annotations(pod, spec_value));
-    errs.extend(spec::validate_pod_spec(spec_value, opts));
+    errs.extend(spec::validate_pod_spec(spec_value));
     errs.extend(spec::pod_only_checks(spec_value));
     errs
 }
@@ -125,8 +107,8 @@ fn meta_pod_annotations(pod: &Pod, spec: &PodSpec) -> Vec<FieldError> {
     }
 }
 
-fn pod_create_errors(pod: &Pod, opts: &ValidationOptions) -> Vec<FieldError> {
-    let mut errs = pod_metadata_and_spec_errors(pod, opts);
+fn pod_create_errors(pod: &Pod) -> Vec<FieldError> {
+    let mut errs = pod_metadata_and_spec_errors(pod);
     let spec_path = Path::new("spec");
     if let Some(spec) = &pod.spec {
         // Ephemeral containers are added through their subresource only (V12).

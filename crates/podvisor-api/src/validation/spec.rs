@@ -1,11 +1,12 @@
 //! Pod-spec level rules (V4 host network, V9) and volumes (V10 sources).
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 use k8s_openapi::api::core::v1::{
     DownwardAPIVolumeFile, KeyToPath, PodSpec, Toleration, Volume, VolumeProjection,
 };
 
+use super::Ctx;
 use super::containers::{validate_containers, validate_image_whitespace, validate_init_containers};
 use super::env::validate_object_field_selector;
 use super::ephemeral::validate_ephemeral_containers;
@@ -16,13 +17,12 @@ use super::names::{
     name_is_dns_subdomain,
 };
 use super::paths::{validate_local_non_reserved_path, validate_no_backsteps};
-use super::{Ctx, ValidationOptions};
 use crate::quantity::{QUANTITY_SYNTAX_MSG, Quantity};
 
 const FILE_MODE_MSG: &str = "must be a number between 0 and 0777 (octal), both inclusive";
 
 /// Kubernetes' `ValidatePodSpec`.
-pub(crate) fn validate_pod_spec(spec: &PodSpec, opts: &ValidationOptions) -> Vec<FieldError> {
+pub(crate) fn validate_pod_spec(spec: &PodSpec) -> Vec<FieldError> {
     let path = Path::new("spec");
     let mut errs = Vec::new();
     if spec.termination_grace_period_seconds.is_none() {
@@ -38,7 +38,6 @@ pub(crate) fn validate_pod_spec(spec: &PodSpec, opts: &ValidationOptions) -> Vec
     errs.extend(vol_errs);
 
     let ctx = Ctx {
-        opts,
         grace_period: spec.termination_grace_period_seconds,
         volumes,
         pod_restart_policy: spec.restart_policy.as_deref().unwrap_or(""),
@@ -284,8 +283,11 @@ pub(crate) fn validate_tolerations(tolerations: &[Toleration], path: &Path) -> V
 
 /// Kubernetes' `ValidateVolumes`: returns the names of the volumes that
 /// validated cleanly (only those can be mounted) and the errors.
-fn validate_volumes<'a>(volumes: &'a [Volume], path: &Path) -> (HashSet<&'a str>, Vec<FieldError>) {
-    let mut names = HashSet::new();
+fn validate_volumes<'a>(
+    volumes: &'a [Volume],
+    path: &Path,
+) -> (HashMap<&'a str, &'a Volume>, Vec<FieldError>) {
+    let mut names = HashMap::new();
     let mut errs = Vec::new();
     for (i, v) in volumes.iter().enumerate() {
         let p = path.index(i);
@@ -298,11 +300,11 @@ fn validate_volumes<'a>(volumes: &'a [Volume], path: &Path) -> (HashSet<&'a str>
                 el.push(FieldError::invalid(&name_path, &v.name, msg));
             }
         }
-        if names.contains(v.name.as_str()) {
+        if names.contains_key(v.name.as_str()) {
             el.push(FieldError::duplicate(&name_path, &v.name));
         }
         if el.is_empty() {
-            names.insert(v.name.as_str());
+            names.insert(v.name.as_str(), v);
         } else {
             errs.extend(el);
         }
