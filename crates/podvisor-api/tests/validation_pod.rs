@@ -488,3 +488,96 @@ fn resources_extended_requests_must_equal_limits() {
         ],
     );
 }
+
+// ---- V15: pod-level resources ---------------------------------------------
+
+#[test]
+fn v15_pod_level_resources_are_cpu_memory_and_hugepages() {
+    assert_eq!(
+        errors(&with_spec(
+            "  resources:\n    limits: {cpu: \"1\", memory: 1Gi, hugepages-2Mi: 2Mi}\n  containers:\n  - {name: app, image: busybox}\n"
+        )),
+        Vec::<String>::new()
+    );
+    assert_errors(
+        &with_spec(
+            "  resources:\n    requests: {ephemeral-storage: 1Gi, example.com/gpu: \"1\"}\n  containers:\n  - {name: app, image: busybox}\n",
+        ),
+        &[
+            "spec.resources.requests[ephemeral-storage]: Unsupported value: \"ephemeral-storage\": supported values: \"cpu\", \"memory\"",
+            "spec.resources.requests[example.com/gpu]: Unsupported value: \"example.com/gpu\": supported values: \"cpu\", \"memory\"",
+        ],
+    );
+    assert_errors(
+        &with_spec(
+            "  resources:\n    claims: [{name: gpu}]\n  containers:\n  - {name: app, image: busybox}\n",
+        ),
+        &["spec.resources.claims: Forbidden: claims cannot be set for Resources at pod-level"],
+    );
+}
+
+#[test]
+fn v15_pod_requests_at_most_limits_and_at_least_the_containers() {
+    assert_errors(
+        &with_spec(
+            "  resources:\n    requests: {cpu: \"2\"}\n    limits: {cpu: \"1\"}\n  containers:\n  - {name: app, image: busybox}\n",
+        ),
+        &[
+            "spec.resources.requests: Invalid value: \"2\": must be less than or equal to cpu limit of 1",
+        ],
+    );
+    assert_errors(
+        &with_spec(
+            "  resources:\n    requests: {cpu: 500m}\n  initContainers:\n  - {name: side, image: busybox, restartPolicy: Always, resources: {requests: {cpu: 200m}}}\n  containers:\n  - {name: app, image: busybox, resources: {requests: {cpu: 400m}}}\n",
+        ),
+        &[
+            "spec.resources.requests[cpu]: Invalid value: \"500m\": must be greater than or equal to aggregate container requests of 600m",
+        ],
+    );
+}
+
+#[test]
+fn v15_container_limits_at_most_the_pod_limits() {
+    assert_errors(
+        &with_spec(
+            "  resources:\n    limits: {memory: 1Gi}\n  containers:\n  - {name: a, image: busybox, resources: {limits: {memory: 512Mi}}}\n  - {name: b, image: busybox, resources: {requests: {memory: 100Mi}, limits: {memory: 2Gi}}}\n",
+        ),
+        &[
+            "spec.resources.containers[1][memory].limits: Invalid value: \"2Gi\": must be less than or equal to pod limits of 1Gi",
+        ],
+    );
+}
+
+// ---- V17: gated projected sources, image volumes ----------------------------
+
+#[test]
+fn v17_gated_projected_sources_are_dropped_and_not_counted() {
+    let m = with_spec(
+        "  volumes:\n  - name: p\n    projected:\n      sources:\n      - configMap: {name: cfg}\n        clusterTrustBundle: {name: b, path: ca.pem}\n      - podCertificate: {signerName: example.com/s, keyType: ED25519, credentialBundlePath: cred.pem}\n  containers:\n  - {name: app, image: busybox}\n",
+    );
+    assert_eq!(errors(&m), Vec::<String>::new());
+    let v = &pod(&m).spec.unwrap().volumes.unwrap()[0];
+    let sources = v.projected.as_ref().unwrap().sources.clone().unwrap();
+    assert!(sources[0].config_map.is_some());
+    assert!(sources[0].cluster_trust_bundle.is_none());
+    assert!(sources[1].pod_certificate.is_none());
+}
+
+#[test]
+fn v17_image_volume_reference_and_pull_policy() {
+    assert_eq!(
+        errors(&with_spec(
+            "  volumes:\n  - {name: img, image: {reference: \"registry.example/tools:1\"}}\n  containers:\n  - name: app\n    image: busybox\n    volumeMounts:\n    - {name: img, mountPath: /tools, subPath: bin}\n"
+        )),
+        Vec::<String>::new()
+    );
+    assert_errors(
+        &with_spec(
+            "  volumes:\n  - {name: a, image: {reference: \"\"}}\n  - {name: b, image: {reference: x, pullPolicy: Sometimes}}\n  containers:\n  - {name: app, image: busybox}\n",
+        ),
+        &[
+            "spec.volumes[0].image.reference: Required value",
+            "spec.volumes[1].image.pullPolicy: Unsupported value: \"Sometimes\": supported values: \"Always\", \"IfNotPresent\", \"Never\"",
+        ],
+    );
+}

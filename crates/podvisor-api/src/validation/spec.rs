@@ -17,6 +17,7 @@ use super::names::{
     name_is_dns_subdomain,
 };
 use super::paths::{validate_local_non_reserved_path, validate_no_backsteps};
+use super::resources::validate_pod_resources;
 use crate::quantity::{QUANTITY_SYNTAX_MSG, Quantity};
 
 const FILE_MODE_MSG: &str = "must be a number between 0 and 0777 (octal), both inclusive";
@@ -63,6 +64,8 @@ pub(crate) fn validate_pod_spec(spec: &PodSpec) -> Vec<FieldError> {
         &path.child("ephemeralContainers"),
         &ctx,
     ));
+
+    errs.extend(validate_pod_resources(spec, &path.child("resources")));
 
     // V4: with hostNetwork, a pod's hostPort must equal its containerPort.
     if spec.host_network.unwrap_or(false) {
@@ -615,6 +618,23 @@ fn validate_volume_source(v: &Volume, path: &Path) -> Vec<FieldError> {
                     pr.sources.as_deref().unwrap_or_default(),
                     &p,
                 ));
+            }
+        }
+        Some("image") => {
+            if let Some(img) = &v.image {
+                let p = path.child("image");
+                if img.reference.as_deref().unwrap_or("").is_empty() {
+                    errs.push(FieldError::required(&p.child("reference"), ""));
+                }
+                match img.pull_policy.as_deref().unwrap_or("") {
+                    "Always" | "IfNotPresent" | "Never" => {}
+                    "" => errs.push(FieldError::required(&p.child("pullPolicy"), "")),
+                    other => errs.push(FieldError::not_supported(
+                        &p.child("pullPolicy"),
+                        other,
+                        &["Always", "IfNotPresent", "Never"],
+                    )),
+                }
             }
         }
         Some(_) => {}
