@@ -581,3 +581,214 @@ fn v17_image_volume_reference_and_pull_policy() {
         ],
     );
 }
+
+// ---- V14: security contexts -------------------------------------------------
+
+const ID_RANGE: &str = "must be between 0 and 2147483647, inclusive";
+
+#[test]
+fn v14_user_and_group_ids_in_range() {
+    assert_errors(
+        &with_spec(
+            "  securityContext:\n    runAsUser: -1\n    runAsGroup: 2147483648\n    fsGroup: -5\n    supplementalGroups: [1, -2]\n  containers:\n  - name: app\n    image: busybox\n    securityContext: {runAsUser: 4294967296, runAsGroup: -1}\n",
+        ),
+        &[
+            &format!(
+                "spec.containers[0].securityContext.runAsUser: Invalid value: 4294967296: {ID_RANGE}"
+            ),
+            &format!(
+                "spec.containers[0].securityContext.runAsGroup: Invalid value: -1: {ID_RANGE}"
+            ),
+            &format!("spec.securityContext.fsGroup: Invalid value: -5: {ID_RANGE}"),
+            &format!("spec.securityContext.runAsUser: Invalid value: -1: {ID_RANGE}"),
+            &format!("spec.securityContext.runAsGroup: Invalid value: 2147483648: {ID_RANGE}"),
+            &format!("spec.securityContext.supplementalGroups[1]: Invalid value: -2: {ID_RANGE}"),
+        ],
+    );
+    assert!(errors(&with_spec("  securityContext: {runAsUser: 0, runAsGroup: 2147483647, fsGroup: 0}\n  containers:\n  - {name: app, image: busybox}\n")).is_empty());
+}
+
+#[test]
+fn v14_supplemental_groups_and_selinux_change_policies() {
+    assert!(errors(&with_spec("  securityContext: {supplementalGroupsPolicy: Strict, seLinuxChangePolicy: Recursive}\n  containers:\n  - {name: app, image: busybox}\n")).is_empty());
+    assert_errors(
+        &with_spec(
+            "  securityContext: {supplementalGroupsPolicy: Replace, seLinuxChangePolicy: MountOption}\n  containers:\n  - {name: app, image: busybox}\n",
+        ),
+        &[
+            "spec.securityContext.supplementalGroupsPolicy: Unsupported value: \"Replace\": supported values: \"Merge\", \"Strict\"",
+            "spec.securityContext.seLinuxChangePolicy: Unsupported value: \"MountOption\": supported values: \"Recursive\"",
+        ],
+    );
+}
+
+#[test]
+fn v14_host_users_false_forbids_host_namespaces_and_block_devices() {
+    assert_errors(
+        &with_spec(
+            "  hostUsers: false\n  hostNetwork: true\n  hostPID: true\n  hostIPC: true\n  initContainers:\n  - name: init\n    image: busybox\n    volumeDevices: [{name: disk, devicePath: /dev/xvda}]\n  containers:\n  - {name: app, image: busybox}\n",
+        ),
+        &[
+            "spec.hostNetwork: Forbidden: when `hostUsers` is false",
+            "spec.HostPID: Forbidden: when `hostUsers` is false",
+            "spec.HostIPC: Forbidden: when `hostUsers` is false",
+            "spec.initContainers[0].volumeDevices: Forbidden: when `hostUsers` is false",
+        ],
+    );
+    assert!(
+        errors(&with_spec(
+            "  hostUsers: true\n  hostNetwork: true\n  containers:\n  - {name: app, image: busybox}\n"
+        ))
+        .is_empty()
+    );
+}
+
+#[test]
+fn v14_unmasked_proc_mount_requires_host_users_false() {
+    let m = |host_users: &str, proc_mount: &str| {
+        with_spec(&format!(
+            "{host_users}  containers:\n  - name: app\n    image: busybox\n    securityContext: {{procMount: {proc_mount}}}\n"
+        ))
+    };
+    assert!(errors(&m("  hostUsers: false\n", "Unmasked")).is_empty());
+    assert!(errors(&m("", "Default")).is_empty());
+    assert_errors(
+        &m("", "Unmasked"),
+        &[
+            "spec.containers[0].securityContext.procMount: Invalid value: \"Unmasked\": `hostUsers` must be false to use `Unmasked`",
+        ],
+    );
+    assert_errors(
+        &m("  hostUsers: false\n", "Masked"),
+        &[
+            "spec.containers[0].securityContext.procMount: Unsupported value: \"Masked\": supported values: \"Default\", \"Unmasked\"",
+        ],
+    );
+}
+
+// ---- V16: hostnameOverride -------------------------------------------------
+
+#[test]
+fn v16_hostname_override() {
+    let m = |extra: &str, name: &str| {
+        with_spec(&format!(
+            "{extra}  hostnameOverride: \"{name}\"\n  containers:\n  - {{name: app, image: busybox}}\n"
+        ))
+    };
+    assert!(errors(&m("", "my.host-1")).is_empty());
+    let long = "a".repeat(65);
+    assert_errors(
+        &m("", &long),
+        &["spec.hostnameOverride: Too long: may not be more than 64 bytes"],
+    );
+    assert!(errors(&m("", &"a".repeat(64))).is_empty());
+    let got = errors(&m("", "My_Host"));
+    assert_eq!(got.len(), 1, "{got:?}");
+    assert!(
+        got[0].starts_with(
+            "spec.hostnameOverride: Invalid value: \"My_Host\": a lowercase RFC 1123 subdomain"
+        ),
+        "{got:?}"
+    );
+    assert_errors(
+        &m("  setHostnameAsFQDN: true\n  hostNetwork: true\n", "h"),
+        &[
+            "spec.hostnameOverride: Forbidden: may not be specified when setHostnameAsFQDN is true",
+            "spec.hostnameOverride: Forbidden: may not be specified when hostNetwork is true",
+        ],
+    );
+}
+
+// ---- V18: dnsConfig ---------------------------------------------------------
+
+#[test]
+fn v18_dns_policy_none_needs_a_config_with_a_nameserver() {
+    assert_errors(
+        &with_spec("  dnsPolicy: None\n  containers:\n  - {name: app, image: busybox}\n"),
+        &["spec.dnsConfig: Required value: must provide `dnsConfig` when `dnsPolicy` is None"],
+    );
+    assert_errors(
+        &with_spec(
+            "  dnsPolicy: None\n  dnsConfig: {searches: [a.b]}\n  containers:\n  - {name: app, image: busybox}\n",
+        ),
+        &[
+            "spec.dnsConfig.nameservers: Required value: must provide at least one DNS nameserver when `dnsPolicy` is None",
+        ],
+    );
+    assert!(errors(&with_spec("  dnsPolicy: None\n  dnsConfig: {nameservers: [10.0.0.10, \"2001:db8::1\"]}\n  containers:\n  - {name: app, image: busybox}\n")).is_empty());
+}
+
+#[test]
+fn v18_dns_config_limits() {
+    assert_errors(
+        &with_spec(
+            "  dnsConfig:\n    nameservers: [1.1.1.1, 2.2.2.2, 3.3.3.3, dns.example]\n    options: [{name: ndots, value: \"2\"}, {value: x}]\n  containers:\n  - {name: app, image: busybox}\n",
+        ),
+        &[
+            "spec.dnsConfig.nameservers: Invalid value: []string{\"1.1.1.1\", \"2.2.2.2\", \"3.3.3.3\", \"dns.example\"}: must not have more than 3 nameservers",
+            "spec.dnsConfig.nameservers[3]: Invalid value: \"dns.example\": must be a valid IP address, (e.g. 10.9.8.7 or 2001:db8::ffff)",
+            "spec.dnsConfig.options[1]: Required value: must not be empty",
+        ],
+    );
+    let many: Vec<String> = (0..33).map(|i| format!("s{i}.example")).collect();
+    let got = errors(&with_spec(&format!(
+        "  dnsConfig:\n    searches: [{}]\n  containers:\n  - {{name: app, image: busybox}}\n",
+        many.join(", ")
+    )));
+    assert_eq!(got.len(), 1, "{got:?}");
+    assert!(
+        got[0].starts_with("spec.dnsConfig.searches: Invalid value: []string{\"s0.example\", ")
+            && got[0].ends_with(": must not have more than 32 search paths"),
+        "{got:?}"
+    );
+    let long: Vec<String> = (0..9).map(|i| format!("{i}{}", "a".repeat(250))).collect();
+    let got = errors(&with_spec(&format!(
+        "  dnsConfig:\n    searches: [{}]\n  containers:\n  - {{name: app, image: busybox}}\n",
+        long.join(", ")
+    )));
+    // Long labels are fine: the subdomain rule bounds the whole name only.
+    assert_eq!(got.len(), 1, "{got:?}");
+    assert!(
+        got[0].ends_with(
+            ": must not have more than 2048 characters (including spaces) in the search list"
+        ),
+        "{got:?}"
+    );
+}
+
+#[test]
+fn v18_relaxed_search_entries() {
+    assert!(errors(&with_spec("  dnsConfig:\n    searches: [., example.com., _sip._tcp.example.com, my_zone.local]\n  containers:\n  - {name: app, image: busybox}\n")).is_empty());
+    assert_errors(
+        &with_spec(
+            "  dnsConfig:\n    searches: [Example.com, \"a..b\"]\n  containers:\n  - {name: app, image: busybox}\n",
+        ),
+        &[
+            "spec.dnsConfig.searches[0]: Invalid value: \"Example.com\": a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '_', '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '_?[a-z0-9]([-_a-z0-9]*[a-z0-9])?(\\._?[a-z0-9]([-_a-z0-9]*[a-z0-9])?)*')",
+            "spec.dnsConfig.searches[1]: Invalid value: \"a..b\": a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '_', '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '_?[a-z0-9]([-_a-z0-9]*[a-z0-9])?(\\._?[a-z0-9]([-_a-z0-9]*[a-z0-9])?)*')",
+        ],
+    );
+}
+
+// ---- V19: pod-deletion-cost ------------------------------------------------
+
+#[test]
+fn v19_pod_deletion_cost_must_be_an_int32() {
+    let m = |v: &str| {
+        format!(
+            "apiVersion: v1\nkind: Pod\nmetadata:\n  name: web\n  annotations:\n    controller.kubernetes.io/pod-deletion-cost: \"{v}\"\nspec:\n  containers:\n  - {{name: app, image: busybox}}\n"
+        )
+    };
+    for ok in ["0", "-5", "2147483647", "-2147483648", "100"] {
+        assert!(errors(&m(ok)).is_empty(), "{ok}");
+    }
+    for bad in ["", "+1", "007", "2147483648", "1.5", "ten"] {
+        assert_eq!(
+            errors(&m(bad)),
+            [format!(
+                "metadata.annotations[controller.kubernetes.io/pod-deletion-cost]: Invalid value: \"{bad}\": must be a 32bit integer"
+            )],
+            "{bad:?}"
+        );
+    }
+}

@@ -14,6 +14,7 @@ use super::handlers::{ProbeKind, validate_lifecycle, validate_probe_of};
 use super::names::{is_dns1123_label, is_valid_port_name, is_valid_port_num};
 use super::paths::validate_local_descending_path;
 use super::resources::{validate_resize_policy, validate_resources};
+use super::security::validate_security_context;
 
 /// `spec.containers` (V1-V5, V7, V8).
 pub(crate) fn validate_containers(
@@ -269,6 +270,11 @@ pub(crate) fn validate_container_common(
         errs.extend(validate_resources(r, &path.child("resources")));
     }
     errs.extend(validate_resize_policy(c, &path.child("resizePolicy"), ctx));
+    errs.extend(validate_security_context(
+        c.security_context.as_ref(),
+        &path.child("securityContext"),
+        ctx.host_users,
+    ));
     errs
 }
 

@@ -23,8 +23,10 @@ mod field;
 mod handlers;
 mod meta;
 mod names;
+mod network;
 mod paths;
 mod resources;
+mod security;
 mod spec;
 mod update;
 
@@ -42,6 +44,8 @@ pub(crate) struct Ctx<'a> {
     pub(crate) pod_restart_policy: &'a str,
     /// `spec.os.name`, if set.
     pub(crate) os: Option<&'a str>,
+    /// Whether the pod shares the host's user namespace (`hostUsers`).
+    pub(crate) host_users: bool,
 }
 
 /// The name used in the error summary: `metadata.name`, else `generateName`.
@@ -84,27 +88,48 @@ pub(crate) fn pod_metadata_and_spec_errors(pod: &Pod) -> Vec<FieldError> {
     errs
 }
 
-/// `ValidatePodSpecificAnnotations`: a mirror pod must be bound to a node.
+/// The annotation that ranks pods for scale-down (V19).
+const POD_DELETION_COST: &str = "controller.kubernetes.io/pod-deletion-cost";
+
+/// `ValidatePodSpecificAnnotations`: a mirror pod must be bound to a node;
+/// a pod-deletion cost must be an int32 (V19).
 fn meta_pod_annotations(pod: &Pod, spec: &PodSpec) -> Vec<FieldError> {
-    let Some(value) = pod
-        .metadata
-        .annotations
-        .as_ref()
-        .and_then(|a| a.get(meta::MIRROR_POD_ANNOTATION))
-    else {
+    let Some(annotations) = pod.metadata.annotations.as_ref() else {
         return Vec::new();
     };
-    if spec.node_name.as_deref().unwrap_or("").is_empty() {
-        vec![FieldError::invalid(
-            &Path::new("metadata")
-                .child("annotations")
-                .key(meta::MIRROR_POD_ANNOTATION),
+    let path = Path::new("metadata").child("annotations");
+    let mut errs = Vec::new();
+    if let Some(value) = annotations.get(meta::MIRROR_POD_ANNOTATION)
+        && spec.node_name.as_deref().unwrap_or("").is_empty()
+    {
+        errs.push(FieldError::invalid(
+            &path.key(meta::MIRROR_POD_ANNOTATION),
             value,
             "must set spec.nodeName if mirror pod annotation is set",
-        )]
-    } else {
-        Vec::new()
+        ));
     }
+    if let Some(value) = annotations.get(POD_DELETION_COST)
+        && !is_deletion_cost(value)
+    {
+        errs.push(FieldError::invalid(
+            &path.key(POD_DELETION_COST),
+            value,
+            "must be a 32bit integer",
+        ));
+    }
+    errs
+}
+
+/// `GetDeletionCostFromPodAnnotations`: a base-10 int32 without a `+` sign
+/// or leading zeros (`0` itself, and `-` followed by digits, are fine).
+fn is_deletion_cost(value: &str) -> bool {
+    let first_ok = match value.as_bytes().first() {
+        None => false,
+        Some(b'-') => true,
+        Some(b'0') => value == "0",
+        Some(c) => c.is_ascii_digit(),
+    };
+    first_ok && value.parse::<i32>().is_ok()
 }
 
 fn pod_create_errors(pod: &Pod) -> Vec<FieldError> {

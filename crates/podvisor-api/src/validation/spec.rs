@@ -16,8 +16,10 @@ use super::names::{
     inclusive_range_error, is_dns1123_label, is_qualified_name, is_valid_label_value,
     name_is_dns_subdomain,
 };
+use super::network::{validate_dns_config, validate_hostname_override};
 use super::paths::{validate_local_non_reserved_path, validate_no_backsteps};
 use super::resources::validate_pod_resources;
+use super::security::{host_users, validate_host_users, validate_pod_security_context};
 use crate::quantity::{QUANTITY_SYNTAX_MSG, Quantity};
 
 const FILE_MODE_MSG: &str = "must be a number between 0 and 0777 (octal), both inclusive";
@@ -43,6 +45,7 @@ pub(crate) fn validate_pod_spec(spec: &PodSpec) -> Vec<FieldError> {
         volumes,
         pod_restart_policy: spec.restart_policy.as_deref().unwrap_or(""),
         os: spec.os.as_ref().map(|o| o.name.as_str()),
+        host_users: host_users(spec),
     };
     let containers = spec.containers.as_slice();
     let inits = spec.init_containers.as_deref().unwrap_or_default();
@@ -109,6 +112,11 @@ pub(crate) fn validate_pod_spec(spec: &PodSpec) -> Vec<FieldError> {
     if let Some(ns) = &spec.node_selector {
         errs.extend(validate_labels(ns, &path.child("nodeSelector")));
     }
+    errs.extend(validate_pod_security_context(
+        spec.security_context.as_ref(),
+        &path.child("securityContext"),
+    ));
+    errs.extend(validate_dns_config(spec, &path.child("dnsConfig")));
     for (i, gate) in spec.readiness_gates.iter().flatten().enumerate() {
         let p = path.child("readinessGates").index(i).child("conditionType");
         for msg in is_qualified_name(&gate.condition_type) {
@@ -125,6 +133,7 @@ pub(crate) fn validate_pod_spec(spec: &PodSpec) -> Vec<FieldError> {
             errs.push(FieldError::duplicate(&p, &gate.name));
         }
     }
+    errs.extend(validate_host_users(spec, &path));
     for (field, value) in [
         ("serviceAccountName", &spec.service_account_name),
         ("nodeName", &spec.node_name),
@@ -154,6 +163,7 @@ pub(crate) fn validate_pod_spec(spec: &PodSpec) -> Vec<FieldError> {
             }
         }
     }
+    errs.extend(validate_hostname_override(spec, &path));
     errs.extend(validate_tolerations(
         spec.tolerations.as_deref().unwrap_or_default(),
         &path.child("tolerations"),
