@@ -792,3 +792,41 @@ fn v19_pod_deletion_cost_must_be_an_int32() {
         );
     }
 }
+
+// ---- M10: static pods may not reference API objects -----------------------
+
+#[test]
+fn m10_static_pods_may_not_reference_api_objects() {
+    let forbidden = |yaml: &str| -> Vec<String> {
+        match podvisor_api::validate_static_pod_references(&pod(yaml)) {
+            Ok(()) => Vec::new(),
+            Err(e) => e.errors.iter().map(ToString::to_string).collect(),
+        }
+    };
+    let msg = "Forbidden: static pods may not reference API objects";
+    let m = with_spec(
+        "  serviceAccountName: builder\n  volumes:\n  - {name: xa, secret: {secretName: s}}\n  - {name: xb, configMap: {name: xc}}\n  - {name: xc, persistentVolumeClaim: {claimName: pvc}}\n  - {name: xd, emptyDir: {}}\n  - name: xe\n    projected:\n      sources:\n      - downwardAPI: {items: [{path: podname, fieldRef: {fieldPath: metadata.name}}]}\n      - serviceAccountToken: {path: token}\n      - secret: {name: xs}\n  initContainers:\n  - name: init\n    image: busybox\n    envFrom: [{configMapRef: {name: cfg}}]\n  containers:\n  - name: app\n    image: busybox\n    env:\n    - {name: xA, valueFrom: {secretKeyRef: {name: xs, key: k}}}\n    - {name: xB, valueFrom: {fieldRef: {fieldPath: metadata.name}}}\n    envFrom: [{secretRef: {name: xs}}]\n",
+    );
+    let want: Vec<String> = [
+        "spec.serviceAccountName",
+        "spec.volumes[0].secret",
+        "spec.volumes[1].configMap",
+        "spec.volumes[2].persistentVolumeClaim",
+        "spec.volumes[4].projected.sources[1].serviceAccountToken",
+        "spec.volumes[4].projected.sources[2].secret",
+        "spec.initContainers[0].envFrom[0].configMapRef",
+        "spec.containers[0].env[0].valueFrom.secretKeyRef",
+        "spec.containers[0].envFrom[0].secretRef",
+    ]
+    .iter()
+    .map(|p| format!("{p}: {msg}"))
+    .collect();
+    assert_eq!(forbidden(&m), want);
+    // Host paths, emptyDirs and the downward API are local: allowed.
+    assert!(
+        forbidden(&with_spec(
+            "  volumes:\n  - {name: xd, emptyDir: {}}\n  - {name: xh, hostPath: {path: /etc/app}}\n  containers:\n  - name: app\n    image: busybox\n    env: [{name: xN, valueFrom: {fieldRef: {fieldPath: metadata.name}}}]\n"
+        ))
+        .is_empty()
+    );
+}

@@ -28,9 +28,11 @@ mod paths;
 mod resources;
 mod security;
 mod spec;
+mod static_pod;
 mod update;
 
 pub use field::{BadValue, ErrorKind, FieldError, Path, ValidationErrors, go_quote};
+pub use static_pod::validate_static_pod_references;
 pub use update::{validate_pod_update, validate_status_update};
 
 /// What container-level checks need to know about the pod around them.
