@@ -2058,6 +2058,32 @@ fn s4_status_image_is_the_newest_instance_image() {
     assert_eq!(h.status_of("app").image, "busybox");
 }
 
+/// D10: `status.observedGeneration` (and the kubelet's conditions') is the generation of the
+/// pod the status was built from, and follows a spec update (or a graceful delete, which the
+/// API server counts as one).
+#[test]
+fn d10_status_observes_the_generation_it_was_built_from() {
+    let mut h = Harness::new(json!({
+        "metadata": {"generation": 2},
+        "spec": {"containers": [container("app")]},
+    }));
+    h.boot(t(0));
+    h.start_all(t(0));
+    let observed = |h: &Harness| {
+        let status = h.status();
+        let conditions: Vec<Option<i64>> = status
+            .conditions
+            .unwrap_or_default()
+            .iter()
+            .map(|c| c.observed_generation)
+            .collect();
+        (status.observed_generation, conditions)
+    };
+    assert_eq!(observed(&h), (Some(2), vec![Some(2); 5]));
+    h.update(t(5), |pod| pod.metadata.generation = Some(3));
+    assert_eq!(observed(&h), (Some(3), vec![Some(3); 5]));
+}
+
 #[test]
 fn m12_image_change_reactions_by_container_kind() {
     // (container changed, expected Killing messages, restarted containers)

@@ -275,6 +275,7 @@ impl PodMachine {
             sandbox_ready: self.sandbox == Sandbox::Ready,
             previous: &previous_conditions,
             now: trunc_secs(now),
+            generation: self.pod.metadata.generation,
         });
         let host_ip = self.config.host_ip.clone();
         let pod_ip = self.config.pod_ip.clone();
@@ -291,6 +292,8 @@ impl PodMachine {
             qos_class: Some(qos_class(spec).to_string()),
             init_container_statuses: (!init_statuses.is_empty()).then_some(init_statuses),
             container_statuses: Some(statuses),
+            // D10: the generation of the pod this status was built from.
+            observed_generation: self.pod.metadata.generation,
             ..Default::default()
         }
     }
