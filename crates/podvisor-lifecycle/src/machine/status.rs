@@ -9,8 +9,8 @@ use crate::status::conditions::{ConditionInput, generate_conditions};
 use crate::status::phase::{PhaseInput, get_phase};
 use crate::time::trunc_secs;
 use k8s_openapi::api::core::v1::{
-    ContainerState as ApiState, ContainerStateRunning, ContainerStateTerminated,
-    ContainerStateWaiting, ContainerStatus, HostIP, PodIP, PodStatus,
+    Container, ContainerState as ApiState, ContainerStateRunning, ContainerStateTerminated,
+    ContainerStateWaiting, ContainerStatus, HostIP, PodIP, PodStatus, VolumeMountStatus,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
@@ -23,6 +23,28 @@ pub(crate) const KUBELET_CONDITIONS: [&str; 5] = [
     "ContainersReady",
     "PodScheduled",
 ];
+
+/// S15 (RecursiveReadOnlyMounts): the container's mounts as its status lists them. A
+/// read-only mount shows the resolved recursive mode; the process runtime makes no recursive
+/// read-only mounts, so it is always `Disabled` (`resolveRecursiveReadOnly` without runtime
+/// support).
+fn volume_mount_statuses(spec: &Container) -> Option<Vec<VolumeMountStatus>> {
+    let mounts = spec.volume_mounts.as_ref().filter(|m| !m.is_empty())?;
+    Some(
+        mounts
+            .iter()
+            .map(|m| {
+                let read_only = m.read_only.unwrap_or(false);
+                VolumeMountStatus {
+                    name: m.name.clone(),
+                    mount_path: m.mount_path.clone(),
+                    read_only: read_only.then_some(true),
+                    recursive_read_only: read_only.then(|| "Disabled".to_string()),
+                }
+            })
+            .collect(),
+    )
+}
 
 /// M5: the per-pod cap on termination messages.
 const MAX_POD_TERMINATION_MESSAGE: usize = 12 * 1024;
@@ -173,6 +195,13 @@ impl PodMachine {
             started: Some(started),
             state: Some(state),
             last_state: Some(last_state.unwrap_or_default()),
+            volume_mounts: volume_mount_statuses(spec),
+            // S15 (InPlacePodVerticalScaling): for a container the runtime has, the allocated
+            // resources (podvisor never resizes, so they are the spec's) and their requests.
+            resources: newest.map(|_| spec.resources.clone().unwrap_or_default()),
+            allocated_resources: newest
+                .and(spec.resources.as_ref())
+                .and_then(|r| r.requests.clone()),
             ..Default::default()
         }
     }
