@@ -31,7 +31,8 @@ pub const DEFAULT_VOLUME_FILE_MODE: i32 = 0o644;
 /// `containerPort`. Containers (init, regular, ephemeral):
 /// `terminationMessagePath`/`Policy` (M2), `imagePullPolicy` (A22), port
 /// `protocol` TCP, probe timings (R1), `httpGet` `path` `/` and `scheme`
-/// `HTTP` (probes and hooks), env `fieldRef.apiVersion` `v1`; for init and
+/// `HTTP` (probes and hooks), env `fieldRef.apiVersion` `v1` and
+/// `fileKeyRef.optional` false (V11); for init and
 /// regular containers, each limit without a request becomes the request;
 /// gRPC probe `service` `""` (R1). Pod-level `resources` (V15): huge-page
 /// limits from the containers', then, with limits set, missing cpu/memory
@@ -221,8 +222,15 @@ fn default_ports(ports: Option<&mut [ContainerPort]>) {
 
 fn default_env(env: Option<&mut [EnvVar]>) {
     for e in env.into_iter().flatten() {
-        if let Some(fr) = e.value_from.as_mut().and_then(|v| v.field_ref.as_mut()) {
+        let Some(from) = e.value_from.as_mut() else {
+            continue;
+        };
+        if let Some(fr) = from.field_ref.as_mut() {
             default_field_selector(fr);
+        }
+        // V11 (EnvFiles): a file key is required unless it says otherwise.
+        if let Some(fk) = from.file_key_ref.as_mut() {
+            fk.optional.get_or_insert(false);
         }
     }
 }

@@ -231,6 +231,29 @@ fn defaulting_is_idempotent() {
     assert_eq!(p, once);
 }
 
+// ---- V11: fileKeyRef ----------------------------------------------------------
+
+#[test]
+fn v11_file_key_ref_optional_defaults_to_false() {
+    let p = defaulted(
+        "  volumes:\n  - {name: env, emptyDir: {}}\n  containers:\n  - name: c\n    image: busybox\n    env:\n    - {name: A, valueFrom: {fileKeyRef: {volumeName: env, path: vars, key: A}}}\n    - {name: B, valueFrom: {fileKeyRef: {volumeName: env, path: vars, key: B, optional: true}}}\n",
+    );
+    let env = p.spec.unwrap().containers[0].env.clone().unwrap();
+    let optional: Vec<Option<bool>> = env
+        .iter()
+        .map(|e| {
+            e.value_from
+                .as_ref()
+                .unwrap()
+                .file_key_ref
+                .as_ref()
+                .unwrap()
+                .optional
+        })
+        .collect();
+    assert_eq!(optional, [Some(false), Some(true)]);
+}
+
 // ---- V15: pod-level resources ---------------------------------------------
 
 /// A resource list as (name, quantity text) pairs.
