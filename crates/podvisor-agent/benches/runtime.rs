@@ -879,6 +879,7 @@ async fn runtime_start(ctx: &Ctx) -> Result<(Duration, Duration)> {
         .start_container(
             &sandbox,
             StartRequest {
+                pod: pod.clone(),
                 instance: 1,
                 container,
                 restart_count: 0,

@@ -4,8 +4,8 @@
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use std::io::Read;
-use std::sync::atomic::{AtomicU64, Ordering};
+use podvisor_api::meta::name_suffix;
+pub use podvisor_api::meta::new_uid;
 
 /// Fills in what the API server would on create; fields already set are kept.
 pub fn admit(pod: &mut Pod, now: Timestamp) {
@@ -26,60 +26,6 @@ pub fn admit(pod: &mut Pod, now: Timestamp) {
         let secs = Timestamp::from_second(now.as_second()).unwrap_or(now);
         meta.creation_timestamp = Some(Time(secs));
     }
-}
-
-/// A random (version 4) UUID.
-pub fn new_uid() -> String {
-    let mut b = random_bytes();
-    b[6] = (b[6] & 0x0f) | 0x40;
-    b[8] = (b[8] & 0x3f) | 0x80;
-    let hex: String = b.iter().map(|x| format!("{x:02x}")).collect();
-    format!(
-        "{}-{}-{}-{}-{}",
-        &hex[0..8],
-        &hex[8..12],
-        &hex[12..16],
-        &hex[16..20],
-        &hex[20..32]
-    )
-}
-
-/// The five characters `generateName` appends (apiserver's `SimpleNameGenerator` alphabet).
-fn name_suffix() -> String {
-    const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
-    random_bytes()[..5]
-        .iter()
-        .map(|b| char::from(ALPHABET[usize::from(*b) % ALPHABET.len()]))
-        .collect()
-}
-
-/// 16 random bytes from `/dev/urandom`; if it cannot be read, a mix of the time, the pid and a
-/// counter (unique, if not unpredictable).
-fn random_bytes() -> [u8; 16] {
-    let mut b = [0u8; 16];
-    let read = std::fs::File::open("/dev/urandom").and_then(|mut f| f.read_exact(&mut b));
-    if read.is_err() {
-        static COUNTER: AtomicU64 = AtomicU64::new(0);
-        let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-        let t = Timestamp::now().as_nanosecond().unsigned_abs();
-        let mixed = splitmix(t ^ u128::from(std::process::id()) << 64 ^ u128::from(n));
-        b = mixed.to_le_bytes();
-    }
-    b
-}
-
-fn splitmix(x: u128) -> u128 {
-    let mut lo = (x as u64) ^ ((x >> 64) as u64);
-    let mut out = 0u128;
-    for _ in 0..2 {
-        lo = lo.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = lo;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^= z >> 31;
-        out = (out << 64) | u128::from(z);
-    }
-    out
 }
 
 #[cfg(test)]

@@ -257,14 +257,19 @@ impl PodHandle {
         updates: mpsc::UnboundedReceiver<PodUpdate>,
         task: PodTask<R>,
     ) -> PodHandle {
+        use tracing::Instrument as _;
         let meta = &pod.metadata;
+        let name = meta.name.clone().unwrap_or_default();
+        let namespace = meta.namespace.clone().unwrap_or_default();
+        // One span per pod worker: every line it logs names its pod.
+        let span = tracing::info_span!("pod", pod = %format_args!("{namespace}/{name}"));
         PodHandle {
-            name: meta.name.clone().unwrap_or_default(),
-            namespace: meta.namespace.clone().unwrap_or_default(),
+            name,
+            namespace,
             uid: meta.uid.clone().unwrap_or_default(),
             control: PodControl { commands },
             updates,
-            task: tokio::spawn(task.run()),
+            task: tokio::spawn(task.run().instrument(span)),
         }
     }
 

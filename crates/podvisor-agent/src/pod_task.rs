@@ -673,6 +673,7 @@ impl<R: Runtime> PodTask<R> {
         self.starting_names.insert(instance, name.to_owned());
         let rt = Arc::clone(&self.rt);
         let request = StartRequest {
+            pod: self.machine.pod().clone(),
             instance,
             container,
             restart_count,

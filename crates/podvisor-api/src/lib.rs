@@ -13,11 +13,14 @@
 //! - [`validation`]: validates a Pod on create, on update (spec
 //!   mutability) and on status update, returning *every* error with
 //!   Kubernetes' field paths and messages, and formats them the way kubectl
-//!   prints an `Invalid` status (`The Pod "web" is invalid: ...`).
+//!   prints an `Invalid` status (`The Pod "web" is invalid: ...`);
+//! - [`pod`]: the pod rules several crates share (sidecar test, `ContainerShouldRestart`, QoS,
+//!   the kubelet's condition types); [`gotext`]: Go's `%q` and duration text; [`meta`]: object
+//!   identities (UUIDs, `generateName` suffixes).
 //!
-//! What it does not do: any IO (callers read files and stdin), any
-//! lifecycle decision, or admission beyond validation (no quota, no
-//! service-account or security admission plugins).
+//! What it does not do: any IO (callers read files and stdin; the one exception is the
+//! kernel's random generator behind [`meta`]), any lifecycle decision, or admission beyond
+//! validation (no quota, no service-account or security admission plugins).
 //!
 //! Typical use:
 //!
@@ -36,6 +39,9 @@ pub use k8s_openapi;
 pub mod decode;
 pub mod defaults;
 pub mod gates;
+pub mod gotext;
+pub mod meta;
+pub mod pod;
 pub mod quantity;
 pub mod resources;
 pub mod validation;

@@ -11,6 +11,7 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::core::v1::{Container, PodSpec, ResourceRequirements};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity as WireQuantity;
 
+use crate::pod::is_sidecar;
 use crate::quantity::Quantity;
 
 /// Resource name → quantity, in name order.
@@ -58,7 +59,7 @@ fn aggregate(
     let mut init_peak = ResourceList::new();
     for c in spec.init_containers.iter().flatten() {
         let own = list_of(c);
-        let phase = if c.restart_policy.as_deref() == Some("Always") {
+        let phase = if is_sidecar(c) {
             add_into(&mut total, &own);
             add_into(&mut sidecars, &own);
             sidecars.clone()

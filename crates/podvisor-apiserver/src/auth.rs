@@ -35,10 +35,7 @@ pub(crate) async fn trace(request: Request, next: Next) -> Response {
         )
     };
     let response = next.run(request).await;
-    eprintln!(
-        "podvisor-apiserver: {line} -> {}",
-        response.status().as_u16()
-    );
+    tracing::info!("{line} -> {}", response.status().as_u16());
     response
 }
 

@@ -1,8 +1,6 @@
 //! Request plumbing shared by the handlers: query parameters, content negotiation, body
 //! decoding, timestamps and random names.
 
-use std::io::Read;
-
 use axum::http::HeaderMap;
 use axum::http::header::{ACCEPT, CONTENT_TYPE};
 use jiff::Timestamp;
@@ -183,6 +181,8 @@ pub(crate) fn parse_body(body: &[u8]) -> ApiResult<Value> {
     }
 }
 
+pub(crate) use podvisor_api::meta::{name_suffix, new_uid};
+
 /// The current time.
 pub(crate) fn now() -> Timestamp {
     Timestamp::now()
@@ -191,47 +191,6 @@ pub(crate) fn now() -> Timestamp {
 /// `metav1.Time` text: RFC 3339 in UTC with whole seconds.
 pub(crate) fn time_text(t: Timestamp) -> String {
     t.strftime("%Y-%m-%dT%H:%M:%SZ").to_string()
-}
-
-/// `n` random bytes from the kernel.
-pub(crate) fn random_bytes(n: usize) -> Vec<u8> {
-    let mut buf = vec![0u8; n];
-    if let Ok(mut f) = std::fs::File::open("/dev/urandom")
-        && f.read_exact(&mut buf).is_ok()
-    {
-        return buf;
-    }
-    // Without /dev/urandom fall back to the clock and the process id: unique, if not secret.
-    let seed = Timestamp::now().as_nanosecond() ^ i128::from(std::process::id());
-    for (i, b) in buf.iter_mut().enumerate() {
-        *b = (seed >> ((i % 16) * 8)) as u8 ^ (i as u8).wrapping_mul(31);
-    }
-    buf
-}
-
-/// A random (version 4) UUID, as the API server gives every object.
-pub(crate) fn new_uid() -> String {
-    let mut b = random_bytes(16);
-    b[6] = (b[6] & 0x0f) | 0x40;
-    b[8] = (b[8] & 0x3f) | 0x80;
-    let hex: String = b.iter().map(|x| format!("{x:02x}")).collect();
-    format!(
-        "{}-{}-{}-{}-{}",
-        &hex[0..8],
-        &hex[8..12],
-        &hex[12..16],
-        &hex[16..20],
-        &hex[20..32]
-    )
-}
-
-/// The 5-character suffix `generateName` gets (`utilrand.String(5)`'s alphabet).
-pub(crate) fn name_suffix() -> String {
-    const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
-    random_bytes(5)
-        .into_iter()
-        .map(|b| ALPHABET[usize::from(b) % ALPHABET.len()] as char)
-        .collect()
 }
 
 #[cfg(test)]
@@ -255,14 +214,5 @@ mod tests {
             HeaderValue::from_static("application/vnd.kubernetes.protobuf, */*"),
         );
         assert_eq!(representation(&h), Representation::Object);
-    }
-
-    #[test]
-    fn uids_are_v4() {
-        let u = new_uid();
-        assert_eq!(u.len(), 36);
-        assert_eq!(&u[14..15], "4");
-        assert_ne!(u, new_uid());
-        assert_eq!(name_suffix().len(), 5);
     }
 }

@@ -177,7 +177,7 @@ pub(crate) fn load_or_create_token(state_dir: &Path) -> Result<String, ServeErro
             return Ok(t);
         }
     }
-    let token: String = crate::request::random_bytes(32)
+    let token: String = podvisor_api::meta::random_bytes::<32>()
         .iter()
         .map(|b| format!("{b:02x}"))
         .collect();

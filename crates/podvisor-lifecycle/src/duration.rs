@@ -102,55 +102,8 @@ pub fn short_human_duration(d: Duration) -> String {
     format!("{}y", hours / 24 / 365)
 }
 
-/// Go's `time.Duration.String()` for a non-negative duration (B5 back-off messages).
-///
-/// `0s`, `500ms`, `1.5s`, `10s`, `1m20s`, `2m40s`, `5m0s`, `1h0m0s`; below one second the unit
-/// shrinks (`1.5ms`, `2µs`, `100ns`). Trailing zeros of the fraction are dropped.
-pub fn go_duration(d: Duration) -> String {
-    let nanos = d.as_nanos();
-    if nanos == 0 {
-        return "0s".to_owned();
-    }
-    if nanos < 1_000_000_000 {
-        // Below one second Go switches to the largest unit that keeps the integer part non-zero.
-        let (unit, digits) = if nanos < 1_000 {
-            ("ns", 0)
-        } else if nanos < 1_000_000 {
-            ("µs", 3)
-        } else {
-            ("ms", 6)
-        };
-        let (int, frac) = split_fraction(nanos, digits);
-        return format!("{int}{frac}{unit}");
-    }
-    let (secs, frac) = split_fraction(nanos, 9);
-    let mut out = String::new();
-    let minutes = secs / 60;
-    let hours = minutes / 60;
-    if hours > 0 {
-        out.push_str(&format!("{hours}h"));
-    }
-    if minutes > 0 {
-        out.push_str(&format!("{}m", minutes % 60));
-    }
-    out.push_str(&format!("{}{frac}s", secs % 60));
-    out
-}
-
-/// Splits `value / 10^digits` into its integer part and a `.fraction` suffix without trailing
-/// zeros (empty when the fraction is zero), like Go's `fmtFrac`.
-fn split_fraction(value: u128, digits: u32) -> (u128, String) {
-    if digits == 0 {
-        return (value, String::new());
-    }
-    let scale = 10u128.pow(digits);
-    let frac = value % scale;
-    if frac == 0 {
-        return (value / scale, String::new());
-    }
-    let text = format!("{frac:0width$}", width = digits as usize);
-    (value / scale, format!(".{}", text.trim_end_matches('0')))
-}
+/// Go's `time.Duration.String()` (B5 back-off messages); one home: [`podvisor_api::gotext`].
+pub use podvisor_api::gotext::duration as go_duration;
 
 /// Converts with saturation: a `std` duration too large for `SignedDuration` is "forever" anyway.
 fn to_signed(d: Duration) -> SignedDuration {

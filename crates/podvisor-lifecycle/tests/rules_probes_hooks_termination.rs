@@ -1846,7 +1846,7 @@ fn t6_readiness_keeps_running_during_termination_and_can_unready_the_pod() {
 }
 
 #[test]
-fn t6_statuses_stay_as_termination_began_until_every_container_stopped() {
+fn t6_statuses_stay_as_termination_began_but_a_dead_container_is_unready_at_once() {
     let mut d = Driver::with(
         json!({"containers": [c("a", json!({})), c("b", json!({}))]}),
         |d| {
@@ -1856,12 +1856,16 @@ fn t6_statuses_stay_as_termination_began_until_every_container_stopped() {
     );
     d.at(1.0);
     d.delete(Some(10));
-    // `a` exited at once on SIGTERM; the kubelet, inside SyncTerminatingPod, writes nothing
-    // until `b` is gone too: `a` still reads running and the pod Ready.
+    // `a` exited at once on SIGTERM; inside SyncTerminatingPod the statuses stay as written
+    // when termination began (`a` still reads running) until `b` is gone too, but a container
+    // that died is not ready at once (T6 as with the evented PLEG, kubernetes#128820): exactly
+    // one of the two stays ready, and the pod's ContainersReady/Ready follow.
     assert!(!d.m.is_terminated());
     assert_eq!(d.state("a"), "running");
-    assert!(d.ready("a"));
-    assert_eq!(d.cond("Ready").0, "True");
+    assert!(!d.ready("a"));
+    assert!(d.ready("b"));
+    assert_eq!(d.cond("ContainersReady").0, "False");
+    assert_eq!(d.cond("Ready").0, "False");
     assert_eq!(d.m.phase(), Phase::Running);
     d.at(4.0);
     d.exit("b", 143);

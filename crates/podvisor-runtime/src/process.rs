@@ -62,7 +62,6 @@ struct Inner {
 /// One pod's sandbox: its directories and its shim.
 #[derive(Debug)]
 pub struct ProcessSandbox {
-    pod: Pod,
     paths: PodPaths,
     client: ShimClient,
     shim_pid: u32,
@@ -125,7 +124,7 @@ impl ProcessRuntime {
                 .stack_size(128 * 1024)
                 .spawn(reap_foreign_sessions);
             if let Err(e) = started {
-                eprintln!("podvisor: cannot start the shim reaper: {e}");
+                tracing::error!("cannot start the shim reaper: {e}");
             }
         });
         Ok(ProcessRuntime {
@@ -522,7 +521,6 @@ impl Runtime for ProcessRuntime {
             Arc::clone(&watch),
         ));
         Ok(ProcessSandbox {
-            pod: pod.clone(),
             paths,
             client,
             shim_pid,
@@ -537,7 +535,7 @@ impl Runtime for ProcessRuntime {
         request: StartRequest,
     ) -> Result<Started, StartError> {
         let config = config::build(
-            &sandbox.pod,
+            &request.pod,
             &request.container,
             request.instance,
             request.restart_count,

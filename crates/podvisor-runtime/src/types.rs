@@ -15,6 +15,10 @@ pub type InstanceId = u64;
 /// What to start.
 #[derive(Debug, Clone)]
 pub struct StartRequest {
+    /// The pod as it is now (the kubelet hands the current pod to every start): labels,
+    /// annotations and the rest of the downward API are read from it, not from the pod the
+    /// sandbox was created with.
+    pub pod: Pod,
     /// The instance id (unique within the pod).
     pub instance: InstanceId,
     /// The container spec (defaulted).

@@ -57,6 +57,7 @@ impl Pod1 {
         let sandbox = runtime.create_sandbox(&pod, tx).await.expect("sandbox");
         let container = pod.spec.as_ref().unwrap().containers[0].clone();
         let request = StartRequest {
+            pod: pod.clone(),
             instance: 1,
             container,
             restart_count: 0,

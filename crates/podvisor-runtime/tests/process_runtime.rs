@@ -100,6 +100,7 @@ impl Harness {
     /// Starts `name` as its `restart_count`-th restart.
     async fn start_nth(&self, name: &str, instance: u64, restart_count: i32) -> Started {
         let request = StartRequest {
+            pod: self.pod.clone(),
             instance,
             container: self.container(name),
             restart_count,
@@ -300,6 +301,7 @@ async fn termination_message_and_missing_binary() {
     assert_eq!(std::fs::read_to_string(h.root.join("tm/msg")).unwrap(), "");
 
     let request = StartRequest {
+        pod: h.pod.clone(),
         instance: 2,
         container: h.container("missing"),
         restart_count: 0,
@@ -321,6 +323,7 @@ async fn termination_message_and_missing_binary() {
         err.message
     );
     let request = StartRequest {
+        pod: h.pod.clone(),
         instance: 3,
         container: h.container("missing-abs"),
         restart_count: 0,
@@ -897,6 +900,7 @@ async fn containers_run_as_their_security_context_user() {
 
     // runAsNonRoot with an explicit runAsUser 0: not started, the kubelet's message.
     let request = StartRequest {
+        pod: h.pod.clone(),
         instance: 4,
         container: h.container("root"),
         restart_count: 0,

@@ -3,9 +3,8 @@
 
 use crate::error::{Result, StoreError};
 use crate::key::Key;
+pub use podvisor_api::meta::new_uid;
 use serde_json::{Map, Value, json};
-use std::io::Read;
-use std::sync::atomic::{AtomicU64, Ordering};
 
 /// `metadata.resourceVersion`, if it is a string.
 pub(crate) fn resource_version(obj: &Value) -> Option<&str> {
@@ -131,43 +130,4 @@ pub(crate) fn namespace(name: &str) -> Value {
         "spec": { "finalizers": ["kubernetes"] },
         "status": { "phase": "Active" },
     })
-}
-
-/// A random (version 4) UUID, as the API server gives new objects.
-pub fn new_uid() -> String {
-    let mut b = random_bytes();
-    b[6] = (b[6] & 0x0f) | 0x40;
-    b[8] = (b[8] & 0x3f) | 0x80;
-    let hex: String = b.iter().map(|x| format!("{x:02x}")).collect();
-    format!(
-        "{}-{}-{}-{}-{}",
-        &hex[0..8],
-        &hex[8..12],
-        &hex[12..16],
-        &hex[16..20],
-        &hex[20..32]
-    )
-}
-
-/// 16 bytes from `/dev/urandom`; if it cannot be read, the time, the pid and a counter mixed
-/// (unique, if not unpredictable).
-fn random_bytes() -> [u8; 16] {
-    let mut b = [0u8; 16];
-    let read = std::fs::File::open("/dev/urandom").and_then(|mut f| f.read_exact(&mut b));
-    if read.is_err() {
-        static COUNTER: AtomicU64 = AtomicU64::new(0);
-        let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-        let t = jiff::Timestamp::now().as_nanosecond().unsigned_abs();
-        let seed = (t as u64) ^ ((t >> 64) as u64) ^ (u64::from(std::process::id()) << 32) ^ n;
-        b[..8].copy_from_slice(&splitmix(seed).to_le_bytes());
-        b[8..].copy_from_slice(&splitmix(seed ^ 0x5555_5555_5555_5555).to_le_bytes());
-    }
-    b
-}
-
-fn splitmix(x: u64) -> u64 {
-    let mut z = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^ (z >> 31)
 }

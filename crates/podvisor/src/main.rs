@@ -19,6 +19,46 @@ use std::process::ExitCode;
 struct Cli {
     #[command(subcommand)]
     command: Command,
+    /// How much the engine logs on stderr (`serve`, `run`): error, warn, info, debug or trace
+    /// (default: info for `serve`, warn otherwise; `PODVISOR_DEBUG=1` means debug).
+    #[arg(long, global = true, value_enum)]
+    log_level: Option<LogLevel>,
+}
+
+/// Levels of `--log-level`.
+#[derive(Clone, Copy, Debug, ValueEnum, PartialEq, Eq)]
+enum LogLevel {
+    /// Failures only.
+    Error,
+    /// Failures and warnings.
+    Warn,
+    /// What the node does (pods recovered, started, the API's address).
+    Info,
+    /// Every decision of every pod worker.
+    Debug,
+    /// Debug plus every API request.
+    Trace,
+}
+
+/// Installs the `tracing` subscriber: stderr, the usual `fmt` line (time, level, span, message).
+fn init_logging(level: Option<LogLevel>, serving: bool) {
+    use tracing_subscriber::filter::LevelFilter;
+    let debug_env = std::env::var_os("PODVISOR_DEBUG").is_some_and(|v| !v.is_empty() && v != "0");
+    let level = match level {
+        Some(LogLevel::Error) => LevelFilter::ERROR,
+        Some(LogLevel::Warn) => LevelFilter::WARN,
+        Some(LogLevel::Info) => LevelFilter::INFO,
+        Some(LogLevel::Debug) => LevelFilter::DEBUG,
+        Some(LogLevel::Trace) => LevelFilter::TRACE,
+        None if debug_env => LevelFilter::DEBUG,
+        None if serving => LevelFilter::INFO,
+        None => LevelFilter::WARN,
+    };
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_max_level(level)
+        .with_ansi(false)
+        .init();
 }
 
 /// Output format of `simulate`.
@@ -100,6 +140,7 @@ fn main() -> ExitCode {
         return ExitCode::from(u8::try_from(code).unwrap_or(1));
     }
     let cli = Cli::parse();
+    init_logging(cli.log_level, matches!(cli.command, Command::Serve(_)));
     let result = match cli.command {
         // The shim must not start an async runtime: it runs before anything else.
         Command::Shim { args } => Ok(podvisor_runtime::shim::server::main(&args)),

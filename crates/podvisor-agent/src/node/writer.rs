@@ -12,13 +12,7 @@ use podvisor_store::{Key, Preconditions, Store, StoreError, Value};
 use tokio::sync::{mpsc, oneshot, watch};
 
 /// Condition types the kubelet owns (D1); the others belong to whoever wrote them.
-pub(crate) const KUBELET_CONDITIONS: [&str; 5] = [
-    "PodReadyToStartContainers",
-    "Initialized",
-    "Ready",
-    "ContainersReady",
-    "PodScheduled",
-];
+pub(crate) use podvisor_api::pod::KUBELET_CONDITIONS;
 /// Written by the kubelet only together with a terminal phase, kept otherwise (D8).
 const DISRUPTION_TARGET: &str = "DisruptionTarget";
 

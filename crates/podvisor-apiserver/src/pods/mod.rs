@@ -125,36 +125,6 @@ pub(crate) fn value_of(pod: &Pod) -> Value {
     serde_json::to_value(pod).unwrap_or(Value::Null)
 }
 
-/// The QoS class the API server computes at creation (`qos.GetPodQOS`: cpu and memory of
-/// init and regular containers).
-fn qos_class(spec: &PodSpec) -> &'static str {
-    let mut any = false;
-    let mut guaranteed = true;
-    for c in spec
-        .init_containers
-        .iter()
-        .flatten()
-        .chain(&spec.containers)
-    {
-        let r = c.resources.as_ref();
-        let limits = r.and_then(|r| r.limits.as_ref());
-        let requests = r.and_then(|r| r.requests.as_ref());
-        for res in ["cpu", "memory"] {
-            let l = limits.and_then(|l| l.get(res));
-            let q = requests.and_then(|q| q.get(res)).or(l);
-            any |= l.is_some() || q.is_some();
-            if l.is_none() || q != l {
-                guaranteed = false;
-            }
-        }
-    }
-    match (any, guaranteed) {
-        (false, _) => "BestEffort",
-        (true, true) => "Guaranteed",
-        (true, false) => "Burstable",
-    }
-}
-
 fn has_gates(spec: &PodSpec) -> bool {
     spec.scheduling_gates
         .as_ref()
@@ -197,7 +167,7 @@ fn admit_new(req: &Req, ns: &str, mut pod: Pod) -> ApiResult<Pod> {
     }
     let mut status = PodStatus {
         phase: Some("Pending".to_owned()),
-        qos_class: Some(qos_class(spec).to_owned()),
+        qos_class: Some(podvisor_api::pod::qos_class(spec).as_str().to_owned()),
         ..PodStatus::default()
     };
     if gated {

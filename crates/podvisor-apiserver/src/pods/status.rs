@@ -83,13 +83,7 @@ pub(crate) fn patch(req: &Req, ns: &str, name: &str, body: &[u8]) -> ApiResult<R
 
 /// The conditions the kubelet owns (D1); all others (readiness gates set by controllers,
 /// `DisruptionTarget`) are kept from the stored status unless the node sends them.
-const KUBELET_CONDITIONS: [&str; 5] = [
-    "PodReadyToStartContainers",
-    "Initialized",
-    "Ready",
-    "ContainersReady",
-    "PodScheduled",
-];
+use podvisor_api::pod::KUBELET_CONDITIONS;
 
 /// Writes the status the node computed for `pod` (its namespace, name, uid and `status`)
 /// the way the kubelet's status manager does (`mergePodStatus`): the kubelet-owned

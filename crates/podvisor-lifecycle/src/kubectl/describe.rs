@@ -23,7 +23,7 @@ mod format;
 mod volumes;
 
 use format::{
-    EnvContext, canonical, compute_qos, container_resource_value, describe_probe, ephemeral_common,
+    EnvContext, canonical, container_resource_value, describe_probe, ephemeral_common,
     format_label_selector, go_quote, shorten,
 };
 
@@ -224,7 +224,7 @@ impl Writer<'_> {
         self.volumes(spec.volumes.as_deref().unwrap_or_default());
         let qos = match non_empty(status.qos_class.as_ref()) {
             Some(q) => q.to_owned(),
-            None => compute_qos(spec).to_owned(),
+            None => podvisor_api::pod::qos_class(spec).as_str().to_owned(),
         };
         self.w(0, &format!("QoS Class:\t{qos}\n"));
         self.labels("Node-Selectors", spec.node_selector.as_ref());

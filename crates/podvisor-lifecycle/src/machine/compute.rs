@@ -5,8 +5,8 @@ use crate::action::{Action, ContainerKind, EventType, InstanceId, KillReason, Pr
 use crate::backoff::BackoffCheck;
 use crate::duration::go_duration;
 use crate::probe::ProbeResult;
-use k8s_openapi::api::core::v1::Container;
 use k8s_openapi::jiff::Timestamp;
+use podvisor_api::pod::container_should_restart;
 
 /// The pod worker requeues a sync that ended in an error (a start blocked by back-off) after
 /// `backOffPeriod`, 10 s (upstream adds up to 50 % jitter).
@@ -24,45 +24,6 @@ struct PodActions {
     settle_until: Option<Timestamp>,
 }
 
-/// Whether a container may run again after exiting with `exit_code` (A16, `ContainerRestartRules`
-/// on as in 1.35): container rules, then container policy, then the pod policy.
-pub fn container_should_restart(
-    c: &Container,
-    kind: ContainerKind,
-    pod_policy: &str,
-    exit_code: i32,
-) -> bool {
-    if kind == ContainerKind::Sidecar {
-        return true;
-    }
-    if let Some(policy) = c.restart_policy.as_deref() {
-        for rule in c.restart_policy_rules.iter().flatten() {
-            let Some(codes) = rule.exit_codes.as_ref() else {
-                continue;
-            };
-            let listed = codes.values.iter().flatten().any(|v| *v == exit_code);
-            let matched = match codes.operator.as_str() {
-                "In" => listed,
-                "NotIn" => !listed,
-                _ => false,
-            };
-            if matched && rule.action == "Restart" {
-                return true;
-            }
-        }
-        return policy_allows(policy, exit_code);
-    }
-    policy_allows(pod_policy, exit_code)
-}
-
-fn policy_allows(policy: &str, exit_code: i32) -> bool {
-    match policy {
-        "Never" => false,
-        "OnFailure" => exit_code != 0,
-        _ => true,
-    }
-}
-
 impl PodMachine {
     /// `ShouldContainerBeRestarted` (A15).
     pub(crate) fn should_restart(&self, ci: usize) -> bool {
@@ -77,8 +38,7 @@ impl PodMachine {
                 newest.restart_on_exit
                     || container_should_restart(
                         self.container_spec_of(ci),
-                        self.containers[ci].kind,
-                        self.pod_policy(),
+                        self.spec(),
                         e.exit_code,
                     )
             }
@@ -317,8 +277,7 @@ impl PodMachine {
                     } else if e.exit_code != 0 || e.reason == "OOMKilled" {
                         let restart = container_should_restart(
                             self.container_spec_of(ci),
-                            c.kind,
-                            self.pod_policy(),
+                            self.spec(),
                             e.exit_code,
                         );
                         if !restart {

@@ -1,7 +1,7 @@
 //! Probe ticks and results (6.2): the prober worker's `doProbe`, minus running the probe.
 
 use super::{InstState, PodMachine};
-use crate::action::{Action, ContainerKind, EventType, InstanceId, ProbeKind, ProbeOutcome};
+use crate::action::{Action, EventType, InstanceId, ProbeKind, ProbeOutcome};
 use crate::probe::ProbeResult;
 use k8s_openapi::jiff::Timestamp;
 
@@ -70,13 +70,11 @@ impl PodMachine {
             InstState::Exited(e) => {
                 // R9: a dead container reads as failing; the worker stays only if it may run again.
                 self.set_result(ci, id, kind, ProbeResult::Failure);
-                let may_restart = self.containers[ci].kind == ContainerKind::Sidecar
-                    || super::compute::container_should_restart(
-                        self.container_spec_of(ci),
-                        self.containers[ci].kind,
-                        self.pod_policy(),
-                        e.exit_code,
-                    );
+                let may_restart = podvisor_api::pod::container_should_restart(
+                    self.container_spec_of(ci),
+                    self.spec(),
+                    e.exit_code,
+                );
                 if !may_restart {
                     self.probes[wi].stopped = true;
                 }

@@ -9,7 +9,6 @@ use crate::time::since;
 use crate::{MachineConfig, Phase};
 use k8s_openapi::api::core::v1::{ContainerStateTerminated, ContainerStatus, Pod};
 use k8s_openapi::jiff::Timestamp;
-use std::time::Duration;
 
 /// A container instance the runtime still runs (or ran) when the agent starts again.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -330,7 +329,7 @@ fn restore_waiting(
         let delay = message
             .strip_prefix("back-off ")
             .and_then(|rest| rest.split_whitespace().next())
-            .and_then(parse_go_duration);
+            .and_then(podvisor_api::gotext::parse_duration);
         if let (Some(delay), Some(last_start)) = (delay, last_start) {
             let name = m.containers[ci].name.clone();
             m.backoff.restore(&name, image, delay, last_start);
@@ -338,40 +337,4 @@ fn restore_waiting(
     }
     let c: &mut ContainerState = &mut m.containers[ci];
     c.reason_cache = Some((reason, message));
-}
-
-/// Parses Go's `time.Duration` text for whole seconds (`10s`, `1m20s`, `5m0s`, `1h0m0s`).
-fn parse_go_duration(s: &str) -> Option<Duration> {
-    let mut total = 0u64;
-    let mut num = String::new();
-    for ch in s.chars() {
-        if ch.is_ascii_digit() {
-            num.push(ch);
-            continue;
-        }
-        let n: u64 = num.parse().ok()?;
-        num.clear();
-        total += n * match ch {
-            'h' => 3600,
-            'm' => 60,
-            's' => 1,
-            _ => return None,
-        };
-    }
-    num.is_empty().then_some(Duration::from_secs(total))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::parse_go_duration;
-    use std::time::Duration;
-
-    #[test]
-    fn go_durations_parse() {
-        assert_eq!(parse_go_duration("10s"), Some(Duration::from_secs(10)));
-        assert_eq!(parse_go_duration("1m20s"), Some(Duration::from_secs(80)));
-        assert_eq!(parse_go_duration("5m0s"), Some(Duration::from_secs(300)));
-        assert_eq!(parse_go_duration("1h0m0s"), Some(Duration::from_secs(3600)));
-        assert_eq!(parse_go_duration("10"), None);
-    }
 }

@@ -16,13 +16,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 
 /// Condition types the kubelet owns (D1); others are preserved as written by clients.
-pub(crate) const KUBELET_CONDITIONS: [&str; 5] = [
-    "PodReadyToStartContainers",
-    "Initialized",
-    "Ready",
-    "ContainersReady",
-    "PodScheduled",
-];
+pub(crate) use podvisor_api::pod::KUBELET_CONDITIONS;
 
 /// S15 (RecursiveReadOnlyMounts): the container's mounts as its status lists them. A
 /// read-only mount shows the resolved recursive mode; the process runtime makes no recursive
@@ -236,19 +230,21 @@ impl PodMachine {
         {
             // T6/T7: while the containers are being killed, the statuses stay as written when
             // termination began; only probe results still change `ready` and `started` of a
-            // running container (`SetContainerReadiness`, `SetContainerStartup`).
+            // running container (`SetContainerReadiness`, `SetContainerStartup`), and a
+            // container that died is not ready at once (as with the evented PLEG,
+            // kubernetes#128820).
             let fresh: Vec<ContainerStatus> = init_statuses.into_iter().chain(statuses).collect();
             let frozen = |list: &[ContainerStatus]| -> Vec<ContainerStatus> {
                 list.iter()
                     .map(|s| {
                         let mut s = s.clone();
-                        if let Some(f) = fresh
-                            .iter()
-                            .find(|f| f.name == s.name)
-                            .filter(|f| f.state.as_ref().is_some_and(|st| st.running.is_some()))
-                        {
-                            s.ready = f.ready;
-                            s.started = f.started;
+                        if let Some(f) = fresh.iter().find(|f| f.name == s.name) {
+                            if f.state.as_ref().is_some_and(|st| st.running.is_some()) {
+                                s.ready = f.ready;
+                                s.started = f.started;
+                            } else if s.state.as_ref().is_some_and(|st| st.running.is_some()) {
+                                s.ready = false;
+                            }
                         }
                         s
                     })
@@ -318,7 +314,7 @@ impl PodMachine {
             host_ips: host_ip.map(|ip| vec![HostIP { ip }]),
             pod_ip: pod_ip.clone(),
             pod_ips: pod_ip.map(|ip| vec![PodIP { ip }]),
-            qos_class: Some(qos_class(spec).to_string()),
+            qos_class: Some(podvisor_api::pod::qos_class(spec).as_str().to_string()),
             init_container_statuses: (!init_statuses.is_empty()).then_some(init_statuses),
             container_statuses: Some(statuses),
             // D10: the generation of the pod this status was built from.
@@ -401,38 +397,5 @@ fn cap_messages(init_statuses: &mut [ContainerStatus], statuses: &mut [Container
                 m.truncate(end);
             }
         }
-    }
-}
-
-/// The pod's QoS class (`Guaranteed`, `Burstable`, `BestEffort`).
-fn qos_class(spec: &k8s_openapi::api::core::v1::PodSpec) -> &'static str {
-    let all = spec
-        .init_containers
-        .iter()
-        .flatten()
-        .chain(spec.containers.iter());
-    let mut any = false;
-    let mut guaranteed = true;
-    for c in all {
-        let r = c.resources.as_ref();
-        let limits = r.and_then(|r| r.limits.as_ref());
-        let requests = r.and_then(|r| r.requests.as_ref());
-        if limits.is_some_and(|l| !l.is_empty()) || requests.is_some_and(|q| !q.is_empty()) {
-            any = true;
-        }
-        for res in ["cpu", "memory"] {
-            let l = limits.and_then(|l| l.get(res));
-            let q = requests.and_then(|q| q.get(res)).or(l);
-            if l.is_none() || q != l {
-                guaranteed = false;
-            }
-        }
-    }
-    if !any {
-        "BestEffort"
-    } else if guaranteed {
-        "Guaranteed"
-    } else {
-        "Burstable"
     }
 }

@@ -12,16 +12,9 @@ use k8s_openapi::jiff::Timestamp;
 use super::phase::{has_any_regular_container_started, is_sidecar};
 use crate::Phase;
 
-/// Condition type `PodReadyToStartContainers` (D2).
-pub const POD_READY_TO_START_CONTAINERS: &str = "PodReadyToStartContainers";
-/// Condition type `Initialized` (D3).
-pub const INITIALIZED: &str = "Initialized";
-/// Condition type `Ready` (D5).
-pub const READY: &str = "Ready";
-/// Condition type `ContainersReady` (D4).
-pub const CONTAINERS_READY: &str = "ContainersReady";
-/// Condition type `PodScheduled` (D1: the kubelet always writes it True).
-pub const POD_SCHEDULED: &str = "PodScheduled";
+pub use podvisor_api::pod::{
+    CONTAINERS_READY, INITIALIZED, POD_READY_TO_START_CONTAINERS, POD_SCHEDULED, READY,
+};
 /// Condition type `DisruptionTarget` (D8): not generated here, carried over from `previous`.
 pub const DISRUPTION_TARGET: &str = "DisruptionTarget";
 
@@ -379,20 +372,4 @@ fn go_list(names: &[&str]) -> String {
     format!("[{}]", names.join(" "))
 }
 
-/// Go's `%q` for the strings that can appear here (qualified names, D9): double quotes with
-/// `"` and `\` escaped.
-fn go_quote(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() + 2);
-    out.push('"');
-    for ch in s.chars() {
-        match ch {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\t' => out.push_str("\\t"),
-            _ => out.push(ch),
-        }
-    }
-    out.push('"');
-    out
-}
+use podvisor_api::gotext::quote as go_quote;

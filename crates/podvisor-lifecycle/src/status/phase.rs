@@ -9,7 +9,9 @@
 //! the gate changes nothing: "not restartable" then means exactly "pod policy `Never`" for failed
 //! init containers (P4) and the P8b-P8e ladder for stopped regular containers.
 
-use k8s_openapi::api::core::v1::{Container, ContainerStatus, PodSpec};
+use k8s_openapi::api::core::v1::{ContainerStatus, PodSpec};
+use podvisor_api::pod::container_should_restart;
+pub use podvisor_api::pod::is_sidecar;
 
 use crate::Phase;
 
@@ -198,52 +200,6 @@ pub fn has_any_regular_container_started(spec: &PodSpec, statuses: &[ContainerSt
                 .as_ref()
                 .is_some_and(|s| s.running.is_some() || s.terminated.is_some())
     })
-}
-
-/// A sidecar is an init container with `restartPolicy: Always` (section 0, terminology).
-pub fn is_sidecar(container: &Container) -> bool {
-    container.restart_policy.as_deref() == Some("Always")
-}
-
-/// `ContainerShouldRestart` (A16): container rules, then the container policy, then the pod
-/// policy (empty pod policy means `Always`).
-fn container_should_restart(container: &Container, spec: &PodSpec, exit_code: i32) -> bool {
-    if let Some(policy) = container.restart_policy.as_deref() {
-        let rule_restarts = container
-            .restart_policy_rules
-            .as_deref()
-            .unwrap_or_default()
-            .iter()
-            .find(|rule| {
-                rule.exit_codes.as_ref().is_some_and(|codes| {
-                    let listed = codes
-                        .values
-                        .as_deref()
-                        .unwrap_or_default()
-                        .contains(&exit_code);
-                    match codes.operator.as_str() {
-                        "In" => listed,
-                        "NotIn" => !listed,
-                        _ => false,
-                    }
-                })
-            })
-            .is_some_and(|rule| rule.action == "Restart");
-        if rule_restarts {
-            return true;
-        }
-        match policy {
-            "Always" => return true,
-            "OnFailure" => return exit_code != 0,
-            "Never" => return false,
-            _ => {}
-        }
-    }
-    match spec.restart_policy.as_deref() {
-        Some("OnFailure") => exit_code != 0,
-        Some("Never") => false,
-        _ => true,
-    }
 }
 
 fn find_status<'a>(statuses: &'a [ContainerStatus], name: &str) -> Option<&'a ContainerStatus> {

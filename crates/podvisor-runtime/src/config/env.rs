@@ -175,30 +175,7 @@ fn format_map(map: Option<&BTreeMap<String, String>>) -> String {
         .join("\n")
 }
 
-/// Go's `%q` for the strings found in labels and annotations.
-fn go_quote(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() + 2);
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            '\u{7}' => out.push_str("\\a"),
-            '\u{8}' => out.push_str("\\b"),
-            '\u{c}' => out.push_str("\\f"),
-            '\u{b}' => out.push_str("\\v"),
-            c if (c as u32) < 0x20 || c as u32 == 0x7f => {
-                out.push_str(&format!("\\x{:02x}", c as u32));
-            }
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-    out
-}
+use podvisor_api::gotext::quote as go_quote;
 
 /// The pod's IPs: `status.podIPs`, else `status.podIP`, else loopback.
 fn pod_ips(pod: &Pod) -> Vec<String> {

@@ -238,7 +238,7 @@ fn pod_memory_limit(pod: &Pod) -> Option<u64> {
     let mut init_max: u64 = 0;
     for c in spec.init_containers.iter().flatten() {
         let m = mem(c)?;
-        if c.restart_policy.as_deref() == Some("Always") {
+        if podvisor_api::pod::is_sidecar(c) {
             total = total.saturating_add(m);
             sidecars = sidecars.saturating_add(m);
             init_max = init_max.max(sidecars);

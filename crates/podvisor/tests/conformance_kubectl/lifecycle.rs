@@ -744,6 +744,84 @@ fn s64b(srv: &Server) {
     c.finish("s64b", || pod.diag());
 }
 
+/// `test/e2e_node/container_readiness_test.go` — "should update container readiness when
+/// containers die during pod termination" (T6, kubernetes#128820): the container that exits on
+/// SIGTERM is unready at once, the one in its 600 s preStop stays ready, and the count stays at
+/// exactly one ready container while the pod terminates.
+fn s64c(srv: &Server) {
+    let mut pod = srv.create_scenario("s64c");
+    pod.wait("Ready", secs(60), |p| cond_status(p, "Ready") == "True");
+    pod.delete(None);
+    let ready_count = |p: &Value| {
+        p["status"]["containerStatuses"]
+            .as_array()
+            .map_or(0, |l| l.iter().filter(|s| s["ready"] == true).count())
+    };
+    let mut c = Checks::new();
+    let (_, one) = pod.wait("1/2 ready while terminating", secs(30), |p| {
+        p["metadata"]["deletionTimestamp"].is_string() && ready_count(p) == 1
+    });
+    c.check(
+        cstatus(&one.pod, "slow-terminating")["ready"] == true,
+        "the container in its preStop is the ready one",
+    );
+    c.check(
+        cond_status(&one.pod, "ContainersReady") == "False",
+        "ContainersReady follows (False)",
+    );
+    for _ in 0..10 {
+        std::thread::sleep(Duration::from_millis(500));
+        let now = pod.get().expect("the pod is still terminating");
+        c.check(
+            ready_count(&now) == 1,
+            format!("still exactly one ready ({})", summarize(&now)),
+        );
+    }
+    pod.delete_with_grace(0, secs(30));
+    c.finish("s64c", || pod.diag());
+}
+
+/// A restarted container sees the pod as it is now (S10, 10.5: labels and annotations may
+/// change; the kubelet builds every start from the current pod): after a label and an
+/// annotation update, the next instance's downward-API env reads the new values.
+fn u66(srv: &Server) {
+    let mut pod = srv.create_scenario("u66");
+    let mut c = Checks::new();
+    let first = wait_log(&pod, "app", "flavour=", secs(30));
+    c.check(
+        first.contains("flavour=vanilla note=first"),
+        format!("the first instance reads the labels it was created with ({first:?})"),
+    );
+    let out =
+        pod.patch(r#"{"metadata":{"labels":{"flavour":"mint"},"annotations":{"note":"second"}}}"#);
+    c.check(
+        out.status.success(),
+        "the label and annotation update is accepted",
+    );
+    pod.wait("restarted", secs(40), |p| {
+        restart_count(cstatus(p, "app")) >= 1
+    });
+    let next = wait_log(&pod, "app", "flavour=", secs(20));
+    c.check(
+        next.contains("flavour=mint note=second"),
+        format!("the restarted instance reads the pod as it is now ({next:?})"),
+    );
+    pod.delete_with_grace(0, secs(30));
+    c.finish("u66", || pod.diag());
+}
+
+/// Polls `kubectl logs` of `container` until it holds `what`.
+fn wait_log(pod: &Pod, container: &str, what: &str, within: Duration) -> String {
+    let deadline = Instant::now() + within;
+    loop {
+        let logs = pod.logs(container, false).unwrap_or_default();
+        if logs.contains(what) || Instant::now() > deadline {
+            return logs;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
 /// `test/e2e/node/pre_stop.go` — "graceful pod terminated should wait until preStop hook
 /// completes the process" (H4, T3): the 5 s preStop hook completes before the container gets
 /// SIGTERM; the pod is gone after that, well within the 30 s grace.
@@ -1142,7 +1220,9 @@ pub(crate) const SCENARIOS: &[(&str, ScenarioFn)] = &[
     ("s63", s63),
     ("s64", s64),
     ("s64b", s64b),
+    ("s64c", s64c),
     ("s65", s65),
+    ("u66", u66),
     ("s67", s67),
     ("s68", s68),
     ("s68b", s68b),

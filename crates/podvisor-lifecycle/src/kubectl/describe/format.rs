@@ -2,9 +2,7 @@
 //! printing), env var values kubectl resolves, QoS when the status has none, label selectors,
 //! quantities and Go-style quoting.
 
-use std::collections::BTreeMap;
-
-use k8s_openapi::api::core::v1::{Container, EphemeralContainer, Pod, PodSpec, Probe};
+use k8s_openapi::api::core::v1::{Container, EphemeralContainer, Pod, Probe};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
@@ -169,60 +167,6 @@ pub(super) fn container_resource_value(
     }
 }
 
-/// `qos.GetPodQOS` when the status has no `qosClass`: `ComputePodQOS` over cpu and memory.
-pub(super) fn compute_qos(spec: &PodSpec) -> &'static str {
-    use podvisor_api::quantity::Quantity as Q;
-    let mut requests: BTreeMap<&str, Q> = BTreeMap::new();
-    let mut limits: BTreeMap<&str, Q> = BTreeMap::new();
-    let mut guaranteed = true;
-    let all = spec
-        .containers
-        .iter()
-        .chain(spec.init_containers.iter().flatten());
-    for c in all {
-        let r = c.resources.as_ref();
-        for (name, q) in r.and_then(|r| r.requests.as_ref()).into_iter().flatten() {
-            let Some(q) = qos_quantity(name, q) else {
-                continue;
-            };
-            let entry = requests.entry(name.as_str()).or_default();
-            *entry = entry.saturating_add(q);
-        }
-        let mut found = Vec::new();
-        for (name, q) in r.and_then(|r| r.limits.as_ref()).into_iter().flatten() {
-            let Some(q) = qos_quantity(name, q) else {
-                continue;
-            };
-            found.push(name.as_str());
-            let entry = limits.entry(name.as_str()).or_default();
-            *entry = entry.saturating_add(q);
-        }
-        if !(found.contains(&"cpu") && found.contains(&"memory")) {
-            guaranteed = false;
-        }
-    }
-    if requests.is_empty() && limits.is_empty() {
-        return "BestEffort";
-    }
-    if guaranteed
-        && requests
-            .iter()
-            .all(|(name, req)| limits.get(name) == Some(req))
-        && requests.len() == limits.len()
-    {
-        return "Guaranteed";
-    }
-    "Burstable"
-}
-
-/// A positive cpu or memory quantity (the only resources QoS looks at).
-fn qos_quantity(name: &str, q: &Quantity) -> Option<podvisor_api::quantity::Quantity> {
-    if name != "cpu" && name != "memory" {
-        return None;
-    }
-    podvisor_api::quantity::Quantity::parse(&q.0).filter(|q| !q.is_zero() && !q.is_negative())
-}
-
 /// `metav1.FormatLabelSelector`: requirements sorted by key, `<none>` when empty.
 pub(super) fn format_label_selector(selector: &LabelSelector) -> String {
     let mut reqs: Vec<(String, String)> = Vec::new();
@@ -280,23 +224,7 @@ pub(super) fn canonical(q: &Quantity) -> String {
     podvisor_api::quantity::Quantity::parse(&q.0).map_or_else(|| q.0.clone(), |p| p.canonical())
 }
 
-/// Go's `%q` for the strings a sub-path can hold.
-pub(super) fn go_quote(text: &str) -> String {
-    let mut out = String::from('"');
-    for c in text.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\t' => out.push_str("\\t"),
-            '\r' => out.push_str("\\r"),
-            c if c.is_control() => out.push_str(&format!("\\x{:02x}", u32::from(c))),
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-    out
-}
+pub(super) use podvisor_api::gotext::quote as go_quote;
 
 pub(super) fn shorten(text: &str, max: usize) -> String {
     if text.len() <= max {
@@ -340,33 +268,6 @@ mod tests {
         assert_eq!(
             describe_probe(&exec),
             "exec [cat /tmp/x] delay=0s timeout=0s period=3s #success=0 #failure=0"
-        );
-    }
-
-    #[test]
-    fn qos_from_the_spec() {
-        let spec = |containers: serde_json::Value| -> PodSpec {
-            serde_json::from_value(json!({"containers": containers})).unwrap()
-        };
-        let both = json!({"cpu": "1", "memory": "1Gi"});
-        assert_eq!(compute_qos(&spec(json!([{"name": "a"}]))), "BestEffort");
-        assert_eq!(
-            compute_qos(&spec(
-                json!([{"name": "a", "resources": {"limits": both, "requests": both}}])
-            )),
-            "Guaranteed"
-        );
-        assert_eq!(
-            compute_qos(&spec(
-                json!([{"name": "a", "resources": {"requests": {"cpu": "1"}}}])
-            )),
-            "Burstable"
-        );
-        assert_eq!(
-            compute_qos(&spec(
-                json!([{"name": "a", "resources": {"requests": {"cpu": "0"}}}])
-            )),
-            "BestEffort"
         );
     }
 

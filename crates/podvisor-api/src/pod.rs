@@ -1,0 +1,161 @@
+//! The pod rules that several crates need, in one place, as Kubernetes keeps them in
+//! `pkg/api/v1/pod/util.go`, `pkg/kubelet/container/helpers.go` and
+//! `pkg/apis/core/v1/helper/qos`: the sidecar test, whether a container restarts after an exit,
+//! the QoS class, and the condition types the kubelet owns.
+
+use crate::quantity::Quantity;
+use k8s_openapi::api::core::v1::{Container, PodSpec, ResourceRequirements};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity as ApiQuantity;
+use std::collections::BTreeMap;
+
+type ResourceList = BTreeMap<String, ApiQuantity>;
+
+/// `PodReadyToStartContainers`: the sandbox is ready (D2).
+pub const POD_READY_TO_START_CONTAINERS: &str = "PodReadyToStartContainers";
+/// `Initialized`: every regular init container succeeded and every sidecar started (D3).
+pub const INITIALIZED: &str = "Initialized";
+/// `Ready`: the pod can serve (D5).
+pub const READY: &str = "Ready";
+/// `ContainersReady`: every container is ready (D4).
+pub const CONTAINERS_READY: &str = "ContainersReady";
+/// `PodScheduled`: bound to a node (written by the scheduler, or the kubelet for static pods).
+pub const POD_SCHEDULED: &str = "PodScheduled";
+
+/// The condition types whose truth the kubelet owns (D1); the status manager keeps every other
+/// type as clients wrote it.
+pub const KUBELET_CONDITIONS: [&str; 5] = [
+    POD_READY_TO_START_CONTAINERS,
+    INITIALIZED,
+    READY,
+    CONTAINERS_READY,
+    POD_SCHEDULED,
+];
+
+/// Whether `c` (an init container) is a sidecar: `restartPolicy: Always`
+/// (`IsRestartableInitContainer`).
+#[must_use]
+pub fn is_sidecar(c: &Container) -> bool {
+    c.restart_policy.as_deref() == Some("Always")
+}
+
+/// `ContainerShouldRestart` (A16, `ContainerRestartRules` on as in 1.35): for a container with
+/// its own `restartPolicy`, the first of its `restartPolicyRules` that matches the exit code
+/// decides if its action is `Restart`, else the container's policy does; otherwise the pod's
+/// policy (`Always` when empty).
+#[must_use]
+pub fn container_should_restart(c: &Container, spec: &PodSpec, exit_code: i32) -> bool {
+    if let Some(policy) = c.restart_policy.as_deref() {
+        let first_match = c.restart_policy_rules.iter().flatten().find(|rule| {
+            rule.exit_codes.as_ref().is_some_and(|codes| {
+                let listed = codes.values.iter().flatten().any(|v| *v == exit_code);
+                match codes.operator.as_str() {
+                    "In" => listed,
+                    "NotIn" => !listed,
+                    _ => false,
+                }
+            })
+        });
+        if first_match.is_some_and(|rule| rule.action == "Restart") {
+            return true;
+        }
+        match policy {
+            "Always" => return true,
+            "OnFailure" => return exit_code != 0,
+            "Never" => return false,
+            _ => {}
+        }
+    }
+    match spec.restart_policy.as_deref() {
+        Some("OnFailure") => exit_code != 0,
+        Some("Never") => false,
+        _ => true,
+    }
+}
+
+/// The QoS classes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum QosClass {
+    /// Requests equal limits for cpu and memory everywhere.
+    Guaranteed,
+    /// Anything between.
+    Burstable,
+    /// No cpu or memory request or limit anywhere.
+    BestEffort,
+}
+
+impl QosClass {
+    /// The API's spelling.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            QosClass::Guaranteed => "Guaranteed",
+            QosClass::Burstable => "Burstable",
+            QosClass::BestEffort => "BestEffort",
+        }
+    }
+}
+
+/// `ComputePodQOS` (1.35): from the pod-level `spec.resources` when it is set
+/// (`PodLevelResources`, on by default), else from every init and regular container, each
+/// classified on its own: any Burstable container, or a mix of BestEffort and Guaranteed ones,
+/// makes the pod Burstable. Only cpu and memory count, compared as quantities (`1` = `1000m`).
+#[must_use]
+pub fn qos_class(spec: &PodSpec) -> QosClass {
+    if let Some(resources) = spec.resources.as_ref() {
+        return resource_qos(resources);
+    }
+    let mut pod: Option<QosClass> = None;
+    for c in spec
+        .init_containers
+        .iter()
+        .flatten()
+        .chain(spec.containers.iter())
+    {
+        let qos = c
+            .resources
+            .as_ref()
+            .map_or(QosClass::BestEffort, resource_qos);
+        match pod {
+            _ if qos == QosClass::Burstable => return qos,
+            None => pod = Some(qos),
+            Some(p) if p != qos => return QosClass::Burstable,
+            Some(_) => {}
+        }
+    }
+    pod.unwrap_or(QosClass::BestEffort)
+}
+
+/// `resourceQOS`: one set of requirements. Empty is BestEffort; a request that differs from its
+/// limit for cpu or memory is Burstable; cpu and memory both unset (zero) is BestEffort, both
+/// set equal is Guaranteed, one of each is Burstable.
+fn resource_qos(r: &ResourceRequirements) -> QosClass {
+    let none = |m: Option<&ResourceList>| m.is_none_or(BTreeMap::is_empty);
+    if none(r.requests.as_ref()) && none(r.limits.as_ref()) {
+        return QosClass::BestEffort;
+    }
+    let amount = |list: Option<&ResourceList>, name: &str| {
+        list.and_then(|l| l.get(name))
+            .and_then(|q| Quantity::parse(&q.0))
+            .unwrap_or_default()
+    };
+    let mut class: Option<QosClass> = None;
+    for name in ["cpu", "memory"] {
+        let request = amount(r.requests.as_ref(), name);
+        let limit = amount(r.limits.as_ref(), name);
+        // Compared by amount (`Quantity`'s `==` also compares the suffix family).
+        if request.cmp(&limit) != std::cmp::Ordering::Equal {
+            return QosClass::Burstable;
+        }
+        let this = if request.is_zero() {
+            QosClass::BestEffort
+        } else {
+            QosClass::Guaranteed
+        };
+        match class {
+            None => class = Some(this),
+            Some(c) if c != this => return QosClass::Burstable,
+            Some(_) => {}
+        }
+    }
+    class.unwrap_or(QosClass::BestEffort)
+}
