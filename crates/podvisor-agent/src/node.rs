@@ -297,12 +297,14 @@ impl Worker {
     }
 }
 
-/// What a pod worker is told about updates: the spec and the metadata it may react to.
+/// What a pod worker is told about updates: the spec and the metadata it may react to,
+/// `generation` included (D10: its status observes it; a graceful delete increments it).
 fn spec_view(pod: &Pod) -> Value {
     serde_json::json!({
         "spec": pod.spec,
         "labels": pod.metadata.labels,
         "annotations": pod.metadata.annotations,
+        "generation": pod.metadata.generation,
     })
 }
 
@@ -802,5 +804,45 @@ fn graceful_delete(store: &Store, key: &Key, uid: &str, grace: i64, now: Timesta
         && !matches!(e, StoreError::NotFound(_))
     {
         warning!("node: deleting {key}: {e}");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pod_task::Command;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+
+    /// D10: the API server counts a graceful delete as a new generation; the worker is told
+    /// the new pod so its next status observes it.
+    #[test]
+    fn d10_a_graceful_delete_passes_the_new_generation_to_the_worker() {
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        let mut pod = Pod::default();
+        pod.metadata.generation = Some(1);
+        let mut worker = Worker {
+            key: Key::new("pods", "default", "web"),
+            control: PodControl { commands: tx },
+            is_static: false,
+            stop: None,
+            latest: watch::channel(None).1,
+            spec: spec_view(&pod),
+            foreign: Vec::new(),
+            deleted: None,
+            rv: 0,
+        };
+        pod.metadata.generation = Some(2);
+        pod.metadata.deletion_timestamp = Some(Time(Timestamp::UNIX_EPOCH));
+        pod.metadata.deletion_grace_period_seconds = Some(30);
+        worker.sync(&pod);
+        let mut got = Vec::new();
+        while let Ok(c) = rx.try_recv() {
+            got.push(match c {
+                Command::Delete { grace } => format!("delete {grace:?}"),
+                Command::UpdateSpec(p) => format!("update generation {:?}", p.metadata.generation),
+                other => format!("{other:?}"),
+            });
+        }
+        assert_eq!(got, ["delete Some(30)", "update generation Some(2)"]);
     }
 }

@@ -1,11 +1,18 @@
 //! API-server defaulting of Pods (`pkg/apis/core/v1/defaults.go`), plus the
 //! namespace the request context would supply.
 
+use std::collections::BTreeMap;
+
 use k8s_openapi::api::core::v1::{
     Container, ContainerPort, EnvVar, EphemeralContainer, HTTPGetAction, Lifecycle,
     LifecycleHandler, Pod, PodSecurityContext, PodSpec, Probe, ResourceRequirements, Volume,
 };
 use k8s_openapi::api::core::v1::{EmptyDirVolumeSource, ObjectFieldSelector};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity as WireQuantity;
+
+use crate::resources::{
+    aggregate_container_limits, aggregate_container_requests, is_supported_pod_level_resource,
+};
 
 /// `DefaultTerminationGracePeriodSeconds` (T1, V9).
 pub const DEFAULT_TERMINATION_GRACE_PERIOD_SECONDS: i64 = 30;
@@ -24,10 +31,15 @@ pub const DEFAULT_VOLUME_FILE_MODE: i32 = 0o644;
 /// `containerPort`. Containers (init, regular, ephemeral):
 /// `terminationMessagePath`/`Policy` (M2), `imagePullPolicy` (A22), port
 /// `protocol` TCP, probe timings (R1), `httpGet` `path` `/` and `scheme`
-/// `HTTP` (probes and hooks), env `fieldRef.apiVersion` `v1`; for init and
-/// regular containers, each limit without a request becomes the request.
+/// `HTTP` (probes and hooks), env `fieldRef.apiVersion` `v1` and
+/// `fileKeyRef.optional` false (V11); for init and
+/// regular containers, each limit without a request becomes the request;
+/// gRPC probe `service` `""` (R1). Pod-level `resources` (V15): huge-page
+/// limits from the containers', then, with limits set, missing cpu/memory
+/// requests from the containers' aggregate, else from the limits.
 /// Volumes: `emptyDir` when no source, `hostPath.type` `""`, file modes
-/// 0644, projected token expiry 3600 s.
+/// 0644, projected token expiry 3600 s, image volume `pullPolicy` as a
+/// container's `imagePullPolicy` (V17).
 pub fn apply_defaults(pod: &mut Pod) {
     if pod.metadata.namespace.as_deref().unwrap_or("").is_empty() {
         pod.metadata.namespace = Some("default".to_owned());
@@ -83,6 +95,67 @@ fn default_pod_spec(spec: &mut PodSpec) {
     }
     for v in spec.volumes.iter_mut().flatten() {
         default_volume(v);
+    }
+    // PodLevelResources (beta, on): after the containers' own defaults.
+    default_pod_hugepage_limits(spec);
+    default_pod_requests(spec);
+}
+
+/// V15: pod-level huge-page limits default to the containers' aggregate
+/// huge-page limits, when `spec.resources` already sets something.
+fn default_pod_hugepage_limits(spec: &mut PodSpec) {
+    let Some(r) = &spec.resources else { return };
+    if r.limits.as_ref().is_none_or(BTreeMap::is_empty)
+        && r.requests.as_ref().is_none_or(BTreeMap::is_empty)
+    {
+        return;
+    }
+    let aggregate = aggregate_container_limits(spec);
+    let Some(r) = spec.resources.as_mut() else {
+        return;
+    };
+    let was_unset = r.limits.is_none();
+    let limits = r.limits.get_or_insert_with(BTreeMap::new);
+    for (name, q) in aggregate {
+        if name.starts_with("hugepages-") {
+            limits
+                .entry(name)
+                .or_insert_with(|| WireQuantity(q.canonical()));
+        }
+    }
+    if was_unset && limits.is_empty() {
+        r.limits = None;
+    }
+}
+
+/// V15: with pod-level limits, a missing pod-level request becomes the
+/// containers' aggregate request (cpu, memory) or else the pod limit.
+fn default_pod_requests(spec: &mut PodSpec) {
+    let Some(r) = &spec.resources else { return };
+    let Some(limits) = r.limits.clone().filter(|l| !l.is_empty()) else {
+        return;
+    };
+    let aggregate = aggregate_container_requests(spec);
+    let Some(r) = spec.resources.as_mut() else {
+        return;
+    };
+    let was_unset = r.requests.is_none();
+    let requests = r.requests.get_or_insert_with(BTreeMap::new);
+    for (name, q) in aggregate {
+        // Only overcommittable supported resources: cpu and memory.
+        if matches!(name.as_str(), "cpu" | "memory") {
+            requests
+                .entry(name)
+                .or_insert_with(|| WireQuantity(q.canonical()));
+        }
+    }
+    for (name, q) in limits {
+        if is_supported_pod_level_resource(&name) {
+            requests.entry(name).or_insert(q);
+        }
+    }
+    if was_unset && requests.is_empty() {
+        r.requests = None;
     }
 }
 
@@ -149,8 +222,15 @@ fn default_ports(ports: Option<&mut [ContainerPort]>) {
 
 fn default_env(env: Option<&mut [EnvVar]>) {
     for e in env.into_iter().flatten() {
-        if let Some(fr) = e.value_from.as_mut().and_then(|v| v.field_ref.as_mut()) {
+        let Some(from) = e.value_from.as_mut() else {
+            continue;
+        };
+        if let Some(fr) = from.field_ref.as_mut() {
             default_field_selector(fr);
+        }
+        // V11 (EnvFiles): a file key is required unless it says otherwise.
+        if let Some(fk) = from.file_key_ref.as_mut() {
+            fk.optional.get_or_insert(false);
         }
     }
 }
@@ -160,7 +240,7 @@ fn default_field_selector(fr: &mut ObjectFieldSelector) {
 }
 
 /// R1: zero or unset timings take their defaults; `initialDelaySeconds`
-/// stays 0 and the gRPC `service` stays unset.
+/// stays 0; the gRPC `service` defaults to `""`.
 fn default_probe(p: &mut Probe) {
     let default = |v: &mut Option<i32>, d: i32| {
         if v.unwrap_or(0) == 0 {
@@ -173,6 +253,11 @@ fn default_probe(p: &mut Probe) {
     default(&mut p.failure_threshold, 3);
     if let Some(h) = &mut p.http_get {
         default_http_get(h);
+    }
+    if let Some(g) = &mut p.grpc
+        && g.service.is_none()
+    {
+        g.service = Some(String::new());
     }
 }
 
@@ -241,6 +326,13 @@ fn default_volume(v: &mut Volume) {
         && hp.type_.is_none()
     {
         hp.type_ = Some(String::new());
+    }
+    // V17: an image volume is pulled as a container image would be.
+    if let Some(img) = &mut v.image
+        && img.pull_policy.as_deref().unwrap_or("").is_empty()
+    {
+        img.pull_policy =
+            Some(default_pull_policy(img.reference.as_deref().unwrap_or("")).to_owned());
     }
     if let Some(s) = &mut v.secret {
         s.default_mode.get_or_insert(DEFAULT_VOLUME_FILE_MODE);

@@ -6,11 +6,14 @@
 //!   fields by path like kubectl's strict field validation;
 //! - [`defaults`]: applies the API server's defaulting
 //!   (`pkg/apis/core/v1/defaults.go`);
+//! - [`gates`]: drops the fields of feature gates that are off by default
+//!   (`dropDisabledFields`), before validation;
+//! - [`resources`]: a pod's aggregate container requests and limits, as
+//!   pod-level resources (V15) use them;
 //! - [`validation`]: validates a Pod on create, on update (spec
 //!   mutability) and on status update, returning *every* error with
 //!   Kubernetes' field paths and messages, and formats them the way kubectl
-//!   prints an `Invalid` status (`The Pod "web" is invalid: ...`).
-//!
+//!   prints an `Invalid` status (`The Pod "web" is invalid: ...`);
 //! - [`pod`]: the pod rules several crates share (sidecar test, `ContainerShouldRestart`, QoS,
 //!   the kubelet's condition types); [`gotext`]: Go's `%q` and duration text; [`meta`]: object
 //!   identities (UUIDs, `generateName` suffixes).
@@ -22,11 +25,12 @@
 //! Typical use:
 //!
 //! ```
-//! use podvisor_api::{apply_defaults, decode_pods, validate_pod};
+//! use podvisor_api::{apply_defaults, decode_pods, drop_disabled_fields, validate_pod};
 //!
 //! let text = "apiVersion: v1\nkind: Pod\nmetadata: {name: web}\nspec:\n  containers:\n  - {name: app, image: busybox, command: [sleep, '1']}\n";
 //! let mut pods = decode_pods(text, "web.yaml").unwrap();
 //! apply_defaults(&mut pods[0]);
+//! drop_disabled_fields(&mut pods[0], None);
 //! assert!(validate_pod(&pods[0]).is_ok());
 //! ```
 
@@ -34,10 +38,12 @@ pub use k8s_openapi;
 
 pub mod decode;
 pub mod defaults;
+pub mod gates;
 pub mod gotext;
 pub mod meta;
 pub mod pod;
 pub mod quantity;
+pub mod resources;
 pub mod validation;
 
 pub use decode::{
@@ -45,7 +51,8 @@ pub use decode::{
     decode_pods_with,
 };
 pub use defaults::apply_defaults;
+pub use gates::drop_disabled_fields;
 pub use validation::{
-    ErrorKind, FieldError, ValidationErrors, ValidationOptions, validate_pod, validate_pod_update,
-    validate_pod_with, validate_status_update,
+    ErrorKind, FieldError, ValidationErrors, validate_pod, validate_pod_update,
+    validate_static_pod_references, validate_status_update,
 };

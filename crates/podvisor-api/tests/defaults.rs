@@ -36,10 +36,21 @@ fn r1_probe_timings_default_when_zero_or_unset() {
     assert_eq!(http.scheme.as_deref(), Some("HTTP"));
     let startup = c.startup_probe.as_ref().unwrap();
     assert_eq!(startup.initial_delay_seconds, Some(4));
+}
+
+#[test]
+fn r1_grpc_service_defaults_to_empty() {
+    let p = defaulted(
+        "  containers:\n  - name: c\n    image: busybox\n    startupProbe:\n      grpc: {port: 9000}\n    livenessProbe:\n      grpc: {port: 9000, service: health}\n",
+    );
+    let c = &p.spec.unwrap().containers[0];
+    let startup = c.startup_probe.as_ref().unwrap().grpc.as_ref().unwrap();
+    assert_eq!(startup.service.as_deref(), Some(""));
+    let live = c.liveness_probe.as_ref().unwrap().grpc.as_ref().unwrap();
     assert_eq!(
-        startup.grpc.as_ref().unwrap().service,
-        None,
-        "grpc service has no default"
+        live.service.as_deref(),
+        Some("health"),
+        "a set service is kept"
     );
 }
 
@@ -218,4 +229,140 @@ fn defaulting_is_idempotent() {
     let once = p.clone();
     apply_defaults(&mut p);
     assert_eq!(p, once);
+}
+
+// ---- V11: fileKeyRef ----------------------------------------------------------
+
+#[test]
+fn v11_file_key_ref_optional_defaults_to_false() {
+    let p = defaulted(
+        "  volumes:\n  - {name: env, emptyDir: {}}\n  containers:\n  - name: c\n    image: busybox\n    env:\n    - {name: A, valueFrom: {fileKeyRef: {volumeName: env, path: vars, key: A}}}\n    - {name: B, valueFrom: {fileKeyRef: {volumeName: env, path: vars, key: B, optional: true}}}\n",
+    );
+    let env = p.spec.unwrap().containers[0].env.clone().unwrap();
+    let optional: Vec<Option<bool>> = env
+        .iter()
+        .map(|e| {
+            e.value_from
+                .as_ref()
+                .unwrap()
+                .file_key_ref
+                .as_ref()
+                .unwrap()
+                .optional
+        })
+        .collect();
+    assert_eq!(optional, [Some(false), Some(true)]);
+}
+
+// ---- V15: pod-level resources ---------------------------------------------
+
+/// A resource list as (name, quantity text) pairs.
+type Pairs = Vec<(String, String)>;
+
+/// The pod-level (requests, limits).
+fn pod_resources(p: &Pod) -> (Pairs, Pairs) {
+    let r = p
+        .spec
+        .as_ref()
+        .unwrap()
+        .resources
+        .clone()
+        .unwrap_or_default();
+    let list = |m: Option<
+        std::collections::BTreeMap<
+            String,
+            podvisor_api::k8s_openapi::apimachinery::pkg::api::resource::Quantity,
+        >,
+    >| {
+        m.unwrap_or_default()
+            .into_iter()
+            .map(|(k, v)| (k, v.0))
+            .collect::<Vec<_>>()
+    };
+    (list(r.requests), list(r.limits))
+}
+
+fn pairs(v: &[(&str, &str)]) -> Pairs {
+    v.iter()
+        .map(|(a, b)| ((*a).to_owned(), (*b).to_owned()))
+        .collect()
+}
+
+#[test]
+fn v15_pod_requests_default_from_containers_else_limits() {
+    let p = defaulted(
+        "  resources:\n    limits: {cpu: \"2\", memory: 1Gi}\n  initContainers:\n  - {name: side, image: busybox, restartPolicy: Always, resources: {requests: {cpu: 100m}}}\n  containers:\n  - {name: a, image: busybox, resources: {requests: {cpu: 500m}}}\n  - {name: b, image: busybox, resources: {limits: {cpu: 250m}}}\n",
+    );
+    let (requests, limits) = pod_resources(&p);
+    // cpu: 100m + 500m + 250m (b's request defaulted from its limit);
+    // memory: no container asks, so the pod limit.
+    assert_eq!(requests, pairs(&[("cpu", "850m"), ("memory", "1Gi")]));
+    assert_eq!(limits, pairs(&[("cpu", "2"), ("memory", "1Gi")]));
+}
+
+#[test]
+fn v15_set_pod_requests_are_kept_and_nothing_without_limits() {
+    let p = defaulted(
+        "  resources:\n    requests: {cpu: \"1\"}\n    limits: {cpu: \"2\"}\n  containers:\n  - {name: a, image: busybox, resources: {requests: {cpu: 500m, memory: 64Mi}}}\n",
+    );
+    let (requests, _) = pod_resources(&p);
+    // memory is requested by a container but has no pod limit: still
+    // defaulted from the aggregate (cpu and memory are overcommittable).
+    assert_eq!(requests, pairs(&[("cpu", "1"), ("memory", "64Mi")]));
+
+    let only_requests = defaulted(
+        "  resources:\n    requests: {cpu: \"1\"}\n  containers:\n  - {name: a, image: busybox, resources: {requests: {memory: 64Mi}}}\n",
+    );
+    assert_eq!(
+        pod_resources(&only_requests),
+        (pairs(&[("cpu", "1")]), vec![]),
+        "without pod limits there is no request defaulting"
+    );
+    let none = defaulted(
+        "  containers:\n  - {name: a, image: busybox, resources: {requests: {cpu: \"1\"}}}\n",
+    );
+    assert!(none.spec.unwrap().resources.is_none());
+}
+
+#[test]
+fn v15_pod_hugepage_limits_default_from_containers() {
+    let p = defaulted(
+        "  resources:\n    limits: {memory: 1Gi}\n  containers:\n  - {name: a, image: busybox, resources: {limits: {hugepages-2Mi: 4Mi, memory: 100Mi}}}\n  - {name: b, image: busybox, resources: {limits: {hugepages-2Mi: 2Mi, memory: 100Mi}}}\n",
+    );
+    let (requests, limits) = pod_resources(&p);
+    assert_eq!(
+        limits,
+        pairs(&[("hugepages-2Mi", "6Mi"), ("memory", "1Gi")])
+    );
+    // Then requests: memory from the containers, hugepages from the limit.
+    assert_eq!(
+        requests,
+        pairs(&[("hugepages-2Mi", "6Mi"), ("memory", "200Mi")])
+    );
+}
+
+// ---- V17: image volumes ------------------------------------------------------
+
+#[test]
+fn v17_image_volume_pull_policy_defaults_like_a_container() {
+    let p = defaulted(
+        "  volumes:\n  - {name: a, image: {reference: \"busybox\"}}\n  - {name: b, image: {reference: \"busybox:latest\"}}\n  - {name: c, image: {reference: \"busybox:1.36\"}}\n  - {name: d, image: {reference: \"busybox:1.36\", pullPolicy: Never}}\n  containers:\n  - {name: app, image: busybox}\n",
+    );
+    let got: Vec<Option<String>> = p
+        .spec
+        .unwrap()
+        .volumes
+        .unwrap()
+        .into_iter()
+        .map(|v| v.image.unwrap().pull_policy)
+        .collect();
+    assert_eq!(
+        got,
+        [
+            Some("Always".to_owned()),
+            Some("Always".to_owned()),
+            Some("IfNotPresent".to_owned()),
+            Some("Never".to_owned())
+        ]
+    );
 }

@@ -3,8 +3,8 @@
 
 mod common;
 
-use common::{assert_errors, assert_has_error, errors, pod, with_spec};
-use podvisor_api::{ValidationOptions, validate_pod_with};
+use common::{assert_errors, assert_has_error, errors, pod_with_all_fields, with_spec};
+use podvisor_api::validate_pod;
 
 const LABEL_MSG: &str = "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')";
 
@@ -411,7 +411,7 @@ fn v7_container_restart_policy_values() {
 #[test]
 fn v7_restart_rules_table() {
     let rule = |r: &str| format!("    restartPolicy: Never\n    restartPolicyRules:\n    - {r}\n");
-    let table: [(String, &str, Vec<String>); 8] = [
+    let table: [(String, &str, Vec<String>); 6] = [
         (rule("{action: Restart, exitCodes: {operator: In, values: [42]}}"), "regular", vec![]),
         (rule("{action: Restart, exitCodes: {operator: NotIn, values: []}}"), "init", vec![]),
         (
@@ -434,20 +434,38 @@ fn v7_restart_rules_table() {
             "regular",
             vec!["spec.containers[0].restartPolicyRules[0].exitCodes: Required value: must be specified".into()],
         ),
-        (
-            rule("{action: Restart, exitCodes: {operator: In, values: [3, 4, 3]}}"),
-            "regular",
-            vec!["spec.containers[0].restartPolicyRules[0].exitCodes.values[2]: Duplicate value: 3".into()],
-        ),
-        (
-            format!("    restartPolicy: Never\n    restartPolicyRules:\n{}", "    - {action: Restart, exitCodes: {operator: In, values: [1]}}\n".repeat(21)),
-            "regular",
-            vec!["spec.containers[0].restartPolicyRules: Too many: 21: must have at most 20 items".into()],
-        ),
     ];
     for (fields, kind, want) in table {
         assert_eq!(errors(&restart(kind, &fields)), want, "{kind}:\n{fields}");
     }
+}
+
+#[test]
+fn v7_duplicate_exit_codes_are_allowed() {
+    let m = restart(
+        "regular",
+        "    restartPolicy: Never\n    restartPolicyRules:\n    - {action: Restart, exitCodes: {operator: In, values: [3, 4, 3]}}\n",
+    );
+    assert_eq!(errors(&m), Vec::<String>::new());
+}
+
+#[test]
+fn v7_more_than_20_rules_is_too_long() {
+    let rules = |n: usize| {
+        format!(
+            "    restartPolicy: Never\n    restartPolicyRules:\n{}",
+            "    - {action: Restart, exitCodes: {operator: In, values: [1]}}\n".repeat(n)
+        )
+    };
+    assert!(errors(&restart("regular", &rules(20))).is_empty());
+    assert_errors(
+        &restart("regular", &rules(21)),
+        &["spec.containers[0].restartPolicyRules: Too long: may not be more than 20 bytes"],
+    );
+    assert_errors(
+        &restart("init", &rules(21)),
+        &["spec.initContainers[0].restartPolicyRules: Too long: may not be more than 20 bytes"],
+    );
 }
 
 #[test]
@@ -463,7 +481,7 @@ fn v7_restart_rule_values_at_most_255() {
     assert_errors(
         &m,
         &[
-            "spec.containers[0].restartPolicyRules[0].exitCodes.values: Too many: 256: must have at most 255 items",
+            "spec.containers[0].restartPolicyRules[0].exitCodes.values: Too long: may not be more than 255 bytes",
         ],
     );
 }
@@ -476,7 +494,7 @@ fn v7_sidecars_may_not_have_restart_rules() {
             "    restartPolicy: Always\n    restartPolicyRules:\n    - {action: Restart, exitCodes: {operator: In, values: [1]}}\n",
         ),
         &[
-            "spec.initContainers[0].restartPolicyRules: Forbidden: may not be set for init containers with restartPolicy=Always",
+            "spec.initContainers[0].restartPolicyRules: Forbidden: restartPolicyRules are not allowed for init containers with restart policy Always",
         ],
     );
 }
@@ -497,15 +515,15 @@ fn v8_lifecycle_handler_needs_one_type() {
 }
 
 #[test]
-fn v8_sleep_seconds_within_grace_period() {
+fn v8_sleep_seconds_within_grace_period_in_1_34_words() {
     let msg = |v: i64, g: i64| {
         format!(
-            "spec.containers[0].lifecycle.preStop.sleep: Invalid value: {v}: must be greater than 0 and less than terminationGracePeriodSeconds ({g}). Enable AllowPodLifecycleSleepActionZeroValue feature gate for zero sleep."
+            "spec.containers[0].lifecycle.preStop.sleep: Invalid value: {v}: must be non-negative and less than terminationGracePeriodSeconds ({g})"
         )
     };
     assert_errors(
-        &container("    lifecycle:\n      preStop:\n        sleep: {seconds: 0}\n"),
-        &[&msg(0, 30)],
+        &container("    lifecycle:\n      preStop:\n        sleep: {seconds: -1}\n"),
+        &[&msg(-1, 30)],
     );
     assert_errors(
         &container("    lifecycle:\n      preStop:\n        sleep: {seconds: 31}\n"),
@@ -524,15 +542,13 @@ fn v8_sleep_seconds_within_grace_period() {
 }
 
 #[test]
-fn v8_sleep_zero_allowed_with_the_gate() {
-    let p = pod(&container(
-        "    lifecycle:\n      preStop:\n        sleep: {seconds: 0}\n",
-    ));
-    let opts = ValidationOptions {
-        allow_zero_sleep: true,
-        ..Default::default()
-    };
-    assert!(validate_pod_with(&p, &opts).is_ok());
+fn v8_sleep_zero_is_valid_by_default() {
+    assert_eq!(
+        errors(&container(
+            "    lifecycle:\n      preStop:\n        sleep: {seconds: 0}\n      postStart:\n        sleep: {seconds: 0}\n",
+        )),
+        Vec::<String>::new()
+    );
 }
 
 #[test]
@@ -541,10 +557,34 @@ fn v8_tcp_socket_and_http_handlers_accepted() {
 }
 
 #[test]
-fn v8_stop_signal_requires_os_and_a_known_signal() {
-    assert_errors(
-        &container("    lifecycle:\n      stopSignal: SIGUSR1\n"),
-        &[
+fn t3_stop_signal_is_dropped_on_create_not_rejected() {
+    // ContainerStopSignals is off in 1.35: the field goes, the pod is valid.
+    let m = with_spec(
+        "  initContainers:\n  - name: side\n    image: busybox\n    restartPolicy: Always\n    lifecycle:\n      stopSignal: SIGFOO\n  containers:\n  - name: app\n    image: busybox\n    lifecycle:\n      stopSignal: SIGUSR1\n      preStop:\n        sleep: {seconds: 1}\n",
+    );
+    assert_eq!(errors(&m), Vec::<String>::new());
+    let spec = common::pod(&m).spec.unwrap();
+    let app = spec.containers[0].lifecycle.as_ref().unwrap();
+    assert_eq!(app.stop_signal, None);
+    assert!(app.pre_stop.is_some(), "the rest of the lifecycle stays");
+    let side = &spec.init_containers.unwrap()[0];
+    assert_eq!(side.lifecycle.as_ref().unwrap().stop_signal, None);
+}
+
+/// The stop-signal checks themselves, for a pod that kept the field (an
+/// update of a pod stored while the gate was on).
+fn stop_signal_errors(yaml: &str) -> Vec<String> {
+    match validate_pod(&pod_with_all_fields(yaml)) {
+        Ok(()) => Vec::new(),
+        Err(e) => e.errors.iter().map(ToString::to_string).collect(),
+    }
+}
+
+#[test]
+fn t3_stop_signal_requires_os_and_a_known_signal_when_kept() {
+    assert_eq!(
+        stop_signal_errors(&container("    lifecycle:\n      stopSignal: SIGUSR1\n")),
+        [
             "spec.containers[0].lifecycle.stopSignal: Forbidden: may not be set for containers with empty `spec.os.name`",
         ],
     );
@@ -553,9 +593,9 @@ fn v8_stop_signal_requires_os_and_a_known_signal() {
             "  os: {{name: linux}}\n  containers:\n  - name: app\n    image: busybox\n    lifecycle:\n      stopSignal: {sig}\n"
         ))
     };
-    assert!(errors(&linux("SIGQUIT")).is_empty());
-    assert!(errors(&linux("SIGRTMIN+3")).is_empty());
-    let got = errors(&linux("SIGFOO"));
+    assert!(stop_signal_errors(&linux("SIGQUIT")).is_empty());
+    assert!(stop_signal_errors(&linux("SIGRTMIN+3")).is_empty());
+    let got = stop_signal_errors(&linux("SIGFOO"));
     assert_eq!(got.len(), 1);
     assert!(got[0].starts_with("spec.containers[0].lifecycle.stopSignal: Unsupported value: \"SIGFOO\": supported values: \"SIGABRT\", \"SIGALRM\","), "{got:?}");
 }

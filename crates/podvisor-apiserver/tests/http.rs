@@ -488,3 +488,21 @@ fn namespaces_and_events() {
     let (_, all) = s.json("GET", "/api/v1/events", None);
     assert_eq!(all["items"].as_array().unwrap().len(), 1);
 }
+
+/// T3/V17: the fields of gates that are off in 1.35 are dropped on create, as the API
+/// server's `dropDisabledFields`, not rejected (here `stopSignal` without `spec.os`, which
+/// validation would refuse).
+#[test]
+fn t3_create_drops_the_stop_signal_of_a_disabled_gate() {
+    let s = TestServer::start();
+    let mut pod = pod_json("sig");
+    pod["spec"]["containers"][0]["lifecycle"] = json!({
+        "stopSignal": "SIGUSR1",
+        "preStop": {"sleep": {"seconds": 0}},
+    });
+    let (code, created) = s.json("POST", "/api/v1/namespaces/default/pods", Some(&pod));
+    assert_eq!(code, 201, "{created}");
+    let lifecycle = &created["spec"]["containers"][0]["lifecycle"];
+    assert_eq!(lifecycle.get("stopSignal"), None, "{lifecycle}");
+    assert_eq!(lifecycle["preStop"]["sleep"]["seconds"], 0);
+}

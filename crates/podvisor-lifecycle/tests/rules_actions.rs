@@ -2058,6 +2058,77 @@ fn s4_status_image_is_the_newest_instance_image() {
     assert_eq!(h.status_of("app").image, "busybox");
 }
 
+/// S15: with 1.35's default gates every container status lists its `volumeMounts` (name,
+/// mountPath, readOnly, and for a read-only mount the resolved `recursiveReadOnly`: podvisor's
+/// runtime has no recursive read-only mounts, so `Disabled`); once the runtime has the
+/// container, `resources` (InPlacePodVerticalScaling: the allocated resources, as nothing is
+/// resized) and `allocatedResources` (the requests).
+#[test]
+fn s15_container_statuses_carry_mounts_and_resources() {
+    let mut h = Harness::new(json!({"spec": {
+        "volumes": [{"name": "data", "emptyDir": {}}, {"name": "conf", "emptyDir": {}}],
+        "containers": [
+            {"name": "app", "image": "busybox", "command": ["sh"],
+             "resources": {"requests": {"cpu": "100m", "memory": "64Mi"}, "limits": {"memory": "64Mi"}},
+             "volumeMounts": [
+                {"name": "data", "mountPath": "/data"},
+                {"name": "conf", "mountPath": "/conf", "readOnly": true, "recursiveReadOnly": "IfPossible"},
+             ]},
+            {"name": "bare", "image": "busybox", "command": ["sh"]},
+        ],
+    }}));
+    let mounts = |h: &Harness| serde_json::to_value(h.status_of("app").volume_mounts).unwrap();
+    let want_mounts = json!([
+        {"name": "data", "mountPath": "/data"},
+        {"name": "conf", "mountPath": "/conf", "readOnly": true, "recursiveReadOnly": "Disabled"},
+    ]);
+    // Before any instance: mounts already, no resources.
+    assert_eq!(mounts(&h), want_mounts);
+    assert_eq!(h.status_of("app").resources, None);
+    assert_eq!(h.status_of("bare").volume_mounts, None);
+    h.boot(t(0));
+    h.start_all(t(0));
+    let app = serde_json::to_value(h.status_of("app")).unwrap();
+    assert_eq!(app["volumeMounts"], want_mounts);
+    assert_eq!(
+        app["resources"],
+        json!({"requests": {"cpu": "100m", "memory": "64Mi"}, "limits": {"memory": "64Mi"}})
+    );
+    assert_eq!(
+        app["allocatedResources"],
+        json!({"cpu": "100m", "memory": "64Mi"})
+    );
+    let bare = serde_json::to_value(h.status_of("bare")).unwrap();
+    assert_eq!(bare["resources"], json!({}));
+    assert_eq!(bare.get("allocatedResources"), None);
+}
+
+/// D10: `status.observedGeneration` (and the kubelet's conditions') is the generation of the
+/// pod the status was built from, and follows a spec update (or a graceful delete, which the
+/// API server counts as one).
+#[test]
+fn d10_status_observes_the_generation_it_was_built_from() {
+    let mut h = Harness::new(json!({
+        "metadata": {"generation": 2},
+        "spec": {"containers": [container("app")]},
+    }));
+    h.boot(t(0));
+    h.start_all(t(0));
+    let observed = |h: &Harness| {
+        let status = h.status();
+        let conditions: Vec<Option<i64>> = status
+            .conditions
+            .unwrap_or_default()
+            .iter()
+            .map(|c| c.observed_generation)
+            .collect();
+        (status.observed_generation, conditions)
+    };
+    assert_eq!(observed(&h), (Some(2), vec![Some(2); 5]));
+    h.update(t(5), |pod| pod.metadata.generation = Some(3));
+    assert_eq!(observed(&h), (Some(3), vec![Some(3); 5]));
+}
+
 #[test]
 fn m12_image_change_reactions_by_container_kind() {
     // (container changed, expected Killing messages, restarted containers)

@@ -87,6 +87,7 @@ fn generate(i: In) -> Vec<PodCondition> {
         sandbox_ready: i.sandbox_ready,
         previous: i.previous,
         now: now(),
+        generation: None,
     })
 }
 
@@ -612,6 +613,7 @@ fn d7_first_appearance_uses_now_truncated_to_seconds() {
         sandbox_ready: true,
         previous: &[],
         now: now_fraction,
+        generation: None,
     });
     for c in &conds {
         assert_eq!(c.last_transition_time, Some(Time(now())), "{}", c.type_);
@@ -643,4 +645,44 @@ fn d3_a_regular_container_that_ran_keeps_the_pod_initialized_while_it_waits() {
         ..running_pod(&s, &regular)
     });
     assert_eq!(csm(&conds, "Initialized").0, "False");
+}
+
+/// D10: every kubelet-owned condition carries the generation of the pod the status is built
+/// from; conditions owned by others keep their own.
+#[test]
+fn d10_kubelet_conditions_observe_the_pod_generation() {
+    let s = spec(&[], &["app"], &["example.com/gate"]);
+    let regular = [running("app", true, true)];
+    let foreign = PodCondition {
+        type_: "example.com/gate".to_owned(),
+        status: "True".to_owned(),
+        observed_generation: Some(1),
+        ..PodCondition::default()
+    };
+    let previous = [foreign];
+    let conds = generate_conditions(&ConditionInput {
+        spec: &s,
+        phase: Phase::Running,
+        init_statuses: &[],
+        statuses: &regular,
+        sandbox_ready: true,
+        previous: &previous,
+        now: now(),
+        generation: Some(3),
+    });
+    let observed: Vec<(&str, Option<i64>)> = conds
+        .iter()
+        .map(|c| (c.type_.as_str(), c.observed_generation))
+        .collect();
+    assert_eq!(
+        observed,
+        [
+            ("example.com/gate", Some(1)),
+            ("PodReadyToStartContainers", Some(3)),
+            ("Initialized", Some(3)),
+            ("Ready", Some(3)),
+            ("ContainersReady", Some(3)),
+            ("PodScheduled", Some(3)),
+        ]
+    );
 }

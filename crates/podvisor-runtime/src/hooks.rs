@@ -98,7 +98,15 @@ pub async fn run_hook_detailed<R: Runtime>(
         };
     }
     if let Some(sleep) = &handler.sleep {
-        let duration = Duration::from_secs(sleep.seconds.max(0).unsigned_abs());
+        // V8: a zero sleep (valid since PodLifecycleSleepActionAllowZero) returns at once;
+        // racing it against `terminated` would fail it at random when the container is gone.
+        if sleep.seconds <= 0 {
+            return HookOutcome {
+                result: Ok(()),
+                http_fallback: None,
+            };
+        }
+        let duration = Duration::from_secs(sleep.seconds.unsigned_abs());
         let result = tokio::select! {
             () = tokio::time::sleep(duration) => Ok(()),
             () = terminated => Err(format!(

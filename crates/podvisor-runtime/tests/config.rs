@@ -617,6 +617,37 @@ fn memory_backed_empty_dir_size_follows_the_kubelet() {
     assert_eq!(size(&p(json!("8Mi"), [None, None]), None), Some(8 * MI));
 }
 
+/// V15: with pod-level `resources.limits` (PodLevelResources, on), the pod's memory limit is
+/// the pod-level one, whatever the containers declare (`PodLimits`).
+#[test]
+fn v15_memory_empty_dir_size_uses_the_pod_level_limit() {
+    let p = |pod_limits: Value| {
+        pod(json!({
+            "resources": {"limits": pod_limits},
+            "volumes": [{"name": "ram", "emptyDir": {"medium": "Memory"}}],
+            "containers": [
+                {"name": "app", "command": ["sh"]},
+                {"name": "side", "command": ["sh"], "resources": {"limits": {"memory": "64Mi"}}}
+            ]
+        }))
+    };
+    let size = |p: &Pod| {
+        let opts = BuildOptions {
+            node_allocatable: NodeAllocatable {
+                memory_bytes: Some(1 << 30),
+                ..NodeAllocatable::default()
+            },
+        };
+        match &config::pod_volumes(p, &paths(), &opts)[0].kind {
+            PodVolumeKind::MemoryEmptyDir { size } => *size,
+            other => panic!("{other:?}"),
+        }
+    };
+    assert_eq!(size(&p(json!({"memory": "256Mi"}))), Some(256 << 20));
+    // Pod-level limits without memory: the pod has no memory limit.
+    assert_eq!(size(&p(json!({"cpu": "1"}))), Some(1 << 30));
+}
+
 #[test]
 fn termination_message_path_and_file_locations() {
     let p = pod(json!({"containers": [{

@@ -350,6 +350,32 @@ async fn h1_sleep_hook_ends_early_when_the_container_terminates() {
     assert_eq!(started.elapsed().as_secs(), 5);
 }
 
+/// V8: `sleep: {seconds: 0}` is valid by default (PodLifecycleSleepActionAllowZero, GA in
+/// 1.34) and returns at once, successfully, even when the container has already terminated
+/// (a zero sleep has nothing to cut short).
+#[tokio::test(start_paused = true)]
+async fn v8_zero_sleep_returns_at_once() {
+    let handler = LifecycleHandler {
+        sleep: Some(SleepAction { seconds: 0 }),
+        ..Default::default()
+    };
+    let started = tokio::time::Instant::now();
+    for _ in 0..64 {
+        let outcome = run_hook_detailed(
+            &HostExec,
+            &(),
+            1,
+            &container(),
+            &handler,
+            POD,
+            std::future::ready(()),
+        )
+        .await;
+        assert_eq!(outcome.result, Ok(()));
+    }
+    assert_eq!(started.elapsed(), Duration::ZERO);
+}
+
 #[tokio::test]
 async fn h1_tcp_socket_hook_is_an_invalid_handler() {
     let handler = LifecycleHandler {

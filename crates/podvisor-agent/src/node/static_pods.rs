@@ -12,7 +12,9 @@ use super::{NodeLoop, uid};
 use crate::log::{debug, warning};
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{Pod, PodStatus, Toleration};
-use podvisor_api::{apply_defaults, decode_pods, validate_pod};
+use podvisor_api::{
+    apply_defaults, decode_pods, drop_disabled_fields, validate_pod, validate_static_pod_references,
+};
 use podvisor_store::{EventType, Key, StoreError};
 use serde_json::Value;
 use std::collections::{BTreeMap, HashMap};
@@ -274,7 +276,9 @@ impl NodeLoop {
 /// The kubelet's file source (`applyDefaults` in `pkg/kubelet/config/common.go`): UID = hex
 /// MD5 over the decoded pod, `host:<node>` and `file:<path>`; name `<name>-<node>`; namespace
 /// `default`; `spec.nodeName`; `config.hash`/`config.source` annotations; a NoExecute
-/// `Exists` toleration; phase Pending. Then API defaulting and validation.
+/// `Exists` toleration; phase Pending. Then API defaulting, the fields of disabled gates
+/// dropped, validation, and the refusal of references to API objects (M10,
+/// `PreventStaticPodAPIReferences`): such a pod never runs.
 pub(crate) fn static_pod(mut pod: Pod, node_name: &str, source: &str) -> Result<Pod, String> {
     let node = node_name.to_lowercase();
     if pod.metadata.uid.as_deref().unwrap_or("").is_empty() {
@@ -308,7 +312,9 @@ pub(crate) fn static_pod(mut pod: Pod, node_name: &str, source: &str) -> Result<
         ..PodStatus::default()
     });
     apply_defaults(&mut pod);
+    drop_disabled_fields(&mut pod, None);
     validate_pod(&pod).map_err(|e| format!("{source}: {e}"))?;
+    validate_static_pod_references(&pod).map_err(|e| format!("{source}: {e}"))?;
     Ok(pod)
 }
 
@@ -480,6 +486,18 @@ mod tests {
         assert_ne!(moved.metadata.uid.as_deref(), Some(uid.as_str()));
         let edited = static_pod(manifest("nginx"), "node-1", "/etc/m/web.yaml").unwrap();
         assert_ne!(edited.metadata.uid.as_deref(), Some(uid.as_str()));
+    }
+
+    #[test]
+    fn m10_static_pods_referencing_api_objects_are_refused() {
+        let mut pod = manifest("busybox");
+        let spec = pod.spec.as_mut().unwrap();
+        spec.service_account_name = Some("builder".to_string());
+        let err = static_pod(pod, "node-1", "/etc/m/web.yaml").unwrap_err();
+        assert_eq!(
+            err,
+            "/etc/m/web.yaml: The Pod \"web-node-1\" is invalid: spec.serviceAccountName: Forbidden: static pods may not reference API objects"
+        );
     }
 
     #[test]

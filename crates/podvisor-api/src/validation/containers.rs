@@ -14,6 +14,7 @@ use super::handlers::{ProbeKind, validate_lifecycle, validate_probe_of};
 use super::names::{is_dns1123_label, is_valid_port_name, is_valid_port_num};
 use super::paths::validate_local_descending_path;
 use super::resources::{validate_resize_policy, validate_resources};
+use super::security::validate_security_context;
 
 /// `spec.containers` (V1-V5, V7, V8).
 pub(crate) fn validate_containers(
@@ -67,7 +68,7 @@ pub(crate) fn validate_init_containers(
             if !rules.is_empty() {
                 errs.push(FieldError::forbidden(
                     &p.child("restartPolicyRules"),
-                    "may not be set for init containers with restartPolicy=Always",
+                    "restartPolicyRules are not allowed for init containers with restart policy Always",
                 ));
             }
         } else {
@@ -164,12 +165,9 @@ fn validate_container_restart_policy(
         Some(_) => {}
     }
     let rules_path = path.child("restartPolicyRules");
+    // Upstream reports the list length with `field.TooLong`, hence "bytes".
     if rules.len() > MAX_RESTART_RULES {
-        errs.push(FieldError::too_many(
-            &rules_path,
-            rules.len(),
-            MAX_RESTART_RULES,
-        ));
+        errs.push(FieldError::too_long(&rules_path, MAX_RESTART_RULES));
     }
     for (i, rule) in rules.iter().enumerate() {
         let rp = rules_path.index(i);
@@ -197,20 +195,14 @@ fn validate_container_restart_policy(
                 &["In", "NotIn"],
             ));
         }
-        // An empty list is valid: it means "any exit code".
+        // An empty list is valid, and upstream does not reject repeated
+        // values.
         let values = codes.values.as_deref().unwrap_or_default();
         if values.len() > MAX_RESTART_RULE_VALUES {
-            errs.push(FieldError::too_many(
+            errs.push(FieldError::too_long(
                 &cp.child("values"),
-                values.len(),
                 MAX_RESTART_RULE_VALUES,
             ));
-        }
-        let mut seen = HashSet::new();
-        for (j, v) in values.iter().enumerate() {
-            if !seen.insert(*v) {
-                errs.push(FieldError::duplicate(&cp.child("values").index(j), *v));
-            }
         }
     }
     errs
@@ -258,7 +250,6 @@ pub(crate) fn validate_container_common(
     errs.extend(validate_env_from(
         c.env_from.as_deref().unwrap_or_default(),
         &path.child("envFrom"),
-        ctx,
     ));
     errs.extend(validate_volume_mounts(
         c.volume_mounts.as_deref().unwrap_or_default(),
@@ -279,6 +270,11 @@ pub(crate) fn validate_container_common(
         errs.extend(validate_resources(r, &path.child("resources")));
     }
     errs.extend(validate_resize_policy(c, &path.child("resizePolicy"), ctx));
+    errs.extend(validate_security_context(
+        c.security_context.as_ref(),
+        &path.child("securityContext"),
+        ctx.host_users,
+    ));
     errs
 }
 
@@ -379,7 +375,7 @@ fn validate_volume_mounts(
         if m.name.is_empty() {
             errs.push(FieldError::required(&p.child("name"), ""));
         }
-        if !ctx.volumes.contains(m.name.as_str()) {
+        if !ctx.volumes.contains_key(m.name.as_str()) {
             errs.push(FieldError::not_found(&p.child("name"), &m.name));
         }
         if m.mount_path.is_empty() {

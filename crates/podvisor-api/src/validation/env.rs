@@ -1,14 +1,15 @@
 //! Environment variables (V11): names, `valueFrom` sources, `envFrom`, and
 //! the downward-API field selectors they share with volumes.
 
-use k8s_openapi::api::core::v1::{EnvFromSource, EnvVar, ObjectFieldSelector};
+use k8s_openapi::api::core::v1::{EnvFromSource, EnvVar, FileKeySelector, ObjectFieldSelector};
 
 use super::Ctx;
 use super::field::{FieldError, Path};
 use super::names::{
-    is_config_map_key, is_env_var_name, is_qualified_name, is_relaxed_env_var_name,
+    is_config_map_key, is_dns1123_label, is_qualified_name, is_relaxed_env_var_name,
     name_is_dns_subdomain,
 };
+use super::paths::validate_no_backsteps;
 
 pub(crate) fn validate_env(vars: &[EnvVar], path: &Path, ctx: &Ctx<'_>) -> Vec<FieldError> {
     let mut errs = Vec::new();
@@ -17,16 +18,11 @@ pub(crate) fn validate_env(vars: &[EnvVar], path: &Path, ctx: &Ctx<'_>) -> Vec<F
         if ev.name.is_empty() {
             errs.push(FieldError::required(&p.child("name"), ""));
         } else {
-            let msgs = if ctx.opts.relaxed_env_var_names {
-                is_relaxed_env_var_name(&ev.name)
-            } else {
-                is_env_var_name(&ev.name)
-            };
-            for m in msgs {
+            for m in is_relaxed_env_var_name(&ev.name) {
                 errs.push(FieldError::invalid(&p.child("name"), &ev.name, m));
             }
         }
-        errs.extend(validate_env_value_from(ev, &p.child("valueFrom")));
+        errs.extend(validate_env_value_from(ev, &p.child("valueFrom"), ctx));
     }
     errs
 }
@@ -137,7 +133,7 @@ pub(crate) fn validate_object_field_selector(
     }
 }
 
-fn validate_env_value_from(ev: &EnvVar, path: &Path) -> Vec<FieldError> {
+fn validate_env_value_from(ev: &EnvVar, path: &Path, ctx: &Ctx<'_>) -> Vec<FieldError> {
     let Some(from) = &ev.value_from else {
         return Vec::new();
     };
@@ -183,16 +179,20 @@ fn validate_env_value_from(ev: &EnvVar, path: &Path) -> Vec<FieldError> {
             &path.child("secretKeyRef"),
         ));
     }
-    // EnvFiles: counted as a source; its own fields are not checked here.
-    if from.file_key_ref.is_some() {
+    if let Some(f) = &from.file_key_ref {
         sources += 1;
+        errs.extend(validate_file_key_selector(
+            f,
+            &path.child("fileKeyRef"),
+            ctx,
+        ));
     }
     let has_value = ev.value.as_deref().is_some_and(|v| !v.is_empty());
     if sources == 0 {
         errs.push(FieldError::invalid(
             path,
             "",
-            "must specify one of: `fieldRef`, `resourceFieldRef`, `configMapKeyRef` or `secretKeyRef`",
+            "must specify one of: `fieldRef`, `resourceFieldRef`, `configMapKeyRef`, `secretKeyRef` or `fileKeyRef`",
         ));
     } else if has_value {
         errs.push(FieldError::invalid(
@@ -206,6 +206,47 @@ fn validate_env_value_from(ev: &EnvVar, path: &Path) -> Vec<FieldError> {
             "",
             "may not have more than one field specified at a time",
         ));
+    }
+    errs
+}
+
+/// `fileKeyRef` (EnvFiles, beta and on in 1.35): a key read from a file
+/// that another container wrote into an emptyDir volume.
+fn validate_file_key_selector(f: &FileKeySelector, path: &Path, ctx: &Ctx<'_>) -> Vec<FieldError> {
+    let mut errs = Vec::new();
+    let key_path = path.child("key");
+    if f.key.is_empty() {
+        errs.push(FieldError::required(&key_path, ""));
+    } else {
+        for m in is_relaxed_env_var_name(&f.key) {
+            errs.push(FieldError::invalid(&key_path, &f.key, m));
+        }
+    }
+    let path_path = path.child("path");
+    if f.path.is_empty() {
+        errs.push(FieldError::required(&path_path, ""));
+    } else {
+        errs.extend(validate_no_backsteps(&f.path, &path_path));
+    }
+    let vol_path = path.child("volumeName");
+    if f.volume_name.is_empty() {
+        errs.push(FieldError::required(&vol_path, ""));
+    } else {
+        let label_errs = is_dns1123_label(&f.volume_name);
+        if label_errs.is_empty() {
+            match ctx.volumes.get(f.volume_name.as_str()) {
+                None => errs.push(FieldError::not_found(&vol_path, &f.volume_name)),
+                Some(v) if v.empty_dir.is_some() => {}
+                Some(_) => errs.push(FieldError::invalid(
+                    &vol_path,
+                    &f.volume_name,
+                    "referenced volume must be of type emptyDir",
+                )),
+            }
+        }
+        for m in label_errs {
+            errs.push(FieldError::invalid(&vol_path, &f.volume_name, m));
+        }
     }
     errs
 }
@@ -225,21 +266,12 @@ fn validate_key_selector(name: &str, key: &str, path: &Path) -> Vec<FieldError> 
     errs
 }
 
-pub(crate) fn validate_env_from(
-    vars: &[EnvFromSource],
-    path: &Path,
-    ctx: &Ctx<'_>,
-) -> Vec<FieldError> {
+pub(crate) fn validate_env_from(vars: &[EnvFromSource], path: &Path) -> Vec<FieldError> {
     let mut errs = Vec::new();
     for (i, ev) in vars.iter().enumerate() {
         let p = path.index(i);
         if let Some(prefix) = ev.prefix.as_deref().filter(|s| !s.is_empty()) {
-            let msgs = if ctx.opts.relaxed_env_var_names {
-                is_relaxed_env_var_name(prefix)
-            } else {
-                is_env_var_name(prefix)
-            };
-            for m in msgs {
+            for m in is_relaxed_env_var_name(prefix) {
                 errs.push(FieldError::invalid(&p.child("prefix"), prefix, m));
             }
         }

@@ -372,8 +372,8 @@ mod tests {
             "spec.restartPolicy: Unsupported value: \"Sometimes\": supported values: \"Always\", \"OnFailure\", \"Never\""
         );
         assert_eq!(
-            FieldError::too_many(&p.child("restartPolicyRules"), 21, 20).to_string(),
-            "spec.containers[0].restartPolicyRules: Too many: 21: must have at most 20 items"
+            FieldError::too_many(&p.child("items"), 21, 20).to_string(),
+            "spec.containers[0].items: Too many: 21: must have at most 20 items"
         );
         assert_eq!(
             Path::new("metadata").child("labels").key("a/b").to_string(),

@@ -87,24 +87,13 @@ fn validate_sleep(sleep: &SleepAction, path: &Path, ctx: &Ctx<'_>) -> Vec<FieldE
     let Some(grace) = ctx.grace_period else {
         return Vec::new();
     };
+    // PodLifecycleSleepActionAllowZero is GA (1.34): zero is valid.
     let s = sleep.seconds;
-    if ctx.opts.allow_zero_sleep {
-        if s < 0 || s > grace {
-            return vec![FieldError::invalid(
-                path,
-                s,
-                format!(
-                    "must be non-negative and less than terminationGracePeriodSeconds ({grace})"
-                ),
-            )];
-        }
-    } else if s <= 0 || s > grace {
+    if s < 0 || s > grace {
         return vec![FieldError::invalid(
             path,
             s,
-            format!(
-                "must be greater than 0 and less than terminationGracePeriodSeconds ({grace}). Enable AllowPodLifecycleSleepActionZeroValue feature gate for zero sleep."
-            ),
+            format!("must be non-negative and less than terminationGracePeriodSeconds ({grace})"),
         )];
     }
     Vec::new()

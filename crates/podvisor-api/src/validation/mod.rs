@@ -5,13 +5,16 @@
 //! several checks (probe thresholds, pull policy, grace period) assume
 //! defaulted input.
 //!
-//! Feature gates are those of Kubernetes 1.35 with two spec-mandated
-//! exceptions (see [`ValidationOptions`]): `ContainerRestartRules` and
-//! `SidecarContainers` are on, `RestartAllContainersOnContainerExits` is off.
+//! Feature gates are Kubernetes 1.35's defaults (behaviour reference §0):
+//! among others `ContainerRestartRules`, `EnvFiles`, `HostnameOverride`,
+//! `ImageVolume` and `PodLevelResources` are on;
+//! `RestartAllContainersOnContainerExits` and `ContainerStopSignals` are off
+//! (fields of gates that are off are removed before validation by
+//! [`crate::drop_disabled_fields`]).
 
-use std::collections::HashSet;
+use std::collections::HashMap;
 
-use k8s_openapi::api::core::v1::{Pod, PodSpec};
+use k8s_openapi::api::core::v1::{Pod, PodSpec, Volume};
 
 mod containers;
 mod env;
@@ -20,38 +23,31 @@ mod field;
 mod handlers;
 mod meta;
 mod names;
+mod network;
 mod paths;
 mod resources;
+mod security;
 mod spec;
+mod static_pod;
 mod update;
 
 pub use field::{BadValue, ErrorKind, FieldError, Path, ValidationErrors, go_quote};
+pub use static_pod::validate_static_pod_references;
 pub use update::{validate_pod_update, validate_status_update};
-
-/// Switches for behaviour that depends on feature gates. The defaults follow
-/// the podvisor behaviour reference (section 11).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct ValidationOptions {
-    /// Accept any printable-ASCII env var name except `=`
-    /// (`RelaxedEnvironmentVariableValidation`). Off: names must match
-    /// `[-._a-zA-Z][-._a-zA-Z0-9]*` (V11).
-    pub relaxed_env_var_names: bool,
-    /// Accept `sleep.seconds: 0` in lifecycle hooks
-    /// (`PodLifecycleSleepActionAllowZero`). Off: it must be > 0 (V8).
-    pub allow_zero_sleep: bool,
-}
 
 /// What container-level checks need to know about the pod around them.
 pub(crate) struct Ctx<'a> {
-    pub(crate) opts: &'a ValidationOptions,
     /// `spec.terminationGracePeriodSeconds`, bounding `sleep` hooks.
     pub(crate) grace_period: Option<i64>,
-    /// Names of the volumes that validated cleanly.
-    pub(crate) volumes: HashSet<&'a str>,
+    /// The volumes that validated cleanly, by name (only those can be
+    /// mounted or referenced).
+    pub(crate) volumes: HashMap<&'a str, &'a Volume>,
     /// `spec.restartPolicy`.
     pub(crate) pod_restart_policy: &'a str,
     /// `spec.os.name`, if set.
     pub(crate) os: Option<&'a str>,
+    /// Whether the pod shares the host's user namespace (`hostUsers`).
+    pub(crate) host_users: bool,
 }
 
 /// The name used in the error summary: `metadata.name`, else `generateName`.
@@ -73,60 +69,73 @@ pub(crate) fn into_result(pod: &Pod, errors: Vec<FieldError>) -> Result<(), Vali
 }
 
 /// Validates a Pod as the API server does on create (`ValidatePodCreate`),
-/// with the default [`ValidationOptions`]. Call after defaulting.
+/// with Kubernetes 1.35's default feature gates. Call after defaulting and
+/// [`crate::drop_disabled_fields`].
 ///
 /// # Errors
 ///
 /// Every problem found, in the API server's order.
 pub fn validate_pod(pod: &Pod) -> Result<(), ValidationErrors> {
-    validate_pod_with(pod, &ValidationOptions::default())
-}
-
-/// [`validate_pod`] with explicit options.
-///
-/// # Errors
-///
-/// Every problem found, in the API server's order.
-pub fn validate_pod_with(pod: &Pod, opts: &ValidationOptions) -> Result<(), ValidationErrors> {
-    into_result(pod, pod_create_errors(pod, opts))
+    into_result(pod, pod_create_errors(pod))
 }
 
 /// `validatePodMetadataAndSpec`: shared by create and update.
-pub(crate) fn pod_metadata_and_spec_errors(pod: &Pod, opts: &ValidationOptions) -> Vec<FieldError> {
+pub(crate) fn pod_metadata_and_spec_errors(pod: &Pod) -> Vec<FieldError> {
     let empty = PodSpec::default();
     let spec_value = pod.spec.as_ref().unwrap_or(&empty);
     let mut errs = meta::validate_object_meta(&pod.metadata, &Path::new("metadata"));
     errs.extend(meta_pod_annotations(pod, spec_value));
-    errs.extend(spec::validate_pod_spec(spec_value, opts));
+    errs.extend(spec::validate_pod_spec(spec_value));
     errs.extend(spec::pod_only_checks(spec_value));
     errs
 }
 
-/// `ValidatePodSpecificAnnotations`: a mirror pod must be bound to a node.
+/// The annotation that ranks pods for scale-down (V19).
+const POD_DELETION_COST: &str = "controller.kubernetes.io/pod-deletion-cost";
+
+/// `ValidatePodSpecificAnnotations`: a mirror pod must be bound to a node;
+/// a pod-deletion cost must be an int32 (V19).
 fn meta_pod_annotations(pod: &Pod, spec: &PodSpec) -> Vec<FieldError> {
-    let Some(value) = pod
-        .metadata
-        .annotations
-        .as_ref()
-        .and_then(|a| a.get(meta::MIRROR_POD_ANNOTATION))
-    else {
+    let Some(annotations) = pod.metadata.annotations.as_ref() else {
         return Vec::new();
     };
-    if spec.node_name.as_deref().unwrap_or("").is_empty() {
-        vec![FieldError::invalid(
-            &Path::new("metadata")
-                .child("annotations")
-                .key(meta::MIRROR_POD_ANNOTATION),
+    let path = Path::new("metadata").child("annotations");
+    let mut errs = Vec::new();
+    if let Some(value) = annotations.get(meta::MIRROR_POD_ANNOTATION)
+        && spec.node_name.as_deref().unwrap_or("").is_empty()
+    {
+        errs.push(FieldError::invalid(
+            &path.key(meta::MIRROR_POD_ANNOTATION),
             value,
             "must set spec.nodeName if mirror pod annotation is set",
-        )]
-    } else {
-        Vec::new()
+        ));
     }
+    if let Some(value) = annotations.get(POD_DELETION_COST)
+        && !is_deletion_cost(value)
+    {
+        errs.push(FieldError::invalid(
+            &path.key(POD_DELETION_COST),
+            value,
+            "must be a 32bit integer",
+        ));
+    }
+    errs
 }
 
-fn pod_create_errors(pod: &Pod, opts: &ValidationOptions) -> Vec<FieldError> {
-    let mut errs = pod_metadata_and_spec_errors(pod, opts);
+/// `GetDeletionCostFromPodAnnotations`: a base-10 int32 without a `+` sign
+/// or leading zeros (`0` itself, and `-` followed by digits, are fine).
+fn is_deletion_cost(value: &str) -> bool {
+    let first_ok = match value.as_bytes().first() {
+        None => false,
+        Some(b'-') => true,
+        Some(b'0') => value == "0",
+        Some(c) => c.is_ascii_digit(),
+    };
+    first_ok && value.parse::<i32>().is_ok()
+}
+
+fn pod_create_errors(pod: &Pod) -> Vec<FieldError> {
+    let mut errs = pod_metadata_and_spec_errors(pod);
     let spec_path = Path::new("spec");
     if let Some(spec) = &pod.spec {
         // Ephemeral containers are added through their subresource only (V12).

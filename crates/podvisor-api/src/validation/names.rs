@@ -8,8 +8,6 @@ const DNS1123_SUBDOMAIN_MSG: &str = "a lowercase RFC 1123 subdomain must consist
 const QUALIFIED_NAME_FMT: &str = "([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]";
 const QUALIFIED_NAME_MSG: &str = "must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character";
 const LABEL_VALUE_MSG: &str = "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character";
-const ENV_VAR_NAME_FMT: &str = "[-._a-zA-Z][-._a-zA-Z0-9]*";
-const ENV_VAR_NAME_MSG: &str = "a valid environment variable name must consist of alphabetic characters, digits, '_', '-', or '.', and must not start with a digit";
 const RELAXED_ENV_VAR_NAME_MSG: &str = "a valid environment variable name must consist only of printable ASCII characters other than '='";
 const CONFIG_MAP_KEY_FMT: &str = "[-._a-zA-Z0-9]+";
 const CONFIG_MAP_KEY_MSG: &str =
@@ -236,26 +234,9 @@ fn has_chdir_prefix(value: &str) -> Vec<String> {
     }
 }
 
-/// A C-identifier-like environment variable name (the strict default, V11).
-#[must_use]
-pub fn is_env_var_name(value: &str) -> Vec<String> {
-    let mut errs = Vec::new();
-    let b = value.as_bytes();
-    let first_ok = |c: u8| c.is_ascii_alphabetic() || matches!(c, b'-' | b'.' | b'_');
-    let rest_ok = |c: u8| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'.' | b'_');
-    if b.is_empty() || !first_ok(b[0]) || !b[1..].iter().all(|&c| rest_ok(c)) {
-        errs.push(regex_error(
-            ENV_VAR_NAME_MSG,
-            ENV_VAR_NAME_FMT,
-            &["my.env-name", "MY_ENV.NAME", "MyEnvName1"],
-        ));
-    }
-    errs.extend(has_chdir_prefix(value));
-    errs
-}
-
-/// An environment variable name under relaxed validation: printable ASCII
-/// other than `=`.
+/// An environment variable name (V11, `RelaxedEnvironmentVariableValidation`
+/// GA in 1.34): printable ASCII other than `=`. The older C-identifier rule
+/// no longer applies to any object, as the gate is locked on.
 #[must_use]
 pub fn is_relaxed_env_var_name(value: &str) -> Vec<String> {
     let mut errs = Vec::new();
@@ -357,9 +338,6 @@ mod tests {
 
     #[test]
     fn env_names() {
-        assert!(is_env_var_name("MY_VAR.x-1").is_empty());
-        assert_eq!(is_env_var_name("1X").len(), 1);
-        assert_eq!(is_env_var_name("..x"), vec!["must not start with '..'"]);
         assert!(is_relaxed_env_var_name("1 X").is_empty());
         assert_eq!(is_relaxed_env_var_name("A=B").len(), 1);
     }

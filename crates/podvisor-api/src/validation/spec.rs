@@ -1,11 +1,12 @@
 //! Pod-spec level rules (V4 host network, V9) and volumes (V10 sources).
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 use k8s_openapi::api::core::v1::{
     DownwardAPIVolumeFile, KeyToPath, PodSpec, Toleration, Volume, VolumeProjection,
 };
 
+use super::Ctx;
 use super::containers::{validate_containers, validate_image_whitespace, validate_init_containers};
 use super::env::validate_object_field_selector;
 use super::ephemeral::validate_ephemeral_containers;
@@ -15,14 +16,16 @@ use super::names::{
     inclusive_range_error, is_dns1123_label, is_qualified_name, is_valid_label_value,
     name_is_dns_subdomain,
 };
+use super::network::{validate_dns_config, validate_hostname_override};
 use super::paths::{validate_local_non_reserved_path, validate_no_backsteps};
-use super::{Ctx, ValidationOptions};
+use super::resources::validate_pod_resources;
+use super::security::{host_users, validate_host_users, validate_pod_security_context};
 use crate::quantity::{QUANTITY_SYNTAX_MSG, Quantity};
 
 const FILE_MODE_MSG: &str = "must be a number between 0 and 0777 (octal), both inclusive";
 
 /// Kubernetes' `ValidatePodSpec`.
-pub(crate) fn validate_pod_spec(spec: &PodSpec, opts: &ValidationOptions) -> Vec<FieldError> {
+pub(crate) fn validate_pod_spec(spec: &PodSpec) -> Vec<FieldError> {
     let path = Path::new("spec");
     let mut errs = Vec::new();
     if spec.termination_grace_period_seconds.is_none() {
@@ -38,11 +41,11 @@ pub(crate) fn validate_pod_spec(spec: &PodSpec, opts: &ValidationOptions) -> Vec
     errs.extend(vol_errs);
 
     let ctx = Ctx {
-        opts,
         grace_period: spec.termination_grace_period_seconds,
         volumes,
         pod_restart_policy: spec.restart_policy.as_deref().unwrap_or(""),
         os: spec.os.as_ref().map(|o| o.name.as_str()),
+        host_users: host_users(spec),
     };
     let containers = spec.containers.as_slice();
     let inits = spec.init_containers.as_deref().unwrap_or_default();
@@ -64,6 +67,8 @@ pub(crate) fn validate_pod_spec(spec: &PodSpec, opts: &ValidationOptions) -> Vec
         &path.child("ephemeralContainers"),
         &ctx,
     ));
+
+    errs.extend(validate_pod_resources(spec, &path.child("resources")));
 
     // V4: with hostNetwork, a pod's hostPort must equal its containerPort.
     if spec.host_network.unwrap_or(false) {
@@ -107,6 +112,11 @@ pub(crate) fn validate_pod_spec(spec: &PodSpec, opts: &ValidationOptions) -> Vec
     if let Some(ns) = &spec.node_selector {
         errs.extend(validate_labels(ns, &path.child("nodeSelector")));
     }
+    errs.extend(validate_pod_security_context(
+        spec.security_context.as_ref(),
+        &path.child("securityContext"),
+    ));
+    errs.extend(validate_dns_config(spec, &path.child("dnsConfig")));
     for (i, gate) in spec.readiness_gates.iter().flatten().enumerate() {
         let p = path.child("readinessGates").index(i).child("conditionType");
         for msg in is_qualified_name(&gate.condition_type) {
@@ -123,6 +133,7 @@ pub(crate) fn validate_pod_spec(spec: &PodSpec, opts: &ValidationOptions) -> Vec
             errs.push(FieldError::duplicate(&p, &gate.name));
         }
     }
+    errs.extend(validate_host_users(spec, &path));
     for (field, value) in [
         ("serviceAccountName", &spec.service_account_name),
         ("nodeName", &spec.node_name),
@@ -152,6 +163,7 @@ pub(crate) fn validate_pod_spec(spec: &PodSpec, opts: &ValidationOptions) -> Vec
             }
         }
     }
+    errs.extend(validate_hostname_override(spec, &path));
     errs.extend(validate_tolerations(
         spec.tolerations.as_deref().unwrap_or_default(),
         &path.child("tolerations"),
@@ -284,8 +296,11 @@ pub(crate) fn validate_tolerations(tolerations: &[Toleration], path: &Path) -> V
 
 /// Kubernetes' `ValidateVolumes`: returns the names of the volumes that
 /// validated cleanly (only those can be mounted) and the errors.
-fn validate_volumes<'a>(volumes: &'a [Volume], path: &Path) -> (HashSet<&'a str>, Vec<FieldError>) {
-    let mut names = HashSet::new();
+fn validate_volumes<'a>(
+    volumes: &'a [Volume],
+    path: &Path,
+) -> (HashMap<&'a str, &'a Volume>, Vec<FieldError>) {
+    let mut names = HashMap::new();
     let mut errs = Vec::new();
     for (i, v) in volumes.iter().enumerate() {
         let p = path.index(i);
@@ -298,11 +313,11 @@ fn validate_volumes<'a>(volumes: &'a [Volume], path: &Path) -> (HashSet<&'a str>
                 el.push(FieldError::invalid(&name_path, &v.name, msg));
             }
         }
-        if names.contains(v.name.as_str()) {
+        if names.contains_key(v.name.as_str()) {
             el.push(FieldError::duplicate(&name_path, &v.name));
         }
         if el.is_empty() {
-            names.insert(v.name.as_str());
+            names.insert(v.name.as_str(), v);
         } else {
             errs.extend(el);
         }
@@ -613,6 +628,23 @@ fn validate_volume_source(v: &Volume, path: &Path) -> Vec<FieldError> {
                     pr.sources.as_deref().unwrap_or_default(),
                     &p,
                 ));
+            }
+        }
+        Some("image") => {
+            if let Some(img) = &v.image {
+                let p = path.child("image");
+                if img.reference.as_deref().unwrap_or("").is_empty() {
+                    errs.push(FieldError::required(&p.child("reference"), ""));
+                }
+                match img.pull_policy.as_deref().unwrap_or("") {
+                    "Always" | "IfNotPresent" | "Never" => {}
+                    "" => errs.push(FieldError::required(&p.child("pullPolicy"), "")),
+                    other => errs.push(FieldError::not_supported(
+                        &p.child("pullPolicy"),
+                        other,
+                        &["Always", "IfNotPresent", "Never"],
+                    )),
+                }
             }
         }
         Some(_) => {}

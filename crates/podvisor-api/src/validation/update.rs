@@ -10,7 +10,7 @@ use super::field::{FieldError, Path};
 use super::meta::{validate_mirror_annotation_update, validate_object_meta_update};
 use super::names::inclusive_range_error;
 use super::spec::validate_tolerations;
-use super::{ValidationErrors, ValidationOptions, into_result, pod_metadata_and_spec_errors};
+use super::{ValidationErrors, into_result, pod_metadata_and_spec_errors};
 
 const UPDATABLE_POD_SPEC_FIELDS: [&str; 5] = [
     "`spec.containers[*].image`",
@@ -30,10 +30,7 @@ const UPDATABLE_POD_SPEC_FIELDS: [&str; 5] = [
 ///
 /// Every problem found, in the API server's order.
 pub fn validate_pod_update(old: &Pod, new: &Pod) -> Result<(), ValidationErrors> {
-    into_result(
-        new,
-        pod_update_errors(old, new, &ValidationOptions::default()),
-    )
+    into_result(new, pod_update_errors(old, new))
 }
 
 fn container_update_errors(
@@ -64,10 +61,10 @@ fn container_update_errors(
     Ok(errs)
 }
 
-fn pod_update_errors(old: &Pod, new: &Pod, opts: &ValidationOptions) -> Vec<FieldError> {
+fn pod_update_errors(old: &Pod, new: &Pod) -> Vec<FieldError> {
     let mut errs =
         validate_object_meta_update(&new.metadata, &old.metadata, &Path::new("metadata"));
-    errs.extend(pod_metadata_and_spec_errors(new, opts));
+    errs.extend(pod_metadata_and_spec_errors(new));
     errs.extend(validate_mirror_annotation_update(
         &new.metadata,
         &old.metadata,

@@ -2,10 +2,18 @@
 #![allow(dead_code)]
 
 use podvisor_api::k8s_openapi::api::core::v1::Pod;
-use podvisor_api::{apply_defaults, decode_pods, validate_pod};
+use podvisor_api::{apply_defaults, decode_pods, drop_disabled_fields, validate_pod};
 
-/// Decodes one Pod from YAML (strict) and applies the API defaults.
+/// Decodes one Pod from YAML (strict), applies the API defaults and drops
+/// the fields of disabled gates, as the API server's create does.
 pub fn pod(yaml: &str) -> Pod {
+    let mut pod = pod_with_all_fields(yaml);
+    drop_disabled_fields(&mut pod, None);
+    pod
+}
+
+/// [`pod`] without dropping the fields of disabled gates.
+pub fn pod_with_all_fields(yaml: &str) -> Pod {
     let mut pods = decode_pods(yaml, "test.yaml").expect("test manifest decodes");
     assert_eq!(pods.len(), 1, "one pod per test manifest");
     let mut pod = pods.remove(0);

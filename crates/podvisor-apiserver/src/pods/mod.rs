@@ -8,7 +8,8 @@ use k8s_openapi::api::core::v1::{Pod, PodCondition, PodSpec, PodStatus};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use podvisor_api::validation::go_quote;
 use podvisor_api::{
-    DecodeError, FieldValidation, apply_defaults, validate_pod, validate_pod_update,
+    DecodeError, FieldValidation, apply_defaults, drop_disabled_fields, validate_pod,
+    validate_pod_update,
 };
 use serde_json::{Value, json};
 
@@ -158,6 +159,7 @@ fn admit_new(req: &Req, ns: &str, mut pod: Pod) -> ApiResult<Pod> {
     meta.self_link = None;
     meta.managed_fields = None;
     apply_defaults(&mut pod);
+    drop_disabled_fields(&mut pod, None);
     let spec = pod.spec.get_or_insert_with(PodSpec::default);
     let gated = has_gates(spec);
     if spec.node_name.as_deref().unwrap_or("").is_empty() && !gated {
@@ -233,6 +235,7 @@ pub(crate) struct Write<'a> {
 fn admit_update(req: &Req, ns: &str, old: &Pod, mut new: Pod) -> ApiResult<Pod> {
     new.metadata.namespace = Some(ns.to_owned());
     apply_defaults(&mut new);
+    drop_disabled_fields(&mut new, Some(old));
     new.status = old.status.clone();
     let (n, o) = (&mut new.metadata, &old.metadata);
     if n.uid.as_deref().unwrap_or("").is_empty() {

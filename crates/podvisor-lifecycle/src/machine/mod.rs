@@ -623,9 +623,11 @@ impl PodMachine {
 
     /// A spec update already accepted by API validation (10.5): image changes restart
     /// containers (M12), `activeDeadlineSeconds` may be set or shortened, labels and
-    /// annotations change.
+    /// annotations change; the next status observes the pod's new `metadata.generation` (D10,
+    /// which a graceful delete increments too).
     pub fn handle_spec_update(&mut self, pod: Pod, now: Timestamp) {
         let node = self.spec().node_name.clone();
+        self.pod.metadata.generation = pod.metadata.generation;
         self.pod.metadata.labels = pod.metadata.labels;
         self.pod.metadata.annotations = pod.metadata.annotations;
         if let Some(mut spec) = pod.spec {

@@ -9,14 +9,36 @@ use crate::status::conditions::{ConditionInput, generate_conditions};
 use crate::status::phase::{PhaseInput, get_phase};
 use crate::time::trunc_secs;
 use k8s_openapi::api::core::v1::{
-    ContainerState as ApiState, ContainerStateRunning, ContainerStateTerminated,
-    ContainerStateWaiting, ContainerStatus, HostIP, PodIP, PodStatus,
+    Container, ContainerState as ApiState, ContainerStateRunning, ContainerStateTerminated,
+    ContainerStateWaiting, ContainerStatus, HostIP, PodIP, PodStatus, VolumeMountStatus,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 
 /// Condition types the kubelet owns (D1); others are preserved as written by clients.
 pub(crate) use podvisor_api::pod::KUBELET_CONDITIONS;
+
+/// S15 (RecursiveReadOnlyMounts): the container's mounts as its status lists them. A
+/// read-only mount shows the resolved recursive mode; the process runtime makes no recursive
+/// read-only mounts, so it is always `Disabled` (`resolveRecursiveReadOnly` without runtime
+/// support).
+fn volume_mount_statuses(spec: &Container) -> Option<Vec<VolumeMountStatus>> {
+    let mounts = spec.volume_mounts.as_ref().filter(|m| !m.is_empty())?;
+    Some(
+        mounts
+            .iter()
+            .map(|m| {
+                let read_only = m.read_only.unwrap_or(false);
+                VolumeMountStatus {
+                    name: m.name.clone(),
+                    mount_path: m.mount_path.clone(),
+                    read_only: read_only.then_some(true),
+                    recursive_read_only: read_only.then(|| "Disabled".to_string()),
+                }
+            })
+            .collect(),
+    )
+}
 
 /// M5: the per-pod cap on termination messages.
 const MAX_POD_TERMINATION_MESSAGE: usize = 12 * 1024;
@@ -167,6 +189,13 @@ impl PodMachine {
             started: Some(started),
             state: Some(state),
             last_state: Some(last_state.unwrap_or_default()),
+            volume_mounts: volume_mount_statuses(spec),
+            // S15 (InPlacePodVerticalScaling): for a container the runtime has, the allocated
+            // resources (podvisor never resizes, so they are the spec's) and their requests.
+            resources: newest.map(|_| spec.resources.clone().unwrap_or_default()),
+            allocated_resources: newest
+                .and(spec.resources.as_ref())
+                .and_then(|r| r.requests.clone()),
             ..Default::default()
         }
     }
@@ -271,6 +300,7 @@ impl PodMachine {
             sandbox_ready: self.sandbox == Sandbox::Ready,
             previous: &previous_conditions,
             now: trunc_secs(now),
+            generation: self.pod.metadata.generation,
         });
         let host_ip = self.config.host_ip.clone();
         let pod_ip = self.config.pod_ip.clone();
@@ -287,6 +317,8 @@ impl PodMachine {
             qos_class: Some(podvisor_api::pod::qos_class(spec).as_str().to_string()),
             init_container_statuses: (!init_statuses.is_empty()).then_some(init_statuses),
             container_statuses: Some(statuses),
+            // D10: the generation of the pod this status was built from.
+            observed_generation: self.pod.metadata.generation,
             ..Default::default()
         }
     }

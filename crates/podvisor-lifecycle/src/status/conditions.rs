@@ -62,6 +62,9 @@ pub struct ConditionInput<'a> {
     pub previous: &'a [PodCondition],
     /// The time to stamp on conditions whose status changed (D7).
     pub now: Timestamp,
+    /// `metadata.generation` of the pod the status is built from: the `observedGeneration`
+    /// of every kubelet-owned condition (D10).
+    pub generation: Option<i64>,
 }
 
 /// Generates the pod's conditions (D1-D7, D9).
@@ -75,7 +78,8 @@ pub struct ConditionInput<'a> {
 /// `lastTransitionTime` (D7) of the kubelet-owned conditions is copied from the previous
 /// condition of the same type when its `status` is unchanged, else set to `now` truncated to
 /// whole seconds (the API's precision, P16). `lastProbeTime` is always `None`.
-/// `observedGeneration` is left unset.
+/// `observedGeneration` of the kubelet-owned conditions is the pod's generation (D10,
+/// PodObservedGenerationTracking); preserved conditions keep theirs.
 ///
 /// When `phase` is terminal, `Ready` and `ContainersReady` are False with reason `PodCompleted`
 /// or `PodFailed` (D4, D6).
@@ -98,6 +102,12 @@ pub fn generate_conditions(input: &ConditionInput) -> Vec<PodCondition> {
 
     force_not_ready_when_terminal(input.phase, &mut conditions);
     stamp_transition_times(&mut conditions, input.previous, input.now);
+    for c in conditions
+        .iter_mut()
+        .filter(|c| KUBELET_OWNED.contains(&c.type_.as_str()))
+    {
+        c.observed_generation = input.generation;
+    }
     conditions
 }
 

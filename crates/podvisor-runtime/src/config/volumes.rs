@@ -207,11 +207,25 @@ fn memory_empty_dir_size(pod: &Pod, size_limit: Option<u64>, opts: &BuildOptions
     size
 }
 
-/// The pod-level memory limit (`ResourceConfigForPod`): only when every container, init
-/// containers included, declares one; regular containers and sidecars add up, each other init
-/// container counts with the sidecars started before it, and the larger total wins.
+/// The pod-level memory limit (`ResourceConfigForPod`): with pod-level `resources.limits`
+/// (V15, PodLevelResources) the pod's own memory limit, if any; otherwise only when every
+/// container, init containers included, declares one: regular containers and sidecars add
+/// up, each other init container counts with the sidecars started before it, and the larger
+/// total wins.
 fn pod_memory_limit(pod: &Pod) -> Option<u64> {
     let spec = pod.spec.as_ref()?;
+    let pod_limits = spec
+        .resources
+        .as_ref()
+        .and_then(|r| r.limits.as_ref())
+        .filter(|l| {
+            l.keys()
+                .any(|k| k == "cpu" || k == "memory" || k.starts_with("hugepages-"))
+        });
+    if let Some(limits) = pod_limits {
+        let q = Quantity::parse(&limits.get("memory")?.0)?;
+        return u64::try_from(q.value()).ok().filter(|v| *v > 0);
+    }
     let mem = |c: &Container| -> Option<u64> {
         let q = Quantity::parse(&limit(c, "memory")?)?;
         u64::try_from(q.value()).ok().filter(|v| *v > 0)

@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 
 use hyper::Method;
 use k8s_openapi::api::core::v1::Pod;
-use podvisor_api::{apply_defaults, decode_pods, validate_pod};
+use podvisor_api::{apply_defaults, decode_pods, drop_disabled_fields, validate_pod};
 use serde_json::{Map, Value};
 
 use crate::client::api::{go_json, pod_path, pods_path};
@@ -106,6 +106,7 @@ fn load(file: &Path) -> Option<Vec<Pod>> {
         }
         let mut defaulted = pod.clone();
         apply_defaults(&mut defaulted);
+        drop_disabled_fields(&mut defaulted, None);
         if let Err(e) = validate_pod(&defaulted) {
             ok = false;
             eprintln!("{e}");

@@ -21,7 +21,7 @@ use anyhow::{Context, bail};
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::Pod;
 use podvisor_agent::{Agent, PodUpdate, TimedEvent};
-use podvisor_api::{apply_defaults, decode_pods, validate_pod};
+use podvisor_api::{apply_defaults, decode_pods, drop_disabled_fields, validate_pod};
 use podvisor_lifecycle::duration::human_signed_duration;
 use podvisor_lifecycle::kubectl::pod_row;
 use podvisor_lifecycle::sim::{self, Record, StatusSnapshot, script::parse_duration};
@@ -167,6 +167,7 @@ fn load_pods(files: &[PathBuf]) -> Option<Vec<Pod>> {
         };
         for mut pod in decoded {
             apply_defaults(&mut pod);
+            drop_disabled_fields(&mut pod, None);
             if let Err(e) = validate_pod(&pod) {
                 eprintln!("{e}");
                 ok = false;

@@ -49,6 +49,7 @@ pub fn run(args: &Args) -> anyhow::Result<i32> {
     let mut invalid = false;
     for mut pod in pods {
         defaults::apply_defaults(&mut pod);
+        podvisor_api::drop_disabled_fields(&mut pod, None);
         if let Err(errors) = validation::validate_pod(&pod) {
             eprintln!("{errors}");
             invalid = true;

@@ -10,7 +10,7 @@
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
-use podvisor_api::{apply_defaults, decode_pods, validate_pod};
+use podvisor_api::{apply_defaults, decode_pods, drop_disabled_fields, validate_pod};
 
 /// Validates every pod in `files` (`-` reads stdin) and returns the exit code.
 ///
@@ -58,6 +58,7 @@ fn check_file(file: &Path) -> bool {
     let mut ok = true;
     for mut pod in pods {
         apply_defaults(&mut pod);
+        drop_disabled_fields(&mut pod, None);
         match validate_pod(&pod) {
             Ok(()) => {
                 let name = pod
