@@ -29,7 +29,7 @@
 //! translate the upstream tests they stand for ("should allow activeDeadlineSeconds to be
 //! updated", "should support pod readiness gates") so that UPDATE is exercised too.
 //!
-//! Needs root and `/usr/bin/kubectl` (skipped with a printed reason otherwise).
+//! Needs root (`#[ignore]`d unless run as root with `--include-ignored`) and `/usr/bin/kubectl`.
 //! The modules under `conformance_kubectl/`: `harness` (serve, watches, pods through kubectl,
 //! readers of the Pod object), `checks` (the check sequences the scenarios share, named after
 //! what upstream asserts), and the scenarios by area: `examples` (the document's own),
@@ -133,6 +133,7 @@ fn panic_text(e: &Box<dyn std::any::Any + Send>) -> String {
 }
 
 #[test]
+#[ignore = "needs root: run as root with --include-ignored (scripts/test does)"]
 fn conformance_scenarios_through_kubectl() {
     if !root_or_skip("conformance_kubectl") {
         return;

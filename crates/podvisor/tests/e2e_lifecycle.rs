@@ -49,6 +49,7 @@ fn shared_volume(log: &Path) -> Value {
 }
 
 #[test]
+#[ignore = "needs root: run as root with --include-ignored (scripts/test does)"]
 fn a15_restart_policy_always_restarts_after_exit_0() {
     let Some(ctx) = Ctx::new("a15always") else {
         return;
@@ -86,6 +87,7 @@ fn a15_restart_policy_always_restarts_after_exit_0() {
 }
 
 #[test]
+#[ignore = "needs root: run as root with --include-ignored (scripts/test does)"]
 fn a15_restart_policy_on_failure_restarts_until_exit_0() {
     let Some(ctx) = Ctx::new("a15onfailure") else {
         return;
@@ -111,6 +113,7 @@ fn a15_restart_policy_on_failure_restarts_until_exit_0() {
 }
 
 #[test]
+#[ignore = "needs root: run as root with --include-ignored (scripts/test does)"]
 fn a15_restart_policy_never_leaves_a_failed_container_dead() {
     let Some(ctx) = Ctx::new("a15never") else {
         return;
@@ -128,6 +131,7 @@ fn a15_restart_policy_never_leaves_a_failed_container_dead() {
 }
 
 #[test]
+#[ignore = "needs root: run as root with --include-ignored (scripts/test does)"]
 fn b1_b8_crash_loop_back_off_reduced_waits_0_1_2_4_seconds() {
     let Some(ctx) = Ctx::new("b1crashloop") else {
         return;
@@ -173,6 +177,7 @@ fn b1_b8_crash_loop_back_off_reduced_waits_0_1_2_4_seconds() {
 }
 
 #[test]
+#[ignore = "needs root: run as root with --include-ignored (scripts/test does)"]
 fn b8_max_restart_period_caps_the_back_off() {
     let Some(ctx) = Ctx::new("b8max") else { return };
     let mut running = ctx.spawn(
@@ -192,6 +197,7 @@ fn b8_max_restart_period_caps_the_back_off() {
 }
 
 #[test]
+#[ignore = "needs root: run as root with --include-ignored (scripts/test does)"]
 fn a8_init_containers_run_one_at_a_time_in_order() {
     let Some(ctx) = Ctx::new("a8init") else {
         return;
@@ -257,6 +263,7 @@ fn a8_init_containers_run_one_at_a_time_in_order() {
 }
 
 #[test]
+#[ignore = "needs root: run as root with --include-ignored (scripts/test does)"]
 fn m6_empty_dir_is_shared_between_an_init_container_and_the_app() {
     let Some(ctx) = Ctx::new("m6emptydir") else {
         return;
@@ -297,6 +304,7 @@ fn m6_empty_dir_is_shared_between_an_init_container_and_the_app() {
 }
 
 #[test]
+#[ignore = "needs root: run as root with --include-ignored (scripts/test does)"]
 fn a13_t5_sidecars_start_before_the_app_and_stop_after_it_in_reverse_order() {
     let Some(ctx) = Ctx::new("t5sidecars") else {
         return;
@@ -348,6 +356,7 @@ fn a13_t5_sidecars_start_before_the_app_and_stop_after_it_in_reverse_order() {
 }
 
 #[test]
+#[ignore = "needs root: run as root with --include-ignored (scripts/test does)"]
 fn t5_deleting_a_pod_stops_sidecars_after_the_app_in_reverse_order() {
     let Some(ctx) = Ctx::new("t5delete") else {
         return;
@@ -404,6 +413,7 @@ fn t5_deleting_a_pod_stops_sidecars_after_the_app_in_reverse_order() {
 }
 
 #[test]
+#[ignore = "needs root: run as root with --include-ignored (scripts/test does)"]
 fn t3_sigkill_after_the_grace_period_when_sigterm_is_ignored() {
     let Some(ctx) = Ctx::new("t3sigkill") else {
         return;
@@ -452,6 +462,7 @@ fn memory_cgroup_available() -> bool {
 }
 
 #[test]
+#[ignore = "needs root: run as root with --include-ignored (scripts/test does)"]
 fn s7_oom_killed_under_a_memory_limit() {
     let Some(ctx) = Ctx::new("s7oom") else { return };
     if !memory_cgroup_available() {
@@ -487,6 +498,7 @@ fn s7_oom_killed_under_a_memory_limit() {
 }
 
 #[test]
+#[ignore = "needs root: run as root with --include-ignored (scripts/test does)"]
 fn m2_m3_termination_message_from_the_file() {
     let Some(ctx) = Ctx::new("m3file") else {
         return;
@@ -523,6 +535,7 @@ fn m2_m3_termination_message_from_the_file() {
 }
 
 #[test]
+#[ignore = "needs root: run as root with --include-ignored (scripts/test does)"]
 fn m4_fallback_to_logs_on_error_only_when_the_container_failed() {
     let Some(ctx) = Ctx::new("m4fallback") else {
         return;
@@ -565,6 +578,7 @@ fn m4_fallback_to_logs_on_error_only_when_the_container_failed() {
 }
 
 #[test]
+#[ignore = "needs root: run as root with --include-ignored (scripts/test does)"]
 fn m1_active_deadline_seconds_fails_the_pod() {
     let Some(ctx) = Ctx::new("m1deadline") else {
         return;
@@ -598,6 +612,7 @@ fn m1_active_deadline_seconds_fails_the_pod() {
 }
 
 #[test]
+#[ignore = "needs root: run as root with --include-ignored (scripts/test does)"]
 fn a5_failed_init_container_under_never_fails_the_pod() {
     let Some(ctx) = Ctx::new("a5initnever") else {
         return;
@@ -626,6 +641,7 @@ fn a5_failed_init_container_under_never_fails_the_pod() {
 }
 
 #[test]
+#[ignore = "needs root: run as root with --include-ignored (scripts/test does)"]
 fn a5_failed_init_container_is_retried_under_on_failure() {
     let Some(ctx) = Ctx::new("a5initretry") else {
         return;
@@ -663,6 +679,7 @@ fn a5_failed_init_container_is_retried_under_on_failure() {
 }
 
 #[test]
+#[ignore = "needs root: run as root with --include-ignored (scripts/test does)"]
 fn a5_a13_a_crashing_sidecar_is_restarted_even_under_never() {
     let Some(ctx) = Ctx::new("a5sidecar") else {
         return;
@@ -703,6 +720,7 @@ fn a5_a13_a_crashing_sidecar_is_restarted_even_under_never() {
 }
 
 #[test]
+#[ignore = "needs root: run as root with --include-ignored (scripts/test does)"]
 fn t1_t10_a_second_interrupt_forces_the_deletion() {
     let Some(ctx) = Ctx::new("t10force") else {
         return;
@@ -746,6 +764,7 @@ fn t1_t10_a_second_interrupt_forces_the_deletion() {
 }
 
 #[test]
+#[ignore = "needs root: run as root with --include-ignored (scripts/test does)"]
 fn a5_a8_a_sidecar_startup_probe_holds_the_app() {
     let Some(ctx) = Ctx::new("a8startup") else {
         return;
@@ -803,6 +822,7 @@ fn a5_a8_a_sidecar_startup_probe_holds_the_app() {
 /// supplementary groups, and writes its emptyDir and termination message as that user; a container with `runAsNonRoot` and no
 /// `runAsUser` would run as root and is not started (`CreateContainerConfigError`).
 #[test]
+#[ignore = "needs root: run as root with --include-ignored (scripts/test does)"]
 fn security_context_run_as_user_and_run_as_non_root() {
     let Some(ctx) = Ctx::new("runasuser") else {
         return;

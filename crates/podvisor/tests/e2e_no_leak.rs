@@ -41,6 +41,7 @@ fn wait_file(path: &Path, limit: Duration) {
 }
 
 #[test]
+#[ignore = "needs root: run as root with --include-ignored (scripts/test does)"]
 fn no_zombie_orphan_fd_or_cgroup_leak_with_timing_out_probes_and_hanging_hooks() {
     let Some(ctx) = Ctx::new("noleak") else {
         return;

@@ -103,6 +103,7 @@ fn app_running(s: &Value, restarts: i64) -> bool {
 }
 
 #[test]
+#[ignore = "needs root: run as root with --include-ignored (scripts/test does)"]
 fn a1_a2_killed_shim_is_a_lost_sandbox_and_the_pod_is_recreated() {
     let Some(ctx) = Ctx::new("sandboxlost") else {
         return;
@@ -172,6 +173,7 @@ fn a1_a2_killed_shim_is_a_lost_sandbox_and_the_pod_is_recreated() {
 }
 
 #[test]
+#[ignore = "needs root: run as root with --include-ignored (scripts/test does)"]
 fn a2_killed_shim_of_a_never_pod_fails_it() {
     let Some(ctx) = Ctx::new("sandboxnever") else {
         return;
