@@ -15,6 +15,7 @@
 
 use std::collections::HashSet;
 use std::convert::Infallible;
+use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -179,7 +180,7 @@ pub(crate) fn start(
                 bookmark_interval: req.state.inner.bookmark_interval,
                 timeout,
             };
-            tokio::spawn(job.run(lines));
+            tokio::spawn(job.run(lines, req.state.stopping()));
         }
         Err(e @ StoreError::Gone { .. }) => {
             let status = ApiError::expired(e.to_string()).to_status();
@@ -219,7 +220,8 @@ impl WatchJob {
         }
     }
 
-    async fn run(mut self, initial: Vec<Bytes>) {
+    async fn run(mut self, initial: Vec<Bytes>, stopping: impl Future<Output = ()>) {
+        tokio::pin!(stopping);
         for line in initial {
             if self.tx.send(line).await.is_err() {
                 return;
@@ -235,6 +237,7 @@ impl WatchJob {
             let line = tokio::select! {
                 () = self.tx.closed() => return,
                 () = &mut deadline => return,
+                () = &mut stopping => return,
                 _ = ticker.tick(), if self.bookmarks => self.presenter.bookmark(self.last_rv, false),
                 event = self.watch.next() => {
                     let Some(event) = event else { return };

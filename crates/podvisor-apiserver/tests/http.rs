@@ -488,3 +488,42 @@ fn namespaces_and_events() {
     let (_, all) = s.json("GET", "/api/v1/events", None);
     assert_eq!(all["items"].as_array().unwrap().len(), 1);
 }
+
+/// Stopping the server with a watch open closes the watch and stops at once (it used to
+/// wait 5 s for the watch, meanwhile leaving new clients hanging in the TLS handshake).
+#[test]
+fn shutdown_with_open_watches_is_prompt() {
+    let mut s = TestServer::start();
+    let mut lines: Vec<Lines> = s.rt.block_on(async {
+        let mut all = Vec::new();
+        for path in [
+            "/api/v1/namespaces/default/pods?watch=true",
+            "/api/v1/watch/namespaces/default/events",
+        ] {
+            let mut w = watch(&s, path, "application/json").await;
+            // Nothing to send yet: the watch is idle, as `kubectl get -w` usually is.
+            assert!(w.next(Duration::from_millis(200)).await.is_none());
+            all.push(w);
+        }
+        all
+    });
+    let took = s.shutdown();
+    eprintln!("stopped with 2 open watches in {} ms", took.as_millis());
+    assert!(took < Duration::from_millis(500), "stopping took {took:?}");
+    s.rt.block_on(async {
+        for w in &mut lines {
+            let end = tokio::time::timeout(Duration::from_secs(1), w.body.frame())
+                .await
+                .expect("the watch ends with the server");
+            assert!(!matches!(end, Some(Ok(_))), "no more data after the stop");
+        }
+        // The port is closed: a new client is refused rather than left waiting.
+        let connect = tokio::time::timeout(
+            Duration::from_secs(1),
+            tokio::net::TcpStream::connect(s.addr),
+        )
+        .await
+        .expect("connect answers at once");
+        assert!(connect.is_err(), "the server still accepts connections");
+    });
+}

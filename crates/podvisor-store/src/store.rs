@@ -4,10 +4,14 @@ use crate::error::{Result, StoreError, db};
 use crate::key::{self, Key};
 use crate::object;
 use crate::watch::{EventType, Hub, Owed, Watch, WatchEvent, WatchFrom};
-use redb::{Database, Durability, ReadableDatabase, ReadableTable, TableDefinition};
+use redb::{
+    Database, DatabaseError, Durability, ReadableDatabase, ReadableTable, StorageError,
+    TableDefinition,
+};
 use serde_json::Value;
 use std::collections::VecDeque;
 use std::fmt;
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -30,6 +34,10 @@ pub struct StoreOptions {
     pub history: usize,
     /// How many events a watcher may fall behind before it is closed. Default 1024.
     pub watch_buffer: usize,
+    /// Take an existing zero-length file for a new, empty store. Default `false`: such a file
+    /// is [`StoreError::EmptyFile`] (a store truncated to nothing must not silently forget
+    /// every pod it held).
+    pub reset_empty: bool,
 }
 
 impl Default for StoreOptions {
@@ -37,6 +45,7 @@ impl Default for StoreOptions {
         StoreOptions {
             history: 10_000,
             watch_buffer: 1024,
+            reset_empty: false,
         }
     }
 }
@@ -107,9 +116,8 @@ impl Store {
                 StoreError::Db(format!("creating directory {}: {e}", parent.display()))
             })?;
         }
-        let database = Database::create(path)
-            .map_err(|e| StoreError::Db(format!("opening {}: {e}", path.display())))?;
-        let rv = init(&database)?;
+        let database = open_database(path, options.reset_empty)?;
+        let rv = guarded(path, || init(&database))?;
         Ok(Store {
             shared: Arc::new(Shared {
                 db: database,
@@ -381,6 +389,110 @@ impl fmt::Debug for Store {
             .field("resource_version", &self.resource_version())
             .finish_non_exhaustive()
     }
+}
+
+/// Opens (or creates) the database file, private to its owner, and checks every page of it:
+/// a damaged file is [`StoreError::Damaged`] here rather than a failure (or a panic inside
+/// the database library) on some later read.
+fn open_database(path: &Path, reset_empty: bool) -> Result<Database> {
+    match std::fs::metadata(path) {
+        Ok(m) if m.len() == 0 && !reset_empty => {
+            return Err(StoreError::EmptyFile {
+                path: path.to_path_buf(),
+            });
+        }
+        Ok(_) => make_private(path)?,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            // Created here with mode 0600 rather than by redb with the umask's 0644: the store
+            // holds every pod spec (environment values included).
+            std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(0o600)
+                .open(path)
+                .map_err(|e| StoreError::Db(format!("creating {}: {e}", path.display())))?;
+        }
+        Err(e) => return Err(StoreError::Db(format!("reading {}: {e}", path.display()))),
+    }
+    let damaged = |detail: String| StoreError::Damaged {
+        path: path.to_path_buf(),
+        detail,
+    };
+    guarded(path, || {
+        let mut database = Database::create(path).map_err(|e| match e {
+            // A file shorter than its header says is damaged, not an IO failure.
+            DatabaseError::Storage(StorageError::Io(io))
+                if !matches!(
+                    io.kind(),
+                    std::io::ErrorKind::UnexpectedEof | std::io::ErrorKind::InvalidData
+                ) =>
+            {
+                StoreError::Db(format!("opening {}: {io}", path.display()))
+            }
+            e @ DatabaseError::DatabaseAlreadyOpen => {
+                StoreError::Db(format!("opening {}: {e}", path.display()))
+            }
+            e => damaged(e.to_string()),
+        })?;
+        // Every page's checksum, once per start (a few ms for thousands of objects).
+        database
+            .check_integrity()
+            .map_err(|e| damaged(e.to_string()))?;
+        Ok(database)
+    })
+}
+
+/// Runs `f`, turning a panic inside the database library (it asserts on some malformed files
+/// instead of returning an error) into [`StoreError::Damaged`], without the panic message on
+/// stderr: the error says what happened and what to do.
+fn guarded<T>(path: &Path, f: impl FnOnce() -> Result<T>) -> Result<T> {
+    quiet_panics::install();
+    let outcome = quiet_panics::QUIET.with(|quiet| {
+        quiet.set(true);
+        let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
+        quiet.set(false);
+        outcome
+    });
+    outcome.unwrap_or_else(|panic| {
+        let detail = panic
+            .downcast_ref::<String>()
+            .cloned()
+            .or_else(|| panic.downcast_ref::<&str>().map(|s| (*s).to_owned()))
+            .unwrap_or_else(|| "the database library failed".to_owned());
+        Err(StoreError::Damaged {
+            path: path.to_path_buf(),
+            detail,
+        })
+    })
+}
+
+/// A panic hook that stays silent on a thread inside [`guarded`] and hands every other panic
+/// to the hook that was installed before.
+mod quiet_panics {
+    use std::cell::Cell;
+    use std::sync::Once;
+
+    thread_local! {
+        pub(super) static QUIET: Cell<bool> = const { Cell::new(false) };
+    }
+
+    pub(super) fn install() {
+        static ONCE: Once = Once::new();
+        ONCE.call_once(|| {
+            let previous = std::panic::take_hook();
+            std::panic::set_hook(Box::new(move |info| {
+                if !QUIET.with(Cell::get) {
+                    previous(info);
+                }
+            }));
+        });
+    }
+}
+
+/// Mode 0600 on an existing store (older podvisors left it 0644).
+fn make_private(path: &Path) -> Result<()> {
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
+        .map_err(|e| StoreError::Db(format!("setting the mode of {}: {e}", path.display())))
 }
 
 /// Creates the tables and, on a fresh database, the initial namespaces; returns the latest

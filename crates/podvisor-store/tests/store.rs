@@ -959,3 +959,147 @@ fn acknowledged_writes_survive_sigkill() {
     }
     assert!(total > 0);
 }
+
+/// A store with a few pods, closed, and its file's bytes.
+fn damaged_store_fixture(dir: &TempDir) -> Vec<u8> {
+    {
+        let store = Store::open(&dir.db()).unwrap();
+        for i in 0..20 {
+            store
+                .create(
+                    &Key::new("pods", "default", format!("p{i}")),
+                    pod("default", &format!("p{i}"), i),
+                )
+                .unwrap();
+        }
+    }
+    std::fs::read(dir.db()).unwrap()
+}
+
+/// Opens the store in a child process (a panic in the database library must not pass for
+/// an error here) and returns what it said.
+fn open_in_child(path: &Path) -> String {
+    let out = Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "open_child", "--nocapture", "--include-ignored"])
+        .env("PODVISOR_STORE_OPEN", path)
+        .env("RUST_BACKTRACE", "0")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(
+        out.status.success() && !stderr.contains("panicked") && !stdout.contains("panicked"),
+        "opening {} panicked or failed:\n{stdout}\n{stderr}",
+        path.display()
+    );
+    stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("OPEN: "))
+        .unwrap_or_else(|| panic!("no OPEN line in\n{stdout}\n{stderr}"))
+        .to_owned()
+}
+
+/// Helper for `open_in_child`: opens the store named in the environment, lists and writes,
+/// and prints the outcome on one line.
+#[test]
+#[ignore = "run by damaged_stores_are_refused_with_a_clear_error"]
+fn open_child() {
+    let Some(path) = std::env::var_os("PODVISOR_STORE_OPEN") else {
+        return;
+    };
+    let outcome = match Store::open(Path::new(&path)) {
+        Err(e) => format!("error: {e}"),
+        Ok(store) => match store.list("pods", None).and_then(|(items, _)| {
+            store
+                .create(
+                    &Key::new("pods", "default", "new"),
+                    pod("default", "new", 0),
+                )
+                .map(|_| items.len())
+        }) {
+            Ok(n) => format!("ok: {n} pods"),
+            Err(e) => format!("error: {e}"),
+        },
+    };
+    println!("OPEN: {outcome}");
+}
+
+#[test]
+fn damaged_stores_are_refused_with_a_clear_error() {
+    let dir = TempDir::new("damaged");
+    let good = damaged_store_fixture(&dir);
+    let path = dir.db();
+    let len = good.len();
+    let mut cases: Vec<(String, Vec<u8>)> = vec![
+        ("truncated to half".into(), good[..len / 2].to_vec()),
+        ("truncated to 100 bytes".into(), good[..100].to_vec()),
+        ("extended by 1 MiB of garbage".into(), {
+            let mut v = good.clone();
+            v.extend((0..1 << 20).map(|i: u32| (i.wrapping_mul(2_654_435_761) >> 13) as u8));
+            v
+        }),
+    ];
+    // Bit flips spread over the file (header, tree pages, data).
+    for at in [0, 9, 64, 600, len / 3, len / 2, len - 4096 + 17, len - 1] {
+        let mut v = good.clone();
+        v[at] ^= 0x10;
+        cases.push((format!("bit flipped at byte {at}"), v));
+    }
+    for (what, bytes) in cases {
+        std::fs::write(&path, &bytes).unwrap();
+        let said = open_in_child(&path);
+        println!("{what}: {said}");
+        assert!(
+            said.starts_with("ok: 20 pods") || said.starts_with("error: "),
+            "{what}: {said}"
+        );
+        if let Some(e) = said.strip_prefix("error: ") {
+            assert!(
+                e.contains(&path.display().to_string())
+                    && e.contains("restore")
+                    && e.contains("move it aside"),
+                "{what}: the error must name the file and what to do: {e}"
+            );
+        }
+    }
+}
+
+#[test]
+fn an_empty_store_file_is_refused_unless_reset_is_asked_for() {
+    let dir = TempDir::new("empty");
+    damaged_store_fixture(&dir);
+    std::fs::write(dir.db(), b"").unwrap();
+    let e = Store::open(&dir.db()).unwrap_err();
+    let text = e.to_string();
+    assert!(matches!(e, StoreError::EmptyFile { .. }), "{e:?}");
+    assert!(
+        text.contains(&dir.db().display().to_string()) && text.contains("empty"),
+        "{text}"
+    );
+    // Still empty: nothing was initialized behind the user's back.
+    assert_eq!(std::fs::metadata(dir.db()).unwrap().len(), 0);
+    let options = StoreOptions {
+        reset_empty: true,
+        ..StoreOptions::default()
+    };
+    let store = Store::open_with(&dir.db(), options).unwrap();
+    assert_eq!(store.list("pods", None).unwrap().0.len(), 0);
+    assert_eq!(store.list("namespaces", None).unwrap().0.len(), 2);
+    drop(store);
+    // A new file (no file at all) needs no flag.
+    std::fs::remove_file(dir.db()).unwrap();
+    Store::open(&dir.db()).unwrap();
+}
+
+#[test]
+fn the_store_file_is_private() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = TempDir::new("mode");
+    drop(Store::open(&dir.db()).unwrap());
+    let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(&dir.db()), 0o600);
+    // An older podvisor's 0644 store is made private on open.
+    std::fs::set_permissions(dir.db(), std::fs::Permissions::from_mode(0o644)).unwrap();
+    drop(Store::open(&dir.db()).unwrap());
+    assert_eq!(mode(&dir.db()), 0o600);
+}
