@@ -67,6 +67,31 @@ pub(crate) fn parse_rv(rv: &str) -> ApiResult<u64> {
         .map_err(|_| ApiError::bad_request(format!("invalid resource version: {rv}")))
 }
 
+/// The `resourceVersion` query parameter of a list or watch: unset, `""` and `"0"` are `None`
+/// ("any"); anything but a decimal number is a 400 worded as the API server's storage
+/// words it (`APIObjectVersioner.ParseResourceVersion` inside `invalid resource version`).
+pub(crate) fn query_rv(rv: Option<&str>) -> ApiResult<Option<u64>> {
+    match rv {
+        None | Some("" | "0") => Ok(None),
+        Some(text) => match text.parse::<u64>() {
+            Ok(n) if text.bytes().all(|b| b.is_ascii_digit()) => Ok(Some(n)),
+            parsed => {
+                let why = match parsed {
+                    Err(e) if *e.kind() == std::num::IntErrorKind::PosOverflow => {
+                        "value out of range"
+                    }
+                    _ => "invalid syntax",
+                };
+                let quoted = podvisor_api::validation::go_quote(text);
+                Err(ApiError::bad_request(format!(
+                    "invalid resource version: resourceVersion: Invalid value: {quoted}: \
+                     strconv.ParseUint: parsing {quoted}: {why}"
+                )))
+            }
+        },
+    }
+}
+
 /// The `metadata.resourceVersion` of a stored object, as a number.
 pub(crate) fn object_rv(obj: &Value) -> Option<u64> {
     obj.pointer("/metadata/resourceVersion")

@@ -192,7 +192,7 @@ pub fn router(state: ApiState) -> Router {
             state.clone(),
             auth::require_token,
         ))
-        .layer(DefaultBodyLimit::max(3 * 1024 * 1024));
+        .layer(DefaultBodyLimit::max(routes::MAX_BODY));
     let app = if std::env::var_os("PODVISOR_API_TRACE").is_some() {
         app.layer(axum::middleware::from_fn(auth::trace))
     } else {

@@ -49,6 +49,14 @@ pub(crate) fn list(
         req.params.label_selector.as_deref(),
         req.params.field_selector.as_deref(),
     )?;
+    // A list is of the latest state, which is as new as any version the client can have
+    // seen; a version the store has not reached is the watch cache's "too large" answer.
+    if let Some(requested) = db::query_rv(req.params.resource_version.as_deref())? {
+        let current = req.state.store().resource_version();
+        if requested > current {
+            return Err(ApiError::too_large_resource_version(requested, current));
+        }
+    }
     let limit = int_param("limit", req.params.limit.as_ref())?.filter(|&l| l > 0);
     let resume = req
         .params

@@ -141,10 +141,7 @@ pub(crate) fn start(
         sent_columns: false,
     };
     let store = req.state.store();
-    let requested = match req.params.resource_version.as_deref() {
-        None | Some("" | "0") => None,
-        Some(rv) => Some(db::parse_rv(rv)?),
-    };
+    let requested = db::query_rv(req.params.resource_version.as_deref())?;
     // Initial state: with no resourceVersion (or with sendInitialEvents=true) the current
     // objects are sent as ADDED; the watch then continues from the list's version.
     let (current, list_rv) = db::list(store, res, ns)?;

@@ -527,3 +527,228 @@ fn shutdown_with_open_watches_is_prompt() {
         assert!(connect.is_err(), "the server still accepts connections");
     });
 }
+
+/// A body over 3 MiB gets the API server's `Status` (it was axum's plain text).
+#[test]
+fn a_body_over_the_limit_is_a_413_status() {
+    let s = TestServer::start();
+    let mut pod = pod_json("big");
+    pod["metadata"]["annotations"] = json!({"big": "x".repeat(3 * 1024 * 1024)});
+    let (code, headers, body) = s.request(
+        "POST",
+        "/api/v1/namespaces/default/pods",
+        &[("content-type", "application/json")],
+        Some(&pod.to_string()),
+    );
+    assert_eq!(code, 413, "{body}");
+    assert_eq!(headers["content-type"], "application/json");
+    let status: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(status["kind"], "Status");
+    assert_eq!(status["reason"], "RequestEntityTooLarge");
+    assert_eq!(status["code"], 413);
+    assert_eq!(
+        status["message"],
+        "Request entity too large: limit is 3145728"
+    );
+}
+
+/// Repeated keys: rejected under `fieldValidation=Strict` (kubectl's default) as the API
+/// server's strict decoding does, warned about under `Warn` (the last value counts).
+#[test]
+fn duplicate_json_keys_follow_field_validation() {
+    let s = TestServer::start();
+    let body = r#"{"apiVersion":"v1","kind":"Pod",
+        "metadata":{"name":"first","name":"dup","labels":{"a":"1","a":"2"}},
+        "spec":{"containers":[{"name":"app","image":"busybox","image":"busybox:2"}],"bogus":1}}"#;
+    let (code, _, text) = s.request(
+        "POST",
+        "/api/v1/namespaces/default/pods?fieldValidation=Strict",
+        &[("content-type", "application/json")],
+        Some(body),
+    );
+    assert_eq!(code, 400, "{text}");
+    let status: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(status["reason"], "BadRequest");
+    assert_eq!(
+        status["message"],
+        "Pod in version \"v1\" cannot be handled as a Pod: strict decoding error: duplicate \
+         field \"metadata.name\", duplicate field \"metadata.labels.a\", duplicate field \
+         \"spec.containers[0].image\", unknown field \"spec.bogus\""
+    );
+
+    let (code, headers, text) = s.request(
+        "POST",
+        "/api/v1/namespaces/default/pods?fieldValidation=Warn",
+        &[("content-type", "application/json")],
+        Some(body),
+    );
+    assert_eq!(code, 201, "{text}");
+    let warnings: Vec<&str> = headers
+        .get_all("warning")
+        .iter()
+        .map(|v| v.to_str().unwrap())
+        .collect();
+    for w in [
+        r#"299 - "duplicate field \"metadata.name\"""#,
+        r#"299 - "duplicate field \"spec.containers[0].image\"""#,
+        r#"299 - "unknown field \"spec.bogus\"""#,
+    ] {
+        assert!(warnings.contains(&w), "{w} not in {warnings:?}");
+    }
+    let pod: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(pod["metadata"]["name"], "dup");
+    assert_eq!(pod["metadata"]["labels"]["a"], "2");
+    assert_eq!(pod["spec"]["containers"][0]["image"], "busybox:2");
+}
+
+/// Fields dropped as unknown are nobody's: they are not in `managedFields`, whether they came
+/// in a create, an update, a patch or an apply.
+#[test]
+fn unknown_fields_are_not_in_managed_fields() {
+    let s = TestServer::start();
+    let mut pod = pod_json("web");
+    pod["spec"]["bogus"] = json!({"deep": 1});
+    pod["spec"]["containers"][0]["notAField"] = json!("x");
+    pod["metadata"]["labels"]["tier"] = json!("front");
+    let (code, created) = s.json(
+        "POST",
+        "/api/v1/namespaces/default/pods?fieldValidation=Warn&fieldManager=creator",
+        Some(&pod),
+    );
+    assert_eq!(code, 201, "{created}");
+    let fields = |obj: &Value, manager: &str| -> Value {
+        obj["metadata"]["managedFields"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|e| e["manager"] == manager)
+            .unwrap_or_else(|| panic!("no entry of {manager} in {obj}"))["fieldsV1"]
+            .clone()
+    };
+    let f = fields(&created, "creator");
+    assert!(f["f:spec"].get("f:bogus").is_none(), "{f}");
+    let container = &f["f:spec"]["f:containers"][r#"k:{"name":"app"}"#];
+    assert!(container.get("f:image").is_some(), "{f}");
+    assert!(container.get("f:notAField").is_none(), "{f}");
+    assert!(f["f:metadata"]["f:labels"].get("f:tier").is_some(), "{f}");
+
+    let patch = json!({"metadata": {"labels": {"x": "1"}}, "spec": {"alsoBogus": true}});
+    let (code, _, text) = s.request(
+        "PATCH",
+        "/api/v1/namespaces/default/pods/web?fieldValidation=Warn&fieldManager=patcher",
+        &[("content-type", "application/strategic-merge-patch+json")],
+        Some(&patch.to_string()),
+    );
+    assert_eq!(code, 200, "{text}");
+    let patched: Value = serde_json::from_str(&text).unwrap();
+    let f = fields(&patched, "patcher");
+    assert!(f["f:metadata"]["f:labels"].get("f:x").is_some(), "{f}");
+    assert!(f.get("f:spec").is_none(), "{f}");
+}
+
+/// `resourceVersion` and selectors of lists and watches are checked, with the API server's
+/// words (they used to be ignored: 200 and everything).
+#[test]
+fn invalid_resource_versions_and_selectors_are_400() {
+    let s = TestServer::start();
+    let message = |path: &str| -> (u16, String) {
+        let (code, body) = s.json("GET", path, None);
+        (
+            code,
+            body["message"].as_str().unwrap_or_default().to_owned(),
+        )
+    };
+    let base = "/api/v1/namespaces/default/pods";
+    for watch in ["", "&watch=true"] {
+        let (code, msg) = message(&format!("{base}?resourceVersion=abc{watch}"));
+        assert_eq!(code, 400, "{msg}");
+        assert_eq!(
+            msg,
+            "invalid resource version: resourceVersion: Invalid value: \"abc\": \
+             strconv.ParseUint: parsing \"abc\": invalid syntax"
+        );
+        let (code, msg) = message(&format!("{base}?resourceVersion=-1{watch}"));
+        assert_eq!(code, 400, "{msg}");
+        assert!(msg.ends_with("parsing \"-1\": invalid syntax"), "{msg}");
+        let (code, msg) = message(&format!("{base}?labelSelector=-app%3Dweb{watch}"));
+        assert_eq!(code, 400, "{msg}");
+        assert!(
+            msg.starts_with(
+                "unable to parse requirement: key: Invalid value: \"-app\": name part must \
+                 consist of alphanumeric characters"
+            ),
+            "{msg}"
+        );
+        let (code, msg) = message(&format!("{base}?labelSelector=app%3D-web{watch}"));
+        assert_eq!(code, 400, "{msg}");
+        assert!(
+            msg.starts_with(
+                "unable to parse requirement: values[0][app]: Invalid value: \"-web\": a valid \
+                 label must be an empty string or consist of alphanumeric characters"
+            ),
+            "{msg}"
+        );
+        let (code, msg) = message(&format!("{base}?fieldSelector=spec.bogus%3Dx{watch}"));
+        assert_eq!(code, 400, "{msg}");
+        assert_eq!(msg, "field label not supported: spec.bogus");
+    }
+    // A list from a version the store has not reached: the watch cache's answer.
+    let (code, body) = s.json("GET", &format!("{base}?resourceVersion=999999"), None);
+    assert_eq!(code, 504, "{body}");
+    assert_eq!(body["reason"], "Timeout");
+    assert!(
+        body["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("Timeout: Too large resource version: 999999, current: "),
+        "{body}"
+    );
+    assert_eq!(
+        body["details"]["causes"][0]["reason"],
+        "ResourceVersionTooLarge"
+    );
+}
+
+/// A watch from a version the store has not reached waits for it, as the API server's watch
+/// cache does (it used to get 410 "too old"), and sends only what comes after it.
+#[test]
+fn a_watch_from_a_future_version_waits() {
+    let s = TestServer::start();
+    let (_, list) = s.json("GET", "/api/v1/namespaces/default/pods", None);
+    let now: u64 = list["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    let from = now + 2;
+    let mut w = s.rt.block_on(watch(
+        &s,
+        &format!("/api/v1/namespaces/default/pods?watch=true&resourceVersion={from}"),
+        "application/json",
+    ));
+    assert!(
+        s.rt.block_on(w.next(Duration::from_millis(300))).is_none(),
+        "nothing to send yet (no ERROR)"
+    );
+    for name in ["a", "b", "c"] {
+        let (code, body) = s.json(
+            "POST",
+            "/api/v1/namespaces/default/pods",
+            Some(&pod_json(name)),
+        );
+        assert_eq!(code, 201, "{body}");
+    }
+    // The creates are now+1 (a), +2 (b), +3 (c), each followed by its `Scheduled` event in
+    // another resource: only what comes after `from` arrives.
+    let first =
+        s.rt.block_on(w.next(EVENT_WAIT))
+            .expect("an event after the version");
+    assert_eq!(first["type"], "ADDED", "{first}");
+    let rv: u64 = first["object"]["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(rv > from, "{first}");
+    assert_ne!(first["object"]["metadata"]["name"], "a", "{first}");
+}

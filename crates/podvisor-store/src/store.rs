@@ -32,8 +32,14 @@ pub struct StoreOptions {
     /// How many recent events are kept in memory for [`WatchFrom::After`]; older versions are
     /// [`StoreError::Gone`]. Default 10 000.
     pub history: usize,
+    /// At most this many bytes of JSON are kept in that history (the oldest events go first;
+    /// the newest always stays). Default 16 MiB.
+    pub history_bytes: usize,
     /// How many events a watcher may fall behind before it is closed. Default 1024.
     pub watch_buffer: usize,
+    /// The database's page cache. Default 32 MiB (the library's own default is 1 GiB, which
+    /// a long run with many events fills).
+    pub cache_bytes: usize,
     /// Take an existing zero-length file for a new, empty store. Default `false`: such a file
     /// is [`StoreError::EmptyFile`] (a store truncated to nothing must not silently forget
     /// every pod it held).
@@ -44,7 +50,9 @@ impl Default for StoreOptions {
     fn default() -> StoreOptions {
         StoreOptions {
             history: 10_000,
+            history_bytes: 16 << 20,
             watch_buffer: 1024,
+            cache_bytes: 32 << 20,
             reset_empty: false,
         }
     }
@@ -116,13 +124,18 @@ impl Store {
                 StoreError::Db(format!("creating directory {}: {e}", parent.display()))
             })?;
         }
-        let database = open_database(path, options.reset_empty)?;
+        let database = open_database(path, options.reset_empty, options.cache_bytes)?;
         let rv = guarded(path, || init(&database))?;
         Ok(Store {
             shared: Arc::new(Shared {
                 db: database,
                 path: path.to_path_buf(),
-                writer: Mutex::new(Hub::new(rv, options.history, options.watch_buffer)),
+                writer: Mutex::new(Hub::new(
+                    rv,
+                    options.history,
+                    options.history_bytes,
+                    options.watch_buffer,
+                )),
                 rv: AtomicU64::new(rv),
             }),
         })
@@ -142,6 +155,12 @@ impl Store {
     /// are [`StoreError::Gone`].
     pub fn oldest_watchable(&self) -> u64 {
         self.lock().history_start()
+    }
+
+    /// How many events, and how many bytes of JSON, the watch history holds now (bounded by
+    /// [`StoreOptions::history`] and [`StoreOptions::history_bytes`]).
+    pub fn history_size(&self) -> (usize, usize) {
+        self.lock().history_size()
     }
 
     /// How many watchers are registered (closed ones are pruned on the next write).
@@ -273,8 +292,9 @@ impl Store {
     /// Events arrive in resourceVersion order, each exactly once. [`StoreError::Gone`] when
     /// `since` is [`WatchFrom::After`] a version older than [`Store::oldest_watchable`] (the
     /// history holds the last [`StoreOptions::history`] events and starts empty when the store
-    /// is opened) or newer than [`Store::resource_version`] (a version from another database);
-    /// either way the client must list again. See [`Watch`] for when a stream ends.
+    /// is opened): the client must list again. A version newer than
+    /// [`Store::resource_version`] is waited for (the first event is the first write after
+    /// it), as the API server's watch cache does. See [`Watch`] for when a stream ends.
     pub fn watch(&self, kind: &str, namespace: Option<&str>, since: WatchFrom) -> Result<Watch> {
         check_filter(kind, namespace)?;
         match since {
@@ -286,7 +306,9 @@ impl Store {
             WatchFrom::After(requested) => {
                 let mut hub = self.lock();
                 let oldest = hub.history_start();
-                if requested < oldest || requested > self.resource_version() {
+                // A version the store has not reached yet is waited for, as the API server's
+                // watch cache does: the watch sends what comes after it.
+                if requested < oldest {
                     return Err(StoreError::Gone { requested, oldest });
                 }
                 Ok(hub.subscribe(kind, namespace, requested, VecDeque::new()))
@@ -394,7 +416,7 @@ impl fmt::Debug for Store {
 /// Opens (or creates) the database file, private to its owner, and checks every page of it:
 /// a damaged file is [`StoreError::Damaged`] here rather than a failure (or a panic inside
 /// the database library) on some later read.
-fn open_database(path: &Path, reset_empty: bool) -> Result<Database> {
+fn open_database(path: &Path, reset_empty: bool, cache_bytes: usize) -> Result<Database> {
     match std::fs::metadata(path) {
         Ok(m) if m.len() == 0 && !reset_empty => {
             return Err(StoreError::EmptyFile {
@@ -419,21 +441,24 @@ fn open_database(path: &Path, reset_empty: bool) -> Result<Database> {
         detail,
     };
     guarded(path, || {
-        let mut database = Database::create(path).map_err(|e| match e {
-            // A file shorter than its header says is damaged, not an IO failure.
-            DatabaseError::Storage(StorageError::Io(io))
-                if !matches!(
-                    io.kind(),
-                    std::io::ErrorKind::UnexpectedEof | std::io::ErrorKind::InvalidData
-                ) =>
-            {
-                StoreError::Db(format!("opening {}: {io}", path.display()))
-            }
-            e @ DatabaseError::DatabaseAlreadyOpen => {
-                StoreError::Db(format!("opening {}: {e}", path.display()))
-            }
-            e => damaged(e.to_string()),
-        })?;
+        let mut database = Database::builder()
+            .set_cache_size(cache_bytes)
+            .create(path)
+            .map_err(|e| match e {
+                // A file shorter than its header says is damaged, not an IO failure.
+                DatabaseError::Storage(StorageError::Io(io))
+                    if !matches!(
+                        io.kind(),
+                        std::io::ErrorKind::UnexpectedEof | std::io::ErrorKind::InvalidData
+                    ) =>
+                {
+                    StoreError::Db(format!("opening {}: {io}", path.display()))
+                }
+                e @ DatabaseError::DatabaseAlreadyOpen => {
+                    StoreError::Db(format!("opening {}: {e}", path.display()))
+                }
+                e => damaged(e.to_string()),
+            })?;
         // Every page's checksum, once per start (a few ms for thousands of objects).
         database
             .check_integrity()

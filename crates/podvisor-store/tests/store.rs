@@ -516,18 +516,20 @@ async fn watch_now_any_and_after() {
     );
     assert!(other_kind.try_next().is_none());
 
-    // Up to date is fine; newer than the store is Gone (a version from another database).
+    // Up to date is fine; a version the store has not reached is waited for, as the API
+    // server's watch cache does: the first event is the first write after it.
     let mut latest = store.watch("pods", None, WatchFrom::After(7)).unwrap();
     assert!(latest.try_next().is_none());
-    assert!(matches!(
-        store.watch("pods", None, WatchFrom::After(8)),
-        Err(StoreError::Gone { requested: 8, .. })
-    ));
+    let mut future = store.watch("pods", None, WatchFrom::After(8)).unwrap();
+    assert!(future.try_next().is_none());
     // Dropped watchers are pruned on the next write.
     drop((now, any, after, other_kind));
     store.create(&key("d"), pod("default", "d", 0)).unwrap();
     assert_eq!(summary(&next(&mut latest).await), s(Added, "d", 8));
-    assert_eq!(store.watcher_count(), 1);
+    assert!(future.try_next().is_none(), "8 is not after 8");
+    assert_eq!(store.watcher_count(), 2);
+    store.create(&key("e"), pod("default", "e", 0)).unwrap();
+    assert_eq!(summary(&next(&mut future).await), s(Added, "e", 9));
 }
 
 #[tokio::test]
@@ -1102,4 +1104,36 @@ fn the_store_file_is_private() {
     std::fs::set_permissions(dir.db(), std::fs::Permissions::from_mode(0o644)).unwrap();
     drop(Store::open(&dir.db()).unwrap());
     assert_eq!(mode(&dir.db()), 0o600);
+}
+
+#[test]
+fn the_watch_history_is_bounded_in_bytes() {
+    let dir = TempDir::new("history-bytes");
+    let options = StoreOptions {
+        history_bytes: 20_000,
+        ..StoreOptions::default()
+    };
+    let store = Store::open_with(&dir.db(), options).unwrap();
+    let first = store.resource_version();
+    let big = "x".repeat(2_000);
+    for i in 0..200 {
+        let mut obj = pod("default", &format!("p{i}"), i);
+        obj["spec"]["padding"] = json!(big);
+        store
+            .create(&Key::new("pods", "default", format!("p{i}")), obj)
+            .unwrap();
+    }
+    let (events, bytes) = store.history_size();
+    assert!(bytes <= 20_000, "{bytes} bytes in {events} events");
+    assert!((5..=10).contains(&events), "{events} events of ~2.3 kB");
+    // What fell out of the history is Gone, as when it falls out by count.
+    assert!(matches!(
+        store.watch("pods", None, WatchFrom::After(first)),
+        Err(StoreError::Gone { .. })
+    ));
+    assert!(
+        store
+            .watch("pods", None, WatchFrom::After(store.oldest_watchable()))
+            .is_ok()
+    );
 }

@@ -26,6 +26,7 @@ mod spec;
 mod update;
 
 pub use field::{BadValue, ErrorKind, FieldError, Path, ValidationErrors, go_quote};
+pub use names::{is_qualified_name, is_valid_label_value};
 pub use update::{validate_pod_update, validate_status_update};
 
 /// Switches for behaviour that depends on feature gates. The defaults follow
