@@ -128,6 +128,20 @@ pub(crate) fn list(store: &Store, res: Resource, ns: Option<&str>) -> ApiResult<
         .map_err(|e| api_error(res, "", e))
 }
 
+/// Lists the objects of a kind that `keep` accepts, deciding as it reads (see
+/// [`Store::list_filtered`]); unsorted.
+pub(crate) fn list_filtered(
+    store: &Store,
+    res: Resource,
+    ns: Option<&str>,
+    keep: impl FnMut(&Value) -> bool,
+) -> ApiResult<(Vec<Value>, u64)> {
+    let ns = if res.namespaced { ns } else { None };
+    store
+        .list_filtered(res.plural, ns, keep)
+        .map_err(|e| api_error(res, "", e))
+}
+
 /// Creates an object; 409 `AlreadyExists` when the name is taken.
 pub(crate) fn create(
     store: &Store,

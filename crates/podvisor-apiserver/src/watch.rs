@@ -144,11 +144,11 @@ pub(crate) fn start(
     let requested = db::query_rv(req.params.resource_version.as_deref())?;
     // Initial state: with no resourceVersion (or with sendInitialEvents=true) the current
     // objects are sent as ADDED; the watch then continues from the list's version.
-    let (current, list_rv) = db::list(store, res, ns)?;
+    let (current, list_rv) = db::list_filtered(store, res, ns, |o| selection.matches(o))?;
     let initial = requested.is_none() || send_initial == Some(true);
     let mut known = HashSet::new();
     let mut lines = Vec::new();
-    let mut sorted: Vec<&Value> = current.iter().filter(|o| selection.matches(o)).collect();
+    let mut sorted: Vec<&Value> = current.iter().collect();
     sorted.sort_by_key(|o| key_of(o));
     for obj in sorted {
         known.insert(key_of(obj));

@@ -216,6 +216,44 @@ impl Store {
         Ok((items.into_iter().map(|(_, _, obj)| obj).collect(), rv))
     }
 
+    /// Like [`Store::list`], but keeps only the objects `keep` accepts, deciding as it reads
+    /// (in key order, not sorted): a scan of many objects holds one decoded object at a
+    /// time plus what is kept, not all of them.
+    pub fn list_filtered(
+        &self,
+        kind: &str,
+        namespace: Option<&str>,
+        mut keep: impl FnMut(&Value) -> bool,
+    ) -> Result<(Vec<Value>, u64)> {
+        check_filter(kind, namespace)?;
+        let txn = self
+            .shared
+            .db
+            .begin_read()
+            .map_err(db("beginning a read"))?;
+        let meta = txn.open_table(META).map_err(db("opening meta"))?;
+        let rv = meta
+            .get(RV_KEY)
+            .map_err(db("reading the resourceVersion"))?
+            .map_or(0, |v| v.value());
+        let table = txn.open_table(OBJECTS).map_err(db("opening objects"))?;
+        let (start, end) = key::prefix_range(kind, namespace);
+        let mut items = Vec::new();
+        for entry in table
+            .range(start.as_str()..end.as_str())
+            .map_err(db("listing objects"))?
+        {
+            let (k, v) = entry.map_err(db("listing objects"))?;
+            let key = Key::decode(k.value())
+                .ok_or_else(|| StoreError::Db(format!("malformed key {:?}", k.value())))?;
+            let obj = decode(&key, v.value())?;
+            if keep(&obj) {
+                items.push(obj);
+            }
+        }
+        Ok((items, rv))
+    }
+
     /// Stores a new object, setting `metadata.resourceVersion` to the new resourceVersion.
     /// [`StoreError::AlreadyExists`] if `key` is taken.
     pub fn create(&self, key: &Key, mut obj: Value) -> Result<Value> {

@@ -1137,3 +1137,30 @@ fn the_watch_history_is_bounded_in_bytes() {
             .is_ok()
     );
 }
+
+#[test]
+fn list_filtered_keeps_what_the_filter_accepts() {
+    let dir = TempDir::new("filtered");
+    let store = Store::open(&dir.db()).unwrap();
+    for i in 0..10 {
+        let name = format!("p{i}");
+        store
+            .create(
+                &Key::new("pods", "default", &name),
+                pod("default", &name, i),
+            )
+            .unwrap();
+    }
+    let mut seen = 0;
+    let (kept, rv) = store
+        .list_filtered("pods", Some("default"), |obj| {
+            seen += 1;
+            obj["data"].as_u64().is_some_and(|d| d % 3 == 0)
+        })
+        .unwrap();
+    assert_eq!(seen, 10);
+    assert_eq!(rv, store.resource_version());
+    let mut names: Vec<String> = kept.iter().map(|o| name_of(o).1).collect();
+    names.sort();
+    assert_eq!(names, ["p0", "p3", "p6", "p9"]);
+}
