@@ -1,6 +1,6 @@
 //! `podvisor serve [--state-dir DIR] [--listen ADDR:PORT] [--manifests DIR] [--drain-on-exit]
-//! [--backoff default|reduced] [--max-restart-period DUR]`: this machine as a Kubernetes node
-//! with its own API, in one process.
+//! [--backoff default|reduced] [--max-restart-period DUR] [--reset-empty-store]`: this machine
+//! as a Kubernetes node with its own API, in one process.
 //!
 //! The store (`<state>/store.redb`), the API server (HTTPS with a self-generated CA and a bearer
 //! token; `<state>/kubeconfig` is written once it answers) and the node agent (recovery of the
@@ -8,6 +8,10 @@
 //! SIGTERM or SIGINT stops the agent and the API and leaves the containers running, like the
 //! kubelet: the next `serve` on the same state directory re-adopts them. With
 //! `--drain-on-exit` every pod is deleted gracefully first (a second signal stops at once).
+//! The state directory is root's only (0700; the store, token and keys 0600, also when an
+//! older version left them readable). A damaged `store.redb` stops the start with exit 2 and
+//! what to do (restore it, or move it aside); an empty one is refused unless
+//! `--reset-empty-store`. A `--listen` address other than loopback is warned about.
 //! Exit status: 0 after a clean stop, 2 when the engine could not start.
 
 use crate::BackoffCurve;
