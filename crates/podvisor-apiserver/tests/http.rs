@@ -599,6 +599,37 @@ fn duplicate_json_keys_follow_field_validation() {
     assert_eq!(pod["metadata"]["name"], "dup");
     assert_eq!(pod["metadata"]["labels"]["a"], "2");
     assert_eq!(pod["spec"]["containers"][0]["image"], "busybox:2");
+
+    // The same in a patch.
+    let patch = r#"{"metadata":{"labels":{"b":"1","b":"2"}}}"#;
+    for kind in [
+        "application/merge-patch+json",
+        "application/strategic-merge-patch+json",
+    ] {
+        let (code, _, text) = s.request(
+            "PATCH",
+            "/api/v1/namespaces/default/pods/dup?fieldValidation=Strict",
+            &[("content-type", kind)],
+            Some(patch),
+        );
+        assert_eq!(code, 400, "{kind}: {text}");
+        assert!(
+            serde_json::from_str::<Value>(&text).unwrap()["message"]
+                == r#"strict decoding error: duplicate field "metadata.labels.b""#,
+            "{kind}: {text}"
+        );
+        let (code, headers, text) = s.request(
+            "PATCH",
+            "/api/v1/namespaces/default/pods/dup?fieldValidation=Warn",
+            &[("content-type", kind)],
+            Some(patch),
+        );
+        assert_eq!(code, 200, "{kind}: {text}");
+        assert_eq!(
+            headers["warning"], r#"299 - "duplicate field \"metadata.labels.b\"""#,
+            "{kind}"
+        );
+    }
 }
 
 /// Fields dropped as unknown are nobody's: they are not in `managedFields`, whether they came

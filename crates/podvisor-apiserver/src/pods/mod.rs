@@ -445,7 +445,13 @@ pub(crate) fn patched_pod(
             .unwrap_or("");
         return Err(ApiError::stale(PODS.plural, name));
     }
-    decode_pod(&patched, &[], fv, "")
+    // Keys a merge or strategic patch repeats are strict-decoding errors too (the API
+    // server's patcher decodes the patch with `UnmarshalStrict`).
+    let duplicates = match patch_type {
+        PatchType::Json => Vec::new(),
+        _ => duplicate_fields(body),
+    };
+    decode_pod(&patched, &duplicates, fv, "")
 }
 
 /// `PATCH /api/v1/namespaces/{ns}/pods/{name}`.
