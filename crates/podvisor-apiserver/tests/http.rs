@@ -783,3 +783,41 @@ fn a_watch_from_a_future_version_waits() {
     assert!(rv > from, "{first}");
     assert_ne!(first["object"]["metadata"]["name"], "a", "{first}");
 }
+
+/// Chunked lists select while reading and keep one page: pages in (namespace, name) order,
+/// `remainingItemCount` of the selected objects only, the first page's resourceVersion.
+#[test]
+fn chunked_lists_with_a_selector() {
+    let s = TestServer::start();
+    for (name, tier) in [("e", "a"), ("a", "a"), ("d", "b"), ("c", "a"), ("b", "b")] {
+        let mut pod = pod_json(name);
+        pod["metadata"]["labels"]["tier"] = json!(tier);
+        let (code, body) = s.json("POST", "/api/v1/namespaces/default/pods", Some(&pod));
+        assert_eq!(code, 201, "{body}");
+    }
+    let names = |list: &Value| -> Vec<String> {
+        list["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| p["metadata"]["name"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    let base = "/api/v1/namespaces/default/pods?labelSelector=tier%3Da&limit=2";
+    let (code, first) = s.json("GET", base, None);
+    assert_eq!(code, 200, "{first}");
+    assert_eq!(names(&first), ["a", "c"]);
+    assert_eq!(first["metadata"]["remainingItemCount"], 1);
+    let token = first["metadata"]["continue"].as_str().unwrap().to_owned();
+    let (code, second) = s.json("GET", &format!("{base}&continue={token}"), None);
+    assert_eq!(code, 200, "{second}");
+    assert_eq!(names(&second), ["e"]);
+    assert!(second["metadata"].get("continue").is_none(), "{second}");
+    assert_eq!(
+        second["metadata"]["resourceVersion"],
+        first["metadata"]["resourceVersion"]
+    );
+    let (_, all) = s.json("GET", "/api/v1/namespaces/default/pods?limit=500", None);
+    assert_eq!(names(&all), ["a", "b", "c", "d", "e"]);
+    assert!(all["metadata"].get("remainingItemCount").is_none(), "{all}");
+}
