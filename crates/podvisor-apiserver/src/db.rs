@@ -55,6 +55,9 @@ pub(crate) fn api_error(res: Resource, name: &str, e: StoreError) -> ApiError {
         e @ StoreError::Gone { .. } => ApiError::expired(e.to_string()),
         StoreError::Invalid(message) => ApiError::bad_request(message),
         StoreError::Db(message) => ApiError::internal(format!("storage error: {message}")),
+        e @ (StoreError::Damaged { .. } | StoreError::EmptyFile { .. }) => {
+            ApiError::internal(format!("storage error: {e}"))
+        }
     }
 }
 
@@ -62,6 +65,31 @@ pub(crate) fn api_error(res: Resource, name: &str, e: StoreError) -> ApiError {
 pub(crate) fn parse_rv(rv: &str) -> ApiResult<u64> {
     rv.parse::<u64>()
         .map_err(|_| ApiError::bad_request(format!("invalid resource version: {rv}")))
+}
+
+/// The `resourceVersion` query parameter of a list or watch: unset, `""` and `"0"` are `None`
+/// ("any"); anything but a decimal number is a 400 worded as the API server's storage
+/// words it (`APIObjectVersioner.ParseResourceVersion` inside `invalid resource version`).
+pub(crate) fn query_rv(rv: Option<&str>) -> ApiResult<Option<u64>> {
+    match rv {
+        None | Some("" | "0") => Ok(None),
+        Some(text) => match text.parse::<u64>() {
+            Ok(n) if text.bytes().all(|b| b.is_ascii_digit()) => Ok(Some(n)),
+            parsed => {
+                let why = match parsed {
+                    Err(e) if *e.kind() == std::num::IntErrorKind::PosOverflow => {
+                        "value out of range"
+                    }
+                    _ => "invalid syntax",
+                };
+                let quoted = podvisor_api::validation::go_quote(text);
+                Err(ApiError::bad_request(format!(
+                    "invalid resource version: resourceVersion: Invalid value: {quoted}: \
+                     strconv.ParseUint: parsing {quoted}: {why}"
+                )))
+            }
+        },
+    }
 }
 
 /// The `metadata.resourceVersion` of a stored object, as a number.
@@ -97,6 +125,20 @@ pub(crate) fn list(store: &Store, res: Resource, ns: Option<&str>) -> ApiResult<
     let ns = if res.namespaced { ns } else { None };
     store
         .list(res.plural, ns)
+        .map_err(|e| api_error(res, "", e))
+}
+
+/// Lists the objects of a kind that `keep` accepts, deciding as it reads (see
+/// [`Store::list_filtered`]); unsorted.
+pub(crate) fn list_filtered(
+    store: &Store,
+    res: Resource,
+    ns: Option<&str>,
+    keep: impl FnMut(&Value) -> bool,
+) -> ApiResult<(Vec<Value>, u64)> {
+    let ns = if res.namespaced { ns } else { None };
+    store
+        .list_filtered(res.plural, ns, keep)
         .map_err(|e| api_error(res, "", e))
 }
 

@@ -169,17 +169,18 @@ fn last_written(event: &Value) -> Option<Timestamp> {
 /// Deletes the events last written more than `ttl` before `now` (the API server stores events
 /// with a lease of `--event-ttl`); returns how many went.
 pub fn expire_events(store: &Store, now: Timestamp, ttl: std::time::Duration) -> usize {
-    let Ok((items, _)) = db::list(store, EVENTS, None) else {
+    let Ok(ttl) = jiff::SignedDuration::try_from(ttl) else {
         return 0;
     };
-    let Ok(ttl) = jiff::SignedDuration::try_from(ttl) else {
+    // Only the expired ones are kept from the scan: the sweep runs every minute, and holding
+    // every stored event each time made the process's memory grow with their number.
+    let Ok((items, _)) = db::list_filtered(store, EVENTS, None, |event| {
+        last_written(event).is_some_and(|t| t + ttl <= now)
+    }) else {
         return 0;
     };
     let mut expired = 0;
     for event in items {
-        if last_written(&event).is_none_or(|t| t + ttl > now) {
-            continue;
-        }
         let meta = &event["metadata"];
         let (ns, name) = (
             meta["namespace"].as_str().unwrap_or(""),

@@ -93,6 +93,8 @@ struct StateInner {
     log_poll_interval: Duration,
     /// Runs `pods/exec` sessions on the node (none: exec is refused).
     exec: Option<exec::ExecBackend>,
+    /// Set once the server stops: watches and log streams end at once.
+    stopping: Arc<tokio::sync::watch::Sender<bool>>,
 }
 
 impl ApiState {
@@ -109,6 +111,7 @@ impl ApiState {
                 bookmark_interval: Duration::from_secs(60),
                 log_poll_interval: Duration::from_millis(100),
                 exec: None,
+                stopping: Arc::new(tokio::sync::watch::Sender::new(false)),
             }),
         }
     }
@@ -145,6 +148,19 @@ impl ApiState {
         self.map(|s| s.exec = Some(exec))
     }
 
+    /// Ends every watch and log stream (the server is stopping); new ones end at once.
+    pub(crate) fn stop_streams(&self) {
+        self.inner.stopping.send_replace(true);
+    }
+
+    /// Completes once [`ApiState::stop_streams`] was called.
+    pub(crate) fn stopping(&self) -> impl std::future::Future<Output = ()> + Send + 'static {
+        let mut stopping = self.inner.stopping.subscribe();
+        async move {
+            let _ = stopping.wait_for(|s| *s).await;
+        }
+    }
+
     /// The store.
     pub fn store(&self) -> &Store {
         &self.inner.store
@@ -168,7 +184,7 @@ pub fn router(state: ApiState) -> Router {
             state.clone(),
             auth::require_token,
         ))
-        .layer(DefaultBodyLimit::max(3 * 1024 * 1024));
+        .layer(DefaultBodyLimit::max(routes::MAX_BODY));
     let app = if std::env::var_os("PODVISOR_API_TRACE").is_some() {
         app.layer(axum::middleware::from_fn(auth::trace))
     } else {

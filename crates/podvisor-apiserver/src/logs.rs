@@ -254,7 +254,8 @@ pub(crate) async fn get(req: &Req, ns: &str, name: &str) -> ApiResult<Response> 
         path,
         tx,
     };
-    tokio::spawn(follower.run(opts));
+    let stopping = req.state.stopping();
+    tokio::spawn(follower.run(opts, stopping));
     Ok(streaming_response(rx, "text/plain"))
 }
 
@@ -287,7 +288,8 @@ impl Follower {
         })
     }
 
-    async fn run(self, mut opts: ReadOptions) {
+    async fn run(self, mut opts: ReadOptions, stopping: impl std::future::Future<Output = ()>) {
+        tokio::pin!(stopping);
         let interval = self.state.inner.log_poll_interval;
         loop {
             let running = self.still_running();
@@ -309,6 +311,7 @@ impl Follower {
             }
             tokio::select! {
                 () = self.tx.closed() => return,
+                () = &mut stopping => return,
                 () = tokio::time::sleep(interval) => {}
             }
         }

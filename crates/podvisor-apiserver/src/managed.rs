@@ -61,6 +61,55 @@ fn fields_of(v: &Value, path: &mut Vec<String>, lists: ListStrategy) -> Map<Stri
     out
 }
 
+/// The part of `source` (a request object, patch or applied configuration) that `typed` (the
+/// object it decoded to) kept: fields dropped as unknown are not managed by anyone. List
+/// elements are paired by their merge key where the list has one, else by position.
+pub(crate) fn known_only(source: &Value, typed: &Value, lists: ListStrategy) -> Value {
+    known_at(source, typed, &mut Vec::new(), lists)
+}
+
+fn known_at(source: &Value, typed: &Value, path: &mut Vec<String>, lists: ListStrategy) -> Value {
+    match (source, typed) {
+        (Value::Object(s), Value::Object(t)) => Value::Object(
+            s.iter()
+                .filter_map(|(k, v)| {
+                    let tv = t.get(k)?;
+                    path.push(k.clone());
+                    let kept = known_at(v, tv, path, lists);
+                    path.pop();
+                    // An object whose every field was unknown sets nothing (but `{}` as
+                    // sent, such as `emptyDir: {}`, does).
+                    let emptied = v.as_object().is_some_and(|m| !m.is_empty())
+                        && kept.as_object().is_some_and(serde_json::Map::is_empty);
+                    (!emptied).then(|| (k.clone(), kept))
+                })
+                .collect(),
+        ),
+        (Value::Array(s), Value::Array(t)) => {
+            let names: Vec<&str> = path.iter().map(String::as_str).collect();
+            let key = match lists(&names) {
+                Some(ListMerge::Key(key)) => Some(key),
+                _ => None,
+            };
+            let kept = s
+                .iter()
+                .enumerate()
+                .filter_map(|(i, item)| {
+                    let pair = match key {
+                        Some(key) => t
+                            .iter()
+                            .find(|x| item.get(key).is_some() && x.get(key) == item.get(key)),
+                        None => t.get(i),
+                    };
+                    pair.map(|tv| known_at(item, tv, path, lists))
+                })
+                .collect();
+            Value::Array(kept)
+        }
+        _ => source.clone(),
+    }
+}
+
 /// The `FieldsV1` of a request object: everything but identity and server-set metadata;
 /// `status` only for the status subresource, and then nothing else.
 pub(crate) fn fields_v1(obj: &Value, status_only: bool, lists: ListStrategy) -> Value {

@@ -1,6 +1,8 @@
 //! Reads shared by every resource: get, list (with selectors) and the response shapes
 //! (object, list, `Table`, warnings).
 
+use std::collections::BTreeMap;
+
 use axum::http::{HeaderValue, StatusCode};
 use axum::response::Response;
 use podvisor_api::validation::go_quote;
@@ -49,6 +51,14 @@ pub(crate) fn list(
         req.params.label_selector.as_deref(),
         req.params.field_selector.as_deref(),
     )?;
+    // A list is of the latest state, which is as new as any version the client can have
+    // seen; a version the store has not reached is the watch cache's "too large" answer.
+    if let Some(requested) = db::query_rv(req.params.resource_version.as_deref())? {
+        let current = req.state.store().resource_version();
+        if requested > current {
+            return Err(ApiError::too_large_resource_version(requested, current));
+        }
+    }
     let limit = int_param("limit", req.params.limit.as_ref())?.filter(|&l| l > 0);
     let resume = req
         .params
@@ -57,22 +67,36 @@ pub(crate) fn list(
         .filter(|t| !t.is_empty())
         .map(Continue::decode)
         .transpose()?;
-    let (items, rv) = db::list(req.state.store(), res, ns)?;
-    let mut items: Vec<Value> = items.into_iter().filter(|o| selection.matches(o)).collect();
-    items.sort_by_key(sort_key);
+    // Selected as the objects are read, and with a limit only the first `limit` (in
+    // namespace, name order) kept: a list of many objects (events) holds what it returns,
+    // not everything stored.
+    let after = resume.as_ref().map(|c| c.after.clone());
+    let limit = limit.and_then(|l| usize::try_from(l).ok());
+    let mut matched = 0usize;
+    let mut page: BTreeMap<(String, String), Value> = BTreeMap::new();
+    let (_, rv) = db::list_filtered(req.state.store(), res, ns, |o| {
+        if !selection.matches(o) {
+            return false;
+        }
+        let key = sort_key(o);
+        if after.as_ref().is_some_and(|a| key <= *a) {
+            return false;
+        }
+        matched += 1;
+        page.insert(key, o.clone());
+        if limit.is_some_and(|l| page.len() > l) {
+            page.pop_last();
+        }
+        false
+    })?;
+    let items: Vec<Value> = page.into_values().collect();
     // Later pages keep the first page's resourceVersion (here they read the current objects).
     let rv = resume.as_ref().map_or(rv, |c| c.rv);
-    if let Some(after) = resume.as_ref().map(|c| c.after.clone()) {
-        items.retain(|o| sort_key(o) > after);
-    }
     let mut meta = json!({"resourceVersion": rv.to_string()});
-    if let Some(limit) = limit.and_then(|l| usize::try_from(l).ok())
-        && items.len() > limit
-    {
-        let rest = items.split_off(limit);
+    if matched > items.len() {
         let last = items.last().map(sort_key).unwrap_or_default();
         meta["continue"] = json!(Continue { rv, after: last }.encode());
-        meta["remainingItemCount"] = json!(rest.len());
+        meta["remainingItemCount"] = json!(matched - items.len());
     }
     let body = match representation(&req.headers) {
         Representation::Table { beta } => {

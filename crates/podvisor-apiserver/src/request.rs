@@ -190,6 +190,101 @@ pub(crate) fn now() -> Timestamp {
 
 pub(crate) use podvisor_lifecycle::event_object::time_text;
 
+/// The keys a JSON document repeats within one object (the later value wins, as in Go's
+/// decoder), each as the path the API server's strict decoding names (`metadata.name`,
+/// `spec.containers[0].image`). Empty for anything that is not JSON.
+pub(crate) fn duplicate_fields(body: &[u8]) -> Vec<String> {
+    let mut found = Vec::new();
+    let trimmed = body.trim_ascii_start();
+    if !trimmed.starts_with(b"{") {
+        return found;
+    }
+    let mut de = serde_json::Deserializer::from_slice(body);
+    // A body that does not parse is reported by `parse_body`.
+    let _ = serde::de::DeserializeSeed::deserialize(
+        Duplicates {
+            path: String::new(),
+            found: &mut found,
+        },
+        &mut de,
+    );
+    found
+}
+
+/// Walks one JSON value, recording repeated object keys under `path`.
+struct Duplicates<'a> {
+    path: String,
+    found: &'a mut Vec<String>,
+}
+
+impl<'de> serde::de::DeserializeSeed<'de> for Duplicates<'_> {
+    type Value = ();
+
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for Duplicates<'_> {
+    type Value = ();
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a JSON value")
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        let mut seen = std::collections::HashSet::new();
+        while let Some(key) = map.next_key::<String>()? {
+            let path = if self.path.is_empty() {
+                key.clone()
+            } else {
+                format!("{}.{key}", self.path)
+            };
+            if !seen.insert(key) && !self.found.contains(&path) {
+                self.found.push(path.clone());
+            }
+            map.next_value_seed(Duplicates {
+                path,
+                found: &mut *self.found,
+            })?;
+        }
+        Ok(())
+    }
+
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+        let mut i = 0;
+        while seq
+            .next_element_seed(Duplicates {
+                path: format!("{}[{i}]", self.path),
+                found: &mut *self.found,
+            })?
+            .is_some()
+        {
+            i += 1;
+        }
+        Ok(())
+    }
+
+    fn visit_bool<E>(self, _: bool) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_i64<E>(self, _: i64) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_u64<E>(self, _: u64) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_f64<E>(self, _: f64) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_str<E>(self, _: &str) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_unit<E>(self) -> Result<(), E> {
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use axum::http::HeaderValue;

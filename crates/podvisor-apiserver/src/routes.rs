@@ -3,9 +3,9 @@
 
 use axum::Router;
 use axum::body::Bytes;
-use axum::extract::{FromRequestParts, Path, Query};
+use axum::extract::{FromRequest, FromRequestParts, Path, Query, Request};
 use axum::http::request::Parts;
-use axum::http::{HeaderMap, Method, Uri};
+use axum::http::{HeaderMap, Method, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{MethodFilter, get, on};
 
@@ -13,6 +13,27 @@ use crate::db::{EVENTS, NAMESPACES, PODS, Resource};
 use crate::request::Params;
 use crate::status::ApiError;
 use crate::{ApiState, discovery, events, exec, logs, namespaces, objects, openapi, pods};
+
+/// The most bytes a request body may have (the API server's `MaxRequestBodyBytes`).
+pub(crate) const MAX_BODY: usize = 3 * 1024 * 1024;
+
+/// A request body; one over [`MAX_BODY`] is the API server's 413 `Status` (axum's own
+/// rejection is plain text).
+pub(crate) struct Body(pub Bytes);
+
+impl<S: Send + Sync> FromRequest<S> for Body {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, ApiError> {
+        match Bytes::from_request(req, state).await {
+            Ok(bytes) => Ok(Body(bytes)),
+            Err(e) if e.status() == StatusCode::PAYLOAD_TOO_LARGE => {
+                Err(ApiError::request_entity_too_large(MAX_BODY))
+            }
+            Err(e) => Err(ApiError::bad_request(e.body_text())),
+        }
+    }
+}
 
 /// Everything the handlers get from a request.
 pub(crate) struct Req {
@@ -55,7 +76,7 @@ async fn cluster_collection(
     req: Req,
     Path(resource): Path<String>,
     method: Method,
-    body: Bytes,
+    Body(body): Body,
 ) -> Response {
     finish(match (resource.as_str(), method) {
         ("namespaces", Method::GET) => objects::list(&req, NAMESPACES, None, None),
@@ -88,7 +109,7 @@ async fn namespace_object(
     req: Req,
     Path(name): Path<String>,
     method: Method,
-    body: Bytes,
+    Body(body): Body,
 ) -> Response {
     finish(match method {
         Method::GET => objects::get(&req, NAMESPACES, "", &name),
@@ -109,7 +130,7 @@ async fn collection(
     req: Req,
     Path((ns, resource)): Path<(String, String)>,
     method: Method,
-    body: Bytes,
+    Body(body): Body,
 ) -> Response {
     let Some(res) = namespaced(&resource) else {
         return ApiError::path_not_found().into_response();
@@ -137,7 +158,7 @@ async fn object(
     req: Req,
     Path((ns, resource, name)): Path<(String, String, String)>,
     method: Method,
-    body: Bytes,
+    Body(body): Body,
 ) -> Response {
     let Some(res) = namespaced(&resource) else {
         return ApiError::path_not_found().into_response();
@@ -173,7 +194,7 @@ async fn subresource(
     method: Method,
     uri: Uri,
     upgrade: exec::Upgrade,
-    body: Bytes,
+    Body(body): Body,
 ) -> Response {
     finish(match (resource.as_str(), sub.as_str(), method) {
         ("pods", "status", Method::GET) => objects::get(&req, PODS, &ns, &name),

@@ -3,6 +3,8 @@
 
 use serde_json::Value;
 
+use podvisor_api::validation::{go_quote, is_qualified_name, is_valid_label_value};
+
 use crate::db::Resource;
 use crate::status::{ApiError, ApiResult};
 
@@ -69,7 +71,43 @@ fn check_key(req: &str, key: &str) -> ApiResult<String> {
     if key.is_empty() || key.contains(char::is_whitespace) {
         return Err(label_error(req, "invalid label key"));
     }
+    // As `labels.NewRequirement`: the key must be a qualified name.
+    let errs = is_qualified_name(key);
+    if !errs.is_empty() {
+        return Err(requirement_error(&format!(
+            "key: Invalid value: {}: {}",
+            go_quote(key),
+            errs.join("; ")
+        )));
+    }
     Ok(key.to_owned())
+}
+
+/// Every value must be a label value (`labels.NewRequirement`'s `values[i][key]` errors).
+fn check_values(key: &str, values: &[String]) -> ApiResult<()> {
+    let errs: Vec<String> = values
+        .iter()
+        .enumerate()
+        .filter_map(|(i, v)| {
+            let errs = is_valid_label_value(v);
+            (!errs.is_empty()).then(|| {
+                format!(
+                    "values[{i}][{key}]: Invalid value: {}: {}",
+                    go_quote(v),
+                    errs.join("; ")
+                )
+            })
+        })
+        .collect();
+    match errs.as_slice() {
+        [] => Ok(()),
+        [one] => Err(requirement_error(one)),
+        many => Err(requirement_error(&format!("[{}]", many.join(", ")))),
+    }
+}
+
+fn requirement_error(why: &str) -> ApiError {
+    ApiError::bad_request(format!("unable to parse requirement: {why}"))
 }
 
 impl LabelSelector {
@@ -116,6 +154,15 @@ impl LabelSelector {
                 ));
             } else {
                 reqs.push(LabelReq::Exists(check_key(p, p)?));
+            }
+        }
+        for r in &reqs {
+            match r {
+                LabelReq::In(k, vs) | LabelReq::NotIn(k, vs) => check_values(k, vs)?,
+                LabelReq::Exists(_)
+                | LabelReq::NotExists(_)
+                | LabelReq::Gt(..)
+                | LabelReq::Lt(..) => {}
             }
         }
         Ok(LabelSelector(reqs))

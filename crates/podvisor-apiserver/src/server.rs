@@ -157,8 +157,9 @@ impl ApiServer {
         &self.state
     }
 
-    /// Serves until `shutdown` completes, then stops accepting, lets open requests finish
-    /// for up to 5 s and closes the rest (watches and log streams).
+    /// Serves until `shutdown` completes, then stops accepting (the port is closed: new
+    /// clients are refused, not left waiting), ends every watch and log stream at once, lets
+    /// other open requests finish for up to 5 s and closes the rest.
     ///
     /// Writes `<state>/kubeconfig` (mode 0600, atomically) once a TLS `GET /version` with
     /// the token has succeeded.
@@ -168,6 +169,8 @@ impl ApiServer {
     /// The self-check failed, or the kubeconfig could not be written.
     pub async fn run(self, shutdown: impl Future<Output = ()>) -> Result<(), ServeError> {
         let app = router(self.state.clone());
+        let (url, kubeconfig_path) = (self.url(), self.kubeconfig_path());
+        let listener = self.listener;
         let (stop_tx, stop_rx) = watch::channel(false);
         let mut connections = JoinSet::new();
         let mut check = tokio::spawn(self_check(
@@ -182,7 +185,7 @@ impl ApiServer {
         let result = loop {
             tokio::select! {
                 () = &mut shutdown => break Ok(()),
-                accepted = self.listener.accept() => {
+                accepted = listener.accept() => {
                     let Ok((tcp, _peer)) = accepted else {
                         // Out of file descriptors and the like: back off a little.
                         tokio::time::sleep(Duration::from_millis(50)).await;
@@ -199,8 +202,8 @@ impl ApiServer {
                     check_done = true;
                     match outcome {
                         Ok(Ok(())) => {
-                            let text = tls::kubeconfig(&self.url(), &self.ca_pem, &self.token);
-                            if let Err(e) = tls::write_private(&self.kubeconfig_path(), text.as_bytes(), 0o600) {
+                            let text = tls::kubeconfig(&url, &self.ca_pem, &self.token);
+                            if let Err(e) = tls::write_private(&kubeconfig_path, text.as_bytes(), 0o600) {
                                 break Err(e);
                             }
                         }
@@ -218,6 +221,8 @@ impl ApiServer {
             }
         };
         check.abort();
+        drop(listener);
+        self.state.stop_streams();
         let _ = stop_tx.send(true);
         let drain = async { while connections.join_next().await.is_some() {} };
         if tokio::time::timeout(Duration::from_secs(5), drain)

@@ -135,6 +135,30 @@ impl ApiError {
         Self::new(410, "Expired", message)
     }
 
+    /// 504 `Timeout` for a list from a resourceVersion the store has not reached
+    /// (`storage.NewTooLargeResourceVersionError`, retry after 1 s).
+    pub fn too_large_resource_version(requested: u64, current: u64) -> Self {
+        let mut e = Self::new(
+            504,
+            "Timeout",
+            format!("Timeout: Too large resource version: {requested}, current: {current}"),
+        );
+        e.details = Some(json!({
+            "causes": [{"reason": "ResourceVersionTooLarge", "message": "Too large resource version"}],
+            "retryAfterSeconds": 1,
+        }));
+        e
+    }
+
+    /// 413 for a request body over the limit (`limitedReadBody`).
+    pub fn request_entity_too_large(limit: usize) -> Self {
+        Self::new(
+            413,
+            "RequestEntityTooLarge",
+            format!("Request entity too large: limit is {limit}"),
+        )
+    }
+
     /// 415 for a PATCH content type the server does not know.
     pub fn unsupported_media_type(content_type: &str) -> Self {
         Self::new(

@@ -3,7 +3,7 @@
 
 use std::io::Write;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
-use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -55,6 +55,22 @@ pub(crate) fn write_private(path: &Path, contents: &[u8], mode: u32) -> Result<(
         .and_then(|()| f.sync_all())
         .map_err(io_err(format!("writing {}", tmp.display())))?;
     std::fs::rename(&tmp, path).map_err(io_err(format!("renaming to {}", path.display())))
+}
+
+/// Reads a secret (a key, the token), making it 0600 first if an older podvisor left it
+/// readable by others.
+fn read_private(path: &Path) -> Result<Option<String>, ServeError> {
+    match std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => {
+            return Err(ServeError::Io {
+                what: format!("setting the mode of {}", path.display()),
+                source: e,
+            });
+        }
+        Ok(()) => {}
+    }
+    read(path)
 }
 
 fn read(path: &Path) -> Result<Option<String>, ServeError> {
@@ -127,6 +143,17 @@ fn server_cert(node_name: &str, ca_key: &KeyPair) -> Result<(String, String), Se
     Ok((cert.pem(), key.serialize_pem()))
 }
 
+/// Creates `dir` (0700), or makes an existing one 0700.
+fn private_dir(dir: &Path) -> Result<(), ServeError> {
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+        .map_err(io_err(format!("creating {}", dir.display())))?;
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
+        .map_err(io_err(format!("setting the mode of {}", dir.display())))
+}
+
 /// Loads `<state>/pki`, creating the CA and the server certificate on first start (and a
 /// new server certificate when the node name changed).
 pub(crate) fn load_or_create_pki(state_dir: &Path, node_name: &str) -> Result<Pki, ServeError> {
@@ -137,7 +164,8 @@ pub(crate) fn load_or_create_pki(state_dir: &Path, node_name: &str) -> Result<Pk
         dir.join("apiserver.key"),
         dir.join("apiserver.sans"),
     );
-    let (ca_pem, ca_key) = match (read(&ca_crt)?, read(&ca_key_path)?) {
+    private_dir(&dir)?;
+    let (ca_pem, ca_key) = match (read(&ca_crt)?, read_private(&ca_key_path)?) {
         (Some(cert), Some(key)) => (cert, KeyPair::from_pem(&key)?),
         _ => {
             let key = KeyPair::generate()?;
@@ -150,7 +178,7 @@ pub(crate) fn load_or_create_pki(state_dir: &Path, node_name: &str) -> Result<Pk
         }
     };
     let wanted_sans = san_list(node_name).join("\n");
-    let stored = (read(&crt)?, read(&key_path)?, read(&sans_path)?);
+    let stored = (read(&crt)?, read_private(&key_path)?, read(&sans_path)?);
     let (cert_pem, key_pem) = match stored {
         (Some(c), Some(k), Some(s)) if s == wanted_sans => (c, k),
         _ => {
@@ -171,7 +199,7 @@ pub(crate) fn load_or_create_pki(state_dir: &Path, node_name: &str) -> Result<Pk
 /// Loads `<state>/token`, creating a random one on first start.
 pub(crate) fn load_or_create_token(state_dir: &Path) -> Result<String, ServeError> {
     let path = state_dir.join("token");
-    if let Some(t) = read(&path)? {
+    if let Some(t) = read_private(&path)? {
         let t = t.trim().to_owned();
         if !t.is_empty() {
             return Ok(t);
@@ -283,6 +311,38 @@ mod tests {
         let t = load_or_create_token(dir.path()).unwrap();
         assert_eq!(t.len(), 64);
         assert_eq!(load_or_create_token(dir.path()).unwrap(), t);
+    }
+
+    #[test]
+    fn secrets_left_readable_by_an_older_version_are_made_private() {
+        let dir = tempfile::tempdir().unwrap();
+        load_or_create_pki(dir.path(), "node1").unwrap();
+        load_or_create_token(dir.path()).unwrap();
+        let set = |p: &str, mode: u32| {
+            std::fs::set_permissions(dir.path().join(p), std::fs::Permissions::from_mode(mode))
+                .unwrap();
+        };
+        let mode = |p: &str| {
+            std::fs::metadata(dir.path().join(p))
+                .unwrap()
+                .permissions()
+                .mode()
+                & 0o777
+        };
+        for (path, old) in [
+            ("pki", 0o755),
+            ("pki/ca.key", 0o644),
+            ("pki/apiserver.key", 0o644),
+            ("token", 0o644),
+        ] {
+            set(path, old);
+        }
+        load_or_create_pki(dir.path(), "node1").unwrap();
+        load_or_create_token(dir.path()).unwrap();
+        assert_eq!(mode("pki"), 0o700);
+        assert_eq!(mode("pki/ca.key"), 0o600);
+        assert_eq!(mode("pki/apiserver.key"), 0o600);
+        assert_eq!(mode("token"), 0o600);
     }
 
     #[test]

@@ -15,6 +15,7 @@
 
 use std::collections::HashSet;
 use std::convert::Infallible;
+use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -140,17 +141,14 @@ pub(crate) fn start(
         sent_columns: false,
     };
     let store = req.state.store();
-    let requested = match req.params.resource_version.as_deref() {
-        None | Some("" | "0") => None,
-        Some(rv) => Some(db::parse_rv(rv)?),
-    };
+    let requested = db::query_rv(req.params.resource_version.as_deref())?;
     // Initial state: with no resourceVersion (or with sendInitialEvents=true) the current
     // objects are sent as ADDED; the watch then continues from the list's version.
-    let (current, list_rv) = db::list(store, res, ns)?;
+    let (current, list_rv) = db::list_filtered(store, res, ns, |o| selection.matches(o))?;
     let initial = requested.is_none() || send_initial == Some(true);
     let mut known = HashSet::new();
     let mut lines = Vec::new();
-    let mut sorted: Vec<&Value> = current.iter().filter(|o| selection.matches(o)).collect();
+    let mut sorted: Vec<&Value> = current.iter().collect();
     sorted.sort_by_key(|o| key_of(o));
     for obj in sorted {
         known.insert(key_of(obj));
@@ -179,7 +177,7 @@ pub(crate) fn start(
                 bookmark_interval: req.state.inner.bookmark_interval,
                 timeout,
             };
-            tokio::spawn(job.run(lines));
+            tokio::spawn(job.run(lines, req.state.stopping()));
         }
         Err(e @ StoreError::Gone { .. }) => {
             let status = ApiError::expired(e.to_string()).to_status();
@@ -219,7 +217,8 @@ impl WatchJob {
         }
     }
 
-    async fn run(mut self, initial: Vec<Bytes>) {
+    async fn run(mut self, initial: Vec<Bytes>, stopping: impl Future<Output = ()>) {
+        tokio::pin!(stopping);
         for line in initial {
             if self.tx.send(line).await.is_err() {
                 return;
@@ -235,6 +234,7 @@ impl WatchJob {
             let line = tokio::select! {
                 () = self.tx.closed() => return,
                 () = &mut deadline => return,
+                () = &mut stopping => return,
                 _ = ticker.tick(), if self.bookmarks => self.presenter.bookmark(self.last_rv, false),
                 event = self.watch.next() => {
                     let Some(event) = event else { return };

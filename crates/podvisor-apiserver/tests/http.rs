@@ -506,3 +506,336 @@ fn t3_create_drops_the_stop_signal_of_a_disabled_gate() {
     assert_eq!(lifecycle.get("stopSignal"), None, "{lifecycle}");
     assert_eq!(lifecycle["preStop"]["sleep"]["seconds"], 0);
 }
+
+/// Stopping the server with a watch open closes the watch and stops at once (it used to
+/// wait 5 s for the watch, meanwhile leaving new clients hanging in the TLS handshake).
+#[test]
+fn shutdown_with_open_watches_is_prompt() {
+    let mut s = TestServer::start();
+    let mut lines: Vec<Lines> = s.rt.block_on(async {
+        let mut all = Vec::new();
+        for path in [
+            "/api/v1/namespaces/default/pods?watch=true",
+            "/api/v1/watch/namespaces/default/events",
+        ] {
+            let mut w = watch(&s, path, "application/json").await;
+            // Nothing to send yet: the watch is idle, as `kubectl get -w` usually is.
+            assert!(w.next(Duration::from_millis(200)).await.is_none());
+            all.push(w);
+        }
+        all
+    });
+    let took = s.shutdown();
+    eprintln!("stopped with 2 open watches in {} ms", took.as_millis());
+    assert!(took < Duration::from_millis(500), "stopping took {took:?}");
+    s.rt.block_on(async {
+        for w in &mut lines {
+            let end = tokio::time::timeout(Duration::from_secs(1), w.body.frame())
+                .await
+                .expect("the watch ends with the server");
+            assert!(!matches!(end, Some(Ok(_))), "no more data after the stop");
+        }
+        // The port is closed: a new client is refused rather than left waiting.
+        let connect = tokio::time::timeout(
+            Duration::from_secs(1),
+            tokio::net::TcpStream::connect(s.addr),
+        )
+        .await
+        .expect("connect answers at once");
+        assert!(connect.is_err(), "the server still accepts connections");
+    });
+}
+
+/// A body over 3 MiB gets the API server's `Status` (it was axum's plain text).
+#[test]
+fn a_body_over_the_limit_is_a_413_status() {
+    let s = TestServer::start();
+    let mut pod = pod_json("big");
+    pod["metadata"]["annotations"] = json!({"big": "x".repeat(3 * 1024 * 1024)});
+    let (code, headers, body) = s.request(
+        "POST",
+        "/api/v1/namespaces/default/pods",
+        &[("content-type", "application/json")],
+        Some(&pod.to_string()),
+    );
+    assert_eq!(code, 413, "{body}");
+    assert_eq!(headers["content-type"], "application/json");
+    let status: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(status["kind"], "Status");
+    assert_eq!(status["reason"], "RequestEntityTooLarge");
+    assert_eq!(status["code"], 413);
+    assert_eq!(
+        status["message"],
+        "Request entity too large: limit is 3145728"
+    );
+}
+
+/// Repeated keys: rejected under `fieldValidation=Strict` (kubectl's default) as the API
+/// server's strict decoding does, warned about under `Warn` (the last value counts).
+#[test]
+fn duplicate_json_keys_follow_field_validation() {
+    let s = TestServer::start();
+    let body = r#"{"apiVersion":"v1","kind":"Pod",
+        "metadata":{"name":"first","name":"dup","labels":{"a":"1","a":"2"}},
+        "spec":{"containers":[{"name":"app","image":"busybox","image":"busybox:2"}],"bogus":1}}"#;
+    let (code, _, text) = s.request(
+        "POST",
+        "/api/v1/namespaces/default/pods?fieldValidation=Strict",
+        &[("content-type", "application/json")],
+        Some(body),
+    );
+    assert_eq!(code, 400, "{text}");
+    let status: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(status["reason"], "BadRequest");
+    assert_eq!(
+        status["message"],
+        "Pod in version \"v1\" cannot be handled as a Pod: strict decoding error: duplicate \
+         field \"metadata.name\", duplicate field \"metadata.labels.a\", duplicate field \
+         \"spec.containers[0].image\", unknown field \"spec.bogus\""
+    );
+
+    let (code, headers, text) = s.request(
+        "POST",
+        "/api/v1/namespaces/default/pods?fieldValidation=Warn",
+        &[("content-type", "application/json")],
+        Some(body),
+    );
+    assert_eq!(code, 201, "{text}");
+    let warnings: Vec<&str> = headers
+        .get_all("warning")
+        .iter()
+        .map(|v| v.to_str().unwrap())
+        .collect();
+    for w in [
+        r#"299 - "duplicate field \"metadata.name\"""#,
+        r#"299 - "duplicate field \"spec.containers[0].image\"""#,
+        r#"299 - "unknown field \"spec.bogus\"""#,
+    ] {
+        assert!(warnings.contains(&w), "{w} not in {warnings:?}");
+    }
+    let pod: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(pod["metadata"]["name"], "dup");
+    assert_eq!(pod["metadata"]["labels"]["a"], "2");
+    assert_eq!(pod["spec"]["containers"][0]["image"], "busybox:2");
+
+    // The same in a patch.
+    let patch = r#"{"metadata":{"labels":{"b":"1","b":"2"}}}"#;
+    for kind in [
+        "application/merge-patch+json",
+        "application/strategic-merge-patch+json",
+    ] {
+        let (code, _, text) = s.request(
+            "PATCH",
+            "/api/v1/namespaces/default/pods/dup?fieldValidation=Strict",
+            &[("content-type", kind)],
+            Some(patch),
+        );
+        assert_eq!(code, 400, "{kind}: {text}");
+        assert!(
+            serde_json::from_str::<Value>(&text).unwrap()["message"]
+                == r#"strict decoding error: duplicate field "metadata.labels.b""#,
+            "{kind}: {text}"
+        );
+        let (code, headers, text) = s.request(
+            "PATCH",
+            "/api/v1/namespaces/default/pods/dup?fieldValidation=Warn",
+            &[("content-type", kind)],
+            Some(patch),
+        );
+        assert_eq!(code, 200, "{kind}: {text}");
+        assert_eq!(
+            headers["warning"], r#"299 - "duplicate field \"metadata.labels.b\"""#,
+            "{kind}"
+        );
+    }
+}
+
+/// Fields dropped as unknown are nobody's: they are not in `managedFields`, whether they came
+/// in a create, an update, a patch or an apply.
+#[test]
+fn unknown_fields_are_not_in_managed_fields() {
+    let s = TestServer::start();
+    let mut pod = pod_json("web");
+    pod["spec"]["bogus"] = json!({"deep": 1});
+    pod["spec"]["containers"][0]["notAField"] = json!("x");
+    pod["metadata"]["labels"]["tier"] = json!("front");
+    let (code, created) = s.json(
+        "POST",
+        "/api/v1/namespaces/default/pods?fieldValidation=Warn&fieldManager=creator",
+        Some(&pod),
+    );
+    assert_eq!(code, 201, "{created}");
+    let fields = |obj: &Value, manager: &str| -> Value {
+        obj["metadata"]["managedFields"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|e| e["manager"] == manager)
+            .unwrap_or_else(|| panic!("no entry of {manager} in {obj}"))["fieldsV1"]
+            .clone()
+    };
+    let f = fields(&created, "creator");
+    assert!(f["f:spec"].get("f:bogus").is_none(), "{f}");
+    let container = &f["f:spec"]["f:containers"][r#"k:{"name":"app"}"#];
+    assert!(container.get("f:image").is_some(), "{f}");
+    assert!(container.get("f:notAField").is_none(), "{f}");
+    assert!(f["f:metadata"]["f:labels"].get("f:tier").is_some(), "{f}");
+
+    let patch = json!({"metadata": {"labels": {"x": "1"}}, "spec": {"alsoBogus": true}});
+    let (code, _, text) = s.request(
+        "PATCH",
+        "/api/v1/namespaces/default/pods/web?fieldValidation=Warn&fieldManager=patcher",
+        &[("content-type", "application/strategic-merge-patch+json")],
+        Some(&patch.to_string()),
+    );
+    assert_eq!(code, 200, "{text}");
+    let patched: Value = serde_json::from_str(&text).unwrap();
+    let f = fields(&patched, "patcher");
+    assert!(f["f:metadata"]["f:labels"].get("f:x").is_some(), "{f}");
+    assert!(f.get("f:spec").is_none(), "{f}");
+}
+
+/// `resourceVersion` and selectors of lists and watches are checked, with the API server's
+/// words (they used to be ignored: 200 and everything).
+#[test]
+fn invalid_resource_versions_and_selectors_are_400() {
+    let s = TestServer::start();
+    let message = |path: &str| -> (u16, String) {
+        let (code, body) = s.json("GET", path, None);
+        (
+            code,
+            body["message"].as_str().unwrap_or_default().to_owned(),
+        )
+    };
+    let base = "/api/v1/namespaces/default/pods";
+    for watch in ["", "&watch=true"] {
+        let (code, msg) = message(&format!("{base}?resourceVersion=abc{watch}"));
+        assert_eq!(code, 400, "{msg}");
+        assert_eq!(
+            msg,
+            "invalid resource version: resourceVersion: Invalid value: \"abc\": \
+             strconv.ParseUint: parsing \"abc\": invalid syntax"
+        );
+        let (code, msg) = message(&format!("{base}?resourceVersion=-1{watch}"));
+        assert_eq!(code, 400, "{msg}");
+        assert!(msg.ends_with("parsing \"-1\": invalid syntax"), "{msg}");
+        let (code, msg) = message(&format!("{base}?labelSelector=-app%3Dweb{watch}"));
+        assert_eq!(code, 400, "{msg}");
+        assert!(
+            msg.starts_with(
+                "unable to parse requirement: key: Invalid value: \"-app\": name part must \
+                 consist of alphanumeric characters"
+            ),
+            "{msg}"
+        );
+        let (code, msg) = message(&format!("{base}?labelSelector=app%3D-web{watch}"));
+        assert_eq!(code, 400, "{msg}");
+        assert!(
+            msg.starts_with(
+                "unable to parse requirement: values[0][app]: Invalid value: \"-web\": a valid \
+                 label must be an empty string or consist of alphanumeric characters"
+            ),
+            "{msg}"
+        );
+        let (code, msg) = message(&format!("{base}?fieldSelector=spec.bogus%3Dx{watch}"));
+        assert_eq!(code, 400, "{msg}");
+        assert_eq!(msg, "field label not supported: spec.bogus");
+    }
+    // A list from a version the store has not reached: the watch cache's answer.
+    let (code, body) = s.json("GET", &format!("{base}?resourceVersion=999999"), None);
+    assert_eq!(code, 504, "{body}");
+    assert_eq!(body["reason"], "Timeout");
+    assert!(
+        body["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("Timeout: Too large resource version: 999999, current: "),
+        "{body}"
+    );
+    assert_eq!(
+        body["details"]["causes"][0]["reason"],
+        "ResourceVersionTooLarge"
+    );
+}
+
+/// A watch from a version the store has not reached waits for it, as the API server's watch
+/// cache does (it used to get 410 "too old"), and sends only what comes after it.
+#[test]
+fn a_watch_from_a_future_version_waits() {
+    let s = TestServer::start();
+    let (_, list) = s.json("GET", "/api/v1/namespaces/default/pods", None);
+    let now: u64 = list["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    let from = now + 2;
+    let mut w = s.rt.block_on(watch(
+        &s,
+        &format!("/api/v1/namespaces/default/pods?watch=true&resourceVersion={from}"),
+        "application/json",
+    ));
+    assert!(
+        s.rt.block_on(w.next(Duration::from_millis(300))).is_none(),
+        "nothing to send yet (no ERROR)"
+    );
+    for name in ["a", "b", "c"] {
+        let (code, body) = s.json(
+            "POST",
+            "/api/v1/namespaces/default/pods",
+            Some(&pod_json(name)),
+        );
+        assert_eq!(code, 201, "{body}");
+    }
+    // The creates are now+1 (a), +2 (b), +3 (c), each followed by its `Scheduled` event in
+    // another resource: only what comes after `from` arrives.
+    let first =
+        s.rt.block_on(w.next(EVENT_WAIT))
+            .expect("an event after the version");
+    assert_eq!(first["type"], "ADDED", "{first}");
+    let rv: u64 = first["object"]["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(rv > from, "{first}");
+    assert_ne!(first["object"]["metadata"]["name"], "a", "{first}");
+}
+
+/// Chunked lists select while reading and keep one page: pages in (namespace, name) order,
+/// `remainingItemCount` of the selected objects only, the first page's resourceVersion.
+#[test]
+fn chunked_lists_with_a_selector() {
+    let s = TestServer::start();
+    for (name, tier) in [("e", "a"), ("a", "a"), ("d", "b"), ("c", "a"), ("b", "b")] {
+        let mut pod = pod_json(name);
+        pod["metadata"]["labels"]["tier"] = json!(tier);
+        let (code, body) = s.json("POST", "/api/v1/namespaces/default/pods", Some(&pod));
+        assert_eq!(code, 201, "{body}");
+    }
+    let names = |list: &Value| -> Vec<String> {
+        list["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| p["metadata"]["name"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    let base = "/api/v1/namespaces/default/pods?labelSelector=tier%3Da&limit=2";
+    let (code, first) = s.json("GET", base, None);
+    assert_eq!(code, 200, "{first}");
+    assert_eq!(names(&first), ["a", "c"]);
+    assert_eq!(first["metadata"]["remainingItemCount"], 1);
+    let token = first["metadata"]["continue"].as_str().unwrap().to_owned();
+    let (code, second) = s.json("GET", &format!("{base}&continue={token}"), None);
+    assert_eq!(code, 200, "{second}");
+    assert_eq!(names(&second), ["e"]);
+    assert!(second["metadata"].get("continue").is_none(), "{second}");
+    assert_eq!(
+        second["metadata"]["resourceVersion"],
+        first["metadata"]["resourceVersion"]
+    );
+    let (_, all) = s.json("GET", "/api/v1/namespaces/default/pods?limit=500", None);
+    assert_eq!(names(&all), ["a", "b", "c", "d", "e"]);
+    assert!(all["metadata"].get("remainingItemCount").is_none(), "{all}");
+}

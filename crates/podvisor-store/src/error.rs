@@ -38,9 +38,32 @@ pub enum StoreError {
     /// whose metadata disagrees with its key.
     #[error("invalid: {0}")]
     Invalid(String),
-    /// The database failed (IO, corruption, an undecodable stored value).
+    /// The database failed (IO, an undecodable stored value).
     #[error("database: {0}")]
     Db(String),
+    /// The database file is damaged (truncated, overwritten, extended): it cannot be opened.
+    #[error(
+        "the store {p} is damaged ({detail}): restore it from a backup, or move it aside \
+         (mv {p} {p}.damaged) to start with an empty store (every pod it held is forgotten)",
+        p = .path.display()
+    )]
+    Damaged {
+        /// The database file.
+        path: std::path::PathBuf,
+        /// What the database library said.
+        detail: String,
+    },
+    /// The database file exists and is empty (zero bytes): not a store this podvisor wrote,
+    /// so it is not silently taken for a new one.
+    #[error(
+        "the store {} is an empty file (0 bytes), not a database: restore it from a backup, \
+         or remove it to start with an empty store (every pod it held is forgotten)",
+        .path.display()
+    )]
+    EmptyFile {
+        /// The database file.
+        path: std::path::PathBuf,
+    },
 }
 
 /// Wraps a database error with what was being done, for `map_err`.

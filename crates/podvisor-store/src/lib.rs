@@ -17,10 +17,18 @@
 //!   Debug builds are 5–25 times slower (unoptimized redb checksums and copies pages).
 //! - **Watches** ([`Store::watch`]) see committed writes only, in resourceVersion order, each
 //!   once. A list's resourceVersion followed by [`WatchFrom::After`] it misses and repeats
-//!   nothing. The last [`StoreOptions::history`] events are kept in memory; older versions,
-//!   and any version from before the store was opened, are [`StoreError::Gone`] (410). A
-//!   watcher more than [`StoreOptions::watch_buffer`] events behind is closed rather than
-//!   slowing writers down; its client watches again from its last version (or lists again).
+//!   nothing. The last [`StoreOptions::history`] events, at most
+//!   [`StoreOptions::history_bytes`] of them, are kept in memory; older versions, and any
+//!   version from before the store was opened, are [`StoreError::Gone`] (410). A version the
+//!   store has not reached is waited for. A watcher more than [`StoreOptions::watch_buffer`]
+//!   events behind is closed rather than slowing writers down; its client watches again from
+//!   its last version (or lists again).
+//! - **Memory** is bounded whatever the store holds: the watch history (above, 16 MiB by
+//!   default), each watcher's buffer, and the database's page cache
+//!   ([`StoreOptions::cache_bytes`], 32 MiB by default).
+//! - **A damaged file** (truncated, overwritten) is refused when opening,
+//!   [`StoreError::Damaged`], and an empty one is not taken for a new store
+//!   ([`StoreError::EmptyFile`]) unless [`StoreOptions::reset_empty`] says so.
 //!
 //! The API is synchronous and thread-safe; see [`Store`] for using it from async code.
 //!

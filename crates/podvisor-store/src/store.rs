@@ -4,10 +4,14 @@ use crate::error::{Result, StoreError, db};
 use crate::key::{self, Key};
 use crate::object;
 use crate::watch::{EventType, Hub, Owed, Watch, WatchEvent, WatchFrom};
-use redb::{Database, Durability, ReadableDatabase, ReadableTable, TableDefinition};
+use redb::{
+    Database, DatabaseError, Durability, ReadableDatabase, ReadableTable, StorageError,
+    TableDefinition,
+};
 use serde_json::Value;
 use std::collections::VecDeque;
 use std::fmt;
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -28,15 +32,28 @@ pub struct StoreOptions {
     /// How many recent events are kept in memory for [`WatchFrom::After`]; older versions are
     /// [`StoreError::Gone`]. Default 10 000.
     pub history: usize,
+    /// At most this many bytes of JSON are kept in that history (the oldest events go first;
+    /// the newest always stays). Default 16 MiB.
+    pub history_bytes: usize,
     /// How many events a watcher may fall behind before it is closed. Default 1024.
     pub watch_buffer: usize,
+    /// The database's page cache. Default 32 MiB (the library's own default is 1 GiB, which
+    /// a long run with many events fills).
+    pub cache_bytes: usize,
+    /// Take an existing zero-length file for a new, empty store. Default `false`: such a file
+    /// is [`StoreError::EmptyFile`] (a store truncated to nothing must not silently forget
+    /// every pod it held).
+    pub reset_empty: bool,
 }
 
 impl Default for StoreOptions {
     fn default() -> StoreOptions {
         StoreOptions {
             history: 10_000,
+            history_bytes: 16 << 20,
             watch_buffer: 1024,
+            cache_bytes: 32 << 20,
+            reset_empty: false,
         }
     }
 }
@@ -107,14 +124,18 @@ impl Store {
                 StoreError::Db(format!("creating directory {}: {e}", parent.display()))
             })?;
         }
-        let database = Database::create(path)
-            .map_err(|e| StoreError::Db(format!("opening {}: {e}", path.display())))?;
-        let rv = init(&database)?;
+        let database = open_database(path, options.reset_empty, options.cache_bytes)?;
+        let rv = guarded(path, || init(&database))?;
         Ok(Store {
             shared: Arc::new(Shared {
                 db: database,
                 path: path.to_path_buf(),
-                writer: Mutex::new(Hub::new(rv, options.history, options.watch_buffer)),
+                writer: Mutex::new(Hub::new(
+                    rv,
+                    options.history,
+                    options.history_bytes,
+                    options.watch_buffer,
+                )),
                 rv: AtomicU64::new(rv),
             }),
         })
@@ -134,6 +155,12 @@ impl Store {
     /// are [`StoreError::Gone`].
     pub fn oldest_watchable(&self) -> u64 {
         self.lock().history_start()
+    }
+
+    /// How many events, and how many bytes of JSON, the watch history holds now (bounded by
+    /// [`StoreOptions::history`] and [`StoreOptions::history_bytes`]).
+    pub fn history_size(&self) -> (usize, usize) {
+        self.lock().history_size()
     }
 
     /// How many watchers are registered (closed ones are pruned on the next write).
@@ -187,6 +214,44 @@ impl Store {
         // Keys sort as strings, where "a-b/" comes before "a/"; the API wants tuple order.
         items.sort_by(|a, b| (&a.0, &a.1).cmp(&(&b.0, &b.1)));
         Ok((items.into_iter().map(|(_, _, obj)| obj).collect(), rv))
+    }
+
+    /// Like [`Store::list`], but keeps only the objects `keep` accepts, deciding as it reads
+    /// (in key order, not sorted): a scan of many objects holds one decoded object at a
+    /// time plus what is kept, not all of them.
+    pub fn list_filtered(
+        &self,
+        kind: &str,
+        namespace: Option<&str>,
+        mut keep: impl FnMut(&Value) -> bool,
+    ) -> Result<(Vec<Value>, u64)> {
+        check_filter(kind, namespace)?;
+        let txn = self
+            .shared
+            .db
+            .begin_read()
+            .map_err(db("beginning a read"))?;
+        let meta = txn.open_table(META).map_err(db("opening meta"))?;
+        let rv = meta
+            .get(RV_KEY)
+            .map_err(db("reading the resourceVersion"))?
+            .map_or(0, |v| v.value());
+        let table = txn.open_table(OBJECTS).map_err(db("opening objects"))?;
+        let (start, end) = key::prefix_range(kind, namespace);
+        let mut items = Vec::new();
+        for entry in table
+            .range(start.as_str()..end.as_str())
+            .map_err(db("listing objects"))?
+        {
+            let (k, v) = entry.map_err(db("listing objects"))?;
+            let key = Key::decode(k.value())
+                .ok_or_else(|| StoreError::Db(format!("malformed key {:?}", k.value())))?;
+            let obj = decode(&key, v.value())?;
+            if keep(&obj) {
+                items.push(obj);
+            }
+        }
+        Ok((items, rv))
     }
 
     /// Stores a new object, setting `metadata.resourceVersion` to the new resourceVersion.
@@ -265,8 +330,9 @@ impl Store {
     /// Events arrive in resourceVersion order, each exactly once. [`StoreError::Gone`] when
     /// `since` is [`WatchFrom::After`] a version older than [`Store::oldest_watchable`] (the
     /// history holds the last [`StoreOptions::history`] events and starts empty when the store
-    /// is opened) or newer than [`Store::resource_version`] (a version from another database);
-    /// either way the client must list again. See [`Watch`] for when a stream ends.
+    /// is opened): the client must list again. A version newer than
+    /// [`Store::resource_version`] is waited for (the first event is the first write after
+    /// it), as the API server's watch cache does. See [`Watch`] for when a stream ends.
     pub fn watch(&self, kind: &str, namespace: Option<&str>, since: WatchFrom) -> Result<Watch> {
         check_filter(kind, namespace)?;
         match since {
@@ -278,7 +344,9 @@ impl Store {
             WatchFrom::After(requested) => {
                 let mut hub = self.lock();
                 let oldest = hub.history_start();
-                if requested < oldest || requested > self.resource_version() {
+                // A version the store has not reached yet is waited for, as the API server's
+                // watch cache does: the watch sends what comes after it.
+                if requested < oldest {
                     return Err(StoreError::Gone { requested, oldest });
                 }
                 Ok(hub.subscribe(kind, namespace, requested, VecDeque::new()))
@@ -381,6 +449,113 @@ impl fmt::Debug for Store {
             .field("resource_version", &self.resource_version())
             .finish_non_exhaustive()
     }
+}
+
+/// Opens (or creates) the database file, private to its owner, and checks every page of it:
+/// a damaged file is [`StoreError::Damaged`] here rather than a failure (or a panic inside
+/// the database library) on some later read.
+fn open_database(path: &Path, reset_empty: bool, cache_bytes: usize) -> Result<Database> {
+    match std::fs::metadata(path) {
+        Ok(m) if m.len() == 0 && !reset_empty => {
+            return Err(StoreError::EmptyFile {
+                path: path.to_path_buf(),
+            });
+        }
+        Ok(_) => make_private(path)?,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            // Created here with mode 0600 rather than by redb with the umask's 0644: the store
+            // holds every pod spec (environment values included).
+            std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(0o600)
+                .open(path)
+                .map_err(|e| StoreError::Db(format!("creating {}: {e}", path.display())))?;
+        }
+        Err(e) => return Err(StoreError::Db(format!("reading {}: {e}", path.display()))),
+    }
+    let damaged = |detail: String| StoreError::Damaged {
+        path: path.to_path_buf(),
+        detail,
+    };
+    guarded(path, || {
+        let mut database = Database::builder()
+            .set_cache_size(cache_bytes)
+            .create(path)
+            .map_err(|e| match e {
+                // A file shorter than its header says is damaged, not an IO failure.
+                DatabaseError::Storage(StorageError::Io(io))
+                    if !matches!(
+                        io.kind(),
+                        std::io::ErrorKind::UnexpectedEof | std::io::ErrorKind::InvalidData
+                    ) =>
+                {
+                    StoreError::Db(format!("opening {}: {io}", path.display()))
+                }
+                e @ DatabaseError::DatabaseAlreadyOpen => {
+                    StoreError::Db(format!("opening {}: {e}", path.display()))
+                }
+                e => damaged(e.to_string()),
+            })?;
+        // Every page's checksum, once per start (a few ms for thousands of objects).
+        database
+            .check_integrity()
+            .map_err(|e| damaged(e.to_string()))?;
+        Ok(database)
+    })
+}
+
+/// Runs `f`, turning a panic inside the database library (it asserts on some malformed files
+/// instead of returning an error) into [`StoreError::Damaged`], without the panic message on
+/// stderr: the error says what happened and what to do.
+fn guarded<T>(path: &Path, f: impl FnOnce() -> Result<T>) -> Result<T> {
+    quiet_panics::install();
+    let outcome = quiet_panics::QUIET.with(|quiet| {
+        quiet.set(true);
+        let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
+        quiet.set(false);
+        outcome
+    });
+    outcome.unwrap_or_else(|panic| {
+        let detail = panic
+            .downcast_ref::<String>()
+            .cloned()
+            .or_else(|| panic.downcast_ref::<&str>().map(|s| (*s).to_owned()))
+            .unwrap_or_else(|| "the database library failed".to_owned());
+        Err(StoreError::Damaged {
+            path: path.to_path_buf(),
+            detail,
+        })
+    })
+}
+
+/// A panic hook that stays silent on a thread inside [`guarded`] and hands every other panic
+/// to the hook that was installed before.
+mod quiet_panics {
+    use std::cell::Cell;
+    use std::sync::Once;
+
+    thread_local! {
+        pub(super) static QUIET: Cell<bool> = const { Cell::new(false) };
+    }
+
+    pub(super) fn install() {
+        static ONCE: Once = Once::new();
+        ONCE.call_once(|| {
+            let previous = std::panic::take_hook();
+            std::panic::set_hook(Box::new(move |info| {
+                if !QUIET.with(Cell::get) {
+                    previous(info);
+                }
+            }));
+        });
+    }
+}
+
+/// Mode 0600 on an existing store (older podvisors left it 0644).
+fn make_private(path: &Path) -> Result<()> {
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
+        .map_err(|e| StoreError::Db(format!("setting the mode of {}: {e}", path.display())))
 }
 
 /// Creates the tables and, on a fresh database, the initial namespaces; returns the latest

@@ -178,6 +178,10 @@ impl Record {
 pub(crate) struct Hub {
     history: VecDeque<Arc<Record>>,
     capacity: usize,
+    /// The most bytes of JSON the history holds (beyond its newest event).
+    max_bytes: usize,
+    /// The bytes of JSON the history holds.
+    bytes: usize,
     /// The history holds every event with a resourceVersion greater than this.
     history_start: u64,
     watchers: Vec<Watcher>,
@@ -186,14 +190,21 @@ pub(crate) struct Hub {
 
 impl Hub {
     /// An empty hub whose history starts at `rv` (the store's resourceVersion when opened).
-    pub(crate) fn new(rv: u64, capacity: usize, buffer: usize) -> Hub {
+    pub(crate) fn new(rv: u64, capacity: usize, max_bytes: usize, buffer: usize) -> Hub {
         Hub {
             history: VecDeque::with_capacity(capacity.min(1024)),
             capacity: capacity.max(1),
+            max_bytes,
+            bytes: 0,
             history_start: rv,
             watchers: Vec::new(),
             buffer: buffer.max(1),
         }
+    }
+
+    /// How many events, and how many bytes of JSON, the history holds.
+    pub(crate) fn history_size(&self) -> (usize, usize) {
+        (self.history.len(), self.bytes)
     }
 
     /// The oldest resourceVersion a watch can start after.
@@ -225,17 +236,22 @@ impl Hub {
                 Err(mpsc::error::TrySendError::Closed(_)) => false,
             }
         });
-        if self.history.len() == self.capacity
-            && let Some(oldest) = self.history.pop_front()
-        {
-            self.history_start = oldest.resource_version;
-        }
+        self.bytes += json.len();
         self.history.push_back(Arc::new(Record {
             key,
             type_: event.type_,
             resource_version: event.resource_version,
             json: json.into_boxed_slice(),
         }));
+        // Bounded by count and by bytes (a few large objects must not hold the memory that
+        // many small ones would); the newest event always stays.
+        while self.history.len() > 1
+            && (self.history.len() > self.capacity || self.bytes > self.max_bytes)
+            && let Some(oldest) = self.history.pop_front()
+        {
+            self.bytes -= oldest.json.len();
+            self.history_start = oldest.resource_version;
+        }
     }
 
     /// Registers a watcher that gets `backlog` first, then the events of `key`s matching

@@ -2,7 +2,7 @@
 //! a table at the end, each next to its target. Never assertions.
 //!
 //! Run `scripts/bench [--quick] [--only api]`, or `cargo bench -p podvisor --bench api --
-//! [--quick] [--starts N] [--keep N] [--restarts N]`. Needs root, like `podvisor serve`'s
+//! [--quick] [--starts N] [--keep N] [--restarts N] [--churn N]`. Needs root, like `podvisor serve`'s
 //! process runtime.
 //!
 //! What it measures, on one release `podvisor serve --drain-on-exit` with a fresh state
@@ -21,7 +21,13 @@
 //!    reappearing (`serve` writes it once it answers); repeated. After each restart: every
 //!    pod keeps its uid, containerID and restartCount, its container is running, and the
 //!    pods' processes (shims and containers) are the same pids as before;
-//! 3. containerd through its CRI: not measured (optional comparison); the bench says whether
+//! 3. memory under churn: [`CHURN`] rounds of a pod created and deleted at once (grace 0)
+//!    with four events posted about it (as a kubelet records them): `serve`'s resident memory
+//!    (`VmRSS`) and the events stored, at every tenth of the run, once the node has removed
+//!    the round's pods. What bounds it: the store's watch history (10 000 events, 16 MiB of
+//!    JSON), redb's page cache (32 MiB), each watcher's buffer (1024 events); events are on
+//!    disk, not in memory, and expire an hour after their last write;
+//! 4. containerd through its CRI: not measured (optional comparison); the bench says whether
 //!    `containerd` and `crictl` are installed.
 //!
 //! Everything it starts is removed at the end, also on error or Ctrl-C/SIGTERM: `serve` gets
@@ -64,6 +70,10 @@ const START_PODS: usize = 100;
 const KEEP_PODS: usize = 20;
 /// Restarts (part 2).
 const RESTARTS: usize = 5;
+/// Create/delete rounds (part 3).
+const CHURN: usize = 2000;
+/// Events posted per churn round.
+const CHURN_EVENTS: [&str; 4] = ["Pulled", "Created", "Started", "Killing"];
 /// How long one thing (a pod starting, `serve` answering) may take before the bench gives up.
 const DEADLINE: Duration = Duration::from_secs(30);
 /// The container: exits 0 on SIGTERM.
@@ -89,6 +99,7 @@ struct Options {
     starts: usize,
     keep: usize,
     restarts: usize,
+    churn: usize,
 }
 
 fn parse_options(args: &[String]) -> Result<Options> {
@@ -96,6 +107,7 @@ fn parse_options(args: &[String]) -> Result<Options> {
         starts: START_PODS,
         keep: KEEP_PODS,
         restarts: RESTARTS,
+        churn: CHURN,
     };
     let mut it = args.iter();
     let number = |v: Option<&String>, flag: &str| -> Result<usize> {
@@ -110,13 +122,15 @@ fn parse_options(args: &[String]) -> Result<Options> {
                 opts.starts = 30;
                 opts.keep = 10;
                 opts.restarts = 3;
+                opts.churn = 300;
             }
             "--starts" => opts.starts = number(it.next(), "--starts")?,
             "--keep" => opts.keep = number(it.next(), "--keep")?,
             "--restarts" => opts.restarts = number(it.next(), "--restarts")?,
+            "--churn" => opts.churn = number(it.next(), "--churn")?,
             other => bail!(
                 "unknown argument {other:?}; usage: cargo bench -p podvisor --bench api -- \
-                 [--quick] [--starts N] [--keep N] [--restarts N]"
+                 [--quick] [--starts N] [--keep N] [--restarts N] [--churn N]"
             ),
         }
     }
@@ -550,6 +564,9 @@ struct Results {
     /// What was wrong with the pods after the restarts (empty: nothing).
     restart_problems: Vec<String>,
     restarts_checked: usize,
+    /// Part 3: (rounds done, events stored, VmRSS in KiB) at every tenth, and the peak.
+    churn: Vec<(usize, usize, u64)>,
+    churn_peak_kib: u64,
     containerd: String,
 }
 
@@ -767,7 +784,143 @@ async fn run(world: &mut World, opts: &Options, results: &mut Results) -> Result
     }
     results.restart_get = Some(stats(to_get));
     results.restart_kubeconfig = Some(stats(to_kubeconfig));
+
+    // 3. Memory under churn.
+    if opts.churn > 0 {
+        churn(world, &config, opts.churn, opts.keep, results).await?;
+    }
     Ok(())
+}
+
+const EVENTS: &str = "/api/v1/namespaces/default/events";
+
+/// Part 3: `rounds` pods created and deleted at once, four events posted about each; `serve`'s
+/// memory sampled at every tenth, once the node has removed the round's pods (`keep` pods
+/// stay running).
+async fn churn(
+    world: &mut World,
+    config: &Kubeconfig,
+    rounds: usize,
+    keep: usize,
+    results: &mut Results,
+) -> Result<()> {
+    progress(&format!(
+        "churn: {rounds} pods created and deleted, {} events each; serve's memory",
+        CHURN_EVENTS.len()
+    ));
+    let mut conn = Conn::new(config.clone())?;
+    let pid = world.serve_pid().context("serve is not running")?;
+    let step = (rounds / 10).max(1);
+    for i in 0..rounds {
+        let name = format!("churn-{i:05}");
+        let (status, body) = conn
+            .request(Method::POST, PODS, Some(&pod_manifest(&name)))
+            .await?;
+        if status != StatusCode::CREATED {
+            bail!(
+                "creating {name}: {status}: {}",
+                String::from_utf8_lossy(&body)
+            );
+        }
+        let pod: Value = serde_json::from_slice(&body)?;
+        let uid = pod["metadata"]["uid"].as_str().unwrap_or_default();
+        let now = jiff::Timestamp::now()
+            .strftime("%Y-%m-%dT%H:%M:%SZ")
+            .to_string();
+        for (j, reason) in CHURN_EVENTS.iter().enumerate() {
+            let event = json!({
+                "apiVersion": "v1",
+                "kind": "Event",
+                "metadata": {"name": format!("{name}.{j}")},
+                "involvedObject": {"apiVersion": "v1", "kind": "Pod", "namespace": "default",
+                                   "name": name, "uid": uid},
+                "reason": reason,
+                "message": format!("churn round {i}: {reason} container app"),
+                "type": "Normal",
+                "source": {"component": "bench"},
+                "firstTimestamp": now,
+                "lastTimestamp": now,
+                "count": 1,
+            });
+            let (status, body) = conn.request(Method::POST, EVENTS, Some(&event)).await?;
+            if status != StatusCode::CREATED {
+                bail!(
+                    "posting an event: {status}: {}",
+                    String::from_utf8_lossy(&body)
+                );
+            }
+        }
+        let (status, body) = conn
+            .request(
+                Method::DELETE,
+                &format!("{PODS}/{name}?gracePeriodSeconds=0"),
+                None,
+            )
+            .await?;
+        if !status.is_success() {
+            bail!(
+                "deleting {name}: {status}: {}",
+                String::from_utf8_lossy(&body)
+            );
+        }
+        if (i + 1) % step == 0 || i + 1 == rounds {
+            wait_pod_count(&mut conn, keep).await?;
+            world.check_alive()?;
+            let events = count(&mut conn, EVENTS).await?;
+            let (rss, peak) = memory_kib(pid)?;
+            results.churn.push((i + 1, events, rss));
+            results.churn_peak_kib = peak;
+            progress(&format!(
+                "  {} rounds: {events} events stored, serve VmRSS {} MiB (peak {} MiB)",
+                i + 1,
+                rss / 1024,
+                peak / 1024
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// How many objects a collection holds (one item and `remainingItemCount`).
+async fn count(conn: &mut Conn, path: &str) -> Result<usize> {
+    let (status, body) = conn
+        .request(Method::GET, &format!("{path}?limit=1"), None)
+        .await?;
+    if !status.is_success() {
+        bail!("listing {path}: {status}");
+    }
+    let list: Value = serde_json::from_slice(&body)?;
+    let items = list["items"].as_array().map_or(0, Vec::len);
+    let rest = list["metadata"]["remainingItemCount"].as_u64().unwrap_or(0);
+    Ok(items + usize::try_from(rest)?)
+}
+
+/// Waits until `n` pods are left (the node has removed the deleted ones).
+async fn wait_pod_count(conn: &mut Conn, n: usize) -> Result<()> {
+    let deadline = Instant::now() + DEADLINE * 2;
+    loop {
+        let left = count(conn, PODS).await?;
+        if left <= n {
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            bail!("{left} pods left after {:?}, expected {n}", DEADLINE * 2);
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// `VmRSS` and `VmHWM` (peak) of a process, in KiB.
+fn memory_kib(pid: i32) -> Result<(u64, u64)> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
+    let field = |name: &str| -> Result<u64> {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+            .with_context(|| format!("no {name} in /proc/{pid}/status"))
+    };
+    Ok((field("VmRSS:")?, field("VmHWM:")?))
 }
 
 /// The unsigned number just before `suffix` in `line`.
@@ -959,6 +1112,30 @@ fn print_summary(r: &Results, started: jiff::Timestamp, load: &str) {
             },
             "unchanged".into(),
             verdict(r.restart_problems.is_empty()).into(),
+        ]);
+    }
+    if let (Some(first), Some(last)) = (r.churn.first(), r.churn.last()) {
+        let mid = r.churn[r.churn.len() / 2];
+        let mib = |kib: u64| format!("{:.1}", kib as f64 / 1024.0);
+        rows.push([
+            format!(
+                "churn: {} pods created+deleted, {} events each: serve VmRSS at {}/{}/{} rounds (MiB)",
+                last.0,
+                CHURN_EVENTS.len(),
+                first.0,
+                mid.0,
+                last.0
+            ),
+            format!(
+                "{} / {} / {} (peak {}); {} events stored",
+                mib(first.2),
+                mib(mid.2),
+                mib(last.2),
+                mib(r.churn_peak_kib),
+                last.1
+            ),
+            "second half grows < 10 %".into(),
+            verdict(last.2 * 10 <= mid.2 * 11).into(),
         ]);
     }
     rows.push([

@@ -89,7 +89,12 @@ impl World {
             .arg("serve")
             .arg("--state-dir")
             .arg(self.state())
-            .args(["--listen", "127.0.0.1:0", "--backoff", "reduced"])
+            .args(["--backoff", "reduced"])
+            .args(if extra.contains(&"--listen") {
+                &[][..]
+            } else {
+                &["--listen", "127.0.0.1:0"][..]
+            })
             .args(extra)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
@@ -109,6 +114,27 @@ impl World {
             std::thread::sleep(Duration::from_millis(2));
         }
         started.elapsed()
+    }
+
+    /// Runs `podvisor serve` that is expected to refuse to start; its exit code and stderr.
+    fn start_refused(&mut self, extra: &[&str]) -> (Option<i32>, String) {
+        self.runs += 1;
+        let log_path = self.dir.join(format!("serve-{}.log", self.runs));
+        let child = Command::new(env!("CARGO_BIN_EXE_podvisor"))
+            .arg("serve")
+            .arg("--state-dir")
+            .arg(self.state())
+            .args(["--listen", "127.0.0.1:0"])
+            .args(extra)
+            .env("RUST_BACKTRACE", "1")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log_path).unwrap())
+            .spawn()
+            .expect("podvisor serve starts");
+        self.serve = Some(child);
+        let code = self.wait_exit(WAIT);
+        (code, std::fs::read_to_string(&log_path).unwrap())
     }
 
     fn logs(&self) -> String {
@@ -606,4 +632,141 @@ fn serve_runs_static_pods_from_manifests() {
     w.wait_gone(&name);
     w.signal(Signal::TERM);
     assert_eq!(w.wait_exit(Duration::from_secs(15)), Some(0));
+}
+
+fn mode(path: &Path) -> u32 {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(path).unwrap().permissions().mode() & 0o777
+}
+
+fn set_mode(path: &Path, mode: u32) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
+}
+
+/// The state directory and its secrets are root's only, also when an older podvisor left
+/// them readable; a damaged store is refused with a clear error (never a panic), and an empty
+/// one is taken for a new store only when asked to.
+#[test]
+fn serve_keeps_its_state_private_and_refuses_damaged_stores() {
+    let Some(mut w) = World::new("private") else {
+        return;
+    };
+    let state = w.state();
+    let store = state.join("store.redb");
+    set_mode(&state, 0o755);
+    w.start(&[]);
+    w.signal(Signal::TERM);
+    assert_eq!(w.wait_exit(WAIT), Some(0));
+    let private = [
+        (state.clone(), 0o755, 0o700),
+        (state.join("pki"), 0o755, 0o700),
+        (store.clone(), 0o644, 0o600),
+        (state.join("token"), 0o644, 0o600),
+        (state.join("pki/ca.key"), 0o644, 0o600),
+        (state.join("kubeconfig"), 0o644, 0o600),
+    ];
+    for (path, _, want) in &private {
+        assert_eq!(mode(path), *want, "{}", path.display());
+    }
+    // As an older podvisor left them (the kubeconfig is written anew at every start: without
+    // it, `start` waits for this start's).
+    for (path, old, _) in &private {
+        set_mode(path, *old);
+    }
+    std::fs::remove_file(w.kubeconfig()).unwrap();
+    w.start(&[]);
+    for (path, _, want) in &private {
+        assert_eq!(mode(path), *want, "{} after a restart", path.display());
+    }
+    w.kubectl_ok(&["get", "pods"]);
+    w.signal(Signal::TERM);
+    assert_eq!(w.wait_exit(WAIT), Some(0));
+
+    // Truncated: exit 2, naming the file and what to do.
+    let bytes = std::fs::read(&store).unwrap();
+    std::fs::write(&store, &bytes[..bytes.len() / 2]).unwrap();
+    let (code, stderr) = w.start_refused(&[]);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert!(
+        stderr.contains(&format!("the store {} is damaged", store.display()))
+            && stderr.contains("restore it from a backup")
+            && stderr.contains("move it aside"),
+        "{stderr}"
+    );
+
+    // Empty: refused unless --reset-empty-store.
+    std::fs::write(&store, b"").unwrap();
+    let (code, stderr) = w.start_refused(&[]);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(
+        stderr.contains("is an empty file") && stderr.contains("--reset-empty-store"),
+        "{stderr}"
+    );
+    assert_eq!(std::fs::metadata(&store).unwrap().len(), 0);
+    std::fs::remove_file(w.kubeconfig()).unwrap();
+    w.start(&["--reset-empty-store"]);
+    let out = w.kubectl(&["get", "pods"]);
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("No resources found"),
+        "{out:?}"
+    );
+    w.signal(Signal::TERM);
+    assert_eq!(w.wait_exit(WAIT), Some(0));
+}
+
+/// SIGTERM with `kubectl get -w` watching: `serve` closes the watch and exits at once (it
+/// used to wait 5 s for the watch). Listening on all addresses prints a warning.
+#[test]
+fn serve_stops_promptly_with_a_watch_open_and_warns_when_exposed() {
+    use std::io::{BufRead, BufReader};
+    let Some(mut w) = World::new("sigterm") else {
+        return;
+    };
+    w.start(&["--listen", "0.0.0.0:0"]);
+    let logs = w.logs();
+    assert!(
+        logs.contains("warning: --listen 0.0.0.0:0: the API is reachable from other machines")
+            && logs.contains("the bearer token and TLS still apply"),
+        "{logs}"
+    );
+    let mut watcher = Command::new(KUBECTL)
+        .arg("--kubeconfig")
+        .arg(w.kubeconfig())
+        .arg("--cache-dir")
+        .arg(w.dir.join("kube-cache"))
+        .args(["get", "namespaces", "-w"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    // kubectl prints the list, then opens its watch.
+    let mut stdout = BufReader::new(watcher.stdout.take().unwrap());
+    let mut line = String::new();
+    stdout.read_line(&mut line).unwrap();
+    assert!(line.starts_with("NAME"), "{line}");
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(watcher.try_wait().unwrap().is_none(), "kubectl is watching");
+
+    let signalled = Instant::now();
+    w.signal(Signal::TERM);
+    let code = w.wait_exit(WAIT);
+    let took = signalled.elapsed();
+    let _ = watcher.kill();
+    let _ = watcher.wait();
+    eprintln!(
+        "serve stopped {} ms after SIGTERM with a watch open",
+        took.as_millis()
+    );
+    assert_eq!(code, Some(0), "{}", w.logs());
+    assert!(took < Duration::from_millis(1000), "stopping took {took:?}");
+
+    // Loopback only: no warning.
+    std::fs::remove_file(w.kubeconfig()).unwrap();
+    w.start(&[]);
+    let last = w.logs();
+    let last = last.rsplit("--- serve run").next().unwrap();
+    assert!(!last.contains("reachable from other machines"), "{last}");
 }

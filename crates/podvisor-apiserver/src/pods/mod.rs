@@ -17,7 +17,7 @@ use crate::db::{self, NAMESPACES, PODS};
 use crate::managed;
 use crate::objects::respond;
 use crate::patch::{PatchType, apply_patch, pod_lists, strategic_merge};
-use crate::request::{content_type, name_suffix, new_uid, now, parse_body};
+use crate::request::{content_type, duplicate_fields, name_suffix, new_uid, now, parse_body};
 use crate::routes::Req;
 use crate::status::{ApiError, ApiResult};
 
@@ -77,39 +77,57 @@ pub(crate) fn check_name(value: &Value, name: &str) -> ApiResult<()> {
 }
 
 /// Decodes a Pod under `fieldValidation`; returns it and the `Warning`s to send.
+/// `duplicates` are the keys the request body repeated ([`duplicate_fields`]): like unknown
+/// fields, an error under `Strict`, warnings under `Warn` (the last value counts).
 /// `prefix` starts strict-decoding messages (creates and updates name the type, patches
 /// do not).
 pub(crate) fn decode_pod(
     value: &Value,
+    duplicates: &[String],
     fv: FieldValidation,
     prefix: &str,
 ) -> ApiResult<(Pod, Vec<String>)> {
-    match podvisor_api::decode_pods_with(&value.to_string(), "request", fv) {
+    let mut problems: Vec<String> = duplicates
+        .iter()
+        .map(|f| format!("duplicate field {}", go_quote(f)))
+        .collect();
+    let pod = match podvisor_api::decode_pods_with(&value.to_string(), "request", fv) {
         Ok(mut pods) if pods.len() == 1 => {
             let d = pods.remove(0);
-            let warnings = d
-                .unknown_fields
-                .iter()
-                .map(|f| format!("unknown field {}", go_quote(f)))
-                .collect();
-            Ok((d.pod, warnings))
+            problems.extend(
+                d.unknown_fields
+                    .iter()
+                    .map(|f| format!("unknown field {}", go_quote(f))),
+            );
+            d.pod
         }
-        Ok(_) => Err(ApiError::bad_request("expected exactly one Pod")),
+        Ok(_) => return Err(ApiError::bad_request("expected exactly one Pod")),
         Err(DecodeError::UnknownFields { fields, .. }) => {
-            let list: Vec<String> = fields
-                .iter()
-                .map(|f| format!("unknown field {}", go_quote(f)))
-                .collect();
-            Err(ApiError::bad_request(format!(
-                "{prefix}strict decoding error: {}",
-                list.join(", ")
-            )))
+            problems.extend(
+                fields
+                    .iter()
+                    .map(|f| format!("unknown field {}", go_quote(f))),
+            );
+            return Err(strict_error(prefix, &problems));
         }
         Err(DecodeError::Shape { message, .. }) => {
-            Err(ApiError::bad_request(format!("{prefix}{message}")))
+            return Err(ApiError::bad_request(format!("{prefix}{message}")));
         }
-        Err(e) => Err(ApiError::bad_request(e.to_string())),
+        Err(e) => return Err(ApiError::bad_request(e.to_string())),
+    };
+    match fv {
+        FieldValidation::Strict if !problems.is_empty() => Err(strict_error(prefix, &problems)),
+        FieldValidation::Ignore => Ok((pod, Vec::new())),
+        _ => Ok((pod, problems)),
     }
+}
+
+/// `runtime.NewStrictDecodingError`: every problem, in one message.
+fn strict_error(prefix: &str, problems: &[String]) -> ApiError {
+    ApiError::bad_request(format!(
+        "{prefix}strict decoding error: {}",
+        problems.join(", ")
+    ))
 }
 
 const CREATE_PREFIX: &str = "Pod in version \"v1\" cannot be handled as a Pod: ";
@@ -185,21 +203,28 @@ fn admit_new(req: &Req, ns: &str, mut pod: Pod) -> ApiResult<Pod> {
 }
 
 /// Creates a pod from a request object; `operation` is the managed-fields operation.
-fn create_value(req: &Req, ns: &str, mut value: Value, operation: &str) -> ApiResult<Response> {
+fn create_value(
+    req: &Req,
+    ns: &str,
+    mut value: Value,
+    duplicates: &[String],
+    operation: &str,
+) -> ApiResult<Response> {
     let fv = req.params.field_validation()?;
     let dry_run = req.params.dry_run()?;
     type_meta(&mut value, "Pod")?;
     check_namespace(&value, ns)?;
-    let (pod, warnings) = decode_pod(&value, fv, CREATE_PREFIX)?;
+    let (pod, warnings) = decode_pod(&value, duplicates, fv, CREATE_PREFIX)?;
     let store = req.state.store();
     if db::try_get(store, NAMESPACES, "", ns)?.is_none() {
         return Err(ApiError::not_found("namespaces", ns));
     }
+    let known = managed::known_only(&value, &value_of(&pod), pod_lists);
     let pod = admit_new(req, ns, pod)?;
     let name = pod.metadata.name.clone().unwrap_or_default();
     let mut obj = value_of(&pod);
     let manager = managed::manager_name(&req.params, &req.headers);
-    let fields = managed::fields_v1(&value, false, pod_lists);
+    let fields = managed::fields_v1(&known, false, pod_lists);
     managed::record(&mut obj, &manager, operation, None, fields, now());
     let stored = if dry_run {
         obj
@@ -218,15 +243,22 @@ fn create_value(req: &Req, ns: &str, mut value: Value, operation: &str) -> ApiRe
 
 /// `POST /api/v1/namespaces/{ns}/pods`.
 pub(crate) fn create(req: &Req, ns: &str, body: &[u8]) -> ApiResult<Response> {
-    create_value(req, ns, parse_body(body)?, "Update")
+    create_value(
+        req,
+        ns,
+        parse_body(body)?,
+        &duplicate_fields(body),
+        "Update",
+    )
 }
 
 /// What an update writes and records.
 pub(crate) struct Write<'a> {
     /// Managed-fields operation: `Update` or `Apply`.
     pub operation: &'a str,
-    /// The fields the request carried.
-    pub fields: Value,
+    /// What the request set (the object, the patch, the applied configuration): the fields
+    /// of it that the decoded pod kept are recorded. `None` records none (a JSON patch).
+    pub source: Option<Value>,
     /// The status subresource (only status changes are taken).
     pub status: bool,
 }
@@ -303,6 +335,13 @@ pub(crate) fn update_loop(
         }
         let old = pod_of(&old_value)?;
         let (new, warnings) = compute(&old_value)?;
+        let fields = write.source.as_ref().map_or_else(
+            || json!({}),
+            |source| {
+                let known = managed::known_only(source, &value_of(&new), pod_lists);
+                managed::fields_v1(&known, write.status, pod_lists)
+            },
+        );
         let new = if write.status {
             status::admit_status(&old, new)?
         } else {
@@ -318,7 +357,7 @@ pub(crate) fn update_loop(
             &manager,
             write.operation,
             subresource,
-            write.fields.clone(),
+            fields,
             now(),
         );
         if dry_run {
@@ -351,10 +390,10 @@ pub(crate) fn update(req: &Req, ns: &str, name: &str, body: &[u8]) -> ApiResult<
     check_namespace(&value, ns)?;
     check_name(&value, name)?;
     let client_rv = pinned_rv(&value)?;
-    let (pod, warnings) = decode_pod(&value, fv, CREATE_PREFIX)?;
+    let (pod, warnings) = decode_pod(&value, &duplicate_fields(body), fv, CREATE_PREFIX)?;
     let write = Write {
         operation: "Update",
-        fields: managed::fields_v1(&value, false, pod_lists),
+        source: Some(value.clone()),
         status: false,
     };
     update_loop(req, ns, name, client_rv, &write, |_| {
@@ -379,7 +418,13 @@ pub(crate) fn patched_pod(
             .unwrap_or("");
         return Err(ApiError::stale(PODS.plural, name));
     }
-    decode_pod(&patched, fv, "")
+    // Keys a merge or strategic patch repeats are strict-decoding errors too (the API
+    // server's patcher decodes the patch with `UnmarshalStrict`).
+    let duplicates = match patch_type {
+        PatchType::Json => Vec::new(),
+        _ => duplicate_fields(body),
+    };
+    decode_pod(&patched, &duplicates, fv, "")
 }
 
 /// `PATCH /api/v1/namespaces/{ns}/pods/{name}`.
@@ -388,13 +433,13 @@ pub(crate) fn patch(req: &Req, ns: &str, name: &str, body: &[u8]) -> ApiResult<R
     if patch_type == PatchType::Apply {
         return apply(req, ns, name, body);
     }
-    let fields = match patch_type {
-        PatchType::Json => json!({}),
-        _ => managed::fields_v1(&parse_body(body)?, false, pod_lists),
+    let source = match patch_type {
+        PatchType::Json => None,
+        _ => Some(parse_body(body)?),
     };
     let write = Write {
         operation: "Update",
-        fields,
+        source,
         status: false,
     };
     update_loop(req, ns, name, None, &write, |current| {
@@ -415,7 +460,7 @@ fn apply(req: &Req, ns: &str, name: &str, body: &[u8]) -> ApiResult<Response> {
     check_namespace(&applied, ns)?;
     check_name(&applied, name)?;
     if db::try_get(req.state.store(), PODS, ns, name)?.is_none() {
-        return create_value(req, ns, applied, "Apply");
+        return create_value(req, ns, applied, &duplicate_fields(body), "Apply");
     }
     let fv = req.params.field_validation()?;
     let mut intent = applied.clone();
@@ -425,16 +470,18 @@ fn apply(req: &Req, ns: &str, name: &str, body: &[u8]) -> ApiResult<Response> {
     if let Some(meta) = intent.get_mut("metadata").and_then(Value::as_object_mut) {
         meta.remove("resourceVersion");
     }
+    let applied_fields = managed::fields_v1(&applied, false, pod_lists);
+    let duplicates = duplicate_fields(body);
     let write = Write {
         operation: "Apply",
-        fields: managed::fields_v1(&applied, false, pod_lists),
+        source: Some(applied),
         status: false,
     };
     let manager = managed::manager_name(&req.params, &req.headers);
     update_loop(req, ns, name, None, &write, |current| {
         let mut merged = current.clone();
-        managed::prune(&mut merged, &manager, &write.fields);
+        managed::prune(&mut merged, &manager, &applied_fields);
         strategic_merge(&mut merged, &intent, pod_lists)?;
-        decode_pod(&merged, fv, "")
+        decode_pod(&merged, &duplicates, fv, "")
     })
 }

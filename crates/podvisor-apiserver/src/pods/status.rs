@@ -6,15 +6,14 @@
 use axum::response::Response;
 use k8s_openapi::api::core::v1::Pod;
 use podvisor_api::validate_status_update;
-use serde_json::Value;
 
 use super::{
     CREATE_PREFIX, Write, check_name, check_namespace, decode_pod, patched_pod, pinned_rv,
     type_meta, update_loop,
 };
-use crate::managed;
-use crate::patch::{PatchType, pod_lists};
-use crate::request::{content_type, parse_body};
+
+use crate::patch::PatchType;
+use crate::request::{content_type, duplicate_fields, parse_body};
 use crate::routes::Req;
 use crate::status::{ApiError, ApiResult};
 
@@ -33,10 +32,6 @@ pub(crate) fn admit_status(old: &Pod, new: Pod) -> ApiResult<Pod> {
     Ok(out)
 }
 
-fn status_fields(value: &Value) -> Value {
-    managed::fields_v1(value, true, pod_lists)
-}
-
 /// `PUT .../pods/{name}/status`.
 pub(crate) fn update(req: &Req, ns: &str, name: &str, body: &[u8]) -> ApiResult<Response> {
     let fv = req.params.field_validation()?;
@@ -45,10 +40,10 @@ pub(crate) fn update(req: &Req, ns: &str, name: &str, body: &[u8]) -> ApiResult<
     check_namespace(&value, ns)?;
     check_name(&value, name)?;
     let client_rv = pinned_rv(&value)?;
-    let (pod, warnings) = decode_pod(&value, fv, CREATE_PREFIX)?;
+    let (pod, warnings) = decode_pod(&value, &duplicate_fields(body), fv, CREATE_PREFIX)?;
     let write = Write {
         operation: "Update",
-        fields: status_fields(&value),
+        source: Some(value.clone()),
         status: true,
     };
     update_loop(req, ns, name, client_rv, &write, |_| {
@@ -60,9 +55,9 @@ pub(crate) fn update(req: &Req, ns: &str, name: &str, body: &[u8]) -> ApiResult<
 /// a strategic merge of the applied status).
 pub(crate) fn patch(req: &Req, ns: &str, name: &str, body: &[u8]) -> ApiResult<Response> {
     let patch_type = PatchType::from_content_type(&content_type(&req.headers))?;
-    let fields = match patch_type {
-        PatchType::Json => serde_json::json!({}),
-        _ => status_fields(&parse_body(body)?),
+    let source = match patch_type {
+        PatchType::Json => None,
+        _ => Some(parse_body(body)?),
     };
     let write = Write {
         operation: if patch_type == PatchType::Apply {
@@ -70,7 +65,7 @@ pub(crate) fn patch(req: &Req, ns: &str, name: &str, body: &[u8]) -> ApiResult<R
         } else {
             "Update"
         },
-        fields,
+        source,
         status: true,
     };
     update_loop(req, ns, name, None, &write, |current| {

@@ -42,6 +42,7 @@ pub struct TestServer {
     pub state: ApiState,
     pub rt: tokio::runtime::Runtime,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
+    served: Option<tokio::task::JoinHandle<()>>,
     caches: AtomicUsize,
 }
 
@@ -93,7 +94,7 @@ impl TestServer {
         let ca_pem = server.ca_pem().to_owned();
         let kubeconfig = server.kubeconfig_path();
         let state = server.state().clone();
-        rt.spawn(async move {
+        let served = rt.spawn(async move {
             server
                 .run(async {
                     let _ = stopped.await;
@@ -116,6 +117,7 @@ impl TestServer {
             state,
             rt,
             stop: Some(stop),
+            served: Some(served),
             caches: AtomicUsize::new(0),
         }
     }
@@ -273,6 +275,21 @@ impl TestServer {
             .join(container);
         std::fs::create_dir_all(&dir).unwrap();
         std::fs::write(dir.join(format!("{n}.log")), text).unwrap();
+    }
+
+    /// Stops the server (as `serve` does on SIGTERM) and returns how long it took to stop.
+    pub fn shutdown(&mut self) -> Duration {
+        let started = Instant::now();
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(served) = self.served.take() {
+            self.rt
+                .block_on(async { tokio::time::timeout(Duration::from_secs(30), served).await })
+                .expect("the server stops within 30 s")
+                .unwrap();
+        }
+        started.elapsed()
     }
 
     /// The directory tests may write scratch files to.

@@ -1,6 +1,6 @@
 //! `podvisor serve [--state-dir DIR] [--listen ADDR:PORT] [--manifests DIR] [--drain-on-exit]
-//! [--backoff default|reduced] [--max-restart-period DUR]`: this machine as a Kubernetes node
-//! with its own API, in one process.
+//! [--backoff default|reduced] [--max-restart-period DUR] [--reset-empty-store]`: this machine
+//! as a Kubernetes node with its own API, in one process.
 //!
 //! The store (`<state>/store.redb`), the API server (HTTPS with a self-generated CA and a bearer
 //! token; `<state>/kubeconfig` is written once it answers) and the node agent (recovery of the
@@ -8,6 +8,10 @@
 //! SIGTERM or SIGINT stops the agent and the API and leaves the containers running, like the
 //! kubelet: the next `serve` on the same state directory re-adopts them. With
 //! `--drain-on-exit` every pod is deleted gracefully first (a second signal stops at once).
+//! The state directory is root's only (0700; the store, token and keys 0600, also when an
+//! older version left them readable). A damaged `store.redb` stops the start with exit 2 and
+//! what to do (restore it, or move it aside); an empty one is refused unless
+//! `--reset-empty-store`. A `--listen` address other than loopback is warned about.
 //! Exit status: 0 after a clean stop, 2 when the engine could not start.
 
 use crate::BackoffCurve;
@@ -19,10 +23,10 @@ use podvisor_lifecycle::sim::script::parse_duration;
 use podvisor_lifecycle::{BackoffConfig, MachineConfig};
 use podvisor_runtime::process::ProcessRuntime;
 use podvisor_runtime::{ExecError, ExecRequest, ExecSession};
-use podvisor_store::Store;
+use podvisor_store::{Store, StoreError, StoreOptions};
 use std::future::Future;
 use std::net::SocketAddr;
-use std::os::unix::fs::MetadataExt;
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::pin::Pin;
 use std::sync::Arc;
@@ -53,6 +57,10 @@ pub struct Args {
     /// `crashLoopBackOff.maxContainerRestartPeriod` (1s..300s).
     #[arg(long)]
     pub max_restart_period: Option<String>,
+    /// Take an existing empty (0-byte) store.redb for a new, empty store: every pod it may
+    /// have held is forgotten. Without this flag an empty store file is refused.
+    #[arg(long)]
+    pub reset_empty_store: bool,
 }
 
 /// How often the manifests directory is read.
@@ -70,8 +78,10 @@ pub fn run(args: &Args) -> anyhow::Result<i32> {
         Some(dir) => dir.clone(),
         None => default_state_dir()?,
     };
-    std::fs::create_dir_all(&state_dir)
-        .with_context(|| format!("creating state directory {}", state_dir.display()))?;
+    private_state_dir(&state_dir)?;
+    if let Some(warning) = exposure_warning(args.listen) {
+        eprintln!("podvisor: warning: {warning}");
+    }
     let shim = std::env::current_exe().context("finding the podvisor executable for the shim")?;
     let tokio = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -92,12 +102,11 @@ async fn serve(
     let mut int = signal(SignalKind::interrupt()).context("handling SIGINT")?;
     let node_name = config.node_name.clone();
     let store_path = state_dir.join("store.redb");
-    let store = Store::open(&store_path).with_context(|| {
-        format!(
-            "opening the store {} (is another podvisor serve using this state directory?)",
-            store_path.display()
-        )
-    })?;
+    let options = StoreOptions {
+        reset_empty: args.reset_empty_store,
+        ..StoreOptions::default()
+    };
+    let store = Store::open_with(&store_path, options).map_err(|e| store_error(e, &store_path))?;
     let server = ApiServer::bind(ServeConfig {
         listen: args.listen,
         state_dir: state_dir.to_path_buf(),
@@ -189,8 +198,12 @@ async fn serve(
             result.context("draining")?;
         }
         Stop::Signal => {
+            // The API first: it closes its port and its watches at once, while the node agent
+            // stops its pod workers.
+            let _ = api_stop_tx.send(());
             control.stop();
             node.join_mut().await.context("stopping the node agent")?;
+            return finish_api(api).await;
         }
         Stop::Api(result) => {
             control.stop();
@@ -209,6 +222,11 @@ async fn serve(
         }
     }
     let _ = api_stop_tx.send(());
+    finish_api(api).await
+}
+
+/// Waits for the stopped API server; a clean stop's exit code.
+async fn finish_api(api: tokio::task::JoinHandle<Result<(), ServeError>>) -> anyhow::Result<i32> {
     match api.await {
         Ok(Ok(())) => {}
         Ok(Err(e)) => eprintln!("podvisor: the API server: {e}"),
@@ -268,6 +286,44 @@ async fn wait_for_file(
             }
             () = tokio::time::sleep(Duration::from_millis(2)) => {}
         }
+    }
+}
+
+/// Creates the state directory (mode 0700: it holds the store, the token and the CA key), or
+/// makes an existing one 0700 (older podvisors left it 0755).
+fn private_state_dir(dir: &Path) -> anyhow::Result<()> {
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+        .with_context(|| format!("creating state directory {}", dir.display()))?;
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
+        .with_context(|| format!("setting the mode of state directory {}", dir.display()))
+}
+
+/// The warning for an address other machines can reach (anything but loopback).
+fn exposure_warning(listen: SocketAddr) -> Option<String> {
+    if listen.ip().is_loopback() {
+        return None;
+    }
+    Some(format!(
+        "--listen {listen}: the API is reachable from other machines (not only from this one); \
+         the bearer token and TLS still apply"
+    ))
+}
+
+/// What to do about a store that cannot be opened.
+fn store_error(e: StoreError, path: &Path) -> anyhow::Error {
+    match e {
+        e @ StoreError::EmptyFile { .. } => anyhow::anyhow!(
+            "{e}; or start with an empty store in this file with podvisor serve \
+             --reset-empty-store"
+        ),
+        e @ StoreError::Damaged { .. } => anyhow::Error::new(e),
+        e => anyhow::Error::new(e).context(format!(
+            "opening the store {} (is another podvisor serve using this state directory?)",
+            path.display()
+        )),
     }
 }
 
