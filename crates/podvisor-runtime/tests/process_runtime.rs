@@ -9,6 +9,8 @@
 //! runs in the shim's session and deletes the test's directory.
 
 mod common;
+#[path = "process_runtime/paths.rs"]
+mod paths;
 
 use common::{is_root, shim_exe};
 use k8s_openapi::api::core::v1::Pod;
@@ -820,8 +822,16 @@ async fn containers_run_as_their_security_context_user() {
         "{}",
         h.log("ids")
     );
-    // The termination-message file (0666, as the kubelet makes it) is writable by uid 1000.
+    // The termination-message file (0600, owned by the container user) is writable by uid 1000.
     assert_eq!(exit.termination_message.as_deref(), Some("written-as-1000"));
+    // ... and by it alone: no other container can forge the message.
+    let tm = h.sandbox().paths().pod_dir.join("containers/ids/1");
+    let meta = std::fs::metadata(tm.join("termination-log")).unwrap();
+    assert_eq!(
+        (meta.uid(), meta.gid(), meta.mode() & 0o7777),
+        (1000, 3000, 0o600)
+    );
+    assert_eq!(std::fs::metadata(&tm).unwrap().mode() & 0o7777, 0o700);
     let meta = std::fs::metadata(volume.join("by-ids")).unwrap();
     assert_eq!((meta.uid(), meta.gid()), (1000, 3000));
 

@@ -427,17 +427,8 @@ impl Shim {
         // The host's passwd stands in for the image's (execs get the same environment).
         let passwd = std::fs::read_to_string("/etc/passwd").ok();
         config.set_default_home(passwd.as_deref());
-        // A fresh, empty termination-message file per instance, world-writable as the
-        // kubelet makes it (0666) so that a container running as any user can write it.
         let tm = &config.termination_message_host_path;
-        if let Some(dir) = tm.parent() {
-            std::fs::create_dir_all(dir).map_err(ctx(format!("creating {}", dir.display())))?;
-        }
-        File::create(tm)
-            .and_then(|f| {
-                use std::os::unix::fs::PermissionsExt;
-                f.set_permissions(std::fs::Permissions::from_mode(0o666))
-            })
+        create_termination_message_file(tm, &config.user, self.rootless)
             .map_err(ctx(format!("creating {}", tm.display())))?;
         if let Some(dir) = config.log_path.parent() {
             std::fs::create_dir_all(dir).map_err(ctx(format!("creating {}", dir.display())))?;
@@ -728,6 +719,37 @@ pub(super) struct ExecTarget {
     pub(super) working_dir: Option<String>,
     pub(super) user: crate::config::ContainerUser,
     pub(super) rootless: bool,
+}
+
+/// A fresh, empty termination-message file for one instance, in a directory only root can
+/// enter, belonging to the container's user and writable by it alone (0600). The kubelet
+/// makes it 0666, which lets any other container that reaches it write another's message;
+/// the container gets it bind-mounted by the shim, so it needs no access to the directory.
+/// Rootless, every file is the shim's user's already.
+fn create_termination_message_file(
+    path: &Path,
+    user: &crate::config::ContainerUser,
+    rootless: bool,
+) -> io::Result<()> {
+    use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
+    if let Some(dir) = path.parent() {
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)?;
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))?;
+    }
+    let file = OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(path)?;
+    if !rootless {
+        std::os::unix::fs::fchown(&file, Some(user.uid), Some(user.gid))?;
+    }
+    file.set_permissions(std::fs::Permissions::from_mode(0o600))
 }
 
 /// Opens each `cgroup.procs` of the cgroup (close-on-exec) for the child to write "0" to.
