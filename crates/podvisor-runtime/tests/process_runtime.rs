@@ -936,3 +936,63 @@ async fn containers_run_as_their_security_context_user() {
     h.next_exit().await;
     h.remove().await;
 }
+
+/// Every process an exec (probe, hook, `kubectl exec`) started is killed when it ends, even
+/// one that left its process group with `setsid`; the container itself keeps running.
+#[tokio::test]
+async fn an_exec_leaves_no_process_behind() {
+    use podvisor_runtime::ExecRequest;
+    if !is_root() {
+        return;
+    }
+    let mut h = Harness::new(json!([c("main", &["sleep", "100"])]), json!([])).await;
+    let started = h.start("main", 1).await;
+    let marked = |marker: &str| {
+        all_processes()
+            .into_iter()
+            .filter(|p| p.cmdline == format!("sleep {marker}") && !p.is_zombie())
+            .count()
+    };
+    let argv = |marker: &str| {
+        vec![
+            "sh".to_owned(),
+            "-c".to_owned(),
+            format!("setsid sleep {marker} & sleep {marker} & echo started"),
+        ]
+    };
+    let r = h
+        .runtime
+        .exec(
+            h.sandbox(),
+            1,
+            argv("3001.417"),
+            Some(Duration::from_secs(5)),
+        )
+        .await
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&r.output), "started\n");
+    eventually("the probe's processes are gone", || marked("3001.417") == 0).await;
+
+    let session = h
+        .runtime
+        .exec_stream(
+            h.sandbox(),
+            1,
+            ExecRequest {
+                argv: argv("3002.417"),
+                stdin: false,
+                stdout: true,
+                stderr: true,
+                tty: false,
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(session.exit.await.unwrap(), 0);
+    eventually("the exec's processes are gone", || marked("3002.417") == 0).await;
+    // The container is untouched.
+    assert!(podvisor_testkit::alive(started.pid.cast_signed()));
+    h.runtime.signal(h.sandbox(), 1, 9).await.unwrap();
+    h.next_exit().await;
+    h.remove().await;
+}

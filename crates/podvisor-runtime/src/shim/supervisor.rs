@@ -631,7 +631,7 @@ impl Shim {
         match (&i.config, &i.cgroup, i.reaped) {
             (Some(config), Some(cgroup), false) => Ok(ExecTarget {
                 pid: i.pid,
-                procs: cgroup.procs_paths(),
+                cgroup: Arc::clone(cgroup),
                 env: config.env.clone(),
                 working_dir: config.working_dir.clone(),
                 user: config.user.clone(),
@@ -714,11 +714,38 @@ impl Shim {
 /// What [`Shim::exec_target`] returns.
 pub(super) struct ExecTarget {
     pub(super) pid: u32,
-    pub(super) procs: Vec<PathBuf>,
+    pub(super) cgroup: Arc<ContainerCgroup>,
     pub(super) env: Vec<(String, String)>,
     pub(super) working_dir: Option<String>,
     pub(super) user: crate::config::ContainerUser,
     pub(super) rootless: bool,
+}
+
+/// One exec's cgroup, killed and removed when dropped: when the exec ends, every process it
+/// started goes, those that left its process group included.
+pub(super) struct ExecProcesses(Option<crate::cgroup::ExecCgroup>);
+
+impl ExecProcesses {
+    /// The exec's cgroup below the container's, and the `cgroup.procs` files to join (opened
+    /// close-on-exec).
+    pub(super) fn create(container: &ContainerCgroup) -> io::Result<(Self, Vec<OwnedFd>)> {
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let (procs, cgroup) = container.exec_cgroup(&format!("exec-{n}"));
+        let guard = ExecProcesses(cgroup);
+        let procs = open_procs_paths(&procs)?;
+        Ok((guard, procs))
+    }
+}
+
+impl Drop for ExecProcesses {
+    fn drop(&mut self) {
+        if let Some(cgroup) = &self.0
+            && let Err(e) = cgroup.kill_and_remove()
+        {
+            eprintln!("podvisor shim: ending an exec: {e}");
+        }
+    }
 }
 
 /// A fresh, empty termination-message file for one instance, in a directory only root can
