@@ -234,6 +234,17 @@ async fn logs_exit_codes_and_times() {
             .is_some(),
         "logs are kept"
     );
+    // ... until the pod's object is gone.
+    h.runtime
+        .remove_pod_logs(h.pod.metadata.uid.as_deref().unwrap());
+    assert!(
+        h.root
+            .join("state/logs")
+            .read_dir()
+            .unwrap()
+            .next()
+            .is_none()
+    );
 }
 
 /// M13: the kubelet's container GC keeps one dead instance per container (`MaxPerPodContainer`):
@@ -544,6 +555,18 @@ async fn m7_host_path_type_checks() {
         assert_eq!(err.reason, "FailedMount");
         let want = format!("hostPath type check failed: {} {expect}", path.display());
         assert!(err.message.ends_with(&want), "{} / {want}", err.message);
+        // A sandbox that never came up leaves no directory behind.
+        let paths = runtime.pod_paths(&pod).unwrap();
+        assert!(
+            !paths.pod_dir.exists(),
+            "{} is left",
+            paths.pod_dir.display()
+        );
+        assert!(
+            !paths.log_dir.exists(),
+            "{} is left",
+            paths.log_dir.display()
+        );
     }
     let _ = std::fs::remove_dir_all(&root);
 }
@@ -762,6 +785,12 @@ async fn remove_sandbox_leaves_no_process_behind() {
     h.start("left", 1).await;
     let shim = h.shim_pid;
     let pod_dir = h.sandbox().paths().pod_dir.clone();
+    let uid = h.pod.metadata.uid.clone().unwrap();
+    // What a shim that died may leave: the cgroups of a container and of one of its execs.
+    for root in ["/sys/fs/cgroup/memory", "/sys/fs/cgroup/unified"] {
+        let ghost = Path::new(root).join("podvisor").join(&uid).join("ghost-9");
+        std::fs::create_dir_all(ghost.join("exec-1")).unwrap();
+    }
     // The agent should stop containers first; if it does not, nothing may survive anyway.
     h.remove().await;
     eventually("the shim and its containers are gone", || {
@@ -769,7 +798,6 @@ async fn remove_sandbox_leaves_no_process_behind() {
     })
     .await;
     assert!(!pod_dir.exists());
-    let uid = h.pod.metadata.uid.clone().unwrap();
     for root in ["/sys/fs/cgroup/memory", "/sys/fs/cgroup/unified"] {
         let cgroup = Path::new(root).join("podvisor").join(&uid);
         assert!(!cgroup.exists(), "{} is left", cgroup.display());
