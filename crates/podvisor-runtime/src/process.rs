@@ -755,6 +755,15 @@ impl Runtime for ProcessRuntime {
         .await
         .map_err(|e| RuntimeError::Other(format!("removing the pod directory: {e}")))??;
         remove_pod_cgroups(&sandbox.paths);
+        // What its containers created on the host goes, unless another pod still uses it.
+        if let Some(uid) = sandbox.paths.pod_dir.file_name().and_then(|u| u.to_str()) {
+            let registry = crate::host_paths::HostPaths::new(&self.inner.state_dir);
+            let uid = uid.to_owned();
+            tokio::task::spawn_blocking(move || registry.release(&uid))
+                .await
+                .map_err(|e| RuntimeError::Other(format!("removing host paths: {e}")))?
+                .map_err(io_err("removing the paths made on the host"))?;
+        }
         Ok(())
     }
 }

@@ -9,12 +9,12 @@
 //! errno to a report pipe so the parent can say which mount failed rather than just
 //! "permission denied".
 
-use super::safe_path::{self, Create, UNTRUSTED_SYMLINK};
+use super::safe_path::{self, Create, Creations, UNTRUSTED_SYMLINK};
 use crate::config::{ContainerConfig, ContainerUser, MountKind};
 use std::ffi::CString;
 use std::fs::File;
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
@@ -101,12 +101,36 @@ pub(super) struct ChildSetup {
     /// Start a new session with stdin (a terminal) as its controlling terminal.
     controlling_tty: bool,
     report: OwnedFd,
+    /// Where the paths created on the host's filesystems go (containers only).
+    creations: Option<OwnedFd>,
+    /// The IDs of the mounts made so far (capacity reserved before fork: pushing never
+    /// allocates).
+    mount_ids: Vec<u64>,
 }
 
-/// The read end of a child's report pipe.
-pub(super) struct Report(File);
+/// The read ends of a child's report pipes.
+pub(super) struct Report(File, Option<File>);
 
 impl Report {
+    /// The paths the child created on the host's filesystems (mount targets, their parents,
+    /// the working directory), outermost first; call once `spawn` returned (the child has
+    /// exec'd or died, so the pipe has all it will get).
+    pub(super) fn created_paths(&mut self) -> Vec<PathBuf> {
+        use std::io::Read;
+        use std::os::unix::ffi::OsStringExt;
+        let Some(pipe) = &mut self.1 else {
+            return Vec::new();
+        };
+        let mut bytes = Vec::new();
+        // Non-blocking: what the child wrote is there; EAGAIN ends it.
+        let _ = pipe.read_to_end(&mut bytes);
+        bytes
+            .split(|b| *b == b'\n')
+            .filter(|line| !line.is_empty())
+            .map(|line| PathBuf::from(std::ffi::OsString::from_vec(line.to_vec())))
+            .collect()
+    }
+
     /// Describes the step that failed, if the child reported one (call after `spawn` failed).
     pub(super) fn failed_step(mut self, setup_mounts: &[String]) -> Option<String> {
         use std::io::Read;
@@ -207,6 +231,10 @@ impl ChildSetup {
             }
         });
         let (read, write) = report_pipe()?;
+        let (Report(created_read, _), created_write) = report_pipe()?;
+        rustix::fs::fcntl_setfl(&created_write, rustix::fs::OFlags::NONBLOCK)?;
+        let read = Report(read.0, Some(created_read));
+        let mount_ids = Vec::with_capacity(mounts.len());
         let setup = ChildSetup {
             cgroup_procs,
             namespaces: Namespaces::New { user_maps },
@@ -216,6 +244,8 @@ impl ChildSetup {
             identity,
             controlling_tty: false,
             report: write,
+            creations: Some(created_write),
+            mount_ids,
         };
         Ok((setup, read, describe))
     }
@@ -252,6 +282,8 @@ impl ChildSetup {
             identity: identity(user, rootless),
             controlling_tty: false,
             report: write,
+            creations: None,
+            mount_ids: Vec::new(),
         };
         Ok((setup, read))
     }
@@ -265,7 +297,7 @@ impl ChildSetup {
     }
 
     /// Runs in the child after `fork`: async-signal-safe system calls only, no allocation.
-    pub(super) fn run(&self) -> io::Result<()> {
+    pub(super) fn run(&mut self) -> io::Result<()> {
         let mut step = 0;
         let result = self.run_steps(&mut step);
         if let Err(err) = &result {
@@ -282,7 +314,7 @@ impl ChildSetup {
         result
     }
 
-    fn run_steps(&self, step: &mut u32) -> io::Result<()> {
+    fn run_steps(&mut self, step: &mut u32) -> io::Result<()> {
         *step = STEP_CGROUP * STEP_STRIDE;
         for fd in &self.cgroup_procs {
             // Writing "0" moves the writing process itself into the cgroup.
@@ -333,21 +365,34 @@ impl ChildSetup {
                 _ => Create::Dirs,
             };
             *step = STEP_MOUNT_TARGET * STEP_STRIDE + index;
-            let target = safe_path::open_host_path(&m.target, create, self.trust_symlinks)?;
+            let report = self.creations.as_ref().map(|pipe| Creations {
+                pipe: pipe.as_fd(),
+                ours: &self.mount_ids,
+            });
+            let target =
+                safe_path::open_host_path(&m.target, create, self.trust_symlinks, report.as_ref())?;
             *step = STEP_MOUNT * STEP_STRIDE + index;
-            match &source {
+            let id = match &source {
                 Some(source) => safe_path::bind(source, &target, m.read_only)?,
                 None => safe_path::tmpfs(&target, m.size.as_deref(), m.read_only)?,
+            };
+            if self.mount_ids.len() < self.mount_ids.capacity() {
+                self.mount_ids.push(id);
             }
         }
         // Opened (and created) with the shim's rights, entered with the user's below.
         let workdir = match &self.workdir {
             Some((dir, create)) => {
                 *step = STEP_WORKDIR * STEP_STRIDE;
+                let report = self.creations.as_ref().map(|pipe| Creations {
+                    pipe: pipe.as_fd(),
+                    ours: &self.mount_ids,
+                });
                 Some(safe_path::open_host_path(
                     dir,
                     *create,
                     self.trust_symlinks,
+                    report.as_ref(),
                 )?)
             }
             None => None,
@@ -450,7 +495,7 @@ fn report_pipe() -> io::Result<(Report, OwnedFd)> {
     let (read, write) = pipe_with(PipeFlags::CLOEXEC | PipeFlags::NONBLOCK)?;
     // Only the read end is non-blocking: the child's single small write never blocks anyway.
     rustix::fs::fcntl_setfl(&write, rustix::fs::OFlags::empty())?;
-    Ok((Report(File::from(read)), write))
+    Ok((Report(File::from(read), None), write))
 }
 
 fn check(rc: libc::c_int) -> io::Result<()> {

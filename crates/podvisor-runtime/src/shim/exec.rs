@@ -68,6 +68,7 @@ fn run(
     // before fork; it does not allocate or take locks.
     #[allow(unsafe_code)]
     unsafe {
+        let mut setup = setup;
         command.pre_exec(move || setup.run());
     }
     let (tx, rx) = mpsc::channel();

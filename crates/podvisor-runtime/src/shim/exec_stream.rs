@@ -108,6 +108,7 @@ fn start(shim: &Arc<Shim>, request: &StreamRequest) -> Result<Running, Response>
     // before fork; it does not allocate or take locks.
     #[allow(unsafe_code)]
     unsafe {
+        let mut setup = setup;
         command.pre_exec(move || setup.run());
     }
     let (wake_rx, wake_tx) = rustix::pipe::pipe_with(

@@ -14,14 +14,14 @@
 //! Everything here runs in the child between `fork` and `exec` (see [`super::child`]): raw
 //! system calls on `&CStr`s and stack buffers only, never an allocation.
 
-use rustix::fs::{AtFlags, FileType, Mode, OFlags, ResolveFlags};
+use rustix::fs::{AtFlags, FileType, Mode, OFlags, ResolveFlags, StatxFlags};
 use rustix::mount::{
     FsMountFlags, FsOpenFlags, MountAttrFlags, MoveMountFlags, OpenTreeFlags, fsconfig_create,
     fsconfig_set_string, fsmount, fsopen, move_mount, open_tree,
 };
 use std::ffi::CStr;
 use std::io;
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 
 /// The pseudo-errno reported when a path goes through a symbolic link that a container could
 /// have planted (the report pipe carries errnos; this one is no real errno).
@@ -45,11 +45,31 @@ pub(super) enum Create {
     File,
 }
 
+/// Where the child reports what it creates on the host's own filesystems (not inside a mount
+/// it made itself: a volume, a tmpfs), so that it can be removed with the pod: one line per
+/// path on a pipe.
+pub(super) struct Creations<'a> {
+    /// The write end of the pipe.
+    pub(super) pipe: BorrowedFd<'a>,
+    /// The mount IDs of the mounts the child made.
+    pub(super) ours: &'a [u64],
+}
+
+/// The mount ID of what `fd` names.
+pub(super) fn mount_id(fd: impl AsFd) -> io::Result<u64> {
+    Ok(rustix::fs::statx(fd, c"", AtFlags::EMPTY_PATH, StatxFlags::MNT_ID)?.stx_mnt_id)
+}
+
 /// Resolves the absolute `path` from `/` as described in the module documentation and
 /// returns an `O_PATH` descriptor of what it names. `trust_all` follows every symbolic link
 /// (rootless: the shim has no more rights than its containers, and root's files read as the
-/// overflow uid there).
-pub(super) fn open_host_path(path: &CStr, create: Create, trust_all: bool) -> io::Result<OwnedFd> {
+/// overflow uid there). What it creates on the host's filesystems goes to `report`.
+pub(super) fn open_host_path(
+    path: &CStr,
+    create: Create,
+    trust_all: bool,
+    report: Option<&Creations<'_>>,
+) -> io::Result<OwnedFd> {
     let bytes = path.to_bytes();
     if bytes.first() != Some(&b'/') {
         return Err(io::Error::from_raw_os_error(libc::EINVAL));
@@ -93,7 +113,10 @@ pub(super) fn open_host_path(path: &CStr, create: Create, trust_all: bool) -> io
             Create::Nothing => Create::Nothing,
             Create::Dirs | Create::File => Create::Dirs,
         };
-        let fd = open_or_create(&cur, name, step)?;
+        let (fd, created) = open_or_create(&cur, name, step)?;
+        if created && let Some(report) = report {
+            report_creation(&cur, name, report, &mut link)?;
+        }
         let stat = rustix::fs::statat(&fd, c"", AtFlags::EMPTY_PATH)?;
         match FileType::from_raw_mode(stat.st_mode) {
             FileType::Symlink => {
@@ -159,7 +182,8 @@ pub(super) fn is_dir(fd: &OwnedFd) -> io::Result<bool> {
 
 /// Bind-mounts the tree at `source` (recursively) onto `target`, read-only when asked (the
 /// top mount only, as a read-only `volumeMount`), attaching it through the descriptors.
-pub(super) fn bind(source: &OwnedFd, target: &OwnedFd, read_only: bool) -> io::Result<()> {
+/// Returns the new mount's ID.
+pub(super) fn bind(source: &OwnedFd, target: &OwnedFd, read_only: bool) -> io::Result<u64> {
     let tree = open_tree(
         source,
         c"",
@@ -171,11 +195,12 @@ pub(super) fn bind(source: &OwnedFd, target: &OwnedFd, read_only: bool) -> io::R
     if read_only {
         set_read_only(&tree)?;
     }
-    attach(&tree, target)
+    attach(&tree, target)?;
+    mount_id(&tree)
 }
 
-/// Mounts a new tmpfs (`nosuid,nodev`, `size` when given) onto `target`.
-pub(super) fn tmpfs(target: &OwnedFd, size: Option<&CStr>, read_only: bool) -> io::Result<()> {
+/// Mounts a new tmpfs (`nosuid,nodev`, `size` when given) onto `target`; returns its mount ID.
+pub(super) fn tmpfs(target: &OwnedFd, size: Option<&CStr>, read_only: bool) -> io::Result<u64> {
     let fs = fsopen(c"tmpfs", FsOpenFlags::FSOPEN_CLOEXEC)?;
     if let Some(size) = size {
         fsconfig_set_string(&fs, c"size", size)?;
@@ -186,7 +211,8 @@ pub(super) fn tmpfs(target: &OwnedFd, size: Option<&CStr>, read_only: bool) -> i
         attrs |= MountAttrFlags::MOUNT_ATTR_RDONLY;
     }
     let mount = fsmount(&fs, FsMountFlags::FSMOUNT_CLOEXEC, attrs)?;
-    attach(&mount, target)
+    attach(&mount, target)?;
+    mount_id(&mount)
 }
 
 /// Changes the working directory to `dir` (after the user is set: the user must be allowed
@@ -263,13 +289,62 @@ fn c_name<'a>(component: &[u8], buf: &'a mut [u8; NAME_BUF]) -> io::Result<&'a C
         .map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))
 }
 
-/// Opens `name` in `dir` without following it, creating it (as `create` says) when missing.
-/// A creation race (someone else made it first) ends in opening what is there, still without
-/// following it.
-fn open_or_create(dir: &OwnedFd, name: &CStr, create: Create) -> io::Result<OwnedFd> {
+/// Writes `<path of dir>/<name>` to the report pipe, unless `dir` lies in a mount of ours.
+/// `buf` is scratch space.
+fn report_creation(
+    dir: &OwnedFd,
+    name: &CStr,
+    report: &Creations<'_>,
+    buf: &mut [u8; PATH_MAX],
+) -> io::Result<()> {
+    if report.ours.contains(&mount_id(dir)?) {
+        return Ok(());
+    }
+    // "/proc/self/fd/<n>", NUL-terminated, without allocating.
+    let mut proc_path = *b"/proc/self/fd/\0\0\0\0\0\0\0\0\0\0\0\0";
+    let mut digits = [0_u8; 10];
+    let mut n = dir.as_raw_fd().unsigned_abs();
+    let mut len = 0;
+    loop {
+        digits[len] = b'0' + u8::try_from(n % 10).unwrap_or(0);
+        len += 1;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    for (i, d) in digits[..len].iter().rev().enumerate() {
+        proc_path[14 + i] = *d;
+    }
+    let proc_path = CStr::from_bytes_until_nul(&proc_path)
+        .map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+    let mut used = rustix::fs::readlinkat_raw(rustix::fs::CWD, proc_path, &mut buf[..])?;
+    let name = name.to_bytes();
+    if used == 0 || used + name.len() + 2 > buf.len() {
+        return Err(io::Error::from_raw_os_error(libc::ENAMETOOLONG));
+    }
+    if buf[used - 1] != b'/' {
+        buf[used] = b'/';
+        used += 1;
+    }
+    buf[used..used + name.len()].copy_from_slice(name);
+    used += name.len();
+    buf[used] = b'\n';
+    used += 1;
+    // One write of at most PATH_MAX bytes: atomic on a pipe. A full pipe drops the line (the
+    // path then stays behind), it never blocks the child.
+    let _ = rustix::io::write(report.pipe, &buf[..used]);
+    Ok(())
+}
+
+/// Opens `name` in `dir` without following it, creating it (as `create` says) when missing;
+/// tells whether it created it. A creation race (someone else made it first) ends in opening
+/// what is there, still without following it.
+fn open_or_create(dir: &OwnedFd, name: &CStr, create: Create) -> io::Result<(OwnedFd, bool)> {
+    let mut created = false;
     for _ in 0..8 {
         match rustix::fs::openat(dir, name, path_flags(), Mode::empty()) {
-            Ok(fd) => return Ok(fd),
+            Ok(fd) => return Ok((fd, created)),
             Err(rustix::io::Errno::NOENT) => {}
             Err(e) => return Err(e.into()),
         }
@@ -290,7 +365,8 @@ fn open_or_create(dir: &OwnedFd, name: &CStr, create: Create) -> io::Result<Owne
             .map(drop),
         };
         match made {
-            Ok(()) | Err(rustix::io::Errno::EXIST) => {}
+            Ok(()) => created = true,
+            Err(rustix::io::Errno::EXIST) => {}
             Err(e) => return Err(e.into()),
         }
     }

@@ -96,6 +96,10 @@ impl Subscriber {
 /// The shim.
 pub(super) struct Shim {
     pub(super) socket: PathBuf,
+    /// The pod's UID (its directory's name) and the registry of the paths its containers
+    /// create on the host (see [`crate::host_paths`]).
+    uid: String,
+    host_paths: Option<crate::host_paths::HostPaths>,
     cgroups: CgroupMode,
     rootless: bool,
     /// The shim runs in its own mount namespace: tmpfs volumes are mounted once at their
@@ -177,6 +181,11 @@ impl Shim {
         }
         Ok(Shim {
             socket,
+            uid: pod_dir
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default(),
+            host_paths: crate::host_paths::HostPaths::of_pod_dir(pod_dir),
             cgroups: crate::cgroup::detect(),
             rootless: !rustix::process::geteuid().is_root(),
             shared_tmpfs,
@@ -477,7 +486,7 @@ impl Shim {
             ),
             created: true,
         };
-        let (setup, report, mounts) =
+        let (setup, mut report, mounts) =
             match ChildSetup::for_container(&config, procs, self.rootless, self.shared_tmpfs) {
                 Ok(prepared) => prepared,
                 Err(e) => return Ok(run_failed(format!("error during container init: {e}"))),
@@ -500,6 +509,7 @@ impl Shim {
         // before fork; it does not allocate or take locks.
         #[allow(unsafe_code)]
         unsafe {
+            let mut setup = setup;
             command.pre_exec(move || setup.run());
         }
         let oom_baseline = cgroup.oom_kill_count();
@@ -522,7 +532,28 @@ impl Shim {
             i.pid = pid;
             state.instances.insert(instance, i);
         };
+        // Held from before the child creates paths until they are recorded, so that no pod's
+        // removal takes a path another pod is about to use.
+        let locked = match &self.host_paths {
+            Some(registry) => Some(registry.lock().map_err(|e| {
+                io::Error::new(e.kind(), format!("locking the host-paths registry: {e}"))
+            })?),
+            None => None,
+        };
         let spawned = self.spawn_registered(&mut command, Waiter::Container(instance), register);
+        if let Some(locked) = &locked {
+            let created = report.created_paths();
+            let mut targets: Vec<&Path> =
+                config.mounts.iter().map(|m| m.target.as_path()).collect();
+            targets.push(Path::new(&config.termination_message_path));
+            if let Some(dir) = &config.working_dir {
+                targets.push(Path::new(dir));
+            }
+            if let Err(e) = locked.record(&self.uid, &created, &targets) {
+                eprintln!("podvisor shim: recording the paths made on the host: {e}");
+            }
+        }
+        drop(locked);
         let mut child = match spawned {
             Ok(child) => child,
             Err(e) => {

@@ -246,3 +246,37 @@ async fn cve_2021_30465_a_mount_target_swapped_for_a_symlink() {
     h.next_exit().await;
     h.remove().await;
 }
+
+/// Mount targets, their parents, the termination-message target and the working directory
+/// that a container needed on the host go with the pod; what existed before stays.
+#[tokio::test]
+async fn paths_made_on_the_host_go_with_the_pod() {
+    if !is_root() {
+        return;
+    }
+    let mut h = Harness::new(
+        json!([{"name": "main", "image": "none", "command": ["sh", "-c", "pwd; sleep 100"],
+                "workingDir": "ROOT/wd/w",
+                "terminationMessagePath": "ROOT/tm/x/termination-log",
+                "volumeMounts": [{"name": "data", "mountPath": "ROOT/made/a/b"},
+                                 {"name": "data", "mountPath": "ROOT/made/a/b/nested/c"},
+                                 {"name": "data", "mountPath": "ROOT/pre/m"}]}]),
+        json!([{"name": "data", "emptyDir": {}}]),
+    )
+    .await;
+    std::fs::create_dir_all(h.root.join("pre")).unwrap();
+    h.start("main", 1).await;
+    let volume = h.sandbox().paths().pod_dir.join("volumes/data");
+    // Made on the host while the pod runs; the nested target inside the volume.
+    for path in ["made/a/b", "pre/m", "tm/x/termination-log", "wd/w"] {
+        assert!(h.root.join(path).exists(), "{path}");
+    }
+    assert!(volume.join("nested/c").is_dir());
+    h.runtime.signal(h.sandbox(), 1, 9).await.unwrap();
+    h.next_exit().await;
+    h.remove().await;
+    for path in ["made", "pre/m", "tm", "wd"] {
+        assert!(!h.root.join(path).exists(), "{path} is left");
+    }
+    assert!(h.root.join("pre").is_dir(), "what existed before stays");
+}
