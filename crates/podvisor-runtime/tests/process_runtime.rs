@@ -767,6 +767,54 @@ async fn containers_inherit_only_stdio() {
         .split_whitespace()
         .collect();
     assert_eq!(f[2], started.pid.to_string());
+    // CVE-2024-21626's class: exec'd commands (probes, hooks, kubectl exec) see no descriptor
+    // of the shim either, and start in the container's working directory, not in a leaked
+    // one.
+    // `ls -l /proc/self/fd`, then `pwd` (`ls` opens one descriptor itself, on that
+    // directory).
+    let script = "ls -l /proc/self/fd; pwd".to_owned();
+    let foreign = |out: &str| -> Vec<String> {
+        out.lines()
+            .filter_map(|l| {
+                let (left, target) = l.split_once(" -> ")?;
+                let fd: u32 = left.split_whitespace().last()?.parse().ok()?;
+                let own_dir = target.starts_with("/proc/") && target.ends_with("/fd");
+                (fd > 2 && !own_dir).then(|| l.to_owned())
+            })
+            .collect()
+    };
+    let r = h
+        .runtime
+        .exec(
+            h.sandbox(),
+            1,
+            vec!["sh".into(), "-c".into(), script.clone()],
+            None,
+        )
+        .await
+        .unwrap();
+    let out = String::from_utf8_lossy(&r.output).into_owned();
+    assert!(foreign(&out).is_empty() && out.ends_with("\n/\n"), "{out}");
+    let session = h
+        .runtime
+        .exec_stream(
+            h.sandbox(),
+            1,
+            podvisor_runtime::ExecRequest {
+                argv: vec!["sh".into(), "-c".into(), script],
+                stdin: false,
+                stdout: true,
+                stderr: false,
+                tty: false,
+            },
+        )
+        .await
+        .unwrap();
+    let mut out = String::new();
+    tokio::io::AsyncReadExt::read_to_string(&mut session.stdout.unwrap(), &mut out)
+        .await
+        .unwrap();
+    assert!(foreign(&out).is_empty() && out.ends_with("\n/\n"), "{out}");
     h.runtime.signal(h.sandbox(), 1, 9).await.unwrap();
     h.next_exit().await;
     h.remove().await;
