@@ -23,6 +23,7 @@ mod exits;
 use crate::config::{self, PodVolumeKind};
 use crate::shim::client::ShimClient;
 use crate::shim::protocol::{ExitRecord, InstanceState, Request, Response, layout};
+use crate::shim::safe_path::{self, Create};
 use crate::{
     ContainerExit, ExecRequest, ExecResult, ExecSession, InstanceId, PodPaths, Runtime,
     RuntimeError, RuntimeEvent, SandboxError, StartError, StartRequest, Started,
@@ -358,19 +359,14 @@ fn check_host_path(path: &Path, type_: &str) -> Result<(), String> {
     let fail = |what: &str| Err(format!("hostPath type check failed: {shown} is not {what}"));
     match type_ {
         "" => Ok(()),
-        "DirectoryOrCreate" if !exists => {
-            std::fs::create_dir_all(path).map_err(|e| format!("mkdir {shown}: {e}"))?;
-            std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755))
-                .map_err(|e| format!("chmod {shown}: {e}"))
-        }
+        // Created as a container's mount target is: never through a symbolic link a
+        // container could have planted on the way (CVE-2021-25741's pattern).
+        "DirectoryOrCreate" if !exists => create_host_path(path, Create::Dirs)
+            .map_err(|e| format!("mkdir {shown}: {}", safe_path::describe(&e))),
         "DirectoryOrCreate" | "Directory" if is(std::fs::Metadata::is_dir) => Ok(()),
         "DirectoryOrCreate" | "Directory" => fail("a directory"),
-        "FileOrCreate" if !exists => std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(path)
-            .and_then(|f| f.set_permissions(std::fs::Permissions::from_mode(0o644)))
-            .map_err(|e| format!("open {shown}: {e}")),
+        "FileOrCreate" if !exists => create_host_path(path, Create::File)
+            .map_err(|e| format!("open {shown}: {}", safe_path::describe(&e))),
         "FileOrCreate" | "File" if is(std::fs::Metadata::is_file) => Ok(()),
         "FileOrCreate" | "File" => fail("a file"),
         "Socket" if is(|m| m.file_type().is_socket()) => Ok(()),
@@ -381,6 +377,16 @@ fn check_host_path(path: &Path, type_: &str) -> Result<(), String> {
         "BlockDevice" => fail("a block device"),
         other => Err(format!("{other} is an invalid volume type")),
     }
+}
+
+/// Creates a `hostPath` (0755 directories, or a 0644 file last) as the shim creates mount
+/// targets ([`safe_path::open_host_path`]).
+fn create_host_path(path: &Path, create: Create) -> io::Result<()> {
+    use std::os::unix::ffi::OsStrExt;
+    let path = std::ffi::CString::new(path.as_os_str().as_bytes())
+        .map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+    let rootless = !rustix::process::geteuid().is_root();
+    safe_path::open_host_path(&path, create, rootless, None).map(drop)
 }
 
 fn prepare_volumes(pod: &Pod, paths: &PodPaths) -> Result<(), SandboxError> {

@@ -140,9 +140,7 @@ impl Report {
         let errno = i32::from_ne_bytes([buf[4], buf[5], buf[6], buf[7]]);
         let (kind, index) = (step / STEP_STRIDE, (step % STEP_STRIDE) as usize);
         let err = match errno {
-            UNTRUSTED_SYMLINK => "refusing to follow a symbolic link that root does not own \
-                                  (a container could have planted it)"
-                .to_owned(),
+            UNTRUSTED_SYMLINK => safe_path::describe(&io::Error::from_raw_os_error(errno)),
             libc::EXDEV if kind == STEP_MOUNT_SOURCE => {
                 "the subPath leads out of its volume (through a symbolic link)".to_owned()
             }

@@ -13,6 +13,6 @@ mod exec;
 mod exec_stream;
 pub mod protocol;
 mod resident;
-mod safe_path;
+pub(crate) mod safe_path;
 pub mod server;
 mod supervisor;

@@ -25,7 +25,7 @@ use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 
 /// The pseudo-errno reported when a path goes through a symbolic link that a container could
 /// have planted (the report pipe carries errnos; this one is no real errno).
-pub(super) const UNTRUSTED_SYMLINK: i32 = 0x7000_0001;
+pub(crate) const UNTRUSTED_SYMLINK: i32 = 0x7000_0001;
 /// `PATH_MAX`.
 const PATH_MAX: usize = 4096;
 /// `NAME_MAX` + the terminating NUL.
@@ -35,7 +35,7 @@ const MAX_SYMLINKS: u32 = 40;
 
 /// What to create when the last component is missing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Create {
+pub(crate) enum Create {
     /// Nothing: the path must exist (any type).
     Nothing,
     /// Missing directories, the last one included; the result is a directory.
@@ -48,11 +48,11 @@ pub(super) enum Create {
 /// Where the child reports what it creates on the host's own filesystems (not inside a mount
 /// it made itself: a volume, a tmpfs), so that it can be removed with the pod: one line per
 /// path on a pipe.
-pub(super) struct Creations<'a> {
+pub(crate) struct Creations<'a> {
     /// The write end of the pipe.
-    pub(super) pipe: BorrowedFd<'a>,
+    pub(crate) pipe: BorrowedFd<'a>,
     /// The mount IDs of the mounts the child made.
-    pub(super) ours: &'a [u64],
+    pub(crate) ours: &'a [u64],
 }
 
 /// The mount ID of what `fd` names.
@@ -64,7 +64,7 @@ pub(super) fn mount_id(fd: impl AsFd) -> io::Result<u64> {
 /// returns an `O_PATH` descriptor of what it names. `trust_all` follows every symbolic link
 /// (rootless: the shim has no more rights than its containers, and root's files read as the
 /// overflow uid there). What it creates on the host's filesystems goes to `report`.
-pub(super) fn open_host_path(
+pub(crate) fn open_host_path(
     path: &CStr,
     create: Create,
     trust_all: bool,
@@ -149,6 +149,17 @@ pub(super) fn open_host_path(
             _ if last => return finish(fd, create),
             _ => return Err(io::Error::from_raw_os_error(libc::ENOTDIR)),
         }
+    }
+}
+
+/// An error of [`open_host_path`] in words.
+pub(crate) fn describe(err: &io::Error) -> String {
+    if err.raw_os_error() == Some(UNTRUSTED_SYMLINK) {
+        "refusing to follow a symbolic link that root does not own (a container could have \
+         planted it)"
+            .to_owned()
+    } else {
+        err.to_string()
     }
 }
 

@@ -280,3 +280,74 @@ async fn paths_made_on_the_host_go_with_the_pod() {
     }
     assert!(h.root.join("pre").is_dir(), "what existed before stays");
 }
+
+/// CVE-2021-25741's pattern in a `hostPath` set-up: `DirectoryOrCreate` and `FileOrCreate`
+/// create nothing through a symbolic link that a non-root user planted on the way.
+#[tokio::test]
+async fn host_path_creation_never_follows_a_planted_symlink() {
+    use podvisor_runtime::process::ProcessRuntime;
+    use tokio::sync::mpsc;
+    if !is_root() {
+        return;
+    }
+    let root = std::env::temp_dir().join(format!("pv-rt-hpsym-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&root);
+    let secret = root.join("secret");
+    std::fs::create_dir_all(&secret).unwrap();
+    std::fs::set_permissions(&secret, std::fs::Permissions::from_mode(0o700)).unwrap();
+    // A world-writable directory in which uid 65534 planted a link to the secret directory.
+    let open = root.join("open");
+    std::fs::create_dir_all(&open).unwrap();
+    std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o777)).unwrap();
+    std::os::unix::fs::symlink(&secret, open.join("link")).unwrap();
+    std::os::unix::fs::lchown(open.join("link"), Some(65534), Some(65534)).unwrap();
+    let runtime = ProcessRuntime::new(root.join("state"), super::shim_exe()).unwrap();
+    for (n, type_) in ["DirectoryOrCreate", "FileOrCreate"]
+        .into_iter()
+        .enumerate()
+    {
+        let path = open.join("link").join(format!("made-{n}"));
+        let volumes = json!([{"name": "v", "hostPath": {"path": path, "type": type_}}]);
+        let pod = super::make_pod(
+            &format!("hpsym-{n}"),
+            json!([{"name": "x", "image": "none", "command": ["true"]}]),
+            volumes,
+        );
+        let (tx, _rx) = mpsc::unbounded_channel();
+        let err = match runtime.create_sandbox(&pod, tx).await {
+            Ok(sandbox) => {
+                runtime.remove_sandbox(&sandbox).await.unwrap();
+                panic!(
+                    "{type_}: created through the planted link: {:?}",
+                    entries(&secret)
+                );
+            }
+            Err(err) => err,
+        };
+        assert_eq!(err.reason, "FailedMount", "{type_}");
+        assert!(
+            err.message
+                .contains("refusing to follow a symbolic link that root does not own"),
+            "{type_}: {}",
+            err.message
+        );
+        assert!(
+            entries(&secret).is_empty(),
+            "{type_}: {:?}",
+            entries(&secret)
+        );
+    }
+    // Root's own links are followed.
+    std::os::unix::fs::symlink(&secret, root.join("rootlink")).unwrap();
+    let made = root.join("rootlink").join("ok");
+    let pod = super::make_pod(
+        "hpsym-ok",
+        json!([{"name": "x", "image": "none", "command": ["true"]}]),
+        json!([{"name": "v", "hostPath": {"path": made, "type": "DirectoryOrCreate"}}]),
+    );
+    let (tx, _rx) = mpsc::unbounded_channel();
+    let sandbox = runtime.create_sandbox(&pod, tx).await.unwrap();
+    assert_eq!(entries(&secret), ["ok"]);
+    runtime.remove_sandbox(&sandbox).await.unwrap();
+    let _ = std::fs::remove_dir_all(&root);
+}
