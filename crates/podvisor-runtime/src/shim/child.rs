@@ -378,30 +378,21 @@ impl ChildSetup {
                 self.mount_ids.push(id);
             }
         }
-        // Opened (and created) with the shim's rights, entered with the user's below.
-        let workdir = match &self.workdir {
-            Some((dir, create)) => {
-                *step = STEP_WORKDIR * STEP_STRIDE;
-                let report = self.creations.as_ref().map(|pipe| Creations {
-                    pipe: pipe.as_fd(),
-                    ours: &self.mount_ids,
-                });
-                Some(safe_path::open_host_path(
-                    dir,
-                    *create,
-                    self.trust_symlinks,
-                    report.as_ref(),
-                )?)
-            }
-            None => None,
-        };
+        // Opened, created and entered with the shim's rights, before the user is set, as
+        // runc first tries: a user that may not enter it still starts there.
+        if let Some((dir, create)) = &self.workdir {
+            *step = STEP_WORKDIR * STEP_STRIDE;
+            let report = self.creations.as_ref().map(|pipe| Creations {
+                pipe: pipe.as_fd(),
+                ours: &self.mount_ids,
+            });
+            let dir =
+                safe_path::open_host_path(dir, *create, self.trust_symlinks, report.as_ref())?;
+            safe_path::change_dir(&dir)?;
+        }
         if let Some(identity) = &self.identity {
             *step = STEP_USER * STEP_STRIDE;
             set_identity(identity)?;
-        }
-        if let Some(dir) = &workdir {
-            *step = STEP_WORKDIR * STEP_STRIDE;
-            safe_path::change_dir(dir)?;
         }
         if self.controlling_tty {
             *step = STEP_TTY * STEP_STRIDE;

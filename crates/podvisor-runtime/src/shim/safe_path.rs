@@ -226,8 +226,7 @@ pub(super) fn tmpfs(target: &OwnedFd, size: Option<&CStr>, read_only: bool) -> i
     mount_id(&mount)
 }
 
-/// Changes the working directory to `dir` (after the user is set: the user must be allowed
-/// into it).
+/// Changes the working directory to `dir`.
 pub(super) fn change_dir(dir: &OwnedFd) -> io::Result<()> {
     Ok(rustix::process::fchdir(dir)?)
 }

@@ -351,3 +351,36 @@ async fn host_path_creation_never_follows_a_planted_symlink() {
     runtime.remove_sandbox(&sandbox).await.unwrap();
     let _ = std::fs::remove_dir_all(&root);
 }
+
+/// Like runc, the working directory is entered before the user is set: a non-root container
+/// whose `workingDir` it may not enter (nor its parent) still starts there.
+#[tokio::test]
+async fn a_working_directory_is_entered_before_the_user_is_set() {
+    if !is_root() {
+        return;
+    }
+    let mut h = Harness::new(
+        json!([as_nobody(
+            json!({"name": "main", "image": "none", "command": ["pwd"],
+                                "workingDir": "ROOT/private/wd"})
+        )]),
+        json!([]),
+    )
+    .await;
+    let private = h.root.join("private/wd");
+    std::fs::create_dir_all(&private).unwrap();
+    for dir in ["private", "private/wd"] {
+        let mode = std::fs::Permissions::from_mode(0o700);
+        std::fs::set_permissions(h.root.join(dir), mode).unwrap();
+    }
+    h.start("main", 1).await;
+    let (_, exit) = h.next_exit().await;
+    assert_eq!(exit.exit_code, 0, "{}", h.log("main"));
+    assert!(
+        h.log("main")
+            .contains(&format!("stdout F {}", private.display())),
+        "{}",
+        h.log("main")
+    );
+    h.remove().await;
+}
