@@ -333,6 +333,11 @@ fn report_creation(
     if used == 0 || used + name.len() + 2 > buf.len() {
         return Err(io::Error::from_raw_os_error(libc::ENAMETOOLONG));
     }
+    // A line per path: a path with a newline cannot be told apart, so it is not recorded
+    // (it stays behind rather than have a fragment of it taken for another path).
+    if name.contains(&b'\n') || buf[..used].contains(&b'\n') {
+        return Ok(());
+    }
     if buf[used - 1] != b'/' {
         buf[used] = b'/';
         used += 1;

@@ -384,3 +384,24 @@ async fn a_working_directory_is_entered_before_the_user_is_set() {
     );
     h.remove().await;
 }
+
+/// A path the registry cannot write as one line (a newline in it) is not recorded: it stays
+/// behind, and no fragment of it is taken for another path (here, an empty directory of the
+/// host's own).
+#[tokio::test]
+async fn a_path_with_a_newline_is_never_split_into_others() {
+    if !is_root() {
+        return;
+    }
+    let mut h = Harness::new(
+        json!([{"name": "main", "image": "none", "command": ["true"],
+                "volumeMounts": [{"name": "data", "mountPath": "ROOT/nl\nx/m"}]}]),
+        json!([{"name": "data", "emptyDir": {}}]),
+    )
+    .await;
+    std::fs::create_dir_all(h.root.join("nl")).unwrap();
+    h.start("main", 1).await;
+    h.next_exit().await;
+    h.remove().await;
+    assert!(h.root.join("nl").is_dir(), "the host's own directory went");
+}
