@@ -256,6 +256,8 @@ struct Worker {
     deleted: Option<Option<i64>>,
     /// The highest resourceVersion applied.
     rv: u64,
+    /// The pod's object was removed from the store: its files go when the worker ends.
+    gone: bool,
 }
 
 impl Worker {
@@ -510,6 +512,12 @@ impl NodeLoop {
                     .spawn(recovery::tear_down(runtime.clone(), uid));
             }
         }
+        // Logs of pods deleted while the agent was down.
+        for (uid, _) in runtime.log_dirs() {
+            if !known_uids.contains(&uid) {
+                self.remove_pod_files(uid);
+            }
+        }
         Ok((pods, report))
     }
 
@@ -610,13 +618,25 @@ impl NodeLoop {
     /// A pod removed from the store: if it still runs, that was a forced delete (T10).
     fn on_deleted(&mut self, pod: &Pod) {
         let uid = uid(pod);
-        if let Some(w) = self.workers.get_mut(&uid)
-            && !w.is_static
-        {
-            debug!("node: {} removed from the store while running", w.key);
-            w.force_delete();
+        match self.workers.get_mut(&uid) {
+            Some(w) if !w.is_static => {
+                debug!("node: {} removed from the store while running", w.key);
+                w.force_delete();
+                w.gone = true;
+            }
+            Some(_) => {}
+            None => self.remove_pod_files(uid.clone()),
         }
         self.done.remove(&uid);
+    }
+
+    /// The pod's object is gone and nothing of it runs: its log files go too (the kubelet's
+    /// container GC removes the logs of pods that no longer exist). Its sandbox went with its
+    /// worker.
+    fn remove_pod_files(&mut self, uid: String) {
+        let runtime = Arc::clone(self.agent.runtime());
+        self.background
+            .spawn_blocking(move || runtime.remove_pod_logs(&uid));
     }
 
     // ----- pod workers -----
@@ -654,6 +674,7 @@ impl NodeLoop {
                 foreign: foreign_conditions(pod),
                 deleted,
                 rv,
+                gone: false,
             },
         );
     }
@@ -663,6 +684,10 @@ impl NodeLoop {
             return;
         };
         debug!("node: {} ({}) finished", f.key, f.uid);
+        // A static pod whose manifest went is gone like a deleted one.
+        if w.gone || (w.is_static && !self.desired.contains_key(&f.uid)) {
+            self.remove_pod_files(f.uid.clone());
+        }
         if w.is_static {
             if self.desired.contains_key(&f.uid) {
                 self.static_done.insert(f.uid);
@@ -830,6 +855,7 @@ mod tests {
             foreign: Vec::new(),
             deleted: None,
             rv: 0,
+            gone: false,
         };
         pod.metadata.generation = Some(2);
         pod.metadata.deletion_timestamp = Some(Time(Timestamp::UNIX_EPOCH));

@@ -386,6 +386,12 @@ impl ContainerCgroup {
     pub fn remove(&self) -> io::Result<()> {
         let mut first_error = None;
         for dir in self.dirs() {
+            // Exec cgroups a killed shim could not remove (the container's kill emptied them).
+            for child in fs::read_dir(dir).into_iter().flatten().flatten() {
+                if child.file_type().is_ok_and(|t| t.is_dir()) {
+                    let _ = remove_dir_retrying(&child.path());
+                }
+            }
             if let Err(e) = remove_dir_retrying(dir) {
                 first_error.get_or_insert(e);
                 continue;
@@ -400,6 +406,84 @@ impl ContainerCgroup {
 
     fn dirs(&self) -> impl Iterator<Item = &PathBuf> {
         self.memory_v1.iter().chain(self.unified.iter())
+    }
+
+    /// Where one exec's processes go, so that all of them can be found and killed when it
+    /// ends, even those that left its process group (`setsid`): the `cgroup.procs` files to
+    /// join and the exec's own cgroup, a child `name` of the container's v2 cgroup (the
+    /// hybrid's companion, or the pure v2 cgroup, whose memory limit still applies to its
+    /// children). They stay in the container's v1 memory cgroup (its limit applies; v1 has
+    /// no `cgroup.kill`). Without a v2 cgroup, or when the child cannot be made, the exec
+    /// joins the container's cgroups and `None` comes back: only its process group can be
+    /// killed then.
+    pub fn exec_cgroup(&self, name: &str) -> (Vec<PathBuf>, Option<ExecCgroup>) {
+        let child = self.unified.as_ref().and_then(|dir| {
+            let child = dir.join(relative("", name).ok()?);
+            match make_dir(&child) {
+                Ok(()) => Some(ExecCgroup { dir: child }),
+                Err(e) => {
+                    eprintln!("podvisor: exec cgroup: {e}");
+                    None
+                }
+            }
+        });
+        let Some(child) = child else {
+            return (self.procs_paths(), None);
+        };
+        let procs = self
+            .memory_v1
+            .iter()
+            .chain(std::iter::once(&child.dir))
+            .map(|d| d.join("cgroup.procs"))
+            .collect();
+        (procs, Some(child))
+    }
+}
+
+/// One exec's v2 cgroup (see [`ContainerCgroup::exec_cgroup`]).
+#[derive(Debug)]
+pub struct ExecCgroup {
+    dir: PathBuf,
+}
+
+impl ExecCgroup {
+    /// The processes still in it.
+    pub fn pids(&self) -> Vec<u32> {
+        fs::read_to_string(self.dir.join("cgroup.procs"))
+            .map(|text| text.lines().filter_map(|l| l.trim().parse().ok()).collect())
+            .unwrap_or_default()
+    }
+
+    /// Kills every process in it (`cgroup.kill`, then SIGKILL to each one left, for at most
+    /// about 2 s) and removes it once they are gone (the shim reaps them).
+    pub fn kill_and_remove(&self) -> io::Result<()> {
+        let kill = self.dir.join("cgroup.kill");
+        if kill.exists() {
+            write_file(&kill, "1")?;
+        }
+        let deadline = Instant::now() + KILL_TIMEOUT;
+        loop {
+            let alive: Vec<u32> = self.pids().into_iter().filter(|p| is_alive(*p)).collect();
+            if alive.is_empty() {
+                break;
+            }
+            for pid in alive {
+                if let Some(pid) = i32::try_from(pid)
+                    .ok()
+                    .and_then(rustix::process::Pid::from_raw)
+                {
+                    let _ = rustix::process::kill_process(pid, rustix::process::Signal::KILL);
+                }
+            }
+            if Instant::now() >= deadline {
+                return Err(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    format!("processes still alive in {}", self.dir.display()),
+                ));
+            }
+            std::thread::sleep(POLL);
+        }
+        remove_dir_retrying(&self.dir)
     }
 }
 

@@ -72,8 +72,14 @@ pub struct ContainerConfig {
 /// One mount in the container's mount namespace.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Mount {
-    /// The host path to bind (file or directory).
+    /// The host path to bind (file or directory): the volume's directory, the
+    /// termination-message file.
     pub source: PathBuf,
+    /// `subPath` (or the expanded `subPathExpr`) inside [`Mount::source`]; empty when none.
+    /// Containers can write there, so it is resolved beneath the source and never through a
+    /// symbolic link out of it.
+    #[serde(default)]
+    pub sub_path: PathBuf,
     /// Where it appears (`mountPath`).
     pub target: PathBuf,
     /// `readOnly`.
@@ -191,6 +197,7 @@ pub fn build_with(
         .join("termination-log");
     mounts.push(Mount {
         source: termination_message_host_path.clone(),
+        sub_path: PathBuf::new(),
         target: PathBuf::from(&termination_message_path),
         read_only: false,
         kind: MountKind::Bind,

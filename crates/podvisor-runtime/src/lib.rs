@@ -12,6 +12,7 @@
 pub mod cgroup;
 pub mod config;
 pub mod hooks;
+pub mod host_paths;
 pub mod logs;
 pub mod probe;
 pub mod process;

@@ -23,6 +23,7 @@ mod exits;
 use crate::config::{self, PodVolumeKind};
 use crate::shim::client::ShimClient;
 use crate::shim::protocol::{ExitRecord, InstanceState, Request, Response, layout};
+use crate::shim::safe_path::{self, Create};
 use crate::{
     ContainerExit, ExecRequest, ExecResult, ExecSession, InstanceId, PodPaths, Runtime,
     RuntimeError, RuntimeEvent, SandboxError, StartError, StartRequest, Started,
@@ -149,6 +150,62 @@ impl ProcessRuntime {
                 .join("logs")
                 .join(format!("{ns}_{name}_{uid}")),
         })
+    }
+
+    /// Makes the pod's directories and volumes and starts its shim, waiting until it answers
+    /// (a shim that does not is killed).
+    async fn start_shim(
+        &self,
+        pod: &Pod,
+        paths: &PodPaths,
+        socket: &Path,
+    ) -> Result<ShimClient, SandboxError> {
+        for dir in [&paths.pod_dir, &paths.log_dir] {
+            std::fs::create_dir_all(dir)
+                .map_err(|e| sandbox_failed(format!("mkdir {}: {e}", dir.display())))?;
+        }
+        prepare_volumes(pod, paths)?;
+        let pid = self
+            .spawn_shim(&paths.pod_dir, socket)
+            .map_err(|e| sandbox_failed(format!("starting the shim: {e}")))?;
+        let answered = wait_for_shim(socket, &paths.pod_dir, pid).await;
+        if answered.is_err()
+            && let Some(pgid) = i32::try_from(pid)
+                .ok()
+                .and_then(rustix::process::Pid::from_raw)
+        {
+            // Its own session and process group (setsid): it and whatever it started.
+            let _ = rustix::process::kill_process_group(pgid, rustix::process::Signal::KILL);
+        }
+        answered
+    }
+
+    /// Removes the log directory of pod `uid` (`<ns>_<name>_<uid>`), once its object is gone
+    /// (the kubelet's container GC removes the logs of pods that no longer exist).
+    pub fn remove_pod_logs(&self, uid: &str) {
+        for (owner, dir) in self.log_dirs() {
+            if owner == uid
+                && let Err(e) = std::fs::remove_dir_all(&dir)
+                && e.kind() != io::ErrorKind::NotFound
+            {
+                tracing::warn!("removing {}: {e}", dir.display());
+            }
+        }
+    }
+
+    /// The pod UIDs that have a log directory, each with it.
+    pub fn log_dirs(&self) -> Vec<(String, PathBuf)> {
+        std::fs::read_dir(self.inner.state_dir.join("logs"))
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter_map(|e| {
+                let name = e.file_name().into_string().ok()?;
+                // `<ns>_<name>_<uid>`: neither a namespace nor a name holds `_`.
+                let uid = name.rsplit('_').next()?.to_owned();
+                Some((uid, e.path()))
+            })
+            .collect()
     }
 
     fn spawn_shim(&self, pod_dir: &Path, socket: &Path) -> io::Result<u32> {
@@ -302,19 +359,14 @@ fn check_host_path(path: &Path, type_: &str) -> Result<(), String> {
     let fail = |what: &str| Err(format!("hostPath type check failed: {shown} is not {what}"));
     match type_ {
         "" => Ok(()),
-        "DirectoryOrCreate" if !exists => {
-            std::fs::create_dir_all(path).map_err(|e| format!("mkdir {shown}: {e}"))?;
-            std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755))
-                .map_err(|e| format!("chmod {shown}: {e}"))
-        }
+        // Created as a container's mount target is: never through a symbolic link a
+        // container could have planted on the way (CVE-2021-25741's pattern).
+        "DirectoryOrCreate" if !exists => create_host_path(path, Create::Dirs)
+            .map_err(|e| format!("mkdir {shown}: {}", safe_path::describe(&e))),
         "DirectoryOrCreate" | "Directory" if is(std::fs::Metadata::is_dir) => Ok(()),
         "DirectoryOrCreate" | "Directory" => fail("a directory"),
-        "FileOrCreate" if !exists => std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(path)
-            .and_then(|f| f.set_permissions(std::fs::Permissions::from_mode(0o644)))
-            .map_err(|e| format!("open {shown}: {e}")),
+        "FileOrCreate" if !exists => create_host_path(path, Create::File)
+            .map_err(|e| format!("open {shown}: {}", safe_path::describe(&e))),
         "FileOrCreate" | "File" if is(std::fs::Metadata::is_file) => Ok(()),
         "FileOrCreate" | "File" => fail("a file"),
         "Socket" if is(|m| m.file_type().is_socket()) => Ok(()),
@@ -325,6 +377,16 @@ fn check_host_path(path: &Path, type_: &str) -> Result<(), String> {
         "BlockDevice" => fail("a block device"),
         other => Err(format!("{other} is an invalid volume type")),
     }
+}
+
+/// Creates a `hostPath` (0755 directories, or a 0644 file last) as the shim creates mount
+/// targets ([`safe_path::open_host_path`]).
+fn create_host_path(path: &Path, create: Create) -> io::Result<()> {
+    use std::os::unix::ffi::OsStrExt;
+    let path = std::ffi::CString::new(path.as_os_str().as_bytes())
+        .map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+    let rootless = !rustix::process::geteuid().is_root();
+    safe_path::open_host_path(&path, create, rootless, None).map(drop)
 }
 
 fn prepare_volumes(pod: &Pod, paths: &PodPaths) -> Result<(), SandboxError> {
@@ -494,15 +556,20 @@ impl Runtime for ProcessRuntime {
             // Re-adoption: the pod's shim survived an agent restart.
             Ok(client) => client,
             Err(_) => {
-                for dir in [&paths.pod_dir, &paths.log_dir] {
-                    std::fs::create_dir_all(dir)
-                        .map_err(|e| sandbox_failed(format!("mkdir {}: {e}", dir.display())))?;
+                let created_logs = !paths.log_dir.exists();
+                let started = self.start_shim(pod, &paths, &socket).await;
+                match started {
+                    Ok(client) => client,
+                    Err(e) => {
+                        // Nothing of a sandbox that never came up stays behind (the agent
+                        // retries, and a pod deleted meanwhile never gets a removal).
+                        let _ = std::fs::remove_dir_all(&paths.pod_dir);
+                        if created_logs {
+                            let _ = std::fs::remove_dir_all(&paths.log_dir);
+                        }
+                        return Err(e);
+                    }
                 }
-                prepare_volumes(pod, &paths)?;
-                let pid = self
-                    .spawn_shim(&paths.pod_dir, &socket)
-                    .map_err(|e| sandbox_failed(format!("starting the shim: {e}")))?;
-                wait_for_shim(&socket, &paths.pod_dir, pid).await?
             }
         };
         let (shim_pid, instances) = client
@@ -694,6 +761,15 @@ impl Runtime for ProcessRuntime {
         .await
         .map_err(|e| RuntimeError::Other(format!("removing the pod directory: {e}")))??;
         remove_pod_cgroups(&sandbox.paths);
+        // What its containers created on the host goes, unless another pod still uses it.
+        if let Some(uid) = sandbox.paths.pod_dir.file_name().and_then(|u| u.to_str()) {
+            let registry = crate::host_paths::HostPaths::new(&self.inner.state_dir);
+            let uid = uid.to_owned();
+            tokio::task::spawn_blocking(move || registry.release(&uid))
+                .await
+                .map_err(|e| RuntimeError::Other(format!("removing host paths: {e}")))?
+                .map_err(io_err("removing the paths made on the host"))?;
+        }
         Ok(())
     }
 }
@@ -741,14 +817,41 @@ fn process_alive(pid: u32) -> bool {
         .unwrap_or(false)
 }
 
-/// Removes the pod's cgroup parent (`podvisor/<uid>`) in every hierarchy, once the shim has
-/// removed the container cgroups below it.
+/// Removes the pod's cgroup parent (`podvisor/<uid>`) in every hierarchy, once the shim is
+/// gone, with whatever container cgroups are still below it (a shim that died, a lost
+/// sandbox's, exec cgroups): a process still in one is killed first.
 fn remove_pod_cgroups(paths: &PodPaths) {
-    let Some(uid) = paths.pod_dir.file_name() else {
+    let Some(uid) = paths.pod_dir.file_name().and_then(|u| u.to_str()) else {
         return;
     };
-    for root in cgroup_roots(&crate::cgroup::detect()) {
-        let _ = std::fs::remove_dir(root.join("podvisor").join(uid));
+    let mode = crate::cgroup::detect();
+    let parent = format!("podvisor/{uid}");
+    let roots = cgroup_roots(&mode);
+    let mut names: Vec<String> = roots
+        .iter()
+        .filter_map(|root| std::fs::read_dir(root.join(&parent)).ok())
+        .flatten()
+        .flatten()
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+        .filter_map(|e| e.file_name().into_string().ok())
+        .collect();
+    names.sort();
+    names.dedup();
+    for name in names {
+        let Ok(cgroup) = crate::cgroup::ContainerCgroup::open(&mode, &parent, &name) else {
+            continue;
+        };
+        if let Err(e) = cgroup.kill_all().and_then(|()| cgroup.remove()) {
+            tracing::warn!("removing cgroup {parent}/{name}: {e}");
+        }
+    }
+    for root in roots {
+        let dir = root.join(&parent);
+        if let Err(e) = std::fs::remove_dir(&dir)
+            && e.kind() != io::ErrorKind::NotFound
+        {
+            tracing::warn!("removing cgroup {}: {e}", dir.display());
+        }
     }
 }
 

@@ -474,6 +474,7 @@ fn mounts_for_empty_dir_memory_host_path_sub_path_and_read_only() {
     let cfg = build(&p).unwrap();
     let bind = |source: &str, target: &str, read_only: bool| Mount {
         source: PathBuf::from(source),
+        sub_path: PathBuf::new(),
         target: PathBuf::from(target),
         read_only,
         kind: MountKind::Bind,
@@ -484,6 +485,7 @@ fn mounts_for_empty_dir_memory_host_path_sub_path_and_read_only() {
             bind("/state/pods/uid-1/volumes/cache", "/cache", false),
             Mount {
                 source: PathBuf::from("/state/pods/uid-1/volumes/shm"),
+                sub_path: PathBuf::new(),
                 target: PathBuf::from("/dev/shm"),
                 read_only: false,
                 kind: MountKind::Tmpfs {
@@ -492,17 +494,20 @@ fn mounts_for_empty_dir_memory_host_path_sub_path_and_read_only() {
             },
             Mount {
                 source: PathBuf::from("/state/pods/uid-1/volumes/ram"),
+                sub_path: PathBuf::new(),
                 target: PathBuf::from("/ram"),
                 read_only: false,
                 kind: MountKind::Tmpfs { size: None },
             },
             bind("/var/data", "/data", true),
-            bind("/var/data/logs/app", "/logs", false),
-            bind(
-                "/state/pods/uid-1/volumes/cache/pods/from-env",
-                "/expr",
-                false
-            ),
+            Mount {
+                sub_path: PathBuf::from("logs/app"),
+                ..bind("/var/data", "/logs", false)
+            },
+            Mount {
+                sub_path: PathBuf::from("pods/from-env"),
+                ..bind("/state/pods/uid-1/volumes/cache", "/expr", false)
+            },
             bind("/state/pods/uid-1/volumes/bare", "/bare", false),
             bind(
                 "/state/pods/uid-1/containers/app/7/termination-log",

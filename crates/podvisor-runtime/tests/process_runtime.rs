@@ -9,6 +9,8 @@
 //! runs in the shim's session and deletes the test's directory.
 
 mod common;
+#[path = "process_runtime/paths.rs"]
+mod paths;
 
 use common::{is_root, shim_exe};
 use k8s_openapi::api::core::v1::Pod;
@@ -231,6 +233,17 @@ async fn logs_exit_codes_and_times() {
             .next()
             .is_some(),
         "logs are kept"
+    );
+    // ... until the pod's object is gone.
+    h.runtime
+        .remove_pod_logs(h.pod.metadata.uid.as_deref().unwrap());
+    assert!(
+        h.root
+            .join("state/logs")
+            .read_dir()
+            .unwrap()
+            .next()
+            .is_none()
     );
 }
 
@@ -542,6 +555,18 @@ async fn m7_host_path_type_checks() {
         assert_eq!(err.reason, "FailedMount");
         let want = format!("hostPath type check failed: {} {expect}", path.display());
         assert!(err.message.ends_with(&want), "{} / {want}", err.message);
+        // A sandbox that never came up leaves no directory behind.
+        let paths = runtime.pod_paths(&pod).unwrap();
+        assert!(
+            !paths.pod_dir.exists(),
+            "{} is left",
+            paths.pod_dir.display()
+        );
+        assert!(
+            !paths.log_dir.exists(),
+            "{} is left",
+            paths.log_dir.display()
+        );
     }
     let _ = std::fs::remove_dir_all(&root);
 }
@@ -742,6 +767,54 @@ async fn containers_inherit_only_stdio() {
         .split_whitespace()
         .collect();
     assert_eq!(f[2], started.pid.to_string());
+    // CVE-2024-21626's class: exec'd commands (probes, hooks, kubectl exec) see no descriptor
+    // of the shim either, and start in the container's working directory, not in a leaked
+    // one.
+    // `ls -l /proc/self/fd`, then `pwd` (`ls` opens one descriptor itself, on that
+    // directory).
+    let script = "ls -l /proc/self/fd; pwd".to_owned();
+    let foreign = |out: &str| -> Vec<String> {
+        out.lines()
+            .filter_map(|l| {
+                let (left, target) = l.split_once(" -> ")?;
+                let fd: u32 = left.split_whitespace().last()?.parse().ok()?;
+                let own_dir = target.starts_with("/proc/") && target.ends_with("/fd");
+                (fd > 2 && !own_dir).then(|| l.to_owned())
+            })
+            .collect()
+    };
+    let r = h
+        .runtime
+        .exec(
+            h.sandbox(),
+            1,
+            vec!["sh".into(), "-c".into(), script.clone()],
+            None,
+        )
+        .await
+        .unwrap();
+    let out = String::from_utf8_lossy(&r.output).into_owned();
+    assert!(foreign(&out).is_empty() && out.ends_with("\n/\n"), "{out}");
+    let session = h
+        .runtime
+        .exec_stream(
+            h.sandbox(),
+            1,
+            podvisor_runtime::ExecRequest {
+                argv: vec!["sh".into(), "-c".into(), script],
+                stdin: false,
+                stdout: true,
+                stderr: false,
+                tty: false,
+            },
+        )
+        .await
+        .unwrap();
+    let mut out = String::new();
+    tokio::io::AsyncReadExt::read_to_string(&mut session.stdout.unwrap(), &mut out)
+        .await
+        .unwrap();
+    assert!(foreign(&out).is_empty() && out.ends_with("\n/\n"), "{out}");
     h.runtime.signal(h.sandbox(), 1, 9).await.unwrap();
     h.next_exit().await;
     h.remove().await;
@@ -760,6 +833,12 @@ async fn remove_sandbox_leaves_no_process_behind() {
     h.start("left", 1).await;
     let shim = h.shim_pid;
     let pod_dir = h.sandbox().paths().pod_dir.clone();
+    let uid = h.pod.metadata.uid.clone().unwrap();
+    // What a shim that died may leave: the cgroups of a container and of one of its execs.
+    for root in ["/sys/fs/cgroup/memory", "/sys/fs/cgroup/unified"] {
+        let ghost = Path::new(root).join("podvisor").join(&uid).join("ghost-9");
+        std::fs::create_dir_all(ghost.join("exec-1")).unwrap();
+    }
     // The agent should stop containers first; if it does not, nothing may survive anyway.
     h.remove().await;
     eventually("the shim and its containers are gone", || {
@@ -767,7 +846,6 @@ async fn remove_sandbox_leaves_no_process_behind() {
     })
     .await;
     assert!(!pod_dir.exists());
-    let uid = h.pod.metadata.uid.clone().unwrap();
     for root in ["/sys/fs/cgroup/memory", "/sys/fs/cgroup/unified"] {
         let cgroup = Path::new(root).join("podvisor").join(&uid);
         assert!(!cgroup.exists(), "{} is left", cgroup.display());
@@ -820,8 +898,16 @@ async fn containers_run_as_their_security_context_user() {
         "{}",
         h.log("ids")
     );
-    // The termination-message file (0666, as the kubelet makes it) is writable by uid 1000.
+    // The termination-message file (0600, owned by the container user) is writable by uid 1000.
     assert_eq!(exit.termination_message.as_deref(), Some("written-as-1000"));
+    // ... and by it alone: no other container can forge the message.
+    let tm = h.sandbox().paths().pod_dir.join("containers/ids/1");
+    let meta = std::fs::metadata(tm.join("termination-log")).unwrap();
+    assert_eq!(
+        (meta.uid(), meta.gid(), meta.mode() & 0o7777),
+        (1000, 3000, 0o600)
+    );
+    assert_eq!(std::fs::metadata(&tm).unwrap().mode() & 0o7777, 0o700);
     let meta = std::fs::metadata(volume.join("by-ids")).unwrap();
     assert_eq!((meta.uid(), meta.gid()), (1000, 3000));
 
@@ -923,6 +1009,66 @@ async fn containers_run_as_their_security_context_user() {
     );
 
     h.runtime.signal(h.sandbox(), 3, 9).await.unwrap();
+    h.next_exit().await;
+    h.remove().await;
+}
+
+/// Every process an exec (probe, hook, `kubectl exec`) started is killed when it ends, even
+/// one that left its process group with `setsid`; the container itself keeps running.
+#[tokio::test]
+async fn an_exec_leaves_no_process_behind() {
+    use podvisor_runtime::ExecRequest;
+    if !is_root() {
+        return;
+    }
+    let mut h = Harness::new(json!([c("main", &["sleep", "100"])]), json!([])).await;
+    let started = h.start("main", 1).await;
+    let marked = |marker: &str| {
+        all_processes()
+            .into_iter()
+            .filter(|p| p.cmdline == format!("sleep {marker}") && !p.is_zombie())
+            .count()
+    };
+    let argv = |marker: &str| {
+        vec![
+            "sh".to_owned(),
+            "-c".to_owned(),
+            format!("setsid sleep {marker} & sleep {marker} & echo started"),
+        ]
+    };
+    let r = h
+        .runtime
+        .exec(
+            h.sandbox(),
+            1,
+            argv("3001.417"),
+            Some(Duration::from_secs(5)),
+        )
+        .await
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&r.output), "started\n");
+    eventually("the probe's processes are gone", || marked("3001.417") == 0).await;
+
+    let session = h
+        .runtime
+        .exec_stream(
+            h.sandbox(),
+            1,
+            ExecRequest {
+                argv: argv("3002.417"),
+                stdin: false,
+                stdout: true,
+                stderr: true,
+                tty: false,
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(session.exit.await.unwrap(), 0);
+    eventually("the exec's processes are gone", || marked("3002.417") == 0).await;
+    // The container is untouched.
+    assert!(podvisor_testkit::alive(started.pid.cast_signed()));
+    h.runtime.signal(h.sandbox(), 1, 9).await.unwrap();
     h.next_exit().await;
     h.remove().await;
 }

@@ -770,3 +770,118 @@ fn serve_stops_promptly_with_a_watch_open_and_warns_when_exposed() {
     let last = last.rsplit("--- serve run").next().unwrap();
     assert!(!last.contains("reachable from other machines"), "{last}");
 }
+
+/// Nothing of a deleted pod remains on the machine: not its pod directory, not its logs, not
+/// its cgroups, not the paths its containers needed on the host (mount targets, working
+/// directory, termination-message file) — whether it ran, finished, or never got its volume.
+#[test]
+fn serve_leaves_nothing_of_deleted_pods() {
+    let Some(mut w) = World::new("noleft") else {
+        return;
+    };
+    // The logs of a pod deleted while no agent ran.
+    let ghost = w
+        .state()
+        .join("logs/default_ghost_5e1f0000-0000-4000-8000-00000000dead/app");
+    std::fs::create_dir_all(&ghost).unwrap();
+    std::fs::write(ghost.join("0.log"), "old\n").unwrap();
+    w.start(&[]);
+    let host = w.dir.join("host");
+    std::fs::create_dir_all(&host).unwrap();
+    let manifest = format!(
+        r#"apiVersion: v1
+kind: Pod
+metadata:
+  name: files
+spec:
+  terminationGracePeriodSeconds: 2
+  containers:
+  - name: app
+    image: busybox
+    command: [sh, -c, 'echo hi; trap "exit 0" TERM; while true; do sleep 1; done']
+    workingDir: {host}/work/dir
+    terminationMessagePath: {host}/tm/termination-log
+    volumeMounts: [{{name: data, mountPath: {host}/mnt/data}}]
+  volumes: [{{name: data, emptyDir: {{}}}}]
+---
+apiVersion: v1
+kind: Pod
+metadata:
+  name: badmount
+spec:
+  containers:
+  - name: app
+    image: busybox
+    command: [sleep, "1000"]
+    volumeMounts: [{{name: missing, mountPath: {host}/bad}}]
+  volumes: [{{name: missing, hostPath: {{path: {host}/missing, type: Directory}}}}]
+---
+apiVersion: v1
+kind: Pod
+metadata:
+  name: done
+spec:
+  restartPolicy: Never
+  containers:
+  - name: app
+    image: busybox
+    command: [sh, -c, 'echo finished']
+    volumeMounts: [{{name: data, mountPath: {host}/done/data}}]
+  volumes: [{{name: data, emptyDir: {{}}}}]
+"#,
+        host = host.display()
+    );
+    w.create(&manifest);
+    w.wait_phase("files", "Running");
+    w.wait_phase("done", "Succeeded");
+    w.wait_for(
+        "badmount's FailedMount",
+        &[
+            "get",
+            "events",
+            "--field-selector",
+            "involvedObject.name=badmount",
+        ],
+        |o| String::from_utf8_lossy(&o.stdout).contains("FailedMount"),
+    );
+    let uids: Vec<String> = ["files", "badmount", "done"]
+        .iter()
+        .map(|p| w.jsonpath(p, "{.metadata.uid}"))
+        .collect();
+    assert!(host.join("mnt/data").is_dir() && host.join("work/dir").is_dir());
+    w.kubectl_ok(&["delete", "pod", "files", "badmount", "done", "--wait=false"]);
+    for pod in ["files", "badmount", "done"] {
+        w.wait_gone(pod);
+    }
+    let left = || -> Vec<String> {
+        let mut left = Vec::new();
+        for dir in ["pods", "logs", "host-paths"] {
+            for e in std::fs::read_dir(w.state().join(dir))
+                .into_iter()
+                .flatten()
+                .flatten()
+            {
+                if !e.file_name().to_string_lossy().starts_with('.') {
+                    left.push(e.path().display().to_string());
+                }
+            }
+        }
+        for uid in &uids {
+            for root in ["/sys/fs/cgroup/memory", "/sys/fs/cgroup/unified"] {
+                let cgroup = Path::new(root).join("podvisor").join(uid);
+                if cgroup.exists() {
+                    left.push(cgroup.display().to_string());
+                }
+            }
+        }
+        for e in std::fs::read_dir(&host).unwrap().flatten() {
+            left.push(e.path().display().to_string());
+        }
+        left
+    };
+    let start = Instant::now();
+    while !left().is_empty() && start.elapsed() < WAIT {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(left(), Vec::<String>::new(), "{}", w.logs());
+}

@@ -33,7 +33,7 @@ pub(super) fn make_mounts(
             ));
         };
         let pv = pod_volume(pod, volume, paths, opts);
-        let (mut source, kind) = match pv.kind {
+        let (source, kind) = match pv.kind {
             PodVolumeKind::EmptyDir => (pv.path, MountKind::Bind),
             PodVolumeKind::MemoryEmptyDir { size } => (pv.path, MountKind::Tmpfs { size }),
             PodVolumeKind::HostPath { .. } => (pv.path, MountKind::Bind),
@@ -60,10 +60,10 @@ pub(super) fn make_mounts(
                     "unable to provision SubPath `{sub_path}`: must not contain '..'"
                 ));
             }
-            source = source.join(sub_path);
         }
         mounts.push(Mount {
             source,
+            sub_path: PathBuf::from(sub_path),
             target: PathBuf::from(&vm.mount_path),
             read_only: vm.read_only.unwrap_or(false),
             kind,

@@ -9,11 +9,12 @@
 //! errno to a report pipe so the parent can say which mount failed rather than just
 //! "permission denied".
 
+use super::safe_path::{self, Create, Creations, UNTRUSTED_SYMLINK};
 use crate::config::{ContainerConfig, ContainerUser, MountKind};
 use std::ffi::CString;
 use std::fs::File;
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
@@ -26,7 +27,7 @@ const STEP_PROPAGATION: u32 = 4;
 const STEP_SETNS: u32 = 5;
 const STEP_MOUNT_TARGET: u32 = 6;
 const STEP_MOUNT: u32 = 7;
-const STEP_REMOUNT_RO: u32 = 8;
+const STEP_MOUNT_SOURCE: u32 = 8;
 const STEP_WORKDIR: u32 = 9;
 const STEP_CLOSE_FDS: u32 = 10;
 const STEP_USER: u32 = 11;
@@ -70,20 +71,18 @@ fn identity(user: &ContainerUser, rootless: bool) -> Option<Identity> {
     })
 }
 
-/// One mount, ready for the child.
+/// One mount, ready for the child. The child opens the source (the `subPath` beneath it),
+/// then the target in the container's view (created as a directory, or as an empty file when
+/// the source is not a directory), and mounts one onto the other through the descriptors.
 struct MountStep {
-    /// `None`: a tmpfs.
+    /// `None`: a new tmpfs.
     source: Option<CString>,
+    /// The `subPath` inside `source`.
+    sub_path: Option<CString>,
     target: CString,
-    /// Directories to create (outermost first) so that the target exists.
-    dirs: Vec<CString>,
-    /// The target is a file (bind of a file): created empty if missing.
-    file: bool,
     read_only: bool,
-    /// Flags of the source's mount that a read-only remount must keep (nosuid, nodev, ...).
-    keep_flags: libc::c_ulong,
-    /// tmpfs options (`size=...`).
-    data: Option<CString>,
+    /// The tmpfs `size` option.
+    size: Option<CString>,
     /// Describes the mount in error messages.
     describe: String,
 }
@@ -93,17 +92,45 @@ pub(super) struct ChildSetup {
     cgroup_procs: Vec<OwnedFd>,
     namespaces: Namespaces,
     mounts: Vec<MountStep>,
-    workdir: Option<(CString, Vec<CString>)>,
+    /// The working directory and what to create of it when missing.
+    workdir: Option<(CString, Create)>,
+    /// Follow every symbolic link in the container's paths (rootless: see
+    /// [`safe_path::open_host_path`]).
+    trust_symlinks: bool,
     identity: Option<Identity>,
     /// Start a new session with stdin (a terminal) as its controlling terminal.
     controlling_tty: bool,
     report: OwnedFd,
+    /// Where the paths created on the host's filesystems go (containers only).
+    creations: Option<OwnedFd>,
+    /// The IDs of the mounts made so far (capacity reserved before fork: pushing never
+    /// allocates).
+    mount_ids: Vec<u64>,
 }
 
-/// The read end of a child's report pipe.
-pub(super) struct Report(File);
+/// The read ends of a child's report pipes.
+pub(super) struct Report(File, Option<File>);
 
 impl Report {
+    /// The paths the child created on the host's filesystems (mount targets, their parents,
+    /// the working directory), outermost first; call once `spawn` returned (the child has
+    /// exec'd or died, so the pipe has all it will get).
+    pub(super) fn created_paths(&mut self) -> Vec<PathBuf> {
+        use std::io::Read;
+        use std::os::unix::ffi::OsStringExt;
+        let Some(pipe) = &mut self.1 else {
+            return Vec::new();
+        };
+        let mut bytes = Vec::new();
+        // Non-blocking: what the child wrote is there; EAGAIN ends it.
+        let _ = pipe.read_to_end(&mut bytes);
+        bytes
+            .split(|b| *b == b'\n')
+            .filter(|line| !line.is_empty())
+            .map(|line| PathBuf::from(std::ffi::OsString::from_vec(line.to_vec())))
+            .collect()
+    }
+
     /// Describes the step that failed, if the child reported one (call after `spawn` failed).
     pub(super) fn failed_step(mut self, setup_mounts: &[String]) -> Option<String> {
         use std::io::Read;
@@ -111,8 +138,14 @@ impl Report {
         self.0.read_exact(&mut buf).ok()?;
         let step = u32::from_ne_bytes([buf[0], buf[1], buf[2], buf[3]]);
         let errno = i32::from_ne_bytes([buf[4], buf[5], buf[6], buf[7]]);
-        let err = io::Error::from_raw_os_error(errno);
         let (kind, index) = (step / STEP_STRIDE, (step % STEP_STRIDE) as usize);
+        let err = match errno {
+            UNTRUSTED_SYMLINK => safe_path::describe(&io::Error::from_raw_os_error(errno)),
+            libc::EXDEV if kind == STEP_MOUNT_SOURCE => {
+                "the subPath leads out of its volume (through a symbolic link)".to_owned()
+            }
+            _ => io::Error::from_raw_os_error(errno).to_string(),
+        };
         let mount = || setup_mounts.get(index).cloned().unwrap_or_default();
         Some(match kind {
             STEP_CGROUP => format!("joining the container cgroup: {err}"),
@@ -120,9 +153,9 @@ impl Report {
             STEP_USER_MAPS => format!("writing the user namespace maps: {err}"),
             STEP_PROPAGATION => format!("making the root mount a slave: {err}"),
             STEP_SETNS => format!("entering the container namespaces: {err}"),
+            STEP_MOUNT_SOURCE => format!("opening the source of {}: {err}", mount()),
             STEP_MOUNT_TARGET => format!("creating mount target for {}: {err}", mount()),
             STEP_MOUNT => format!("error mounting {}: {err}", mount()),
-            STEP_REMOUNT_RO => format!("remounting {} read-only: {err}", mount()),
             STEP_WORKDIR => format!("changing to the working directory: {err}"),
             STEP_CLOSE_FDS => format!("closing inherited descriptors: {err}"),
             STEP_USER => format!("setting the container user: {err}"),
@@ -143,44 +176,46 @@ impl ChildSetup {
         rootless: bool,
         shared_tmpfs: bool,
     ) -> io::Result<(Self, Report, Vec<String>)> {
-        let mut mounts = Vec::new();
-        let mut specs: Vec<(Option<PathBuf>, PathBuf, bool, Option<u64>)> = config
+        let mut specs: Vec<Spec> = config
             .mounts
             .iter()
-            .map(|m| match m.kind {
-                // A shared tmpfs is already mounted at its source: bind it like a directory.
-                MountKind::Tmpfs { size } if !shared_tmpfs => {
-                    (None, m.target.clone(), m.read_only, size)
-                }
-                MountKind::Bind | MountKind::Tmpfs { .. } => {
-                    (Some(m.source.clone()), m.target.clone(), m.read_only, None)
-                }
+            .map(|m| Spec {
+                source: match m.kind {
+                    // A shared tmpfs is already mounted at its source: bind it like a
+                    // directory.
+                    MountKind::Tmpfs { .. } if !shared_tmpfs => None,
+                    MountKind::Bind | MountKind::Tmpfs { .. } => Some(&m.source),
+                },
+                sub_path: &m.sub_path,
+                target: m.target.clone(),
+                read_only: m.read_only,
+                size: match m.kind {
+                    MountKind::Tmpfs { size } if !shared_tmpfs => size,
+                    _ => None,
+                },
             })
             .collect();
         let tm_target = PathBuf::from(&config.termination_message_path);
         if !config.termination_message_path.is_empty()
-            && !specs.iter().any(|(_, target, _, _)| *target == tm_target)
+            && !specs.iter().any(|s| s.target == tm_target)
         {
-            specs.push((
-                Some(config.termination_message_host_path.clone()),
-                tm_target,
-                false,
-                None,
-            ));
+            specs.push(Spec {
+                source: Some(&config.termination_message_host_path),
+                sub_path: Path::new(""),
+                target: tm_target,
+                read_only: false,
+                size: None,
+            });
         }
         // Parents before children, like containerd: `/data` before `/data/sub`.
-        specs.sort_by_key(|(_, target, _, _)| target.components().count());
-        for (source, target, read_only, size) in specs {
-            mounts.push(mount_step(source.as_deref(), &target, read_only, size)?);
-        }
+        specs.sort_by_key(|s| s.target.components().count());
+        let mounts = specs
+            .iter()
+            .map(mount_step)
+            .collect::<io::Result<Vec<_>>>()?;
         let describe = mounts.iter().map(|m| m.describe.clone()).collect();
         let workdir = match &config.working_dir {
-            Some(dir) if !dir.is_empty() => {
-                let dir = Path::new(dir);
-                let mut dirs = ancestors(dir)?;
-                dirs.push(cstring(dir)?);
-                Some((cstring(dir)?, dirs))
-            }
+            Some(dir) if !dir.is_empty() => Some((absolute(Path::new(dir))?, Create::Dirs)),
             _ => None,
         };
         let identity = identity(&config.user, rootless);
@@ -194,14 +229,21 @@ impl ChildSetup {
             }
         });
         let (read, write) = report_pipe()?;
+        let (Report(created_read, _), created_write) = report_pipe()?;
+        rustix::fs::fcntl_setfl(&created_write, rustix::fs::OFlags::NONBLOCK)?;
+        let read = Report(read.0, Some(created_read));
+        let mount_ids = Vec::with_capacity(mounts.len());
         let setup = ChildSetup {
             cgroup_procs,
             namespaces: Namespaces::New { user_maps },
             mounts,
             workdir,
+            trust_symlinks: rootless,
             identity,
             controlling_tty: false,
             report: write,
+            creations: Some(created_write),
+            mount_ids,
         };
         Ok((setup, read, describe))
     }
@@ -225,7 +267,7 @@ impl ChildSetup {
         };
         let mnt = open_ns("mnt")?;
         let workdir = match working_dir {
-            Some(dir) if !dir.is_empty() => Some((cstring(Path::new(dir))?, Vec::new())),
+            Some(dir) if !dir.is_empty() => Some((absolute(Path::new(dir))?, Create::Nothing)),
             _ => None,
         };
         let (read, write) = report_pipe()?;
@@ -234,9 +276,12 @@ impl ChildSetup {
             namespaces: Namespaces::Join { user: user_ns, mnt },
             mounts: Vec::new(),
             workdir,
+            trust_symlinks: rootless,
             identity: identity(user, rootless),
             controlling_tty: false,
             report: write,
+            creations: None,
+            mount_ids: Vec::new(),
         };
         Ok((setup, read))
     }
@@ -250,7 +295,7 @@ impl ChildSetup {
     }
 
     /// Runs in the child after `fork`: async-signal-safe system calls only, no allocation.
-    pub(super) fn run(&self) -> io::Result<()> {
+    pub(super) fn run(&mut self) -> io::Result<()> {
         let mut step = 0;
         let result = self.run_steps(&mut step);
         if let Err(err) = &result {
@@ -267,7 +312,7 @@ impl ChildSetup {
         result
     }
 
-    fn run_steps(&self, step: &mut u32) -> io::Result<()> {
+    fn run_steps(&mut self, step: &mut u32) -> io::Result<()> {
         *step = STEP_CGROUP * STEP_STRIDE;
         for fd in &self.cgroup_procs {
             // Writing "0" moves the writing process itself into the cgroup.
@@ -302,42 +347,48 @@ impl ChildSetup {
             }
         }
         for (index, m) in (0_u32..).zip(&self.mounts) {
+            *step = STEP_MOUNT_SOURCE * STEP_STRIDE + index;
+            let source = match &m.source {
+                Some(path) => {
+                    let base = safe_path::open_trusted(path)?;
+                    Some(match &m.sub_path {
+                        Some(sub) => safe_path::open_beneath(&base, sub)?,
+                        None => base,
+                    })
+                }
+                None => None,
+            };
+            let create = match &source {
+                Some(fd) if !safe_path::is_dir(fd)? => Create::File,
+                _ => Create::Dirs,
+            };
             *step = STEP_MOUNT_TARGET * STEP_STRIDE + index;
-            for dir in &m.dirs {
-                mkdir(dir)?;
-            }
-            if m.file {
-                create_file(&m.target)?;
-            }
+            let report = self.creations.as_ref().map(|pipe| Creations {
+                pipe: pipe.as_fd(),
+                ours: &self.mount_ids,
+            });
+            let target =
+                safe_path::open_host_path(&m.target, create, self.trust_symlinks, report.as_ref())?;
             *step = STEP_MOUNT * STEP_STRIDE + index;
-            match &m.source {
-                Some(source) => {
-                    let flags = libc::MS_BIND | libc::MS_REC;
-                    sys_mount(Some(source), &m.target, None, flags, None)?;
-                    if m.read_only {
-                        *step = STEP_REMOUNT_RO * STEP_STRIDE + index;
-                        let flags = libc::MS_BIND | libc::MS_REMOUNT | libc::MS_RDONLY;
-                        sys_mount(None, &m.target, None, flags | m.keep_flags, None)?;
-                    }
-                }
-                None => {
-                    let mut flags = libc::MS_NOSUID | libc::MS_NODEV;
-                    if m.read_only {
-                        flags |= libc::MS_RDONLY;
-                    }
-                    let data = m.data.as_deref();
-                    sys_mount(Some(c"tmpfs"), &m.target, Some(c"tmpfs"), flags, data)?;
-                }
+            let id = match &source {
+                Some(source) => safe_path::bind(source, &target, m.read_only)?,
+                None => safe_path::tmpfs(&target, m.size.as_deref(), m.read_only)?,
+            };
+            if self.mount_ids.len() < self.mount_ids.capacity() {
+                self.mount_ids.push(id);
             }
         }
-        if let Some((dir, dirs)) = &self.workdir {
+        // Opened, created and entered with the shim's rights, before the user is set, as
+        // runc first tries: a user that may not enter it still starts there.
+        if let Some((dir, create)) = &self.workdir {
             *step = STEP_WORKDIR * STEP_STRIDE;
-            for d in dirs {
-                mkdir(d)?;
-            }
-            // SAFETY: chdir with a NUL-terminated path prepared before fork.
-            #[allow(unsafe_code)]
-            check(unsafe { libc::chdir(dir.as_ptr()) })?;
+            let report = self.creations.as_ref().map(|pipe| Creations {
+                pipe: pipe.as_fd(),
+                ours: &self.mount_ids,
+            });
+            let dir =
+                safe_path::open_host_path(dir, *create, self.trust_symlinks, report.as_ref())?;
+            safe_path::change_dir(&dir)?;
         }
         if let Some(identity) = &self.identity {
             *step = STEP_USER * STEP_STRIDE;
@@ -372,81 +423,51 @@ impl ChildSetup {
     }
 }
 
-fn mount_step(
-    source: Option<&Path>,
-    target: &Path,
+/// A mount as [`ChildSetup::for_container`] gathers it.
+struct Spec<'a> {
+    /// `None`: a new tmpfs.
+    source: Option<&'a PathBuf>,
+    sub_path: &'a Path,
+    target: PathBuf,
     read_only: bool,
     size: Option<u64>,
-) -> io::Result<MountStep> {
-    if !target.is_absolute() {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidInput,
-            format!("mount target {} is not absolute", target.display()),
-        ));
-    }
-    let (file, keep_flags) = match source {
-        Some(source) => {
-            let meta = std::fs::metadata(source)
-                .map_err(|e| io::Error::new(e.kind(), format!("stat {}: {e}", source.display())))?;
-            (!meta.is_dir(), locked_flags(source))
-        }
-        None => (false, 0),
-    };
-    let mut dirs = ancestors(target)?;
-    if !file {
-        dirs.push(cstring(target)?);
-    }
-    let describe = match source {
-        Some(s) => format!("\"{}\" to rootfs at \"{}\"", s.display(), target.display()),
+}
+
+fn mount_step(spec: &Spec<'_>) -> io::Result<MountStep> {
+    let target = &spec.target;
+    let describe = match spec.source {
+        Some(s) => format!(
+            "\"{}\" to rootfs at \"{}\"",
+            s.join(spec.sub_path).display(),
+            target.display()
+        ),
         None => format!("\"tmpfs\" to rootfs at \"{}\"", target.display()),
     };
     Ok(MountStep {
-        source: source.map(cstring).transpose()?,
-        target: cstring(target)?,
-        dirs,
-        file,
-        read_only,
-        keep_flags,
-        data: size
-            .map(|s| CString::new(format!("size={s}")))
+        source: spec.source.map(|s| cstring(s)).transpose()?,
+        sub_path: (!spec.sub_path.as_os_str().is_empty())
+            .then(|| cstring(spec.sub_path))
+            .transpose()?,
+        target: absolute(target)?,
+        read_only: spec.read_only,
+        size: spec
+            .size
+            .map(|s| CString::new(s.to_string()))
             .transpose()
             .map_err(io::Error::other)?,
         describe,
     })
 }
 
-/// Flags of the mount holding `path` that a read-only bind remount must repeat (the kernel
-/// refuses to clear them inside a user namespace).
-fn locked_flags(path: &Path) -> libc::c_ulong {
-    use rustix::fs::StatVfsMountFlags as F;
-    let Ok(st) = rustix::fs::statvfs(path) else {
-        return 0;
-    };
-    let mut flags = 0;
-    for (have, want) in [
-        (F::NOSUID, libc::MS_NOSUID),
-        (F::NODEV, libc::MS_NODEV),
-        (F::NOEXEC, libc::MS_NOEXEC),
-        (F::NOATIME, libc::MS_NOATIME),
-        (F::NODIRATIME, libc::MS_NODIRATIME),
-        (F::RELATIME, libc::MS_RELATIME),
-    ] {
-        if st.f_flag.contains(have) {
-            flags |= want;
-        }
+/// An absolute path as a `CString`.
+fn absolute(path: &Path) -> io::Result<CString> {
+    if !path.is_absolute() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("path {} is not absolute", path.display()),
+        ));
     }
-    flags
-}
-
-/// `/a/b/c` → `["/a", "/a/b"]`.
-fn ancestors(path: &Path) -> io::Result<Vec<CString>> {
-    let mut dirs: Vec<&Path> = path
-        .ancestors()
-        .skip(1)
-        .filter(|p| !p.as_os_str().is_empty() && *p != Path::new("/"))
-        .collect();
-    dirs.reverse();
-    dirs.into_iter().map(cstring).collect()
+    cstring(path)
 }
 
 fn cstring(path: &Path) -> io::Result<CString> {
@@ -463,7 +484,7 @@ fn report_pipe() -> io::Result<(Report, OwnedFd)> {
     let (read, write) = pipe_with(PipeFlags::CLOEXEC | PipeFlags::NONBLOCK)?;
     // Only the read end is non-blocking: the child's single small write never blocks anyway.
     rustix::fs::fcntl_setfl(&write, rustix::fs::OFlags::empty())?;
-    Ok((Report(File::from(read)), write))
+    Ok((Report(File::from(read), None), write))
 }
 
 fn check(rc: libc::c_int) -> io::Result<()> {
@@ -502,38 +523,6 @@ fn write_file(path: &std::ffi::CStr, bytes: &[u8]) -> io::Result<()> {
     #[allow(unsafe_code)]
     let fd = unsafe { OwnedFd::from_raw_fd(fd) };
     write_all(fd.as_raw_fd(), bytes)
-}
-
-fn create_file(path: &std::ffi::CStr) -> io::Result<()> {
-    // SAFETY: open with a NUL-terminated path; the descriptor is closed right away.
-    #[allow(unsafe_code)]
-    let fd = unsafe {
-        libc::open(
-            path.as_ptr(),
-            libc::O_WRONLY | libc::O_CREAT | libc::O_CLOEXEC | libc::O_NOCTTY,
-            0o644,
-        )
-    };
-    if fd < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: `fd` was just opened and is owned here.
-    #[allow(unsafe_code)]
-    drop(unsafe { OwnedFd::from_raw_fd(fd) });
-    Ok(())
-}
-
-fn mkdir(path: &std::ffi::CStr) -> io::Result<()> {
-    // SAFETY: mkdir with a NUL-terminated path.
-    #[allow(unsafe_code)]
-    let rc = unsafe { libc::mkdir(path.as_ptr(), 0o755) };
-    if rc < 0 {
-        let err = io::Error::last_os_error();
-        if err.raw_os_error() != Some(libc::EEXIST) {
-            return Err(err);
-        }
-    }
-    Ok(())
 }
 
 /// `setgroups`, `setresgid`, `setresuid`: raw system calls, not libc's wrappers, which
@@ -588,19 +577,4 @@ fn sys_mount(
             ptr(data).cast(),
         )
     })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn ancestors_are_outermost_first() {
-        let dirs = ancestors(Path::new("/a/b/c")).unwrap();
-        assert_eq!(
-            dirs,
-            vec![CString::new("/a").unwrap(), CString::new("/a/b").unwrap()]
-        );
-        assert!(ancestors(Path::new("/a")).unwrap().is_empty());
-    }
 }

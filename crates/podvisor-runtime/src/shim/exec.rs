@@ -2,7 +2,7 @@
 
 use super::child::ChildSetup;
 use super::protocol::{EXEC_OUTPUT_LIMIT, Response};
-use super::supervisor::{Shim, THREAD_STACK, Waiter, decode, exec_error, open_procs_paths};
+use super::supervisor::{ExecProcesses, Shim, THREAD_STACK, Waiter, decode, exec_error};
 use rustix::process::{Pid, Signal};
 use std::fs::File;
 use std::io::{self, Read};
@@ -45,7 +45,7 @@ fn run(
             message: "exec: empty command".into(),
         });
     };
-    let procs = open_procs_paths(&target.procs)?;
+    let (processes, procs) = ExecProcesses::create(&target.cgroup)?;
     let (setup, report) = ChildSetup::for_exec(
         target.pid,
         target.working_dir.as_deref(),
@@ -68,6 +68,7 @@ fn run(
     // before fork; it does not allocate or take locks.
     #[allow(unsafe_code)]
     unsafe {
+        let mut setup = setup;
         command.pre_exec(move || setup.run());
     }
     let (tx, rx) = mpsc::channel();
@@ -127,6 +128,9 @@ fn run(
         // Whatever the group left behind goes too (it may have re-parented to the shim).
         kill_group();
     }
+    // The exec is over: whatever it started goes, even what left its process group, and
+    // the pipes those held reach EOF.
+    drop(processes);
     let grace_ends = std::time::Instant::now() + OUTPUT_GRACE;
     for _ in &streams {
         let left = grace_ends.saturating_duration_since(std::time::Instant::now());

@@ -9,7 +9,7 @@
 
 use super::child::ChildSetup;
 use super::protocol::{MAX_PASSED_FDS, Response};
-use super::supervisor::{Shim, Waiter, exec_error, open_procs_paths};
+use super::supervisor::{ExecProcesses, Shim, Waiter, exec_error};
 use rustix::event::{PollFd, PollFlags};
 use rustix::process::{Pid, Signal};
 use std::fs::File;
@@ -37,6 +37,9 @@ struct Running {
     fds: Vec<OwnedFd>,
     status: mpsc::Receiver<rustix::process::WaitStatus>,
     wake: OwnedFd,
+    /// Dropped (every process of the exec killed) once the command exited or the agent hung
+    /// up.
+    processes: ExecProcesses,
 }
 
 /// Serves one `ExecStream` connection to its end.
@@ -63,7 +66,9 @@ pub(super) fn serve(
         kill_group(running.pid);
         return Err(e);
     }
-    wait(&mut stream, running.pid, &running.status, &running.wake)
+    let result = wait(&mut stream, running.pid, &running.status, &running.wake);
+    drop(running.processes);
+    result
 }
 
 fn start(shim: &Arc<Shim>, request: &StreamRequest) -> Result<Running, Response> {
@@ -74,7 +79,7 @@ fn start(shim: &Arc<Shim>, request: &StreamRequest) -> Result<Running, Response>
         });
     };
     let failed = |e: io::Error| shim.exec_failed(request.instance, &e);
-    let procs = open_procs_paths(&target.procs).map_err(failed)?;
+    let (processes, procs) = ExecProcesses::create(&target.cgroup).map_err(failed)?;
     let (setup, report) = ChildSetup::for_exec(
         target.pid,
         target.working_dir.as_deref(),
@@ -103,6 +108,7 @@ fn start(shim: &Arc<Shim>, request: &StreamRequest) -> Result<Running, Response>
     // before fork; it does not allocate or take locks.
     #[allow(unsafe_code)]
     unsafe {
+        let mut setup = setup;
         command.pre_exec(move || setup.run());
     }
     let (wake_rx, wake_tx) = rustix::pipe::pipe_with(
@@ -119,6 +125,7 @@ fn start(shim: &Arc<Shim>, request: &StreamRequest) -> Result<Running, Response>
             fds: agent_fds,
             status: rx,
             wake: wake_rx,
+            processes,
         }),
         Err(e) => {
             let detail = report

@@ -13,5 +13,6 @@ mod exec;
 mod exec_stream;
 pub mod protocol;
 mod resident;
+pub(crate) mod safe_path;
 pub mod server;
 mod supervisor;

@@ -96,6 +96,10 @@ impl Subscriber {
 /// The shim.
 pub(super) struct Shim {
     pub(super) socket: PathBuf,
+    /// The pod's UID (its directory's name) and the registry of the paths its containers
+    /// create on the host (see [`crate::host_paths`]).
+    uid: String,
+    host_paths: Option<crate::host_paths::HostPaths>,
     cgroups: CgroupMode,
     rootless: bool,
     /// The shim runs in its own mount namespace: tmpfs volumes are mounted once at their
@@ -177,6 +181,11 @@ impl Shim {
         }
         Ok(Shim {
             socket,
+            uid: pod_dir
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default(),
+            host_paths: crate::host_paths::HostPaths::of_pod_dir(pod_dir),
             cgroups: crate::cgroup::detect(),
             rootless: !rustix::process::geteuid().is_root(),
             shared_tmpfs,
@@ -427,17 +436,8 @@ impl Shim {
         // The host's passwd stands in for the image's (execs get the same environment).
         let passwd = std::fs::read_to_string("/etc/passwd").ok();
         config.set_default_home(passwd.as_deref());
-        // A fresh, empty termination-message file per instance, world-writable as the
-        // kubelet makes it (0666) so that a container running as any user can write it.
         let tm = &config.termination_message_host_path;
-        if let Some(dir) = tm.parent() {
-            std::fs::create_dir_all(dir).map_err(ctx(format!("creating {}", dir.display())))?;
-        }
-        File::create(tm)
-            .and_then(|f| {
-                use std::os::unix::fs::PermissionsExt;
-                f.set_permissions(std::fs::Permissions::from_mode(0o666))
-            })
+        create_termination_message_file(tm, &config.user, self.rootless)
             .map_err(ctx(format!("creating {}", tm.display())))?;
         if let Some(dir) = config.log_path.parent() {
             std::fs::create_dir_all(dir).map_err(ctx(format!("creating {}", dir.display())))?;
@@ -486,7 +486,7 @@ impl Shim {
             ),
             created: true,
         };
-        let (setup, report, mounts) =
+        let (setup, mut report, mounts) =
             match ChildSetup::for_container(&config, procs, self.rootless, self.shared_tmpfs) {
                 Ok(prepared) => prepared,
                 Err(e) => return Ok(run_failed(format!("error during container init: {e}"))),
@@ -509,6 +509,7 @@ impl Shim {
         // before fork; it does not allocate or take locks.
         #[allow(unsafe_code)]
         unsafe {
+            let mut setup = setup;
             command.pre_exec(move || setup.run());
         }
         let oom_baseline = cgroup.oom_kill_count();
@@ -531,7 +532,28 @@ impl Shim {
             i.pid = pid;
             state.instances.insert(instance, i);
         };
+        // Held from before the child creates paths until they are recorded, so that no pod's
+        // removal takes a path another pod is about to use.
+        let locked = match &self.host_paths {
+            Some(registry) => Some(registry.lock().map_err(|e| {
+                io::Error::new(e.kind(), format!("locking the host-paths registry: {e}"))
+            })?),
+            None => None,
+        };
         let spawned = self.spawn_registered(&mut command, Waiter::Container(instance), register);
+        if let Some(locked) = &locked {
+            let created = report.created_paths();
+            let mut targets: Vec<&Path> =
+                config.mounts.iter().map(|m| m.target.as_path()).collect();
+            targets.push(Path::new(&config.termination_message_path));
+            if let Some(dir) = &config.working_dir {
+                targets.push(Path::new(dir));
+            }
+            if let Err(e) = locked.record(&self.uid, &created, &targets) {
+                eprintln!("podvisor shim: recording the paths made on the host: {e}");
+            }
+        }
+        drop(locked);
         let mut child = match spawned {
             Ok(child) => child,
             Err(e) => {
@@ -640,7 +662,7 @@ impl Shim {
         match (&i.config, &i.cgroup, i.reaped) {
             (Some(config), Some(cgroup), false) => Ok(ExecTarget {
                 pid: i.pid,
-                procs: cgroup.procs_paths(),
+                cgroup: Arc::clone(cgroup),
                 env: config.env.clone(),
                 working_dir: config.working_dir.clone(),
                 user: config.user.clone(),
@@ -723,11 +745,69 @@ impl Shim {
 /// What [`Shim::exec_target`] returns.
 pub(super) struct ExecTarget {
     pub(super) pid: u32,
-    pub(super) procs: Vec<PathBuf>,
+    pub(super) cgroup: Arc<ContainerCgroup>,
     pub(super) env: Vec<(String, String)>,
     pub(super) working_dir: Option<String>,
     pub(super) user: crate::config::ContainerUser,
     pub(super) rootless: bool,
+}
+
+/// One exec's cgroup, killed and removed when dropped: when the exec ends, every process it
+/// started goes, those that left its process group included.
+pub(super) struct ExecProcesses(Option<crate::cgroup::ExecCgroup>);
+
+impl ExecProcesses {
+    /// The exec's cgroup below the container's, and the `cgroup.procs` files to join (opened
+    /// close-on-exec).
+    pub(super) fn create(container: &ContainerCgroup) -> io::Result<(Self, Vec<OwnedFd>)> {
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let (procs, cgroup) = container.exec_cgroup(&format!("exec-{n}"));
+        let guard = ExecProcesses(cgroup);
+        let procs = open_procs_paths(&procs)?;
+        Ok((guard, procs))
+    }
+}
+
+impl Drop for ExecProcesses {
+    fn drop(&mut self) {
+        if let Some(cgroup) = &self.0
+            && let Err(e) = cgroup.kill_and_remove()
+        {
+            eprintln!("podvisor shim: ending an exec: {e}");
+        }
+    }
+}
+
+/// A fresh, empty termination-message file for one instance, in a directory only root can
+/// enter, belonging to the container's user and writable by it alone (0600). The kubelet
+/// makes it 0666, which lets any other container that reaches it write another's message;
+/// the container gets it bind-mounted by the shim, so it needs no access to the directory.
+/// Rootless, every file is the shim's user's already.
+fn create_termination_message_file(
+    path: &Path,
+    user: &crate::config::ContainerUser,
+    rootless: bool,
+) -> io::Result<()> {
+    use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
+    if let Some(dir) = path.parent() {
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)?;
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))?;
+    }
+    let file = OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(path)?;
+    if !rootless {
+        std::os::unix::fs::fchown(&file, Some(user.uid), Some(user.gid))?;
+    }
+    file.set_permissions(std::fs::Permissions::from_mode(0o600))
 }
 
 /// Opens each `cgroup.procs` of the cgroup (close-on-exec) for the child to write "0" to.
