@@ -175,6 +175,7 @@ fn c(name: &str, command: &[&str]) -> serde_json::Value {
 }
 
 #[tokio::test]
+#[ignore = "needs root: run as root with --include-ignored (scripts/test does)"]
 async fn logs_exit_codes_and_times() {
     if !is_root() {
         return;
@@ -250,6 +251,7 @@ async fn logs_exit_codes_and_times() {
 /// M13: the kubelet's container GC keeps one dead instance per container (`MaxPerPodContainer`):
 /// once a restart runs, older log files and instance directories go.
 #[tokio::test]
+#[ignore = "needs root: run as root with --include-ignored (scripts/test does)"]
 async fn m13_only_the_newest_dead_instance_keeps_its_files() {
     if !is_root() {
         return;
@@ -292,6 +294,7 @@ async fn m13_only_the_newest_dead_instance_keeps_its_files() {
 }
 
 #[tokio::test]
+#[ignore = "needs root: run as root with --include-ignored (scripts/test does)"]
 async fn termination_message_and_missing_binary() {
     if !is_root() {
         return;
@@ -356,6 +359,7 @@ async fn termination_message_and_missing_binary() {
 }
 
 #[tokio::test]
+#[ignore = "needs root: run as root with --include-ignored (scripts/test does)"]
 async fn signal_reaches_the_whole_process_group() {
     if !is_root() {
         return;
@@ -396,6 +400,7 @@ async fn signal_reaches_the_whole_process_group() {
 }
 
 #[tokio::test]
+#[ignore = "needs root: run as root with --include-ignored (scripts/test does)"]
 async fn kill_stops_what_ignores_sigterm() {
     if !is_root() {
         return;
@@ -461,6 +466,7 @@ async fn kill_stops_what_ignores_sigterm() {
 }
 
 #[tokio::test]
+#[ignore = "needs root: run as root with --include-ignored (scripts/test does)"]
 async fn memory_limit_ends_in_oom_kill() {
     if !is_root() {
         return;
@@ -482,6 +488,7 @@ async fn memory_limit_ends_in_oom_kill() {
 }
 
 #[tokio::test]
+#[ignore = "needs root: run as root with --include-ignored (scripts/test does)"]
 async fn volumes_are_mounted_shared_and_read_only() {
     if !is_root() {
         return;
@@ -528,6 +535,7 @@ async fn volumes_are_mounted_shared_and_read_only() {
 }
 
 #[tokio::test]
+#[ignore = "needs root: run as root with --include-ignored (scripts/test does)"]
 async fn m7_host_path_type_checks() {
     if !is_root() {
         return;
@@ -572,6 +580,7 @@ async fn m7_host_path_type_checks() {
 }
 
 #[tokio::test]
+#[ignore = "needs root: run as root with --include-ignored (scripts/test does)"]
 async fn exec_runs_in_the_container_view_and_times_out() {
     if !is_root() {
         return;
@@ -671,6 +680,7 @@ async fn exec_runs_in_the_container_view_and_times_out() {
 }
 
 #[tokio::test]
+#[ignore = "needs root: run as root with --include-ignored (scripts/test does)"]
 async fn the_shim_outlives_its_client_and_replays_exits() {
     if !is_root() {
         return;
@@ -724,6 +734,7 @@ async fn the_shim_outlives_its_client_and_replays_exits() {
 }
 
 #[tokio::test]
+#[ignore = "needs root: run as root with --include-ignored (scripts/test does)"]
 async fn containers_inherit_only_stdio() {
     if !is_root() {
         return;
@@ -821,6 +832,7 @@ async fn containers_inherit_only_stdio() {
 }
 
 #[tokio::test]
+#[ignore = "needs root: run as root with --include-ignored (scripts/test does)"]
 async fn remove_sandbox_leaves_no_process_behind() {
     if !is_root() {
         return;
@@ -857,6 +869,7 @@ async fn remove_sandbox_leaves_no_process_behind() {
 /// uid/gid with the pod's supplementary groups; a non-root container writes its termination
 /// message and emptyDir; `runAsNonRoot` refuses an explicit root user.
 #[tokio::test]
+#[ignore = "needs root: run as root with --include-ignored (scripts/test does)"]
 async fn containers_run_as_their_security_context_user() {
     use k8s_openapi::api::core::v1::{ExecAction, LifecycleHandler, Probe};
     use podvisor_runtime::probe::{ProbeResult, run_probe};
@@ -1016,6 +1029,7 @@ async fn containers_run_as_their_security_context_user() {
 /// Every process an exec (probe, hook, `kubectl exec`) started is killed when it ends, even
 /// one that left its process group with `setsid`; the container itself keeps running.
 #[tokio::test]
+#[ignore = "needs root: run as root with --include-ignored (scripts/test does)"]
 async fn an_exec_leaves_no_process_behind() {
     use podvisor_runtime::ExecRequest;
     if !is_root() {

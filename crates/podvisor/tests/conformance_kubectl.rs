@@ -138,10 +138,10 @@ fn conformance_scenarios_through_kubectl() {
     if !root_or_skip("conformance_kubectl") {
         return;
     }
-    if !Path::new(KUBECTL).exists() {
-        eprintln!("skipping conformance_kubectl: {KUBECTL} is not installed");
-        return;
-    }
+    assert!(
+        Path::new(KUBECTL).exists(),
+        "{KUBECTL} is not installed (scripts/test installs it)"
+    );
     let only: Option<Vec<String>> = std::env::var("PODVISOR_CONFORMANCE_ONLY")
         .ok()
         .map(|s| s.split(',').map(|s| s.trim().to_string()).collect());

@@ -64,6 +64,7 @@ fn as_nobody(mut container: serde_json::Value) -> serde_json::Value {
 /// volume is refused (the kubelet: `subpath ... not within volume path`); one that stays
 /// inside the volume still works.
 #[tokio::test]
+#[ignore = "needs root: run as root with --include-ignored (scripts/test does)"]
 async fn cve_2017_1002101_sub_path_never_leaves_its_volume() {
     if !is_root() {
         return;
@@ -126,6 +127,7 @@ async fn cve_2017_1002101_sub_path_never_leaves_its_volume() {
 /// not a mount target (nested in a volume), not the termination-message file, not a working
 /// directory.
 #[tokio::test]
+#[ignore = "needs root: run as root with --include-ignored (scripts/test does)"]
 async fn cve_2021_25741_nothing_is_created_through_a_planted_symlink() {
     if !is_root() {
         return;
@@ -198,6 +200,7 @@ async fn cve_2021_25741_nothing_is_created_through_a_planted_symlink() {
 /// container of the pod starts, again and again: the mount lands inside the volume or the
 /// start fails, never anywhere else.
 #[tokio::test]
+#[ignore = "needs root: run as root with --include-ignored (scripts/test does)"]
 async fn cve_2021_30465_a_mount_target_swapped_for_a_symlink() {
     if !is_root() {
         return;
@@ -250,6 +253,7 @@ async fn cve_2021_30465_a_mount_target_swapped_for_a_symlink() {
 /// Mount targets, their parents, the termination-message target and the working directory
 /// that a container needed on the host go with the pod; what existed before stays.
 #[tokio::test]
+#[ignore = "needs root: run as root with --include-ignored (scripts/test does)"]
 async fn paths_made_on_the_host_go_with_the_pod() {
     if !is_root() {
         return;
@@ -284,6 +288,7 @@ async fn paths_made_on_the_host_go_with_the_pod() {
 /// CVE-2021-25741's pattern in a `hostPath` set-up: `DirectoryOrCreate` and `FileOrCreate`
 /// create nothing through a symbolic link that a non-root user planted on the way.
 #[tokio::test]
+#[ignore = "needs root: run as root with --include-ignored (scripts/test does)"]
 async fn host_path_creation_never_follows_a_planted_symlink() {
     use podvisor_runtime::process::ProcessRuntime;
     use tokio::sync::mpsc;
@@ -355,6 +360,7 @@ async fn host_path_creation_never_follows_a_planted_symlink() {
 /// Like runc, the working directory is entered before the user is set: a non-root container
 /// whose `workingDir` it may not enter (nor its parent) still starts there.
 #[tokio::test]
+#[ignore = "needs root: run as root with --include-ignored (scripts/test does)"]
 async fn a_working_directory_is_entered_before_the_user_is_set() {
     if !is_root() {
         return;
@@ -389,6 +395,7 @@ async fn a_working_directory_is_entered_before_the_user_is_set() {
 /// behind, and no fragment of it is taken for another path (here, an empty directory of the
 /// host's own).
 #[tokio::test]
+#[ignore = "needs root: run as root with --include-ignored (scripts/test does)"]
 async fn a_path_with_a_newline_is_never_split_into_others() {
     if !is_root() {
         return;
