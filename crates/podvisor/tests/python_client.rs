@@ -4,7 +4,7 @@
 //!
 //! The interpreter is `PODVISOR_PYTHON` (set by `scripts/test`, a venv that
 //! `scripts/install-test-deps` fills), else the venv under `~/.cache/podvisor-test`, else
-//! `python3`; the test is skipped, saying why, only when that interpreter has no `kubernetes`
+//! `python3`; the test fails, saying why, when that interpreter has no `kubernetes`
 //! module.
 
 #![allow(missing_docs)]
