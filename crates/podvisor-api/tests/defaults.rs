@@ -1,7 +1,7 @@
 //! API-server defaulting: R1 (probes), M2 (termination messages), A22
 //! (image pull policy), T1/V9 (grace period) and the other pod defaults.
 
-mod common;
+use crate::common;
 
 use common::{pod, with_spec};
 use podvisor_api::apply_defaults;

@@ -2,8 +2,6 @@
 //! documented: `web.yaml` and `sidecar.yaml` are valid, `invalid.yaml`
 //! lists every one of its mistakes.
 
-mod common;
-
 use podvisor_api::{apply_defaults, decode_pods, validate_pod};
 
 fn example(name: &str) -> String {

@@ -1,6 +1,6 @@
 //! Spec mutability on update (M11) and status transitions (V13).
 
-mod common;
+use crate::common;
 
 use common::{pod, with_spec};
 use podvisor_api::k8s_openapi::api::core::v1::{

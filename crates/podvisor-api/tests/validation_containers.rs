@@ -1,7 +1,7 @@
 //! Container-level rules of the behaviour reference, section 11 (V1-V8).
 //! Messages are Kubernetes' own.
 
-mod common;
+use crate::common;
 
 use common::{assert_errors, assert_has_error, errors, pod_with_all_fields, with_spec};
 use podvisor_api::validate_pod;

@@ -2,7 +2,7 @@
 //! metadata, resources and the full error summary. Messages are
 //! Kubernetes' own.
 
-mod common;
+use crate::common;
 
 use common::{assert_errors, errors, pod, with_spec};
 use podvisor_api::k8s_openapi::api::core::v1::Pod;

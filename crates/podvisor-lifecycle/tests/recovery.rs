@@ -4,7 +4,7 @@
 
 #![allow(missing_docs)]
 
-mod common;
+use crate::common;
 
 use common::{Harness, container, exec_probe, t};
 use podvisor_lifecycle::{

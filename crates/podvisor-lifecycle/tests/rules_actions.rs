@@ -26,7 +26,7 @@
 //! - A22 is API-server defaulting: tested only as such (`a22_image_pull_policy_default`), since
 //!   the core pulls no images.
 
-mod common;
+use crate::common;
 
 use common::{Harness, POD_FULL_NAME, container, exec_probe, plus, secs_of, sidecar, t, t_ms};
 use k8s_openapi::api::core::v1::Pod;

@@ -5,7 +5,7 @@
 //!
 //! Every test drives a `PodMachine` through `common::Harness` on a virtual clock.
 
-mod common;
+use crate::common;
 
 use common::{Harness, container, plus, sidecar, t};
 use k8s_openapi::jiff::Timestamp;

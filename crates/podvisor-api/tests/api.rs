@@ -1,0 +1,19 @@
+//! podvisor-api's integration tests, linked as one test binary (one per file would mean
+//! seven links on a 2-core machine). Each file is a module named after it.
+
+mod common;
+
+#[path = "decode.rs"]
+mod decode;
+#[path = "defaults.rs"]
+mod defaults;
+#[path = "examples.rs"]
+mod examples;
+#[path = "pod_rules.rs"]
+mod pod_rules;
+#[path = "updates.rs"]
+mod updates;
+#[path = "validation_containers.rs"]
+mod validation_containers;
+#[path = "validation_pod.rs"]
+mod validation_pod;

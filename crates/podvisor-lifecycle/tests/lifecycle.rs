@@ -1,0 +1,26 @@
+//! podvisor-lifecycle's integration tests, linked as one test binary (one per file would mean
+//! ten links on a 2-core machine). Each file is a module named after it; `tests/common` is
+//! their shared PodMachine driver.
+
+mod common;
+
+#[path = "kubectl_describe.rs"]
+mod kubectl_describe;
+#[path = "kubectl_get.rs"]
+mod kubectl_get;
+#[path = "proptest_machine.rs"]
+mod proptest_machine;
+#[path = "recovery.rs"]
+mod recovery;
+#[path = "rules_actions.rs"]
+mod rules_actions;
+#[path = "rules_probes_hooks_termination.rs"]
+mod rules_probes_hooks_termination;
+#[path = "rules_sandbox.rs"]
+mod rules_sandbox;
+#[path = "status_conditions.rs"]
+mod status_conditions;
+#[path = "status_phase.rs"]
+mod status_phase;
+#[path = "stories.rs"]
+mod stories;
