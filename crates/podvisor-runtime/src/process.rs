@@ -19,6 +19,9 @@
 
 mod exec_stream;
 mod exits;
+mod recover;
+
+pub use recover::SandboxView;
 
 use crate::config::{self, PodVolumeKind};
 use crate::shim::client::ShimClient;
