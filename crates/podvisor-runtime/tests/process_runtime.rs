@@ -1093,3 +1093,47 @@ async fn a_shim_that_died_unwatched_is_read_as_a_lost_sandbox() {
     assert!(matches!(view, SandboxView::Live(_)), "{view:?}");
     h.remove().await;
 }
+
+/// Issue 7: a shim keeps none of the agent's descriptors (the store's, the state lock's, or
+/// one the agent's own parent left without close-on-exec) and leads a session of its own.
+#[tokio::test]
+async fn the_shim_holds_no_descriptor_of_the_agent() {
+    use std::os::fd::AsRawFd;
+    if !is_root() {
+        return;
+    }
+    let marker = std::env::temp_dir().join(format!("pv-agent-fd-{}", std::process::id()));
+    let file = std::fs::File::create(&marker).unwrap();
+    // As inherited from a careless parent: no close-on-exec.
+    rustix::io::fcntl_setfd(&file, rustix::io::FdFlags::empty()).unwrap();
+    let h = Harness::new(json!([c("app", &["sleep", "100"])]), json!([])).await;
+    let links: Vec<String> = std::fs::read_dir(format!("/proc/{}/fd", h.shim_pid))
+        .unwrap()
+        .filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
+        .map(|l| l.display().to_string())
+        .collect();
+    assert!(
+        !links.iter().any(|l| l == &marker.display().to_string()),
+        "the shim holds the agent's fd {}: {links:?}",
+        file.as_raw_fd()
+    );
+    let pod_dir = h.sandbox().paths().pod_dir.display().to_string();
+    for link in &links {
+        assert!(
+            link.starts_with(&pod_dir)
+                || link.starts_with("socket:")
+                || link.starts_with("pipe:")
+                || link == "/dev/null",
+            "the shim holds {link}: {links:?}"
+        );
+    }
+    let me = all_processes()
+        .into_iter()
+        .find(|p| u32::try_from(p.pid) == Ok(h.shim_pid))
+        .unwrap();
+    assert_eq!(u32::try_from(me.session), Ok(h.shim_pid), "{me:?}");
+    drop(file);
+    let _ = std::fs::remove_file(&marker);
+    let mut h = h;
+    h.remove().await;
+}

@@ -607,3 +607,69 @@ fn serve_runs_static_pods_from_manifests() {
     w.signal(Signal::TERM);
     assert_eq!(w.wait_exit(Duration::from_secs(15)), Some(0));
 }
+
+/// Issue 7: a second `serve` on a state directory in use stops at once and names the first.
+#[test]
+fn a_second_serve_on_the_same_state_names_the_first() {
+    let Some(mut w) = World::new("twice") else {
+        return;
+    };
+    w.start(&[]);
+    let first = w.serve_pid();
+    let started = Instant::now();
+    let out = Command::new(env!("CARGO_BIN_EXE_podvisor"))
+        .arg("serve")
+        .arg("--state-dir")
+        .arg(w.state())
+        .args(["--listen", "127.0.0.1:0"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains(&format!("another podvisor serve (pid {first})")),
+        "{err}"
+    );
+    assert!(started.elapsed() < Duration::from_secs(5));
+    w.signal(Signal::TERM);
+    assert_eq!(w.wait_exit(WAIT), Some(0), "{}", w.logs());
+}
+
+/// Issue 7: a `serve` killed with SIGKILL while it was spawning leaves its descriptors (the
+/// store's, the state lock's) for a moment to the child that had not exec'd yet; the next
+/// `serve` waits for them instead of failing with "Database already open". Stood in for by a
+/// process that holds both for 1.5 s, the lock naming a dead pid.
+#[test]
+fn serve_waits_for_what_a_dead_serve_left_holding_its_state() {
+    let Some(mut w) = World::new("leftover") else {
+        return;
+    };
+    w.start(&[]);
+    w.signal(Signal::TERM);
+    assert_eq!(w.wait_exit(WAIT), Some(0), "{}", w.logs());
+    let mut gone = Command::new("true").spawn().unwrap();
+    let dead_pid = gone.id();
+    gone.wait().unwrap();
+    std::fs::write(w.state().join("serve.lock"), format!("{dead_pid}\n")).unwrap();
+    // The store is released first, as by the dead serve's child (it holds both; its exit
+    // closes them together).
+    let mut holder = Command::new("flock")
+        .arg(w.state().join("serve.lock"))
+        .arg("flock")
+        .arg(w.state().join("store.redb"))
+        .args(["sleep", "1.5"])
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    std::fs::remove_file(w.kubeconfig()).unwrap();
+    let took = w.start(&[]);
+    assert!(
+        holder.try_wait().unwrap().is_some(),
+        "serve started under the holder"
+    );
+    assert!(took > Duration::from_millis(900), "{took:?}");
+    holder.wait().unwrap();
+    w.signal(Signal::TERM);
+    assert_eq!(w.wait_exit(WAIT), Some(0), "{}", w.logs());
+}

@@ -60,12 +60,12 @@ fn parse(args: &[String]) -> io::Result<Args> {
 }
 
 fn try_main(args: &[String]) -> io::Result<()> {
+    detach();
     let args = parse(args)?;
     // Still single-threaded: the only moment a private mount namespace covers the whole shim.
     let shared_tmpfs = private_mount_namespace();
     rustix::process::set_child_subreaper(Some(rustix::process::getpid()))
         .map_err(|e| io::Error::new(e.kind(), format!("becoming a child subreaper: {e}")))?;
-    cloexec_inherited();
     let shim_dir = layout::shim_dir(&args.pod_dir);
     std::fs::create_dir_all(&shim_dir)?;
     // One shim per pod: held for the shim's whole life, taken before anything is written, so two
@@ -199,6 +199,24 @@ fn private_mount_namespace() -> bool {
         eprintln!("podvisor shim: making / a slave mount: {e}");
     }
     true
+}
+
+/// Leaves the agent's session, so that neither a terminal's signals nor the agent's exit
+/// reach the shim, and closes every descriptor it inherited above 2 (the agent spawns it
+/// without a fork hook: a pipe someone waits on for EOF must not stay open for the shim's
+/// whole life). First thing: nothing of the shim's own is open yet.
+fn detach() {
+    // Fails only for a process group leader, which a spawned shim is not.
+    if let Err(e) = rustix::process::setsid() {
+        eprintln!("podvisor shim: setsid: {e}");
+    }
+    // SAFETY: close_range only closes descriptors; none above 2 belongs to this process yet.
+    #[allow(unsafe_code)]
+    let rc = unsafe { libc::syscall(libc::SYS_close_range, 3_u32, u32::MAX, 0_u32) };
+    if rc < 0 {
+        // Older kernels: at least none reaches a container.
+        cloexec_inherited();
+    }
 }
 
 /// Marks every inherited descriptor above 2 close-on-exec, so none reaches a container.

@@ -74,6 +74,9 @@ pub fn run(args: &Args) -> anyhow::Result<i32> {
     };
     std::fs::create_dir_all(&state_dir)
         .with_context(|| format!("creating state directory {}", state_dir.display()))?;
+    // Before anything of the state is opened, and while this process has one thread (nothing
+    // can fork it): the one serve of this state directory.
+    let _state_lock = super::state_lock::acquire(&state_dir)?;
     let shim = std::env::current_exe().context("finding the podvisor executable for the shim")?;
     let tokio = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -95,9 +98,15 @@ async fn serve(
     let node_name = config.node_name.clone();
     let store_path = state_dir.join("store.redb");
     let store = Store::open(&store_path).with_context(|| {
+        let holders = super::state_lock::holders_of(&store_path);
         format!(
-            "opening the store {} (is another podvisor serve using this state directory?)",
-            store_path.display()
+            "opening the store {}{}",
+            store_path.display(),
+            if holders.is_empty() {
+                String::new()
+            } else {
+                format!(" (held by {})", holders.join(", "))
+            }
         )
     })?;
     let server = ApiServer::bind(ServeConfig {
