@@ -673,3 +673,75 @@ fn serve_waits_for_what_a_dead_serve_left_holding_its_state() {
     w.signal(Signal::TERM);
     assert_eq!(w.wait_exit(WAIT), Some(0), "{}", w.logs());
 }
+
+/// Issue 7: a shim killed while `serve` is down is found dead by the next `serve`, which
+/// treats it as a shim that dies under it: the container it left is killed (never a second
+/// copy beside the new one), its exit is 137, `SandboxChanged`, and the pod runs again in a
+/// new sandbox.
+#[test]
+fn a_shim_killed_while_serve_is_down_is_a_lost_sandbox() {
+    let Some(mut w) = World::new("lostshim") else {
+        return;
+    };
+    w.start(&[]);
+    let pid_file = w.dir.join("l.pid");
+    w.create(&looping_pod("l", &pid_file));
+    w.wait_phase("l", "Running");
+    let old = w.read_pid("l", &pid_file);
+    let uid = w.jsonpath("l", "{.metadata.uid}");
+    w.signal(Signal::TERM);
+    assert_eq!(w.wait_exit(WAIT), Some(0), "{}", w.logs());
+    let pod_dir = w.state().join("pods").join(&uid).display().to_string();
+    let shim = podvisor_testkit::all_processes()
+        .into_iter()
+        .find(|p| p.cmdline.contains(" shim ") && p.cmdline.contains(&pod_dir))
+        .expect("the pod's shim");
+    podvisor_testkit::signal(shim.pid, Signal::KILL);
+    let start = Instant::now();
+    while alive(shim.pid) {
+        assert!(start.elapsed() < WAIT, "the shim does not die");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert!(
+        alive(old),
+        "the container outlives its shim until serve returns"
+    );
+    std::fs::remove_file(w.kubeconfig()).ok();
+    std::fs::remove_file(&pid_file).unwrap();
+    w.start(&[]);
+    let new = w.read_pid("l", &pid_file);
+    assert_ne!(new, old);
+    let start = Instant::now();
+    while alive(old) {
+        assert!(
+            start.elapsed() < WAIT,
+            "the old container still runs beside {new}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    w.wait_for(
+        "l restarted once, its lost instance 137",
+        &[
+            "get",
+            "pod",
+            "l",
+            "-o",
+            "jsonpath={.status.containerStatuses[0].restartCount} \
+             {.status.containerStatuses[0].lastState.terminated.exitCode} \
+             {.status.containerStatuses[0].ready}",
+        ],
+        |o| String::from_utf8_lossy(&o.stdout) == "1 137 true",
+    );
+    let events = w.kubectl_ok(&["get", "events", "--field-selector", "involvedObject.name=l"]);
+    assert!(events.contains("SandboxChanged"), "{events}");
+    let copies = podvisor_testkit::all_processes()
+        .into_iter()
+        .filter(|p| p.cmdline.contains(&pid_file.display().to_string()))
+        .count();
+    assert_eq!(copies, 1, "one copy of the container");
+    w.kubectl_ok(&["delete", "pod", "l", "--wait=false"]);
+    w.wait_gone("l");
+    assert!(!alive(new));
+    w.signal(Signal::TERM);
+    assert_eq!(w.wait_exit(WAIT), Some(0), "{}", w.logs());
+}
