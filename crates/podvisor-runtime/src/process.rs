@@ -10,7 +10,9 @@
 //! slowly; a background thread reaps those, and only those: processes of another session than
 //! the agent's, so children the agent spawns itself are left to their owners.
 //!
-//! Re-adoption: [`Runtime::create_sandbox`] for a pod whose shim still answers reuses that shim
+//! Re-adoption: [`ProcessRuntime::sandbox_view`] reads what a restarted agent finds of a pod
+//! (no shim, a live shim's instances, or a shim that died meanwhile, settled as a lost
+//! sandbox); [`Runtime::create_sandbox`] for a pod whose shim still answers reuses that shim
 //! (volumes are kept), and the new subscription replays exits not yet acknowledged.
 //!
 //! A shim that dies on its own (kill -9, OOM) is a lost sandbox ([`exits`]): what it left

@@ -1,6 +1,7 @@
 //! The shim process: `podvisor shim --pod-dir DIR [--socket PATH]`.
 //!
-//! Started detached by the agent (new session, stdio to `<pod_dir>/shim/shim.log`), it is the
+//! Started by the agent with `posix_spawn` (stdio to `<pod_dir>/shim/shim.log`), it detaches
+//! itself first (new session, inherited descriptors closed), then it is the
 //! subreaper and parent of the pod's containers and serves the agent over a unix socket (see
 //! [`super::protocol`]). It outlives the agent; a restarted agent reconnects, asks `State` and
 //! `Subscribe`s again (unacknowledged exits are replayed). It exits after `Shutdown` once no
