@@ -869,8 +869,13 @@ spec:
                     pids.last()
                 ));
             }
+            let victim_marker = format!("{} victim", s.marker());
             for old in &pids[..pids.len().saturating_sub(1)] {
-                assert!(!alive(*old), "{when}: an old victim ({old}) still runs");
+                // The pid alone may have been reused (a long run wraps pid_max).
+                let cmdline = std::fs::read(format!("/proc/{old}/cmdline")).unwrap_or_default();
+                let still =
+                    alive(*old) && String::from_utf8_lossy(&cmdline).contains(&victim_marker);
+                assert!(!still, "{when}: an old victim ({old}) still runs");
             }
             let ready: Vec<(String, String)> = pods
                 .iter()
