@@ -870,7 +870,11 @@ spec:
                 ));
             }
             let victim_marker = format!("{} victim", s.marker());
-            for old in &pids[..pids.len().saturating_sub(1)] {
+            let current = pids.last().copied();
+            for old in pids[..pids.len().saturating_sub(1)]
+                .iter()
+                .filter(|&&p| Some(p) != current)
+            {
                 // The pid alone may have been reused (a long run wraps pid_max).
                 let cmdline = std::fs::read(format!("/proc/{old}/cmdline")).unwrap_or_default();
                 let still =
