@@ -31,7 +31,7 @@ use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::core::v1::PodCondition;
 use pod_task::{Command, PodTask};
 use podvisor_lifecycle::{Event, MachineConfig, PastInstance, RecoveredInstance};
-use podvisor_runtime::{ExecError, ExecRequest, ExecSession, Runtime, RuntimeEvent};
+use podvisor_runtime::{ContainerExit, ExecError, ExecRequest, ExecSession, Runtime, RuntimeEvent};
 use std::sync::Arc;
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
@@ -151,6 +151,7 @@ impl<R: Runtime> Agent<R> {
                 running: adopted.running,
                 history: adopted.history,
                 highest_instance: adopted.highest_instance,
+                lost: adopted.lost,
             },
             commands_rx,
             updates_tx,
@@ -182,6 +183,10 @@ pub struct Adopted<S> {
     /// The highest instance id the runtime knows for this pod, running or not: new instances
     /// are numbered past it.
     pub highest_instance: u64,
+    /// The pod's sandbox died while no agent ran (`sandbox` is a new one): the instances of
+    /// `running` ended with it, with these exits, and the pod worker takes that as a lost
+    /// sandbox (`SandboxChanged`, the pod's containers started again in the new one).
+    pub lost: Option<Vec<(u64, ContainerExit)>>,
 }
 
 /// A cloneable way to delete or update a pod, separate from its [`PodHandle`].

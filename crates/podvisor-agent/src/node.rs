@@ -38,7 +38,7 @@ use crate::log::{debug, warning};
 use crate::{Agent, PodControl, PodHandle};
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{Pod, PodCondition};
-use podvisor_runtime::process::ProcessRuntime;
+use podvisor_runtime::process::{ProcessRuntime, SandboxView};
 use podvisor_runtime::{ExecError, ExecRequest, ExecSession};
 use podvisor_store::{EventType, Key, Store, StoreError, Value, Watch, WatchEvent, WatchFrom};
 use static_pods::{StaticPod, StaticSource, is_mirror, pod_key};
@@ -450,12 +450,16 @@ impl NodeLoop {
         for (pod, is_static, rv) in candidates {
             let rt = runtime.clone();
             plans.spawn(async move {
-                let known = recovery::shim_state(&rt, &pod).await;
-                let plan = if known.is_none() && (is_terminal(&pod) || !recovery::ran_before(&pod))
-                {
+                let view = recovery::sandbox_view(&rt, &pod).await;
+                let nothing_ran = match &view {
+                    SandboxView::Live(_) => false,
+                    SandboxView::Absent => true,
+                    SandboxView::Lost(instances) => instances.is_empty(),
+                };
+                let plan = if nothing_ran && (is_terminal(&pod) || !recovery::ran_before(&pod)) {
                     Plan::NoSandbox
                 } else {
-                    match recovery::adopt(&rt, &pod, known).await {
+                    match recovery::adopt(&rt, &pod, view).await {
                         Ok(adopted) => Plan::Adopted(Box::new(adopted)),
                         Err(e) => {
                             warning!(

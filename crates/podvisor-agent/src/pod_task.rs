@@ -53,6 +53,7 @@ pub(crate) struct Adopted<S> {
     pub(crate) running: Vec<RecoveredInstance>,
     pub(crate) history: Vec<PastInstance>,
     pub(crate) highest_instance: u64,
+    pub(crate) lost: Option<Vec<(u64, ContainerExit)>>,
 }
 
 /// The result of one runtime task, fed back to the machine.
@@ -190,7 +191,7 @@ impl<R: Runtime> PodTask<R> {
             .iter()
             .map(|r| (r.name.clone(), r.instance.0))
             .collect();
-        let machine = PodMachine::recover_with_history(
+        let mut machine = PodMachine::recover_with_history(
             pod,
             &adopted.running,
             &adopted.history,
@@ -198,6 +199,21 @@ impl<R: Runtime> PodTask<R> {
             config,
             now,
         );
+        let mut running = running;
+        if let Some(lost) = adopted.lost {
+            // The sandbox died while no agent ran: as if its death were seen now.
+            warning!(
+                "{full_name}: the pod sandbox was lost while the agent was down, with {} \
+                 container(s) running",
+                lost.len()
+            );
+            running = HashMap::new();
+            let exits = lost
+                .into_iter()
+                .map(|(instance, exit)| (InstanceId(instance), exit_status(exit)))
+                .collect();
+            machine.handle_sandbox_lost(exits, now);
+        }
         PodTask {
             rt,
             clock,

@@ -67,6 +67,10 @@ pub struct ContainerConfig {
     /// Who the container's processes (and its exec probes and hooks) run as.
     #[serde(default)]
     pub user: ContainerUser,
+    /// The attempt (`restartCount`) this instance is: the shim starts each attempt of a
+    /// container once.
+    #[serde(default)]
+    pub restart_count: Option<i32>,
 }
 
 /// One mount in the container's mount namespace.
@@ -227,6 +231,7 @@ pub fn build_with(
         cgroup_parent: format!("podvisor/{}", pod_key(pod)),
         instance,
         user,
+        restart_count: Some(restart_count),
     })
 }
 

@@ -10,7 +10,9 @@
 //! slowly; a background thread reaps those, and only those: processes of another session than
 //! the agent's, so children the agent spawns itself are left to their owners.
 //!
-//! Re-adoption: [`Runtime::create_sandbox`] for a pod whose shim still answers reuses that shim
+//! Re-adoption: [`ProcessRuntime::sandbox_view`] reads what a restarted agent finds of a pod
+//! (no shim, a live shim's instances, or a shim that died meanwhile, settled as a lost
+//! sandbox); [`Runtime::create_sandbox`] for a pod whose shim still answers reuses that shim
 //! (volumes are kept), and the new subscription replays exits not yet acknowledged.
 //!
 //! A shim that dies on its own (kill -9, OOM) is a lost sandbox ([`exits`]): what it left
@@ -19,6 +21,9 @@
 
 mod exec_stream;
 mod exits;
+mod recover;
+
+pub use recover::SandboxView;
 
 use crate::config::{self, PodVolumeKind};
 use crate::shim::client::ShimClient;
@@ -32,9 +37,8 @@ use exits::{Live, Watch, forward_exits};
 use k8s_openapi::api::core::v1::Pod;
 use std::io;
 use std::os::unix::fs::{FileTypeExt, PermissionsExt};
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Once};
+use std::sync::{Arc, Mutex, Once};
 use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
 
@@ -225,35 +229,42 @@ impl ProcessRuntime {
             .stdin(std::process::Stdio::null())
             .stdout(log.try_clone()?)
             .stderr(log);
-        // SAFETY: setsid and close_range are async-signal-safe system calls; nothing is
-        // allocated after fork.
-        #[allow(unsafe_code)]
-        unsafe {
-            command.pre_exec(|| {
-                rustix::process::setsid()?;
-                // The shim must not keep the agent's inherited descriptors (a pipe someone
-                // waits on for EOF, say) open for its whole life.
-                let rc = libc::syscall(
-                    libc::SYS_close_range,
-                    3_u32,
-                    u32::MAX,
-                    libc::CLOSE_RANGE_CLOEXEC,
-                );
-                if rc < 0 {
-                    return Err(io::Error::last_os_error());
-                }
-                Ok(())
-            });
-        }
-        // Detached: its own session, so neither a terminal's signals nor the agent's exit reach
-        // it. The reaper thread collects it when it exits (never `wait` here).
-        Ok(command.spawn()?.id())
+        // No `pre_exec`: std then spawns with `posix_spawn` (a vfork), so the child holds
+        // copies of this process's descriptors (the store's, the state lock's: all
+        // close-on-exec) only for the moment until its exec, and no copy of its memory. A
+        // fork would leave them to a child that outlives a SIGKILLed agent for as long as its
+        // exec takes, and the next `serve` would find the state locked. The shim detaches
+        // itself (`setsid`) and closes what it inherited (see `shim::server`).
+        let mut shims = spawned_shims();
+        let child = command.spawn()?;
+        // The reaper collects it when it exits (never `wait` here), even before its `setsid`.
+        shims.insert(child.id().cast_signed());
+        Ok(child.id())
     }
 }
 
 /// Reaps zombie children of another session than ours: shims (which call `setsid`) and
 /// whatever they leave re-parented to us. Children in our own session belong to whoever
 /// spawned them (tokio, std) and are left alone.
+/// The shims this process spawned, by pid, until reaped: one that dies before its `setsid` is
+/// still in this process's session and reaped all the same. Held across the spawn, so the
+/// reaper cannot look at a new shim before it is listed.
+fn spawned_shims() -> std::sync::MutexGuard<'static, std::collections::HashSet<i32>> {
+    static SHIMS: std::sync::OnceLock<Mutex<std::collections::HashSet<i32>>> =
+        std::sync::OnceLock::new();
+    SHIMS
+        .get_or_init(Mutex::default)
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// Whether `pid` is ours to reap: a process of another session than `own_sid` (a shim, or
+/// what one left re-parented to us) or a shim we spawned. Forgets a shim it says yes to.
+fn ours_to_reap(pid: i32, sid: Option<i32>, own_sid: i32) -> bool {
+    let mut shims = spawned_shims();
+    shims.remove(&pid) || sid.is_some_and(|sid| sid != own_sid)
+}
+
 fn reap_foreign_sessions() {
     // Inside a PID namespace whose session leader lives outside it, the session id reads
     // as 0 (rustix's typed `getsid` asserts it is positive), so ask libc for the raw value.
@@ -281,7 +292,7 @@ fn reap_foreign_sessions() {
         // SAFETY: waitid filled `info` for an exited child.
         #[allow(unsafe_code)]
         let pid = unsafe { info.si_pid() };
-        if session_of(pid).is_some_and(|sid| sid != own_sid) {
+        if ours_to_reap(pid, session_of(pid), own_sid) {
             let _ = rustix::process::waitpid(
                 rustix::process::Pid::from_raw(pid),
                 rustix::process::WaitOptions::NOHANG,
@@ -326,7 +337,7 @@ fn reap_scan(own_sid: i32) {
         else {
             continue;
         };
-        if ppid.parse() == Ok(me) && sid.parse::<i32>().is_ok_and(|s| s != own_sid) {
+        if ppid.parse() == Ok(me) && ours_to_reap(pid, sid.parse::<i32>().ok(), own_sid) {
             let _ = rustix::process::waitpid(
                 rustix::process::Pid::from_raw(pid),
                 rustix::process::WaitOptions::NOHANG,

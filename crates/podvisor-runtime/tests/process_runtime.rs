@@ -1086,3 +1086,224 @@ async fn an_exec_leaves_no_process_behind() {
     h.next_exit().await;
     h.remove().await;
 }
+
+/// Issue 7: the shim starts an attempt of a container (name + restartCount) once, whatever it
+/// is asked afterwards, and so does the pod's next shim after this one died (the journal
+/// keeps every start).
+#[tokio::test]
+#[ignore = "needs root: run as root with --include-ignored (scripts/test does)"]
+async fn a_shim_starts_each_attempt_of_a_container_once() {
+    if !is_root() {
+        return;
+    }
+    let mut h = Harness::new(json!([c("app", &["sleep", "100"])]), json!([])).await;
+    let first = h.start("app", 1).await;
+    let again = StartRequest {
+        pod: h.pod.clone(),
+        instance: 2,
+        container: h.container("app"),
+        restart_count: 0,
+    };
+    let refused = h
+        .runtime
+        .start_container(h.sandbox(), again.clone())
+        .await
+        .expect_err("the same attempt again is refused");
+    assert!(refused.message.contains("already started"), "{refused:?}");
+    assert!(podvisor_testkit::alive(first.pid.cast_signed()));
+    // The shim dies; the runtime sees it and settles the pod's instances.
+    signal(h.shim_pid, Signal::KILL);
+    let event = tokio::time::timeout(Duration::from_secs(20), h.events.recv())
+        .await
+        .expect("an event within 20 s")
+        .expect("event channel open");
+    assert!(
+        matches!(event, RuntimeEvent::SandboxLost { .. }),
+        "{event:?}"
+    );
+    // The pod's next shim remembers the attempt.
+    let (tx, events) = mpsc::unbounded_channel();
+    let sandbox = h.runtime.create_sandbox(&h.pod, tx).await.expect("sandbox");
+    h.shim_pid = sandbox.shim_pid();
+    h.events = events;
+    h.sandbox = Some(sandbox);
+    let again = StartRequest {
+        pod: h.pod.clone(),
+        instance: 3,
+        ..again
+    };
+    let refused = h
+        .runtime
+        .start_container(h.sandbox(), again)
+        .await
+        .expect_err("a new shim refuses the attempt too");
+    assert!(refused.message.contains("already started"), "{refused:?}");
+    let next = h.start_nth("app", 4, 1).await;
+    h.runtime.signal(h.sandbox(), 4, 9).await.unwrap();
+    let (instance, _) = h.next_exit().await;
+    assert_eq!(instance, 4);
+    assert!(!podvisor_testkit::alive(next.pid.cast_signed()));
+    h.remove().await;
+}
+
+/// Issue 7: a restarted agent reads the shim's view only after the shim has handled what the
+/// dead agent had already sent: a start on a connection accepted before the `State` one is
+/// in the answer.
+#[tokio::test]
+#[ignore = "needs root: run as root with --include-ignored (scripts/test does)"]
+async fn state_waits_for_the_requests_an_earlier_agent_sent() {
+    use podvisor_runtime::shim::client::ShimClient;
+    use podvisor_runtime::shim::protocol::{Request, Response, layout};
+    use std::io::{BufRead, Write};
+    if !is_root() {
+        return;
+    }
+    let mut h = Harness::new(json!([c("app", &["sleep", "100"])]), json!([])).await;
+    let socket = layout::socket(&h.sandbox().paths().pod_dir);
+    // The dead agent's connection: accepted, its request not read yet.
+    let mut earlier = std::os::unix::net::UnixStream::connect(&socket).unwrap();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let client = ShimClient::connect(&socket).await.unwrap();
+    let state = tokio::spawn(async move { client.state().await });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(
+        !state.is_finished(),
+        "State did not wait for the earlier connection"
+    );
+    let config =
+        podvisor_runtime::config::build(&h.pod, &h.container("app"), 7, 0, h.sandbox().paths())
+            .unwrap();
+    let start = Request::Start {
+        instance: 7,
+        config: Box::new(config),
+    };
+    let mut line = serde_json::to_vec(&start).unwrap();
+    line.push(b'\n');
+    earlier.write_all(&line).unwrap();
+    let mut answer = String::new();
+    std::io::BufReader::new(&earlier)
+        .read_line(&mut answer)
+        .unwrap();
+    let answer: Response = serde_json::from_str(&answer).unwrap();
+    assert!(matches!(answer, Response::Started { .. }), "{answer:?}");
+    let (_, instances) = tokio::time::timeout(Duration::from_secs(10), state)
+        .await
+        .expect("State answers once the earlier request is done")
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        instances.iter().map(|i| i.instance).collect::<Vec<_>>(),
+        [7],
+        "{instances:?}"
+    );
+    h.runtime.signal(h.sandbox(), 7, 9).await.unwrap();
+    h.next_exit().await;
+    h.remove().await;
+}
+
+/// Issue 7: a shim that died while no agent watched it (`kill -9` while `serve` was down) is
+/// a lost sandbox when the next agent reads it: what it left is killed (the container's own
+/// children too), each instance it started gets its exit (137 when none was journaled), and
+/// the pod's next shim replays none of them.
+#[tokio::test]
+#[ignore = "needs root: run as root with --include-ignored (scripts/test does)"]
+async fn a_shim_that_died_unwatched_is_read_as_a_lost_sandbox() {
+    use podvisor_runtime::process::SandboxView;
+    if !is_root() {
+        return;
+    }
+    let mut h = Harness::new(
+        json!([
+            c("app", &["sh", "-c", "sleep 100 & sleep 100"]),
+            c("done", &["sh", "-c", "exit 3"])
+        ]),
+        json!([]),
+    )
+    .await;
+    let app = h.start("app", 1).await;
+    h.start("done", 2).await;
+    assert_eq!(h.next_exit().await.0, 2);
+    // The agent goes away (its subscription with it), then the shim is killed.
+    drop(h.sandbox.take());
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    signal(h.shim_pid, Signal::KILL);
+    eventually("the shim is gone", || {
+        !podvisor_testkit::alive(h.shim_pid.cast_signed())
+    })
+    .await;
+    assert!(podvisor_testkit::alive(app.pid.cast_signed()));
+    let view = h.runtime.sandbox_view(&h.pod).await.expect("a view");
+    let SandboxView::Lost(instances) = view else {
+        panic!("not lost: {view:?}");
+    };
+    let exits: Vec<(u64, i32)> = instances
+        .iter()
+        .map(|i| (i.instance, i.exit.as_ref().map_or(-1, |e| e.exit_code)))
+        .collect();
+    assert_eq!(exits, [(1, 137), (2, 3)], "{instances:?}");
+    eventually("what the dead shim left is killed", || {
+        session_processes(h.shim_pid).is_empty()
+    })
+    .await;
+    // The pod's next shim replays nothing and refuses the attempts the dead one ran.
+    let (tx, events) = mpsc::unbounded_channel();
+    let sandbox = h.runtime.create_sandbox(&h.pod, tx).await.expect("sandbox");
+    h.shim_pid = sandbox.shim_pid();
+    h.events = events;
+    h.sandbox = Some(sandbox);
+    let state = h.sandbox().state().await.unwrap();
+    assert!(
+        state.iter().all(|i| i.acked && i.exit.is_some()),
+        "{state:?}"
+    );
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(h.events.try_recv().is_err(), "an exit was replayed");
+    let view = h.runtime.sandbox_view(&h.pod).await.expect("a view");
+    assert!(matches!(view, SandboxView::Live(_)), "{view:?}");
+    h.remove().await;
+}
+
+/// Issue 7: a shim keeps none of the agent's descriptors (the store's, the state lock's, or
+/// one the agent's own parent left without close-on-exec) and leads a session of its own.
+#[tokio::test]
+#[ignore = "needs root: run as root with --include-ignored (scripts/test does)"]
+async fn the_shim_holds_no_descriptor_of_the_agent() {
+    use std::os::fd::AsRawFd;
+    if !is_root() {
+        return;
+    }
+    let marker = std::env::temp_dir().join(format!("pv-agent-fd-{}", std::process::id()));
+    let file = std::fs::File::create(&marker).unwrap();
+    // As inherited from a careless parent: no close-on-exec.
+    rustix::io::fcntl_setfd(&file, rustix::io::FdFlags::empty()).unwrap();
+    let h = Harness::new(json!([c("app", &["sleep", "100"])]), json!([])).await;
+    let links: Vec<String> = std::fs::read_dir(format!("/proc/{}/fd", h.shim_pid))
+        .unwrap()
+        .filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
+        .map(|l| l.display().to_string())
+        .collect();
+    assert!(
+        !links.iter().any(|l| l == &marker.display().to_string()),
+        "the shim holds the agent's fd {}: {links:?}",
+        file.as_raw_fd()
+    );
+    let pod_dir = h.sandbox().paths().pod_dir.display().to_string();
+    for link in &links {
+        assert!(
+            link.starts_with(&pod_dir)
+                || link.starts_with("socket:")
+                || link.starts_with("pipe:")
+                || link == "/dev/null",
+            "the shim holds {link}: {links:?}"
+        );
+    }
+    let me = all_processes()
+        .into_iter()
+        .find(|p| u32::try_from(p.pid) == Ok(h.shim_pid))
+        .unwrap();
+    assert_eq!(u32::try_from(me.session), Ok(h.shim_pid), "{me:?}");
+    drop(file);
+    let _ = std::fs::remove_file(&marker);
+    let mut h = h;
+    h.remove().await;
+}

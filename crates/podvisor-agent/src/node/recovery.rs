@@ -1,17 +1,18 @@
 //! Re-adoption after an agent restart (issue 4, recovery): the pods of the store get their
 //! shims back, with the instances the shims still run, so that nothing is restarted; the
-//! shims of pods that are no longer in the store are torn down.
+//! shims of pods that are no longer in the store are torn down. A shim that died while no
+//! agent ran is a lost sandbox (issue 7): the runtime has killed what it left and settled its
+//! instances' exits, and the pod worker takes it as a sandbox that dies under it.
 //!
 //! Specific to the process runtime for now: reading a sandbox's instances is not part of the
-//! `Runtime` trait yet.
+//! `Runtime` trait yet (`ProcessRuntime::sandbox_view` is shaped to become it).
 
 use crate::Adopted;
 use crate::log::{debug, warning};
 use k8s_openapi::api::core::v1::{ContainerStatus, Pod};
 use podvisor_lifecycle::{InstanceId, PastInstance, RecoveredInstance};
-use podvisor_runtime::process::{ProcessRuntime, ProcessSandbox};
-use podvisor_runtime::shim::client::ShimClient;
-use podvisor_runtime::shim::protocol::{ExitRecord, InstanceState, layout};
+use podvisor_runtime::process::{ProcessRuntime, ProcessSandbox, SandboxView};
+use podvisor_runtime::shim::protocol::{ExitRecord, InstanceState};
 use podvisor_runtime::{ContainerExit, Runtime, RuntimeEvent, SandboxError};
 use std::collections::HashMap;
 use std::path::Path;
@@ -23,13 +24,16 @@ const ORPHAN_GRACE: Duration = Duration::from_secs(2);
 /// `termination_message`: the last bytes of the file (M3).
 const TERMINATION_MESSAGE_LIMIT: usize = 4096;
 
-/// What the shim of `pod` knows, if a shim of that pod answers.
-pub(crate) async fn shim_state(rt: &ProcessRuntime, pod: &Pod) -> Option<Vec<InstanceState>> {
-    let paths = rt.pod_paths(pod)?;
-    let client = ShimClient::connect(layout::socket(&paths.pod_dir))
-        .await
-        .ok()?;
-    client.state().await.ok().map(|(_, instances)| instances)
+/// What the runtime has of `pod`'s sandbox, read before anything is started for it (a shim
+/// that does not answer counts as none, with a warning).
+pub(crate) async fn sandbox_view(rt: &ProcessRuntime, pod: &Pod) -> SandboxView {
+    rt.sandbox_view(pod).await.unwrap_or_else(|e| {
+        warning!(
+            "recovery: reading the sandbox of {}: {e}",
+            pod.metadata.name.as_deref().unwrap_or("")
+        );
+        SandboxView::Absent
+    })
 }
 
 /// Whether `pod` ran on this node before (it has a start time or container statuses).
@@ -43,29 +47,53 @@ pub(crate) fn ran_before(pod: &Pod) -> bool {
     })
 }
 
-/// Re-adopts the sandbox of `pod`: its live shim (`known` is what the shim said before this
-/// agent subscribed), or a new one when the shim is gone (a reboot: the pod's containers are
-/// lost and restart as their policy says).
+/// Re-adopts the sandbox of `pod`: its live shim (`Live`: what the shim said before this agent
+/// subscribed), or a new one when the shim is gone. A shim that died while no agent ran
+/// (`Lost`) leaves its instances to be reported as ended with a lost sandbox; with no trace of
+/// a shim (`Absent`) the pod's containers are simply not there.
 pub(crate) async fn adopt(
     rt: &ProcessRuntime,
     pod: &Pod,
-    known: Option<Vec<InstanceState>>,
+    view: SandboxView,
 ) -> Result<Adopted<ProcessSandbox>, SandboxError> {
     let (events_tx, events_rx) = mpsc::unbounded_channel();
     let sandbox = rt.create_sandbox(pod, events_tx.clone()).await?;
-    let instances = known.unwrap_or_default();
+    let (instances, lost) = match view {
+        SandboxView::Live(instances) => (instances, false),
+        SandboxView::Lost(instances) => (instances, true),
+        SandboxView::Absent => (Vec::new(), false),
+    };
     let (running, exits) = recovered_instances(pod, &instances);
-    // Exits the previous agent acknowledged but never persisted: the shim will not replay
-    // them, so they are fed here.
-    for (instance, exit) in exits {
-        let _ = events_tx.send(RuntimeEvent::Exited { instance, exit });
+    let lost = lost.then(|| {
+        running
+            .iter()
+            .filter_map(|r| {
+                let exit = instances.iter().find(|i| i.instance == r.instance.0)?;
+                Some((r.instance.0, container_exit(exit.exit.as_ref()?)))
+            })
+            .collect::<Vec<_>>()
+    });
+    if lost.is_none() {
+        // Exits the previous agent acknowledged but never persisted: the shim will not replay
+        // them, so they are fed here.
+        for (instance, exit) in exits {
+            let _ = events_tx.send(RuntimeEvent::Exited { instance, exit });
+        }
     }
-    let history = past_instances(pod, &instances);
+    let history: Vec<PastInstance> = past_instances(pod, &instances)
+        .into_iter()
+        .filter(|p| !running.iter().any(|r| r.instance == p.instance))
+        .collect();
     let highest_instance = instances.iter().map(|i| i.instance).max().unwrap_or(0);
     debug!(
-        "recovery: {} re-adopted with {} instance(s) still to follow",
+        "recovery: {} re-adopted with {} instance(s) still to follow{}",
         pod.metadata.name.as_deref().unwrap_or(""),
-        running.len()
+        running.len(),
+        if lost.is_some() {
+            " (sandbox lost)"
+        } else {
+            ""
+        }
     );
     Ok(Adopted {
         sandbox,
@@ -74,6 +102,7 @@ pub(crate) async fn adopt(
         running,
         history,
         highest_instance,
+        lost,
     })
 }
 
@@ -257,21 +286,16 @@ pub(crate) fn sandbox_uids(state_dir: &Path) -> Vec<String> {
 
 /// Tears down the sandbox of a pod that is no longer in the store, as the kubelet kills the
 /// pods it finds running but no longer knows: SIGTERM, SIGKILL after 2 s, then the shim and
-/// the pod's directory go.
+/// the pod's directory go. A sandbox whose shim died is only removed (the runtime killed what
+/// the shim left while reading it).
 pub(crate) async fn tear_down(rt: ProcessRuntime, uid: String) {
     let mut pod = Pod::default();
     pod.metadata.uid = Some(uid.clone());
     pod.metadata.name = Some(uid.clone());
-    let Some(paths) = rt.pod_paths(&pod) else {
-        return;
-    };
-    if ShimClient::connect(layout::socket(&paths.pod_dir))
-        .await
-        .is_err()
-    {
+    if !matches!(sandbox_view(&rt, &pod).await, SandboxView::Live(_)) {
         debug!("recovery: removing the leftover directory of pod {uid}");
-        if let Err(e) = std::fs::remove_dir_all(&paths.pod_dir) {
-            warning!("removing {}: {e}", paths.pod_dir.display());
+        if let Err(e) = rt.remove_dead_sandbox(&pod).await {
+            warning!("recovery: removing the sandbox of removed pod {uid}: {e}");
         }
         return;
     }

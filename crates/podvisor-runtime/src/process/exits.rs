@@ -14,7 +14,9 @@
 use super::{cgroup_roots, container_exit, process_alive, read_tail};
 use crate::cgroup::{CgroupMode, ContainerCgroup};
 use crate::shim::client::ShimClient;
-use crate::shim::protocol::{ExitRecord, InstanceState, JournalEntry, Request, layout};
+use crate::shim::protocol::{
+    ExitRecord, InstanceState, JournalEntry, Request, StartRecord, layout,
+};
 use crate::{ContainerExit, InstanceId, PodPaths, RuntimeEvent};
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::io::{BufRead, Write};
@@ -146,58 +148,95 @@ impl Watch {
     /// completes the journal. Blocking.
     fn clean_up(&self) -> Vec<(InstanceId, ContainerExit)> {
         let live = std::mem::take(&mut *self.live());
-        kill_leftovers(&self.paths, &live);
-        let journal = layout::journal(&self.paths.pod_dir);
-        let (recorded, acked) = read_journal(&journal);
-        let now = jiff::Timestamp::now().to_string();
-        let mut append = Vec::new();
-        let mut exits = Vec::new();
-        for (instance, l) in live {
-            let record = if let Some(r) = recorded.get(&instance) {
-                // Journaled before the shim died: its real code and times.
-                r.clone()
-            } else {
-                let record = ExitRecord {
-                    instance,
-                    name: l.name,
-                    pid: l.pid,
-                    exit_code: 128 + libc::SIGKILL,
-                    signal: Some(libc::SIGKILL),
-                    oom_killed: false,
-                    started_at: if l.started_at.is_empty() {
-                        now.clone()
-                    } else {
-                        l.started_at
-                    },
-                    finished_at: now.clone(),
-                    termination_message_host_path: l.termination_message_host_path,
-                    log_path: l.log_path,
-                };
-                append.push(JournalEntry::Exit(record.clone()));
-                record
-            };
-            exits.push((instance, container_exit(&record)));
-        }
-        // Every exit is handed over now: the pod's next shim must not replay any.
-        let handed: BTreeSet<InstanceId> = recorded
-            .keys()
-            .copied()
-            .chain(exits.iter().map(|(i, _)| *i))
-            .filter(|i| !acked.contains(i))
-            .collect();
-        append.extend(
-            handed
-                .into_iter()
-                .map(|instance| JournalEntry::Ack { instance }),
-        );
-        if let Err(e) = append_journal(&journal, &append) {
-            eprintln!(
-                "podvisor: completing the journal {} of a dead shim: {e}",
-                journal.display()
-            );
-        }
-        exits
+        let wanted: BTreeSet<InstanceId> = live.keys().copied().collect();
+        settle_lost(&self.paths, live)
+            .into_iter()
+            .filter(|i| wanted.contains(&i.instance))
+            .filter_map(|i| Some((i.instance, container_exit(i.exit.as_ref()?))))
+            .collect()
     }
+}
+
+/// After a pod's shim died (while the agent watched it, or while no agent ran): kills every
+/// process it left in the pod's cgroups, gives each instance that was started (journaled, or in
+/// `live`, the agent's view) and has no journaled exit the exit 137 (SIGKILL) finished now, and
+/// completes the journal so that every exit counts as handed over (the pod's next shim replays
+/// none). Returns every instance, in id order, each with its exit; `acked` says whether the
+/// agent had acknowledged it before. Blocking.
+pub(super) fn settle_lost(
+    paths: &PodPaths,
+    live: BTreeMap<InstanceId, Live>,
+) -> Vec<InstanceState> {
+    let journal = layout::journal(&paths.pod_dir);
+    let (starts, recorded, acked) = read_journal(&journal);
+    let mut pids: Vec<u32> = live.values().map(|l| l.pid).collect();
+    pids.extend(starts.values().map(|s| s.pid));
+    kill_leftovers(paths, &pids);
+    let now = jiff::Timestamp::now().to_string();
+    let live_ids: BTreeSet<InstanceId> = live.keys().copied().collect();
+    let mut append = Vec::new();
+    let mut instances: BTreeMap<InstanceId, InstanceState> = BTreeMap::new();
+    let mut settle = |instance: InstanceId, exit: Option<&ExitRecord>, lost: ExitRecord| {
+        let exit = exit.cloned().unwrap_or_else(|| {
+            append.push(JournalEntry::Exit(lost.clone()));
+            lost
+        });
+        instances.insert(
+            instance,
+            InstanceState {
+                instance,
+                name: exit.name.clone(),
+                pid: exit.pid,
+                started_at: exit.started_at.clone(),
+                acked: acked.contains(&instance),
+                exit: Some(exit),
+            },
+        );
+    };
+    for (&instance, start) in &starts {
+        settle(instance, recorded.get(&instance), start.killed_now());
+    }
+    for (instance, l) in live {
+        if starts.contains_key(&instance) {
+            continue;
+        }
+        let lost = ExitRecord {
+            instance,
+            name: l.name,
+            pid: l.pid,
+            exit_code: 128 + libc::SIGKILL,
+            signal: Some(libc::SIGKILL),
+            oom_killed: false,
+            started_at: if l.started_at.is_empty() {
+                now.clone()
+            } else {
+                l.started_at
+            },
+            finished_at: now.clone(),
+            termination_message_host_path: l.termination_message_host_path,
+            log_path: l.log_path,
+        };
+        settle(instance, recorded.get(&instance), lost);
+    }
+    // Exits journaled without a start line (a shim of before start lines).
+    for (&instance, exit) in &recorded {
+        if !starts.contains_key(&instance) && !live_ids.contains(&instance) {
+            settle(instance, Some(exit), exit.clone());
+        }
+    }
+    append.extend(
+        instances
+            .keys()
+            .filter(|i| !acked.contains(i))
+            .map(|&instance| JournalEntry::Ack { instance }),
+    );
+    if let Err(e) = append_journal(&journal, &append) {
+        eprintln!(
+            "podvisor: completing the journal {} of a dead shim: {e}",
+            journal.display()
+        );
+    }
+    instances.into_values().collect()
 }
 
 /// The newest `<n>.log` in a container's log directory (an adopted instance's, most likely).
@@ -213,16 +252,26 @@ fn newest_log(dir: &Path) -> PathBuf {
     newest.map_or_else(PathBuf::new, |n| dir.join(format!("{n}.log")))
 }
 
-/// The journal's exits by instance, and the instances acknowledged.
-fn read_journal(path: &Path) -> (BTreeMap<InstanceId, ExitRecord>, HashSet<InstanceId>) {
+/// The journal's starts and exits by instance, and the instances acknowledged.
+type Journal = (
+    BTreeMap<InstanceId, StartRecord>,
+    BTreeMap<InstanceId, ExitRecord>,
+    HashSet<InstanceId>,
+);
+
+fn read_journal(path: &Path) -> Journal {
+    let mut starts = BTreeMap::new();
     let mut exits = BTreeMap::new();
     let mut acked = HashSet::new();
     let Ok(file) = std::fs::File::open(path) else {
-        return (exits, acked);
+        return (starts, exits, acked);
     };
     for line in std::io::BufReader::new(file).lines() {
         let Ok(line) = line else { break };
         match serde_json::from_str::<JournalEntry>(&line) {
+            Ok(JournalEntry::Start(s)) => {
+                starts.insert(s.instance, s);
+            }
             Ok(JournalEntry::Exit(e)) => {
                 exits.insert(e.instance, e);
             }
@@ -233,7 +282,7 @@ fn read_journal(path: &Path) -> (BTreeMap<InstanceId, ExitRecord>, HashSet<Insta
             Err(_) => {}
         }
     }
-    (exits, acked)
+    (starts, exits, acked)
 }
 
 fn append_journal(path: &Path, entries: &[JournalEntry]) -> std::io::Result<()> {
@@ -262,16 +311,16 @@ fn ends_with_newline(path: &Path) -> bool {
 }
 
 /// Kills every process left in the pod's container cgroups (and removes those), or, without
-/// cgroups, each live instance's process group.
-fn kill_leftovers(paths: &PodPaths, live: &BTreeMap<InstanceId, Live>) {
+/// cgroups, the process group each of `pids` leads.
+fn kill_leftovers(paths: &PodPaths, pids: &[u32]) {
     let Some(uid) = paths.pod_dir.file_name().and_then(|s| s.to_str()) else {
         return;
     };
     let parent = format!("podvisor/{uid}");
     let mode = crate::cgroup::detect();
     if mode == CgroupMode::None {
-        for l in live.values().filter(|l| l.pid != 0) {
-            kill_group_of(l.pid);
+        for &pid in pids.iter().filter(|&&pid| pid != 0) {
+            kill_group_of(pid);
         }
         return;
     }
@@ -400,11 +449,11 @@ mod tests {
         let path = dir.join("exits.jsonl");
         let first = serde_json::to_string(&JournalEntry::Exit(record(1))).unwrap();
         std::fs::write(&path, format!("{first}\n{{\"kind\":\"ack\",\"inst")).unwrap();
-        let (exits, acked) = read_journal(&path);
+        let (_, exits, acked) = read_journal(&path);
         assert_eq!(exits.keys().copied().collect::<Vec<_>>(), [1]);
         assert!(acked.is_empty());
         append_journal(&path, &[JournalEntry::Ack { instance: 1 }]).unwrap();
-        let (exits, acked) = read_journal(&path);
+        let (_, exits, acked) = read_journal(&path);
         assert_eq!(exits[&1], record(1));
         assert!(acked.contains(&1), "the torn line does not swallow the ack");
         let _ = std::fs::remove_dir_all(&dir);

@@ -187,6 +187,45 @@ pub struct ExitRecord {
     pub log_path: PathBuf,
 }
 
+/// A started instance, as journaled (fsynced) before the start is answered.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StartRecord {
+    /// The instance id.
+    pub instance: u64,
+    /// The container name.
+    pub name: String,
+    /// The attempt (`restartCount`) it was started as, when the agent said.
+    #[serde(default)]
+    pub restart_count: Option<i32>,
+    /// Host pid of the main process.
+    pub pid: u32,
+    /// RFC 3339 start time.
+    pub started_at: String,
+    /// The host file bound at `terminationMessagePath`.
+    pub termination_message_host_path: PathBuf,
+    /// The instance's CRI log file.
+    pub log_path: PathBuf,
+}
+
+impl StartRecord {
+    /// The exit of an instance whose shim died before it recorded one: killed now (137,
+    /// SIGKILL), as what the dead shim left is.
+    pub fn killed_now(&self) -> ExitRecord {
+        ExitRecord {
+            instance: self.instance,
+            name: self.name.clone(),
+            pid: self.pid,
+            exit_code: 128 + 9,
+            signal: Some(9),
+            oom_killed: false,
+            started_at: self.started_at.clone(),
+            finished_at: jiff::Timestamp::now().to_string(),
+            termination_message_host_path: self.termination_message_host_path.clone(),
+            log_path: self.log_path.clone(),
+        }
+    }
+}
+
 /// What a `Subscribe` connection streams.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "event", rename_all = "snake_case")]
@@ -199,6 +238,10 @@ pub enum Event {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum JournalEntry {
+    /// An instance was started (written before the start is answered): whoever reads the
+    /// journal after the shim died knows every instance it ran, and a later shim of the pod
+    /// never starts the same attempt again.
+    Start(StartRecord),
     /// An instance exited.
     Exit(ExitRecord),
     /// The agent acknowledged an exit.
@@ -230,6 +273,11 @@ pub mod layout {
     /// The shim's own stdout/stderr.
     pub fn shim_log(pod_dir: &Path) -> PathBuf {
         shim_dir(pod_dir).join("shim.log")
+    }
+
+    /// The lock a live shim holds (`flock`) for its whole life.
+    pub fn lock(pod_dir: &Path) -> PathBuf {
+        shim_dir(pod_dir).join("shim.lock")
     }
 
     /// The shim's pid file.

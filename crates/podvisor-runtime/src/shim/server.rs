@@ -1,6 +1,7 @@
 //! The shim process: `podvisor shim --pod-dir DIR [--socket PATH]`.
 //!
-//! Started detached by the agent (new session, stdio to `<pod_dir>/shim/shim.log`), it is the
+//! Started by the agent with `posix_spawn` (stdio to `<pod_dir>/shim/shim.log`), it detaches
+//! itself first (new session, inherited descriptors closed), then it is the
 //! subreaper and parent of the pod's containers and serves the agent over a unix socket (see
 //! [`super::protocol`]). It outlives the agent; a restarted agent reconnects, asks `State` and
 //! `Subscribe`s again (unacknowledged exits are replayed). It exits after `Shutdown` once no
@@ -10,10 +11,11 @@
 use super::protocol::{Event, Request, Response, layout};
 use super::resident::IDLE;
 use super::supervisor::{Shim, Subscriber, THREAD_STACK};
+use std::collections::BTreeSet;
 use std::io::{self, BufRead, BufReader, Read, Write};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::PathBuf;
-use std::sync::{Arc, mpsc};
+use std::sync::{Arc, Condvar, Mutex, mpsc};
 use std::thread;
 use std::time::Duration;
 
@@ -59,17 +61,17 @@ fn parse(args: &[String]) -> io::Result<Args> {
 }
 
 fn try_main(args: &[String]) -> io::Result<()> {
+    detach();
     let args = parse(args)?;
     // Still single-threaded: the only moment a private mount namespace covers the whole shim.
     let shared_tmpfs = private_mount_namespace();
     rustix::process::set_child_subreaper(Some(rustix::process::getpid()))
         .map_err(|e| io::Error::new(e.kind(), format!("becoming a child subreaper: {e}")))?;
-    cloexec_inherited();
     let shim_dir = layout::shim_dir(&args.pod_dir);
     std::fs::create_dir_all(&shim_dir)?;
     // One shim per pod: held for the shim's whole life, taken before anything is written, so two
     // shims started at once cannot both pass the socket check below.
-    let _lock = lock(&shim_dir)?;
+    let _lock = lock(&layout::lock(&args.pod_dir))?;
     std::fs::write(
         layout::pid_file(&args.pod_dir),
         format!("{}\n", std::process::id()),
@@ -89,15 +91,17 @@ fn try_main(args: &[String]) -> io::Result<()> {
         .stack_size(THREAD_STACK)
         .spawn(|| IDLE.run())?;
     IDLE.touch();
+    let tickets = Arc::new(Tickets::default());
     for conn in listener.incoming() {
         match conn {
             Ok(stream) => {
                 let shim = Arc::clone(&shim);
+                let ticket = Tickets::issue(&tickets);
                 let spawned = thread::Builder::new()
                     .name("conn".into())
                     .stack_size(THREAD_STACK)
                     .spawn(move || {
-                        if let Err(e) = serve(&shim, stream) {
+                        if let Err(e) = serve(&shim, stream, ticket) {
                             eprintln!("podvisor shim: connection: {e}");
                         }
                         IDLE.touch();
@@ -113,6 +117,66 @@ fn try_main(args: &[String]) -> io::Result<()> {
         }
     }
     Ok(())
+}
+
+/// Connections in the order they were accepted, until each has read its request and, for a
+/// start, started it. A `State` answer waits for every connection accepted before its own:
+/// an agent that restarts reads the shim's view only after what the dead agent had already
+/// sent (a start it asked a moment before it died, say) was done, so it never asks for the
+/// same container again.
+#[derive(Default)]
+struct Tickets {
+    /// The next ticket and the tickets not done.
+    state: Mutex<(u64, BTreeSet<u64>)>,
+    done: Condvar,
+}
+
+/// One connection's place in [`Tickets`]; done when dropped.
+struct Ticket {
+    tickets: Arc<Tickets>,
+    number: u64,
+}
+
+impl Tickets {
+    fn lock(&self) -> std::sync::MutexGuard<'_, (u64, BTreeSet<u64>)> {
+        self.state
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn issue(tickets: &Arc<Tickets>) -> Ticket {
+        let mut state = tickets.lock();
+        let number = state.0;
+        state.0 += 1;
+        state.1.insert(number);
+        Ticket {
+            tickets: Arc::clone(tickets),
+            number,
+        }
+    }
+}
+
+impl Ticket {
+    /// Marks this connection done and waits (at most `REQUEST_TIMEOUT`, the longest a
+    /// connection may take to send its request) until every earlier one is.
+    fn wait_for_earlier(self) {
+        let tickets = Arc::clone(&self.tickets);
+        let number = self.number;
+        drop(self);
+        let state = tickets.lock();
+        let _unused = tickets
+            .done
+            .wait_timeout_while(state, REQUEST_TIMEOUT, |(_, pending)| {
+                pending.first().is_some_and(|&first| first < number)
+            });
+    }
+}
+
+impl Drop for Ticket {
+    fn drop(&mut self) {
+        self.tickets.lock().1.remove(&self.number);
+        self.tickets.done.notify_all();
+    }
 }
 
 /// Gives the shim its own mount namespace (slave of the host's) when it may: tmpfs volumes
@@ -138,6 +202,24 @@ fn private_mount_namespace() -> bool {
     true
 }
 
+/// Leaves the agent's session, so that neither a terminal's signals nor the agent's exit
+/// reach the shim, and closes every descriptor it inherited above 2 (the agent spawns it
+/// without a fork hook: a pipe someone waits on for EOF must not stay open for the shim's
+/// whole life). First thing: nothing of the shim's own is open yet.
+fn detach() {
+    // Fails only for a process group leader, which a spawned shim is not.
+    if let Err(e) = rustix::process::setsid() {
+        eprintln!("podvisor shim: setsid: {e}");
+    }
+    // SAFETY: close_range only closes descriptors; none above 2 belongs to this process yet.
+    #[allow(unsafe_code)]
+    let rc = unsafe { libc::syscall(libc::SYS_close_range, 3_u32, u32::MAX, 0_u32) };
+    if rc < 0 {
+        // Older kernels: at least none reaches a container.
+        cloexec_inherited();
+    }
+}
+
 /// Marks every inherited descriptor above 2 close-on-exec, so none reaches a container.
 fn cloexec_inherited() {
     let Ok(dir) = std::fs::read_dir("/proc/self/fd") else {
@@ -158,13 +240,12 @@ fn cloexec_inherited() {
 
 /// Binds the socket, replacing a stale one; refuses if another shim answers on it.
 /// Takes `<shim dir>/shim.lock` exclusively, or fails if another shim of this pod holds it.
-fn lock(shim_dir: &std::path::Path) -> io::Result<std::fs::File> {
-    let path = shim_dir.join("shim.lock");
+fn lock(path: &std::path::Path) -> io::Result<std::fs::File> {
     let file = std::fs::OpenOptions::new()
         .create(true)
         .truncate(false)
         .write(true)
-        .open(&path)
+        .open(path)
         .map_err(|e| io::Error::new(e.kind(), format!("opening {}: {e}", path.display())))?;
     rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockExclusive).map_err(
         |_| {
@@ -198,7 +279,7 @@ fn write_line(stream: &mut UnixStream, value: &impl serde::Serialize) -> io::Res
     stream.write_all(&line)
 }
 
-fn serve(shim: &Arc<Shim>, mut stream: UnixStream) -> io::Result<()> {
+fn serve(shim: &Arc<Shim>, mut stream: UnixStream, ticket: Ticket) -> io::Result<()> {
     stream.set_read_timeout(Some(REQUEST_TIMEOUT))?;
     let mut line = String::new();
     BufReader::new(&stream).read_line(&mut line)?;
@@ -212,6 +293,12 @@ fn serve(shim: &Arc<Shim>, mut stream: UnixStream) -> io::Result<()> {
             return write_line(&mut stream, &Response::Error { message });
         }
     };
+    match &request {
+        // Done once started (the ticket goes at the end of this function).
+        Request::Start { .. } => {}
+        Request::State => ticket.wait_for_earlier(),
+        _ => drop(ticket),
+    }
     if let Request::Subscribe = request {
         return stream_events(shim, stream);
     }

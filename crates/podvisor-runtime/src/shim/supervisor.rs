@@ -4,10 +4,16 @@
 //! pumps per instance, one short-lived thread per exit (kill leftovers, wait for the pumps,
 //! journal, notify), and one thread per agent connection (in `server`).
 //!
-//! Lock order: `fork_lock` before `state`; `journal` is taken alone.
+//! Lock order: `start_lock` before `fork_lock` before `state`; `journal` is taken alone.
+//!
+//! Starts are one at a time (`start_lock`, as the kubelet starts one container of a pod at a
+//! time) and each is journaled before it is answered: the shim starts an instance id, and an
+//! attempt (container name + `restartCount`) once, whatever an agent asks, even a new agent
+//! re-asking what a dead one asked, and even a later shim of the same pod (it reads the
+//! journal).
 
 use super::child::ChildSetup;
-use super::protocol::{ExitRecord, InstanceState, JournalEntry, Response};
+use super::protocol::{ExitRecord, InstanceState, JournalEntry, Response, StartRecord};
 use crate::cgroup::{CgroupMode, ContainerCgroup};
 use crate::config::ContainerConfig;
 use crate::logs::{SharedLogWriter, Stream};
@@ -48,6 +54,8 @@ pub(super) enum Waiter {
 /// One container instance.
 struct Instance {
     name: String,
+    /// The attempt it was started as (`None`: an agent that did not say, or an old journal).
+    restart_count: Option<i32>,
     /// `None` for instances loaded from the journal of an earlier shim.
     config: Option<ContainerConfig>,
     pid: u32,
@@ -108,6 +116,9 @@ pub(super) struct Shim {
     /// Held across `fork`+`exec` (std reaps a child whose exec failed inside `spawn`) and
     /// across each reaping round, so the reaper never steals that status.
     fork_lock: Mutex<()>,
+    /// Held across a whole start, from the duplicate check to the journaled start; an exit
+    /// takes it before it is journaled, so a start always precedes its exit in the journal.
+    start_lock: Mutex<()>,
     state: Mutex<State>,
     forked: Condvar,
     journal: Mutex<File>,
@@ -141,35 +152,33 @@ impl Shim {
     pub(super) fn new(pod_dir: &Path, socket: PathBuf, shared_tmpfs: bool) -> io::Result<Self> {
         let journal_path = super::protocol::layout::journal(pod_dir);
         let mut state = State::default();
-        if let Ok(file) = File::open(&journal_path) {
-            for line in io::BufReader::new(file).lines() {
-                match serde_json::from_str::<JournalEntry>(&line?) {
-                    Ok(JournalEntry::Exit(exit)) => {
-                        state.instances.insert(
-                            exit.instance,
-                            Instance {
-                                name: exit.name.clone(),
-                                config: None,
-                                pid: exit.pid,
-                                started_at: exit.started_at.clone(),
-                                cgroup: None,
-                                oom_baseline: 0,
-                                pumps: None,
-                                reaped: true,
-                                exit: Some(exit),
-                                acked: false,
-                            },
-                        );
-                    }
-                    Ok(JournalEntry::Ack { instance }) => {
-                        if let Some(i) = state.instances.get_mut(&instance) {
-                            i.acked = true;
-                        }
-                    }
-                    // A torn last line (crash while appending) is not worth dying for.
-                    Err(_) => {}
-                }
-            }
+        let (starts, exits, acked) = read_journal(&journal_path)?;
+        // Started by an earlier shim of the pod that died before it saw the exit: what that
+        // shim left was killed (whoever noticed its death kills the pod's cgroups), so the
+        // instance ended, and the agent hears it.
+        let lost: Vec<ExitRecord> = starts
+            .values()
+            .filter(|s| !exits.contains_key(&s.instance))
+            .map(StartRecord::killed_now)
+            .collect();
+        for exit in exits.into_values().chain(lost.iter().cloned()) {
+            let start = starts.get(&exit.instance);
+            state.instances.insert(
+                exit.instance,
+                Instance {
+                    name: exit.name.clone(),
+                    restart_count: start.and_then(|s| s.restart_count),
+                    config: None,
+                    pid: exit.pid,
+                    started_at: exit.started_at.clone(),
+                    cgroup: None,
+                    oom_baseline: 0,
+                    pumps: None,
+                    reaped: true,
+                    acked: acked.contains(&exit.instance),
+                    exit: Some(exit),
+                },
+            );
         }
         let journal = OpenOptions::new()
             .create(true)
@@ -179,6 +188,13 @@ impl Shim {
         if let Some(dir) = journal_path.parent() {
             File::open(dir)?.sync_all()?;
         }
+        for exit in lost {
+            let mut line =
+                serde_json::to_vec(&JournalEntry::Exit(exit)).map_err(io::Error::other)?;
+            line.push(b'\n');
+            (&journal).write_all(&line)?;
+        }
+        journal.sync_data()?;
         Ok(Shim {
             socket,
             uid: pod_dir
@@ -190,6 +206,7 @@ impl Shim {
             rootless: !rustix::process::geteuid().is_root(),
             shared_tmpfs,
             fork_lock: Mutex::new(()),
+            start_lock: Mutex::new(()),
             state: Mutex::new(state),
             forked: Condvar::new(),
             journal: Mutex::new(journal),
@@ -362,8 +379,16 @@ impl Shim {
                 log_path: config.map(|c| c.log_path.clone()).unwrap_or_default(),
             }
         };
-        if let Err(e) = self.journal_append(&JournalEntry::Exit(record.clone())) {
-            eprintln!("podvisor shim: journaling exit of {instance}: {e}");
+        {
+            // The start's own line goes first (an instance can exit before its start is
+            // journaled).
+            let _start = self
+                .start_lock
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            if let Err(e) = self.journal_append(&JournalEntry::Exit(record.clone())) {
+                eprintln!("podvisor shim: journaling exit of {instance}: {e}");
+            }
         }
         if let Some(cg) = &cgroup
             && let Err(e) = cg.remove()
@@ -409,21 +434,60 @@ impl Shim {
         self.state().shutdown = true;
     }
 
-    /// Starts an instance (see [`super::protocol::Request::Start`]).
+    /// Starts an instance (see [`super::protocol::Request::Start`]), unless this instance id or
+    /// this attempt of the container was started before (by this shim or an earlier one).
     pub(super) fn start(self: &Arc<Self>, instance: u64, config: ContainerConfig) -> Response {
-        if self.state().instances.contains_key(&instance) {
-            return Response::Error {
-                message: format!("instance {instance} already exists"),
-            };
+        let _start = self
+            .start_lock
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        {
+            let state = self.state();
+            if state.instances.contains_key(&instance) {
+                return Response::Error {
+                    message: format!("instance {instance} already exists"),
+                };
+            }
+            let attempt = config.restart_count;
+            let earlier = state.instances.iter().find(|(_, i)| {
+                attempt.is_some() && i.restart_count == attempt && i.name == config.name
+            });
+            if let (Some((earlier, _)), Some(attempt)) = (earlier, attempt) {
+                return Response::StartFailed {
+                    reason: "CreateContainerError".into(),
+                    message: format!(
+                        "container {:?} attempt {attempt} was already started (instance {earlier})",
+                        config.name
+                    ),
+                    created: false,
+                };
+            }
         }
-        match self.prepare_and_spawn(instance, config) {
+        let mut record = StartRecord {
+            instance,
+            name: config.name.clone(),
+            restart_count: config.restart_count,
+            pid: 0,
+            started_at: String::new(),
+            termination_message_host_path: config.termination_message_host_path.clone(),
+            log_path: config.log_path.clone(),
+        };
+        let response = match self.prepare_and_spawn(instance, config) {
             Ok(response) => response,
             Err(e) => Response::StartFailed {
                 reason: "CreateContainerError".into(),
                 message: e.to_string(),
                 created: false,
             },
+        };
+        if let Response::Started { pid, started_at } = &response {
+            record.pid = *pid;
+            started_at.clone_into(&mut record.started_at);
+            if let Err(e) = self.journal_append(&JournalEntry::Start(record)) {
+                eprintln!("podvisor shim: journaling the start of {instance}: {e}");
+            }
         }
+        response
     }
 
     fn prepare_and_spawn(
@@ -517,6 +581,7 @@ impl Shim {
         let started_at = now();
         let instance_state = Instance {
             name: config.name.clone(),
+            restart_count: config.restart_count,
             config: Some(config.clone()),
             pid: 0,
             started_at: started_at.clone(),
@@ -688,8 +753,12 @@ impl Shim {
         }
     }
 
-    /// Every instance.
+    /// Every instance (a start in progress is waited for).
     pub(super) fn snapshot(&self) -> Response {
+        let _start = self
+            .start_lock
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         let state = self.state();
         Response::State {
             shim_pid: std::process::id(),
@@ -869,4 +938,36 @@ fn pump(mut pipe: File, stream: Stream, writer: &SharedLogWriter, done: &mpsc::S
         eprintln!("podvisor shim: finishing log: {e}");
     }
     let _ = done.send(());
+}
+
+/// The journal's starts and exits by instance, and the instances acknowledged (a torn last
+/// line, from a crash while appending, is skipped).
+type Journal = (
+    BTreeMap<u64, StartRecord>,
+    BTreeMap<u64, ExitRecord>,
+    HashSet<u64>,
+);
+
+fn read_journal(path: &Path) -> io::Result<Journal> {
+    let (mut starts, mut exits, mut acked) = (BTreeMap::new(), BTreeMap::new(), HashSet::new());
+    let file = match File::open(path) {
+        Ok(file) => file,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok((starts, exits, acked)),
+        Err(e) => return Err(e),
+    };
+    for line in io::BufReader::new(file).lines() {
+        match serde_json::from_str::<JournalEntry>(&line?) {
+            Ok(JournalEntry::Start(start)) => {
+                starts.insert(start.instance, start);
+            }
+            Ok(JournalEntry::Exit(exit)) => {
+                exits.insert(exit.instance, exit);
+            }
+            Ok(JournalEntry::Ack { instance }) => {
+                acked.insert(instance);
+            }
+            Err(_) => {}
+        }
+    }
+    Ok((starts, exits, acked))
 }

@@ -8,4 +8,5 @@ pub mod logs;
 pub mod run;
 pub mod serve;
 pub mod simulate;
+pub mod state_lock;
 pub mod validate;

@@ -82,6 +82,9 @@ pub fn run(args: &Args) -> anyhow::Result<i32> {
     if let Some(warning) = exposure_warning(args.listen) {
         eprintln!("podvisor: warning: {warning}");
     }
+    // Before anything of the state is opened, and while this process has one thread (nothing
+    // can fork it): the one serve of this state directory.
+    let _state_lock = super::state_lock::acquire(&state_dir)?;
     let shim = std::env::current_exe().context("finding the podvisor executable for the shim")?;
     let tokio = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -320,10 +323,18 @@ fn store_error(e: StoreError, path: &Path) -> anyhow::Error {
              --reset-empty-store"
         ),
         e @ StoreError::Damaged { .. } => anyhow::Error::new(e),
-        e => anyhow::Error::new(e).context(format!(
-            "opening the store {} (is another podvisor serve using this state directory?)",
-            path.display()
-        )),
+        e => {
+            let holders = super::state_lock::holders_of(path);
+            anyhow::Error::new(e).context(format!(
+                "opening the store {}{}",
+                path.display(),
+                if holders.is_empty() {
+                    String::new()
+                } else {
+                    format!(" (held by {})", holders.join(", "))
+                }
+            ))
+        }
     }
 }
 
