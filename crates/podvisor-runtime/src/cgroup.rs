@@ -97,13 +97,13 @@ fn parse_mount_table(text: &str) -> Vec<MountEntry> {
             let fields: Vec<&str> = line.split_whitespace().collect();
             if let Some(sep) = fields.iter().position(|f| *f == "-") {
                 Some(MountEntry {
-                    mount_point: PathBuf::from(unescape(fields.get(4)?)),
+                    mount_point: PathBuf::from(unescape_mount_path(fields.get(4)?)),
                     fstype: (*fields.get(sep + 1)?).to_owned(),
                     super_options: fields.get(sep + 3).copied().unwrap_or_default().to_owned(),
                 })
             } else {
                 Some(MountEntry {
-                    mount_point: PathBuf::from(unescape(fields.get(1)?)),
+                    mount_point: PathBuf::from(unescape_mount_path(fields.get(1)?)),
                     fstype: (*fields.get(2)?).to_owned(),
                     super_options: fields.get(3).copied().unwrap_or_default().to_owned(),
                 })
@@ -112,8 +112,9 @@ fn parse_mount_table(text: &str) -> Vec<MountEntry> {
         .collect()
 }
 
-/// Undoes the kernel's octal escapes in mount paths (`\040` for a space).
-fn unescape(s: &str) -> String {
+/// Undoes the kernel's octal escapes in mount paths of `/proc/*/mountinfo` and `/proc/mounts`
+/// (`\040` for a space).
+pub(crate) fn unescape_mount_path(s: &str) -> String {
     let b = s.as_bytes();
     let mut out = Vec::with_capacity(b.len());
     let mut i = 0;

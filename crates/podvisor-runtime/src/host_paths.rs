@@ -203,31 +203,11 @@ fn paths_in_use() -> Vec<PathBuf> {
         };
         for line in table.lines() {
             if let Some(point) = line.split(' ').nth(4) {
-                used.push(PathBuf::from(unescape(point)));
+                used.push(PathBuf::from(crate::cgroup::unescape_mount_path(point)));
             }
         }
     }
     used
-}
-
-/// Undoes mountinfo's octal escapes (`\040` for a space).
-fn unescape(s: &str) -> String {
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        if b[i] == b'\\'
-            && b.get(i + 1..i + 4)
-                .is_some_and(|d| d.iter().all(|c| (b'0'..=b'7').contains(c)))
-        {
-            out.push((b[i + 1] - b'0') * 64 + (b[i + 2] - b'0') * 8 + (b[i + 3] - b'0'));
-            i += 4;
-        } else {
-            out.push(b[i]);
-            i += 1;
-        }
-    }
-    String::from_utf8_lossy(&out).into_owned()
 }
 
 #[cfg(test)]

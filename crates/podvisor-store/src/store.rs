@@ -187,33 +187,16 @@ impl Store {
     /// resourceVersion of the snapshot they were read from. A watch from
     /// [`WatchFrom::After`] that version continues exactly where this list ends.
     pub fn list(&self, kind: &str, namespace: Option<&str>) -> Result<(Vec<Value>, u64)> {
-        check_filter(kind, namespace)?;
-        let txn = self
-            .shared
-            .db
-            .begin_read()
-            .map_err(db("beginning a read"))?;
-        let meta = txn.open_table(META).map_err(db("opening meta"))?;
-        let rv = meta
-            .get(RV_KEY)
-            .map_err(db("reading the resourceVersion"))?
-            .map_or(0, |v| v.value());
-        let table = txn.open_table(OBJECTS).map_err(db("opening objects"))?;
-        let (start, end) = key::prefix_range(kind, namespace);
-        let mut items = Vec::new();
-        for entry in table
-            .range(start.as_str()..end.as_str())
-            .map_err(db("listing objects"))?
-        {
-            let (k, v) = entry.map_err(db("listing objects"))?;
-            let key = Key::decode(k.value())
-                .ok_or_else(|| StoreError::Db(format!("malformed key {:?}", k.value())))?;
-            let obj = decode(&key, v.value())?;
-            items.push((key.namespace, key.name, obj));
-        }
+        let (mut items, rv) = self.list_filtered(kind, namespace, |_| true)?;
         // Keys sort as strings, where "a-b/" comes before "a/"; the API wants tuple order.
-        items.sort_by(|a, b| (&a.0, &a.1).cmp(&(&b.0, &b.1)));
-        Ok((items.into_iter().map(|(_, _, obj)| obj).collect(), rv))
+        let name_of = |obj: &Value, field: &str| {
+            obj.pointer(&format!("/metadata/{field}"))
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_owned()
+        };
+        items.sort_by_cached_key(|obj| (name_of(obj, "namespace"), name_of(obj, "name")));
+        Ok((items, rv))
     }
 
     /// Like [`Store::list`], but keeps only the objects `keep` accepts, deciding as it reads
