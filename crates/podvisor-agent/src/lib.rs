@@ -94,6 +94,11 @@ impl<R: Runtime> Agent<R> {
         }
     }
 
+    /// The agent's `now` (its [`Clock`]): the node reads time only through it.
+    pub fn now(&self) -> jiff::Timestamp {
+        self.clock.now()
+    }
+
     /// The runtime.
     pub fn runtime(&self) -> &Arc<R> {
         &self.runtime

@@ -410,7 +410,7 @@ impl NodeLoop {
             .store
             .watch("pods", None, WatchFrom::After(rv))
             .map_err(NodeError::Store)?;
-        let now = Timestamp::now();
+        let now = self.agent.now();
         if let Some(source) = &mut self.statics {
             self.desired = source.scan(now);
         }
@@ -745,7 +745,7 @@ impl NodeLoop {
         let Ok((objects, _)) = self.list().await else {
             return;
         };
-        let now = Timestamp::now();
+        let now = self.agent.now();
         for obj in objects {
             let Some(pod) = decode(obj) else { continue };
             if is_mirror(&pod) {

@@ -179,7 +179,7 @@ impl NodeLoop {
         let Some(source) = &mut self.statics else {
             return;
         };
-        let desired = source.scan(Timestamp::now());
+        let desired = source.scan(self.agent.now());
         let mut mirrors = Vec::new();
         for (uid, w) in &mut self.workers {
             if w.is_static && !desired.contains_key(uid) && w.deleted.is_none() {
@@ -235,7 +235,7 @@ impl NodeLoop {
             .workers
             .get(uid)
             .and_then(|w| w.latest.borrow().as_ref().and_then(|p| p.status.clone()));
-        let object = mirror_object(&sp.pod, status, Timestamp::now());
+        let object = mirror_object(&sp.pod, status, self.agent.now());
         let store = self.store.clone();
         let key = sp.key.clone();
         let uid = uid.to_string();
