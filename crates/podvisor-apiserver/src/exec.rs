@@ -92,6 +92,7 @@ fn options(uri: &Uri) -> ApiResult<(Option<String>, ExecRequest)> {
         stdout: false,
         stderr: false,
         tty: false,
+        size: None,
     };
     for (key, value) in pairs {
         match key.as_str() {
@@ -307,12 +308,20 @@ impl Session {
         if write.write_channel(first, &[]).await.is_err() {
             return;
         }
-        let started = backend
-            .exec(&self.uid, &self.container, self.request.clone())
-            .await;
+        let mut request = self.request.clone();
+        let mut early = Early::default();
+        if request.tty {
+            // kubectl sends the terminal's size as soon as the stream is up: start the command
+            // on a terminal of that size, not 0x0 (a command asking at once would read it).
+            match first_size(&mut reader, &mut early).await {
+                Some(size) => request.size = size,
+                None => return,
+            }
+        }
+        let started = backend.exec(&self.uid, &self.container, request).await;
         let status = match started {
             Err(e) => start_failure(&e),
-            Ok(session) => match self.pump(session, &mut reader, &mut write).await {
+            Ok(session) => match self.pump(session, early, &mut reader, &mut write).await {
                 Some(status) => status,
                 // The client went away: the session is dropped (its command killed).
                 None => return,
@@ -326,6 +335,7 @@ impl Session {
     async fn pump<S>(
         &self,
         session: ExecSession,
+        early: Early,
         reader: &mut ws::MessageReader<S>,
         write: &mut ws::MessageWriter<S>,
     ) -> Option<Value>
@@ -344,6 +354,17 @@ impl Session {
         let (stdin_tx, stdin_rx) = mpsc::channel::<Vec<u8>>(16);
         let stdin_task = stdin.map(|w| tokio::spawn(write_stdin(w, stdin_rx)));
         let mut stdin_tx = stdin_task.as_ref().map(|_| stdin_tx);
+        // What came before the command started: its input first, in order.
+        for bytes in early.stdin {
+            if let Some(tx) = &stdin_tx
+                && tx.send(bytes).await.is_err()
+            {
+                stdin_tx = None;
+            }
+        }
+        if early.stdin_closed {
+            stdin_tx = None;
+        }
         let (client_tx, mut client_rx) = mpsc::unbounded_channel::<FromClient>();
         let mut outputs = [stdout, stderr];
         let mut code: Option<Result<i32, String>> = None;
@@ -465,6 +486,50 @@ async fn write_stdin(mut stdin: podvisor_runtime::ExecWriter, mut rx: mpsc::Rece
         }
     }
     let _ = stdin.shutdown().await;
+}
+
+/// What a TTY session's client sent before its command started.
+#[derive(Default)]
+struct Early {
+    stdin: Vec<Vec<u8>>,
+    stdin_closed: bool,
+}
+
+/// How long a TTY session waits for the client's terminal size before starting the command
+/// on a terminal of unknown size.
+const FIRST_SIZE_WAIT: Duration = Duration::from_millis(300);
+
+/// Reads the client's frames until its first resize (channel 4), for at most
+/// [`FIRST_SIZE_WAIT`]; input that comes first is kept in `early`. `Some(None)`: no size came
+/// in time; `None`: the client went away.
+async fn first_size<S>(
+    reader: &mut ws::MessageReader<S>,
+    early: &mut Early,
+) -> Option<Option<TermSize>>
+where
+    S: AsyncRead + AsyncWrite + Unpin + Send,
+{
+    let deadline = tokio::time::Instant::now() + FIRST_SIZE_WAIT;
+    loop {
+        let next = tokio::time::timeout_at(deadline, reader.next()).await;
+        let Ok(message) = next else {
+            return Some(None);
+        };
+        match message {
+            Ok(Some(ws::Message::Data(data))) => match data.split_first() {
+                Some((&RESIZE, json)) => {
+                    if let Some(size) = term_size(json) {
+                        return Some(Some(size));
+                    }
+                }
+                Some((&STDIN, bytes)) => early.stdin.push(bytes.to_vec()),
+                Some((&CLOSE_STREAM, [STDIN, ..])) => early.stdin_closed = true,
+                _ => {}
+            },
+            Ok(Some(ws::Message::Ping(_) | ws::Message::Pong)) => {}
+            Ok(Some(ws::Message::Close) | None) | Err(_) => return None,
+        }
+    }
 }
 
 /// `remotecommand.TerminalSize` (`{"Width":80,"Height":24}`).

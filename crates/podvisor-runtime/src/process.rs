@@ -748,6 +748,7 @@ impl Runtime for ProcessRuntime {
             stdout: request.stdout,
             stderr: request.stderr,
             tty: request.tty,
+            size: request.size.map(|s| (s.width, s.height)),
         };
         let started = sandbox.client.exec_stream(&shim_request).await?;
         exec_stream::session(&request, started)

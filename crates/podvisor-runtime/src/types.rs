@@ -118,6 +118,9 @@ pub struct ExecRequest {
     pub stderr: bool,
     /// Run it on a new pseudo-terminal, its controlling terminal.
     pub tty: bool,
+    /// The terminal's size from the start (with `tty`), so a command that asks at once (`stty
+    /// size`) does not read 0x0 before the first resize arrives.
+    pub size: Option<TermSize>,
 }
 
 /// A terminal size, in characters (`remotecommand.TerminalSize`).

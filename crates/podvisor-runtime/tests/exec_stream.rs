@@ -93,6 +93,7 @@ impl Pod1 {
             stdout: true,
             stderr: !tty,
             tty,
+            size: None,
         };
         let sandbox = self.sandbox.as_ref().expect("sandbox");
         self.runtime.exec_stream(sandbox, 1, request).await
@@ -235,6 +236,7 @@ async fn a_command_that_cannot_start_is_worded_as_containerd_words_it() {
         stdout: true,
         stderr: true,
         tty: false,
+        size: None,
     };
     assert!(pod.runtime.exec_stream(sandbox, 9, request).await.is_err());
     eventually("nothing left", || pod.exec_children().is_empty()).await;
@@ -309,6 +311,40 @@ async fn a_tty_is_the_controlling_terminal_and_resizes() {
     assert!(lines[1].starts_with("/dev/pts/"), "{out:?}");
     assert_eq!(lines[2..], ["30 100", "xterm", ""], "{out:?}");
     drop(stdin);
+    eventually("the exec is reaped", || pod.exec_children().is_empty()).await;
+    pod.remove().await;
+}
+
+/// A TTY exec starts on a terminal of the size it was asked with: a command that asks at once
+/// reads it, not 0x0 (kubectl's first resize would otherwise race the command's start).
+#[tokio::test]
+#[ignore = "needs root: run as root with --include-ignored (scripts/test does)"]
+async fn a_tty_starts_with_the_size_it_was_given() {
+    if !is_root() {
+        return;
+    }
+    let _serial = SERIAL.lock().await;
+    let pod = Pod1::start().await;
+    let request = ExecRequest {
+        argv: vec!["stty".to_owned(), "size".to_owned()],
+        stdin: false,
+        stdout: true,
+        stderr: false,
+        tty: true,
+        size: Some(TermSize {
+            width: 91,
+            height: 33,
+        }),
+    };
+    let sandbox = pod.sandbox.as_ref().expect("sandbox");
+    let mut session = pod
+        .runtime
+        .exec_stream(sandbox, 1, request)
+        .await
+        .expect("exec_stream");
+    let out = read_all(session.stdout.take()).await;
+    assert_eq!(session.exit.await.unwrap(), 0);
+    assert_eq!(out, "33 91\r\n");
     eventually("the exec is reaped", || pod.exec_children().is_empty()).await;
     pod.remove().await;
 }

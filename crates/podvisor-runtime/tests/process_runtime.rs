@@ -817,6 +817,7 @@ async fn containers_inherit_only_stdio() {
                 stdout: true,
                 stderr: false,
                 tty: false,
+                size: None,
             },
         )
         .await
@@ -1074,6 +1075,7 @@ async fn an_exec_leaves_no_process_behind() {
                 stdout: true,
                 stderr: true,
                 tty: false,
+                size: None,
             },
         )
         .await

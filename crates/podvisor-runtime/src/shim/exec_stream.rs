@@ -29,6 +29,7 @@ pub(super) struct StreamRequest {
     pub(super) stdout: bool,
     pub(super) stderr: bool,
     pub(super) tty: bool,
+    pub(super) size: Option<(u16, u16)>,
 }
 
 /// A started command: what the agent gets and what the connection waits on.
@@ -148,6 +149,15 @@ fn streams(request: &StreamRequest) -> io::Result<([Stdio; 3], Vec<OwnedFd>)> {
     use rustix::pipe::{PipeFlags, pipe_with};
     if request.tty {
         let (master, slave) = open_pty()?;
+        if let Some((cols, rows)) = request.size {
+            let size = rustix::termios::Winsize {
+                ws_row: rows,
+                ws_col: cols,
+                ws_xpixel: 0,
+                ws_ypixel: 0,
+            };
+            rustix::termios::tcsetwinsize(&master, size)?;
+        }
         let stdio = [
             Stdio::from(slave.try_clone()?),
             Stdio::from(slave.try_clone()?),

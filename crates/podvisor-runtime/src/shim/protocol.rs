@@ -65,6 +65,9 @@ pub enum Request {
         stderr: bool,
         /// Run it on a new pseudo-terminal (its controlling terminal).
         tty: bool,
+        /// The terminal's size from the start, `(columns, rows)` (with `tty`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        size: Option<(u16, u16)>,
     },
     /// Every instance the shim knows, running or exited.
     State,

@@ -309,6 +309,7 @@ fn serve(shim: &Arc<Shim>, mut stream: UnixStream, ticket: Ticket) -> io::Result
         stdout,
         stderr,
         tty,
+        size,
     } = request
     {
         let request = super::exec_stream::StreamRequest {
@@ -318,6 +319,7 @@ fn serve(shim: &Arc<Shim>, mut stream: UnixStream, ticket: Ticket) -> io::Result
             stdout,
             stderr,
             tty,
+            size,
         };
         return super::exec_stream::serve(shim, stream, &request);
     }
