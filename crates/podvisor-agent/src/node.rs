@@ -660,6 +660,9 @@ impl NodeLoop {
             latest: latest_tx,
             finished: self.finished_tx.clone(),
         };
+        // The writers of pods that have gone are done: let their task slots go (a JoinSet keeps
+        // a finished task until it is joined, so under churn they would pile up until stop).
+        while self.writers.try_join_next().is_some() {}
         self.writers.spawn(writer.run(handle, stop_rx));
         let deleted = pod
             .metadata
