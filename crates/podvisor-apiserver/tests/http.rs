@@ -527,7 +527,12 @@ fn shutdown_with_open_watches_is_prompt() {
     });
     let took = s.shutdown();
     eprintln!("stopped with 2 open watches in {} ms", took.as_millis());
-    assert!(took < Duration::from_millis(500), "stopping took {took:?}");
+    // Not a performance bound (the benchmark-style figure is printed above): the old stop
+    // waited 5 s for the watches; anything short of that on a loaded 2-core machine passes.
+    assert!(
+        took < Duration::from_secs(3),
+        "stopping waited for the watches: {took:?}"
+    );
     s.rt.block_on(async {
         for w in &mut lines {
             let end = tokio::time::timeout(Duration::from_secs(1), w.body.frame())

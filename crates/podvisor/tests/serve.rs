@@ -767,7 +767,12 @@ fn serve_stops_promptly_with_a_watch_open_and_warns_when_exposed() {
         took.as_millis()
     );
     assert_eq!(code, Some(0), "{}", w.logs());
-    assert!(took < Duration::from_millis(1000), "stopping took {took:?}");
+    // Not a performance bound (the benchmark-style figure is printed above): the old stop
+    // waited 5 s for the watches; anything short of that on a loaded 2-core machine passes.
+    assert!(
+        took < Duration::from_secs(3),
+        "stopping waited for the watches: {took:?}"
+    );
 
     // Loopback only: no warning.
     std::fs::remove_file(w.kubeconfig()).unwrap();

@@ -60,7 +60,7 @@ pub(crate) fn validate_init_containers(
         let p = path.index(i);
         errs.extend(validate_container_common(c, &p, ctx));
 
-        let sidecar = c.restart_policy.as_deref() == Some("Always");
+        let sidecar = crate::pod::is_sidecar(c);
         let rules = c.restart_policy_rules.as_deref().unwrap_or_default();
         if sidecar {
             // RestartAllContainersOnContainerExits (alpha, off) is what would

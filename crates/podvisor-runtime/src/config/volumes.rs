@@ -213,40 +213,30 @@ fn memory_empty_dir_size(pod: &Pod, size_limit: Option<u64>, opts: &BuildOptions
 /// up, each other init container counts with the sidecars started before it, and the larger
 /// total wins.
 fn pod_memory_limit(pod: &Pod) -> Option<u64> {
+    use podvisor_api::resources::{aggregate_container_limits, is_supported_pod_level_resource};
     let spec = pod.spec.as_ref()?;
+    let bytes = |q: &Quantity| u64::try_from(q.value()).ok().filter(|v| *v > 0);
     let pod_limits = spec
         .resources
         .as_ref()
         .and_then(|r| r.limits.as_ref())
-        .filter(|l| {
-            l.keys()
-                .any(|k| k == "cpu" || k == "memory" || k.starts_with("hugepages-"))
-        });
+        .filter(|l| l.keys().any(|k| is_supported_pod_level_resource(k)));
     if let Some(limits) = pod_limits {
-        let q = Quantity::parse(&limits.get("memory")?.0)?;
-        return u64::try_from(q.value()).ok().filter(|v| *v > 0);
+        return bytes(&Quantity::parse(&limits.get("memory")?.0)?);
     }
-    let mem = |c: &Container| -> Option<u64> {
-        let q = Quantity::parse(&limit(c, "memory")?)?;
-        u64::try_from(q.value()).ok().filter(|v| *v > 0)
+    let declares = |c: &Container| {
+        limit(c, "memory")
+            .and_then(|q| Quantity::parse(&q))
+            .is_some_and(|q| bytes(&q).is_some())
     };
-    let mut total: u64 = 0;
-    for c in &spec.containers {
-        total = total.saturating_add(mem(c)?);
+    let mut all = spec
+        .containers
+        .iter()
+        .chain(spec.init_containers.iter().flatten());
+    if !all.all(declares) {
+        return None;
     }
-    let mut sidecars: u64 = 0;
-    let mut init_max: u64 = 0;
-    for c in spec.init_containers.iter().flatten() {
-        let m = mem(c)?;
-        if podvisor_api::pod::is_sidecar(c) {
-            total = total.saturating_add(m);
-            sidecars = sidecars.saturating_add(m);
-            init_max = init_max.max(sidecars);
-        } else {
-            init_max = init_max.max(m.saturating_add(sidecars));
-        }
-    }
-    Some(total.max(init_max))
+    bytes(aggregate_container_limits(spec).get("memory")?)
 }
 
 /// The API field name of a volume's source, for the sources the process runtime lacks.
