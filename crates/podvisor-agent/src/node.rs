@@ -11,7 +11,7 @@
 //! deleted pod has terminated, removes its object (T9). A Succeeded or Failed pod keeps its
 //! object until it is deleted; deleting it then removes it at once, since nothing runs.
 //!
-//! On start the node recovers (`node/recovery.rs`): every pod of the store gets its shim back
+//! On start the node recovers (`node/recovery.rs`): every pod of the store gets its sandbox back
 //! with the instances it still runs, and its machine is rebuilt from the last persisted status
 //! ([`Agent::recover_pod`]): no container restarts, readiness does not flap, restart counts and
 //! back-off go on, deleted pods go on terminating, pods created meanwhile start. Shims of pods
@@ -38,8 +38,7 @@ use crate::log::{debug, warning};
 use crate::{Agent, PodControl, PodHandle};
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{Pod, PodCondition};
-use podvisor_runtime::process::{ProcessRuntime, SandboxView};
-use podvisor_runtime::{ExecError, ExecRequest, ExecSession};
+use podvisor_runtime::{ExecError, ExecRequest, ExecSession, Runtime, SandboxState};
 use podvisor_store::{EventType, Key, Store, StoreError, Value, Watch, WatchEvent, WatchFrom};
 use static_pods::{StaticPod, StaticSource, is_mirror, pod_key};
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -58,8 +57,6 @@ const SHUTDOWN_FLUSH: Duration = Duration::from_secs(5);
 pub struct NodeConfig {
     /// The node's name (`spec.nodeName`, static pod names).
     pub node_name: String,
-    /// The process runtime's state directory (`<state>/pods/<uid>` are the sandboxes).
-    pub state_dir: PathBuf,
     /// The static pod manifests directory, if any.
     pub manifests: Option<PathBuf>,
     /// How often the manifests directory is read.
@@ -158,7 +155,7 @@ enum NodeCommand {
 impl Node {
     /// Starts the node loop: recovery first, then list + watch. Must be called within a tokio
     /// runtime.
-    pub fn start(agent: Arc<Agent<ProcessRuntime>>, store: Store, config: NodeConfig) -> Node {
+    pub fn start<R: Runtime>(agent: Arc<Agent<R>>, store: Store, config: NodeConfig) -> Node {
         let (commands_tx, commands_rx) = mpsc::unbounded_channel();
         let (recovered_tx, recovered_rx) = oneshot::channel();
         let (finished_tx, finished_rx) = mpsc::unbounded_channel();
@@ -333,14 +330,14 @@ fn decode(obj: Value) -> Option<Pod> {
 }
 
 /// How a pod found at start-up continues.
-enum Plan {
-    Adopted(Box<crate::Adopted<podvisor_runtime::process::ProcessSandbox>>),
+enum Plan<S> {
+    Adopted(Box<crate::Adopted<S>>),
     /// No sandbox to re-adopt: start afresh (or nothing, for a terminal pod).
     NoSandbox,
 }
 
-struct NodeLoop {
-    agent: Arc<Agent<ProcessRuntime>>,
+struct NodeLoop<R: Runtime> {
+    agent: Arc<Agent<R>>,
     store: Store,
     config: NodeConfig,
     /// Running pod workers, by UID.
@@ -360,7 +357,7 @@ struct NodeLoop {
     draining: bool,
 }
 
-impl NodeLoop {
+impl<R: Runtime> NodeLoop<R> {
     async fn run(
         mut self,
         mut commands: mpsc::UnboundedReceiver<NodeCommand>,
@@ -445,21 +442,21 @@ impl NodeLoop {
                 candidates.push((sp.pod.clone(), true, 0));
             }
         }
-        let runtime: ProcessRuntime = (**self.agent.runtime()).clone();
+        let runtime = Arc::clone(self.agent.runtime());
         let mut plans = JoinSet::new();
         for (pod, is_static, rv) in candidates {
-            let rt = runtime.clone();
+            let rt = Arc::clone(&runtime);
             plans.spawn(async move {
-                let view = recovery::sandbox_view(&rt, &pod).await;
-                let nothing_ran = match &view {
-                    SandboxView::Live(_) => false,
-                    SandboxView::Absent => true,
-                    SandboxView::Lost(instances) => instances.is_empty(),
+                let state = recovery::sandbox_state(&*rt, &pod).await;
+                let nothing_ran = match &state {
+                    SandboxState::Live(_) => false,
+                    SandboxState::Absent => true,
+                    SandboxState::Lost(instances) => instances.is_empty(),
                 };
                 let plan = if nothing_ran && (is_terminal(&pod) || !recovery::ran_before(&pod)) {
                     Plan::NoSandbox
                 } else {
-                    match recovery::adopt(&rt, &pod, view).await {
+                    match recovery::adopt(&*rt, &pod, state).await {
                         Ok(adopted) => Plan::Adopted(Box::new(adopted)),
                         Err(e) => {
                             warning!(
@@ -508,16 +505,16 @@ impl NodeLoop {
                 self.create_mirror(&uid).await;
             }
         }
-        for uid in recovery::sandbox_uids(&self.config.state_dir) {
+        for uid in runtime.list_sandboxes().await {
             if !known_uids.contains(&uid) {
                 debug!("node: tearing down the sandbox of removed pod {uid}");
                 report.orphans += 1;
                 self.background
-                    .spawn(recovery::tear_down(runtime.clone(), uid));
+                    .spawn(recovery::tear_down(Arc::clone(&runtime), uid));
             }
         }
         // Logs of pods deleted while the agent was down.
-        for (uid, _) in runtime.log_dirs() {
+        for uid in runtime.pods_with_logs() {
             if !known_uids.contains(&uid) {
                 self.remove_pod_files(uid);
             }

@@ -31,7 +31,7 @@ use crate::shim::protocol::{ExitRecord, InstanceState, Request, Response, layout
 use crate::shim::safe_path::{self, Create};
 use crate::{
     ContainerExit, ExecRequest, ExecResult, ExecSession, InstanceId, PodPaths, Runtime,
-    RuntimeError, RuntimeEvent, SandboxError, StartError, StartRequest, Started,
+    RuntimeError, RuntimeEvent, SandboxError, SandboxState, StartError, StartRequest, Started,
 };
 use exits::{Live, Watch, forward_exits};
 use k8s_openapi::api::core::v1::Pod;
@@ -773,16 +773,58 @@ impl Runtime for ProcessRuntime {
         .await
         .map_err(|e| RuntimeError::Other(format!("removing the pod directory: {e}")))??;
         remove_pod_cgroups(&sandbox.paths);
-        // What its containers created on the host goes, unless another pod still uses it.
-        if let Some(uid) = sandbox.paths.pod_dir.file_name().and_then(|u| u.to_str()) {
-            let registry = crate::host_paths::HostPaths::new(&self.inner.state_dir);
-            let uid = uid.to_owned();
-            tokio::task::spawn_blocking(move || registry.release(&uid))
-                .await
-                .map_err(|e| RuntimeError::Other(format!("removing host paths: {e}")))?
-                .map_err(io_err("removing the paths made on the host"))?;
-        }
-        Ok(())
+        self.release_host_paths(&sandbox.paths).await
+    }
+
+    async fn list_sandboxes(&self) -> Vec<String> {
+        let pods = self.inner.state_dir.join("pods");
+        tokio::task::spawn_blocking(move || {
+            std::fs::read_dir(pods)
+                .into_iter()
+                .flatten()
+                .flatten()
+                .filter(|e| e.path().is_dir())
+                .filter_map(|e| e.file_name().into_string().ok())
+                .collect()
+        })
+        .await
+        .unwrap_or_default()
+    }
+
+    async fn sandbox_state(&self, pod: &Pod) -> Result<SandboxState, RuntimeError> {
+        let view = self.sandbox_view(pod).await?;
+        let Some(paths) = self.pod_paths(pod) else {
+            return Ok(SandboxState::Absent);
+        };
+        Ok(recover::sandbox_state(&paths, view))
+    }
+
+    async fn remove_dead_sandbox(&self, pod: &Pod) -> Result<(), RuntimeError> {
+        self.remove_sandbox_remains(pod).await
+    }
+
+    fn pods_with_logs(&self) -> Vec<String> {
+        self.log_dirs().into_iter().map(|(uid, _)| uid).collect()
+    }
+
+    fn remove_pod_logs(&self, uid: &str) {
+        ProcessRuntime::remove_pod_logs(self, uid);
+    }
+}
+
+impl ProcessRuntime {
+    /// What the containers of the pod at `paths` created on the host goes, unless another pod
+    /// still uses it.
+    async fn release_host_paths(&self, paths: &PodPaths) -> Result<(), RuntimeError> {
+        let Some(uid) = paths.pod_dir.file_name().and_then(|u| u.to_str()) else {
+            return Ok(());
+        };
+        let registry = crate::host_paths::HostPaths::new(&self.inner.state_dir);
+        let uid = uid.to_owned();
+        tokio::task::spawn_blocking(move || registry.release(&uid))
+            .await
+            .map_err(|e| RuntimeError::Other(format!("removing host paths: {e}")))?
+            .map_err(io_err("removing the paths made on the host"))
     }
 }
 

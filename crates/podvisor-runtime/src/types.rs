@@ -220,6 +220,39 @@ pub struct PodPaths {
     pub log_dir: PathBuf,
 }
 
+/// One container instance a runtime knows in a pod's sandbox, as recovery reads it (CRI's
+/// `ListContainers` for one pod).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InstanceRecord {
+    /// The instance id.
+    pub instance: InstanceId,
+    /// The container name.
+    pub name: String,
+    /// The container ID the runtime reported when it started the instance.
+    pub container_id: String,
+    /// When its process started.
+    pub started_at: Timestamp,
+    /// How it ended, once it has.
+    pub exit: Option<ContainerExit>,
+    /// An agent acknowledged the exit: the runtime will not report it again.
+    pub acked: bool,
+}
+
+/// A pod's sandbox as a restarted agent finds it, before it starts anything for the pod.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SandboxState {
+    /// The runtime never made a sandbox for the pod on this node (or nothing of it is left).
+    Absent,
+    /// The sandbox lives: every instance it knows, running or exited. Exits not acknowledged
+    /// yet are reported again to the next [`Runtime::create_sandbox`] of the pod.
+    Live(Vec<InstanceRecord>),
+    /// The sandbox died while no agent watched it. What it left has been killed and every
+    /// instance it started has its exit (recorded, else 137 now). The agent takes this as a
+    /// lost sandbox ([`RuntimeEvent::SandboxLost`]): those instances ended, the pod needs a
+    /// new sandbox.
+    Lost(Vec<InstanceRecord>),
+}
+
 /// A container runtime. Implementations must be cheap to share (`Arc` inside) and must never
 /// leave a process behind: signals and kills go to a container's whole process group / cgroup.
 pub trait Runtime: Send + Sync + 'static {
@@ -278,6 +311,33 @@ pub trait Runtime: Send + Sync + 'static {
     /// The pod's address for probes and hooks without a `host` (the process runtime shares the
     /// host network: 127.0.0.1).
     fn pod_ip(&self, sandbox: &Self::Sandbox) -> String;
+
+    /// The pods (by UID) of which the runtime has a sandbox, or what is left of one, on this
+    /// node (CRI's `ListPodSandbox`): after an agent restart, those no longer wanted are torn
+    /// down.
+    fn list_sandboxes(&self) -> impl Future<Output = Vec<String>> + Send;
+
+    /// Reads what the runtime has of `pod`'s sandbox after an agent restart, before anything
+    /// is started for it (see [`SandboxState`]). Only the pod's `metadata.uid`, `name` and
+    /// `namespace` are read. Re-adopting a live sandbox is [`Runtime::create_sandbox`].
+    fn sandbox_state(
+        &self,
+        pod: &Pod,
+    ) -> impl Future<Output = Result<SandboxState, RuntimeError>> + Send;
+
+    /// Removes what is left of a sandbox of which nothing runs ([`SandboxState::Absent`] or
+    /// [`SandboxState::Lost`]).
+    fn remove_dead_sandbox(
+        &self,
+        pod: &Pod,
+    ) -> impl Future<Output = Result<(), RuntimeError>> + Send;
+
+    /// The pods (by UID) that have container logs on this node.
+    fn pods_with_logs(&self) -> Vec<String>;
+
+    /// Removes the container logs of pod `uid`, once its object is gone (the kubelet's
+    /// container GC removes the logs of pods that no longer exist).
+    fn remove_pod_logs(&self, uid: &str);
 
     /// Tears the pod down once every container is dead: stops the shim, removes cgroups and
     /// the pod directory (emptyDirs). Logs are kept.

@@ -76,6 +76,31 @@ impl Runtime for HostExec {
         host_exec(argv, timeout)
     }
 
+    // Only exec is real here: the sandbox methods are never called by probes and hooks.
+    fn list_sandboxes(&self) -> impl Future<Output = Vec<String>> + Send {
+        std::future::ready(Vec::new())
+    }
+
+    fn sandbox_state(
+        &self,
+        _pod: &k8s_openapi::api::core::v1::Pod,
+    ) -> impl Future<Output = Result<podvisor_runtime::SandboxState, RuntimeError>> + Send {
+        std::future::ready(Ok(podvisor_runtime::SandboxState::Absent))
+    }
+
+    fn remove_dead_sandbox(
+        &self,
+        _pod: &k8s_openapi::api::core::v1::Pod,
+    ) -> impl Future<Output = Result<(), RuntimeError>> + Send {
+        std::future::ready(Ok(()))
+    }
+
+    fn pods_with_logs(&self) -> Vec<String> {
+        Vec::new()
+    }
+
+    fn remove_pod_logs(&self, _uid: &str) {}
+
     fn pod_ip(&self, _sandbox: &()) -> String {
         "127.0.0.1".into()
     }

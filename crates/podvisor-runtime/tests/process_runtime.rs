@@ -1265,6 +1265,62 @@ async fn a_shim_that_died_unwatched_is_read_as_a_lost_sandbox() {
     h.remove().await;
 }
 
+/// Issue 7 §7.3: recovery reads a sandbox through the `Runtime` trait (CRI's
+/// `ListPodSandbox` + `ListContainers`): every instance with the container ID its start
+/// reported, running or with its exit; a removed sandbox is no longer listed.
+#[tokio::test]
+#[ignore = "needs root: run as root with --include-ignored (scripts/test does)"]
+async fn the_runtime_lists_a_live_sandbox_and_its_instances() {
+    use podvisor_runtime::SandboxState;
+    assert!(is_root(), "needs root");
+    let mut h = Harness::new(
+        json!([
+            c("app", &["sleep", "100"]),
+            c("done", &["sh", "-c", "exit 3"])
+        ]),
+        json!([]),
+    )
+    .await;
+    let uid = h.pod.metadata.uid.clone().unwrap();
+    let app = h.start("app", 1).await;
+    let done = h.start("done", 2).await;
+    assert_eq!(h.next_exit().await.0, 2);
+    assert!(h.runtime.list_sandboxes().await.contains(&uid));
+    let state = Runtime::sandbox_state(&h.runtime, &h.pod).await.unwrap();
+    let SandboxState::Live(mut records) = state else {
+        panic!("not live: {state:?}");
+    };
+    records.sort_by_key(|r| r.instance);
+    let seen: Vec<(u64, &str, &str, Option<i32>)> = records
+        .iter()
+        .map(|r| {
+            (
+                r.instance,
+                r.name.as_str(),
+                r.container_id.as_str(),
+                r.exit.as_ref().map(|e| e.exit_code),
+            )
+        })
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            (1, "app", app.container_id.as_str(), None),
+            (2, "done", done.container_id.as_str(), Some(3)),
+        ]
+    );
+    assert_eq!(
+        records[0].started_at.as_second(),
+        app.started_at.as_second()
+    );
+    h.runtime.signal(h.sandbox(), 1, 9).await.unwrap();
+    h.next_exit().await;
+    h.remove().await;
+    assert!(!h.runtime.list_sandboxes().await.contains(&uid));
+    let state = Runtime::sandbox_state(&h.runtime, &h.pod).await.unwrap();
+    assert_eq!(state, SandboxState::Absent);
+}
+
 /// Issue 7: a shim keeps none of the agent's descriptors (the store's, the state lock's, or
 /// one the agent's own parent left without close-on-exec) and leads a session of its own.
 #[tokio::test]

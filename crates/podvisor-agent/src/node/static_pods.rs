@@ -151,7 +151,7 @@ impl StaticSource {
 
 /// The node loop's side of static pods: starting, replacing and stopping them as the
 /// directory changes, and keeping their mirror pods.
-impl NodeLoop {
+impl<R: podvisor_runtime::Runtime> NodeLoop<R> {
     /// Mirror pods: a deleted mirror of a running static pod is re-created (the static pod
     /// keeps running, as with the kubelet); a mirror being deleted gracefully goes at once; a
     /// mirror without its static pod goes.

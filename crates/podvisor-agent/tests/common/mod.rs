@@ -12,7 +12,7 @@ use podvisor_agent::{Agent, Clock, PodHandle, PodUpdate, TokioClock};
 use podvisor_lifecycle::{BackoffConfig, MachineConfig};
 use podvisor_runtime::{
     ContainerExit, ExecResult, InstanceId, Runtime, RuntimeError, RuntimeEvent, SandboxError,
-    StartError, StartRequest, Started,
+    SandboxState, StartError, StartRequest, Started,
 };
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -270,6 +270,28 @@ impl Runtime for FakeRuntime {
         });
         Ok(())
     }
+
+    // The agent's wiring tests run no node and no recovery (recovery is tested against the
+    // process runtime, in the runtime crate and end to end): the fake keeps nothing across
+    // agents, so a restarted agent finds no sandbox and no logs.
+
+    async fn list_sandboxes(&self) -> Vec<String> {
+        Vec::new()
+    }
+
+    async fn sandbox_state(&self, _pod: &Pod) -> Result<SandboxState, RuntimeError> {
+        Ok(SandboxState::Absent)
+    }
+
+    async fn remove_dead_sandbox(&self, _pod: &Pod) -> Result<(), RuntimeError> {
+        Ok(())
+    }
+
+    fn pods_with_logs(&self) -> Vec<String> {
+        Vec::new()
+    }
+
+    fn remove_pod_logs(&self, _uid: &str) {}
 }
 
 /// A defaulted pod from YAML.

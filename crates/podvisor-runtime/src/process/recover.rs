@@ -1,5 +1,6 @@
-//! What a restarted agent finds of a pod's sandbox (the process runtime's `ListPodSandbox` +
-//! `ListContainers` for one pod; meant to become a `Runtime` method, issue 7 §7.3).
+//! What a restarted agent finds of a pod's sandbox: the process runtime's
+//! [`Runtime::sandbox_state`](crate::Runtime::sandbox_state) (CRI's `ListContainers` for one
+//! pod).
 //!
 //! The shim's own view comes first, always: a live shim is asked its instances only after it
 //! handled everything an earlier agent sent it (see `shim::server`'s tickets), and a dead one
@@ -8,10 +9,11 @@
 //! nothing of it is replayed to the pod's next shim.
 
 use super::exits::settle_lost;
-use super::{ProcessRuntime, SHIM_START_TIMEOUT, remove_pod_cgroups};
-use crate::RuntimeError;
+use super::{ProcessRuntime, SHIM_START_TIMEOUT, container_exit, container_id, remove_pod_cgroups};
 use crate::shim::client::ShimClient;
 use crate::shim::protocol::{InstanceState, layout};
+use crate::{InstanceRecord, PodPaths, RuntimeError, SandboxState};
+use jiff::Timestamp;
 use k8s_openapi::api::core::v1::Pod;
 use std::collections::BTreeMap;
 use std::io;
@@ -81,30 +83,55 @@ impl ProcessRuntime {
     }
 
     /// Removes what is left of a sandbox whose shim is gone ([`SandboxView::Absent`] or
-    /// [`SandboxView::Lost`]: nothing of it runs): the pod's directory and cgroups.
+    /// [`SandboxView::Lost`]: nothing of it runs): the pod's directory, its cgroups and what
+    /// its containers made on the host.
     ///
     /// # Errors
     ///
     /// The pod directory cannot be removed.
-    pub async fn remove_dead_sandbox(&self, pod: &Pod) -> Result<(), RuntimeError> {
+    pub async fn remove_sandbox_remains(&self, pod: &Pod) -> Result<(), RuntimeError> {
         let Some(paths) = self.pod_paths(pod) else {
             return Ok(());
         };
+        let dir = paths.clone();
         tokio::task::spawn_blocking(move || {
-            match std::fs::remove_dir_all(&paths.pod_dir) {
+            match std::fs::remove_dir_all(&dir.pod_dir) {
                 Err(e) if e.kind() != io::ErrorKind::NotFound => {
                     return Err(RuntimeError::Io {
-                        what: format!("removing {}", paths.pod_dir.display()),
+                        what: format!("removing {}", dir.pod_dir.display()),
                         source: e,
                     });
                 }
                 _ => {}
             }
-            remove_pod_cgroups(&paths);
+            remove_pod_cgroups(&dir);
             Ok(())
         })
         .await
-        .map_err(|e| RuntimeError::Other(format!("removing a dead sandbox: {e}")))?
+        .map_err(|e| RuntimeError::Other(format!("removing a dead sandbox: {e}")))??;
+        self.release_host_paths(&paths).await
+    }
+}
+
+/// The runtime-neutral [`SandboxState`] of a shim's view.
+pub(super) fn sandbox_state(paths: &PodPaths, view: SandboxView) -> SandboxState {
+    let records = |instances: Vec<InstanceState>| -> Vec<InstanceRecord> {
+        instances
+            .into_iter()
+            .map(|i| InstanceRecord {
+                instance: i.instance,
+                container_id: container_id(paths, i.instance),
+                started_at: i.started_at.parse().unwrap_or(Timestamp::UNIX_EPOCH),
+                exit: i.exit.as_ref().map(container_exit),
+                acked: i.acked,
+                name: i.name,
+            })
+            .collect()
+    };
+    match view {
+        SandboxView::Absent => SandboxState::Absent,
+        SandboxView::Live(instances) => SandboxState::Live(records(instances)),
+        SandboxView::Lost(instances) => SandboxState::Lost(records(instances)),
     }
 }
 

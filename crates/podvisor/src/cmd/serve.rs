@@ -137,7 +137,6 @@ async fn serve(
         store,
         NodeConfig {
             node_name: node_name.clone(),
-            state_dir: state_dir.to_path_buf(),
             manifests: args.manifests.clone(),
             manifest_poll: MANIFEST_POLL,
         },
