@@ -369,63 +369,8 @@ fn hex(bytes: &[u8]) -> String {
 
 /// MD5 (RFC 1321), for the static pod UID only (not for anything that needs security).
 fn md5(input: &[u8]) -> [u8; 16] {
-    const S: [u32; 64] = [
-        7, 12, 17, 22, 7, 12, 17, 22, 7, 12, 17, 22, 7, 12, 17, 22, 5, 9, 14, 20, 5, 9, 14, 20, 5,
-        9, 14, 20, 5, 9, 14, 20, 4, 11, 16, 23, 4, 11, 16, 23, 4, 11, 16, 23, 4, 11, 16, 23, 6, 10,
-        15, 21, 6, 10, 15, 21, 6, 10, 15, 21, 6, 10, 15, 21,
-    ];
-    let k: Vec<u32> = (0..64)
-        .map(|i| {
-            let v = (f64::from(i + 1)).sin().abs() * 4_294_967_296.0;
-            #[allow(
-                clippy::cast_possible_truncation,
-                clippy::cast_sign_loss,
-                reason = "the RFC's table: floor(abs(sin(i + 1)) * 2^32), always below 2^32"
-            )]
-            let v = v as u32;
-            v
-        })
-        .collect();
-    let mut message = input.to_vec();
-    let bit_len = (input.len() as u64).wrapping_mul(8);
-    message.push(0x80);
-    while message.len() % 64 != 56 {
-        message.push(0);
-    }
-    message.extend_from_slice(&bit_len.to_le_bytes());
-    let mut state: [u32; 4] = [0x6745_2301, 0xefcd_ab89, 0x98ba_dcfe, 0x1032_5476];
-    for chunk in message.chunks_exact(64) {
-        let m: Vec<u32> = chunk
-            .chunks_exact(4)
-            .map(|w| u32::from_le_bytes([w[0], w[1], w[2], w[3]]))
-            .collect();
-        let [mut a, mut b, mut c, mut d] = state;
-        for i in 0..64 {
-            let (f, g) = match i / 16 {
-                0 => ((b & c) | (!b & d), i),
-                1 => ((d & b) | (!d & c), (5 * i + 1) % 16),
-                2 => (b ^ c ^ d, (3 * i + 5) % 16),
-                _ => (c ^ (b | !d), (7 * i) % 16),
-            };
-            let rotated = a
-                .wrapping_add(f)
-                .wrapping_add(k[i])
-                .wrapping_add(m[g])
-                .rotate_left(S[i]);
-            a = d;
-            d = c;
-            c = b;
-            b = b.wrapping_add(rotated);
-        }
-        for (s, v) in state.iter_mut().zip([a, b, c, d]) {
-            *s = s.wrapping_add(v);
-        }
-    }
-    let mut out = [0u8; 16];
-    for (i, s) in state.iter().enumerate() {
-        out[i * 4..i * 4 + 4].copy_from_slice(&s.to_le_bytes());
-    }
-    out
+    use md5::Digest;
+    md5::Md5::digest(input).into()
 }
 
 #[cfg(test)]
