@@ -112,6 +112,8 @@ pub(crate) fn v1_resources() -> Value {
                 &["create", "delete", "get", "list", "patch", "update", "watch"], &["ns"], &[],
             ),
             resource("pods", "pod", true, "Pod", &all, &["po"], &["all"]),
+            resource("pods/attach", "", true, "PodAttachOptions", &["create", "get"], &[], &[]),
+            resource("pods/exec", "", true, "PodExecOptions", &["create", "get"], &[], &[]),
             resource("pods/log", "", true, "Pod", &["get"], &[], &[]),
             resource("pods/status", "", true, "Pod", &["get", "patch", "update"], &[], &[]),
         ],

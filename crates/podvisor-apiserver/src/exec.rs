@@ -1,5 +1,9 @@
-//! `pods/exec` over WebSockets (`v5.channel.k8s.io`, or `v4`): what `kubectl exec` uses since
-//! 1.30.
+//! `pods/exec` and `pods/attach` over WebSockets (`v5.channel.k8s.io`, or `v4`): what
+//! `kubectl exec`, `kubectl attach` and `kubectl run -i` use since 1.30/1.31.
+//!
+//! An attach is the same session on the container's own stdio (its spec's `stdin`, `tty`):
+//! no command; it ends when the container exits, or when the input ends without `stdinOnce`,
+//! always with `Success` (as the kubelet's streaming server answers a finished attach).
 //!
 //! The request is checked as the API server's `ExecLocation` does (pod, container, node) before
 //! the upgrade, so those errors are `Status` answers kubectl prints as `Error from server`.
@@ -87,6 +91,7 @@ fn options(uri: &Uri) -> ApiResult<(Option<String>, ExecRequest)> {
     let pairs: Vec<(String, String)> = serde_urlencoded_pairs(uri.query().unwrap_or(""))?;
     let mut container = None;
     let mut request = ExecRequest {
+        attach: false,
         argv: Vec::new(),
         stdin: false,
         stdout: false,
@@ -145,16 +150,21 @@ fn header_has(headers: &HeaderMap, name: header::HeaderName, token: &str) -> boo
         .any(|t| t.trim().eq_ignore_ascii_case(token))
 }
 
-/// `POST`/`GET …/pods/{name}/exec`.
+/// `POST`/`GET …/pods/{name}/exec`, or `…/attach` (`attach`).
 pub(crate) fn exec(
     req: &Req,
     ns: &str,
     name: &str,
     uri: &Uri,
     upgrade: Upgrade,
+    attach: bool,
 ) -> ApiResult<Response> {
     let pod = pod_of(&db::get(req.state.store(), PODS, ns, name)?)?;
-    let (container, request) = options(uri)?;
+    let (container, mut request) = options(uri)?;
+    if attach {
+        request.attach = true;
+        request.argv.clear();
+    }
     let container = crate::logs::container_name(&pod, container.as_deref())?;
     if pod
         .spec
@@ -166,7 +176,7 @@ pub(crate) fn exec(
             "pod {name} does not have a host assigned"
         )));
     }
-    if request.argv.is_empty() {
+    if !attach && request.argv.is_empty() {
         return Err(ApiError::bad_request(
             "you must specify at least one command for the container",
         ));
@@ -441,6 +451,10 @@ impl Session {
             task.abort();
         }
         Some(match code {
+            Some(Ok(_)) if self.request.attach => success(),
+            Some(Err(e)) if self.request.attach => {
+                internal_error(&format!("error attaching to container: {e}"))
+            }
             Some(Ok(0)) => success(),
             Some(Ok(n)) => exit_status(n),
             Some(Err(e)) => internal_error(&format!(

@@ -201,8 +201,13 @@ async fn subresource(
         ("pods", "status", Method::PUT) => pods::status::update(&req, &ns, &name, &body),
         ("pods", "status", Method::PATCH) => pods::status::patch(&req, &ns, &name, &body),
         ("pods", "log", Method::GET) => logs::get(&req, &ns, &name).await,
-        ("pods", "exec", Method::GET | Method::POST) => exec::exec(&req, &ns, &name, &uri, upgrade),
-        ("pods", "status" | "log" | "exec", m) => Err(ApiError::method_not_supported(
+        ("pods", "exec", Method::GET | Method::POST) => {
+            exec::exec(&req, &ns, &name, &uri, upgrade, false)
+        }
+        ("pods", "attach", Method::GET | Method::POST) => {
+            exec::exec(&req, &ns, &name, &uri, upgrade, true)
+        }
+        ("pods", "status" | "log" | "exec" | "attach", m) => Err(ApiError::method_not_supported(
             &format!("pods/{sub}"),
             m.as_str(),
         )),

@@ -102,7 +102,15 @@ fn tokens_kubeconfig_and_discovery() {
         .collect();
     assert_eq!(
         names,
-        ["events", "namespaces", "pods", "pods/log", "pods/status"]
+        [
+            "events",
+            "namespaces",
+            "pods",
+            "pods/attach",
+            "pods/exec",
+            "pods/log",
+            "pods/status"
+        ]
     );
     assert_eq!(v1["resources"][2]["shortNames"], json!(["po"]));
     assert_eq!(v1["resources"][2]["categories"], json!(["all"]));

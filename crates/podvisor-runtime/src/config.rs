@@ -71,6 +71,26 @@ pub struct ContainerConfig {
     /// container once.
     #[serde(default)]
     pub restart_count: Option<i32>,
+    /// `stdin`, `stdinOnce` and `tty`: what the container's own stdio is, for `kubectl attach`.
+    #[serde(default)]
+    pub stdio: ContainerStdio,
+}
+
+/// A container's own standard streams (`stdin`, `stdinOnce`, `tty` of its spec).
+///
+/// Without `stdin` the container reads `/dev/null`. With it, its stdin is a pipe the shim
+/// holds open for attaches, so the container never sees end-of-file before someone attaches
+/// (with `stdinOnce`, the first attach's end of input closes it for good). With `tty`, stdin,
+/// stdout and stderr are one pseudo-terminal, its controlling terminal; its output is logged
+/// as stdout.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ContainerStdio {
+    /// `stdin`.
+    pub stdin: bool,
+    /// `stdinOnce`.
+    pub stdin_once: bool,
+    /// `tty`.
+    pub tty: bool,
 }
 
 /// One mount in the container's mount namespace.
@@ -218,7 +238,7 @@ pub fn build_with(
     Ok(ContainerConfig {
         name: container.name.clone(),
         argv,
-        env: with_runtime_defaults(pod, env),
+        env: with_runtime_defaults(pod, container.tty == Some(true), env),
         working_dir: container.working_dir.clone().filter(|w| !w.is_empty()),
         mounts,
         memory_limit,
@@ -232,6 +252,11 @@ pub fn build_with(
         instance,
         user,
         restart_count: Some(restart_count),
+        stdio: ContainerStdio {
+            stdin: container.stdin == Some(true),
+            stdin_once: container.stdin_once == Some(true),
+            tty: container.tty == Some(true),
+        },
     })
 }
 

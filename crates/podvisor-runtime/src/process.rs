@@ -741,6 +741,17 @@ impl Runtime for ProcessRuntime {
         instance: InstanceId,
         request: ExecRequest,
     ) -> Result<ExecSession, RuntimeError> {
+        if request.attach {
+            let shim_request = Request::Attach {
+                instance,
+                stdin: request.stdin,
+                stdout: request.stdout,
+                stderr: request.stderr,
+                tty: request.tty,
+            };
+            let started = sandbox.client.exec_stream(&shim_request).await?;
+            return exec_stream::attach_session(&request, started);
+        }
         let shim_request = Request::ExecStream {
             instance,
             argv: request.argv.clone(),

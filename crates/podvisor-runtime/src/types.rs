@@ -105,11 +105,18 @@ pub struct ExecResult {
     pub timed_out: bool,
 }
 
-/// What a streaming exec (`kubectl exec`) runs and which streams it gets.
+/// What a streaming exec (`kubectl exec`) runs and which streams it gets, or what an attach
+/// (`kubectl attach`) to the container's own stdio gets.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ExecRequest {
-    /// The command.
+    /// The command (empty for an attach).
     pub argv: Vec<String>,
+    /// Attach to the container's own stdin, stdout and stderr (its spec's `stdin`, `tty`)
+    /// instead of running `argv`. The output is what the container writes from now on; the
+    /// input goes to its stdin (with `stdinOnce`, the end of this input closes it). The
+    /// session's `exit` resolves (to 0) when it ends: the container exited, or the input
+    /// ended without `stdinOnce`.
+    pub attach: bool,
     /// Give the command a stdin to write to (else `/dev/null`).
     pub stdin: bool,
     /// Hand its stdout back (else `/dev/null`).
@@ -294,7 +301,8 @@ pub trait Runtime: Send + Sync + 'static {
     ) -> impl Future<Output = Result<ExecResult, RuntimeError>> + Send;
 
     /// Starts `request` inside the instance's view, like [`Runtime::exec`], with its streams
-    /// handed back as they are (`kubectl exec`); see [`ExecSession`]. A command that cannot be
+    /// handed back as they are (`kubectl exec`), or attaches to the instance's own stdio
+    /// ([`ExecRequest::attach`], `kubectl attach`); see [`ExecSession`]. A command that cannot be
     /// started is an `Err` worded as containerd words it.
     fn exec_stream(
         &self,

@@ -36,6 +36,11 @@ struct Pod1 {
 
 impl Pod1 {
     async fn start() -> Pod1 {
+        Pod1::start_with(json!({})).await
+    }
+
+    /// A pod whose container `main` also has `extra` (its command, `stdin`, `tty`...).
+    async fn start_with(extra: serde_json::Value) -> Pod1 {
         let n = COUNTER.fetch_add(1, Ordering::SeqCst);
         let root = std::env::temp_dir().join(format!("pv-xs-{}-{n}", std::process::id()));
         let _ = std::fs::remove_dir_all(&root);
@@ -52,6 +57,13 @@ impl Pod1 {
                 "volumes": [{"name": "data", "emptyDir": {}}]},
         }))
         .unwrap();
+        let mut pod = pod;
+        let mut container =
+            serde_json::to_value(&pod.spec.as_ref().unwrap().containers[0]).unwrap();
+        for (k, v) in extra.as_object().unwrap() {
+            container[k] = v.clone();
+        }
+        pod.spec.as_mut().unwrap().containers[0] = serde_json::from_value(container).unwrap();
         let runtime = ProcessRuntime::new(root.join("state"), shim_exe()).expect("runtime");
         let (tx, events) = mpsc::unbounded_channel();
         let sandbox = runtime.create_sandbox(&pod, tx).await.expect("sandbox");
@@ -88,6 +100,7 @@ impl Pod1 {
         tty: bool,
     ) -> Result<ExecSession, podvisor_runtime::RuntimeError> {
         let request = ExecRequest {
+            attach: false,
             argv: argv.iter().map(|s| (*s).to_owned()).collect(),
             stdin,
             stdout: true,
@@ -97,6 +110,35 @@ impl Pod1 {
         };
         let sandbox = self.sandbox.as_ref().expect("sandbox");
         self.runtime.exec_stream(sandbox, 1, request).await
+    }
+
+    async fn attach(&self, stdin: bool, tty: bool) -> ExecSession {
+        let request = ExecRequest {
+            attach: true,
+            argv: Vec::new(),
+            stdin,
+            stdout: true,
+            stderr: !tty,
+            tty,
+            size: None,
+        };
+        let sandbox = self.sandbox.as_ref().expect("sandbox");
+        self.runtime
+            .exec_stream(sandbox, 1, request)
+            .await
+            .expect("attach")
+    }
+
+    /// The container's log so far.
+    fn log(&self) -> String {
+        let uid = self.pod.metadata.uid.as_deref().unwrap();
+        let name = self.pod.metadata.name.as_deref().unwrap();
+        let path = self
+            .root
+            .join("state/logs")
+            .join(format!("default_{name}_{uid}"))
+            .join("main/0.log");
+        std::fs::read_to_string(path).unwrap_or_default()
     }
 
     /// The shim's children other than the container's main process (exec processes, zombies).
@@ -231,6 +273,7 @@ async fn a_command_that_cannot_start_is_worded_as_containerd_words_it() {
     // An instance that is not running.
     let sandbox = pod.sandbox.as_ref().unwrap();
     let request = ExecRequest {
+        attach: false,
         argv: vec!["true".into()],
         stdin: false,
         stdout: true,
@@ -326,6 +369,7 @@ async fn a_tty_starts_with_the_size_it_was_given() {
     let _serial = SERIAL.lock().await;
     let pod = Pod1::start().await;
     let request = ExecRequest {
+        attach: false,
         argv: vec!["stty".to_owned(), "size".to_owned()],
         stdin: false,
         stdout: true,
@@ -346,5 +390,180 @@ async fn a_tty_starts_with_the_size_it_was_given() {
     assert_eq!(session.exit.await.unwrap(), 0);
     assert_eq!(out, "33 91\r\n");
     eventually("the exec is reaped", || pod.exec_children().is_empty()).await;
+    pod.remove().await;
+}
+
+/// Reads from `reader` until the output holds `want` (10 s at most).
+async fn read_until(reader: &mut podvisor_runtime::ExecReader, want: &str) -> String {
+    let mut out = Vec::new();
+    let mut buf = [0_u8; 4096];
+    while !String::from_utf8_lossy(&out).contains(want) {
+        let n = tokio::time::timeout(Duration::from_secs(10), reader.read(&mut buf))
+            .await
+            .unwrap_or_else(|_| {
+                panic!(
+                    "no {want:?} within 10 s: {:?}",
+                    String::from_utf8_lossy(&out)
+                )
+            })
+            .expect("read");
+        assert!(
+            n > 0,
+            "output ended before {want:?}: {:?}",
+            String::from_utf8_lossy(&out)
+        );
+        out.extend_from_slice(&buf[..n]);
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// `kubectl attach` / `kubectl run -i`: a container with `stdin` and `stdinOnce` reads what the
+/// attach writes, and the end of that input is its stdin's end-of-file for good; its output
+/// reaches the session and the CRI log; the session ends when the container does.
+#[tokio::test]
+#[ignore = "needs root: run as root with --include-ignored (scripts/test does)"]
+async fn attach_with_stdin_once_feeds_the_container_and_closes_its_stdin() {
+    assert!(is_root());
+    let _serial = SERIAL.lock().await;
+    let pod = Pod1::start_with(json!({
+        "command": ["sh", "-c", "while read line; do echo got $line; done; echo stdin closed; exit 7"],
+        "stdin": true,
+        "stdinOnce": true,
+    }))
+    .await;
+    // Without an attach, the container waits on its open stdin (it is not /dev/null).
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(
+        podvisor_testkit::alive(pod.main_pid),
+        "the container read end-of-file"
+    );
+    let mut session = pod.attach(true, false).await;
+    let mut stdin = session.stdin.take().expect("stdin");
+    let mut stdout = session.stdout.take().expect("stdout");
+    stdin.write_all(b"one\n").await.unwrap();
+    read_until(&mut stdout, "got one\n").await;
+    drop(stdin);
+    let rest = read_until(&mut stdout, "stdin closed\n").await;
+    assert_eq!(rest, "stdin closed\n");
+    let code = tokio::time::timeout(Duration::from_secs(10), session.exit)
+        .await
+        .expect("the attach ends with the container")
+        .unwrap();
+    assert_eq!(code, 0, "an attach's end is not the container's exit code");
+    assert!(read_all(Some(stdout)).await.is_empty());
+    let log = pod.log();
+    assert!(log.contains(" stdout F got one\n"), "{log}");
+    assert!(log.contains(" stdout F stdin closed\n"), "{log}");
+    pod.remove().await;
+}
+
+/// Without `stdinOnce`, the end of an attach's input detaches it (the session ends, the
+/// container's stdin stays open) and the next attach writes to the same stdin; output goes to
+/// every attached session.
+#[tokio::test]
+#[ignore = "needs root: run as root with --include-ignored (scripts/test does)"]
+async fn attach_without_stdin_once_detaches_and_the_next_attach_reaches_the_same_stdin() {
+    assert!(is_root());
+    let _serial = SERIAL.lock().await;
+    let pod = Pod1::start_with(json!({
+        "command": ["sh", "-c", "while read line; do echo got $line; echo oops $line >&2; done"],
+        "stdin": true,
+    }))
+    .await;
+    let mut first = pod.attach(true, false).await;
+    let mut watcher = pod.attach(false, false).await;
+    let mut watcher_err = watcher.stderr.take().expect("stderr");
+    let mut stdin = first.stdin.take().expect("stdin");
+    let mut stdout = first.stdout.take().expect("stdout");
+    stdin.write_all(b"a\n").await.unwrap();
+    read_until(&mut stdout, "got a\n").await;
+    read_until(&mut watcher_err, "oops a\n").await;
+    drop(stdin);
+    tokio::time::timeout(Duration::from_secs(10), first.exit)
+        .await
+        .expect("the session detaches when its input ends")
+        .unwrap();
+    assert!(read_all(Some(stdout)).await.is_empty());
+    assert!(podvisor_testkit::alive(pod.main_pid), "stdin was closed");
+    let mut second = pod.attach(true, false).await;
+    let mut stdin = second.stdin.take().expect("stdin");
+    let mut stdout = second.stdout.take().expect("stdout");
+    stdin.write_all(b"b\n").await.unwrap();
+    read_until(&mut stdout, "got b\n").await;
+    read_until(&mut watcher_err, "oops b\n").await;
+    drop((stdin, stdout, second, watcher_err, watcher));
+    pod.remove().await;
+}
+
+/// A container with `tty` runs on a terminal (its controlling terminal, `TERM=xterm`); an
+/// attach types into it, resizes it and reads its output, which the log keeps as stdout.
+#[tokio::test]
+#[ignore = "needs root: run as root with --include-ignored (scripts/test does)"]
+async fn attach_to_a_tty_container_types_resizes_and_reads() {
+    assert!(is_root());
+    let _serial = SERIAL.lock().await;
+    let pod = Pod1::start_with(json!({
+        "command": ["sh", "-c", "while read cmd; do eval \"$cmd\"; done"],
+        "stdin": true,
+        "tty": true,
+    }))
+    .await;
+    let mut session = pod.attach(true, true).await;
+    assert!(session.stderr.is_none());
+    let resize = session.resize.take().expect("resize");
+    resize(TermSize {
+        width: 91,
+        height: 17,
+    })
+    .unwrap();
+    let mut stdin = session.stdin.take().expect("stdin");
+    let mut stdout = session.stdout.take().expect("stdout");
+    stdin
+        .write_all(b"stty size; echo $TERM; tty\n")
+        .await
+        .unwrap();
+    let out = read_until(&mut stdout, "/dev/pts/").await;
+    assert!(out.contains("17 91\r\nxterm\r\n"), "{out:?}");
+    stdin.write_all(b"exit 3\n").await.unwrap();
+    tokio::time::timeout(Duration::from_secs(10), session.exit)
+        .await
+        .expect("the attach ends with the container")
+        .unwrap();
+    let log = pod.log();
+    assert!(log.contains(" stdout "), "{log}");
+    assert!(!log.contains(" stderr "), "{log}");
+    assert!(log.contains("xterm"), "{log}");
+    drop((stdin, stdout));
+    pod.remove().await;
+}
+
+/// An attach to an instance that exited is refused in containerd's words.
+#[tokio::test]
+#[ignore = "needs root: run as root with --include-ignored (scripts/test does)"]
+async fn attach_to_an_exited_container_is_refused() {
+    assert!(is_root());
+    let _serial = SERIAL.lock().await;
+    let pod = Pod1::start_with(json!({"command": ["true"]})).await;
+    eventually("the container exited", || {
+        !podvisor_testkit::alive(pod.main_pid)
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let request = ExecRequest {
+        attach: true,
+        argv: Vec::new(),
+        stdin: false,
+        stdout: true,
+        stderr: true,
+        tty: false,
+        size: None,
+    };
+    let sandbox = pod.sandbox.as_ref().expect("sandbox");
+    let err = pod
+        .runtime
+        .exec_stream(sandbox, 1, request)
+        .await
+        .expect_err("attached to an exited container");
+    assert!(err.to_string().contains("CONTAINER_EXITED"), "{err}");
     pod.remove().await;
 }

@@ -812,6 +812,7 @@ async fn containers_inherit_only_stdio() {
             h.sandbox(),
             1,
             podvisor_runtime::ExecRequest {
+                attach: false,
                 argv: vec!["sh".into(), "-c".into(), script],
                 stdin: false,
                 stdout: true,
@@ -1070,6 +1071,7 @@ async fn an_exec_leaves_no_process_behind() {
             h.sandbox(),
             1,
             ExecRequest {
+                attach: false,
                 argv: argv("3002.417"),
                 stdin: false,
                 stdout: true,

@@ -299,3 +299,147 @@ fn kubectl_exec_streams_exit_codes_ttys_and_errors() {
             .all(|p| p.cmdline.contains(&ctx.marker))
     });
 }
+
+/// `kubectl attach` and `kubectl run -i --rm` (WebSockets, `pods/attach`): the container's own
+/// stdin (`stdin`, `stdinOnce`) is fed by the client, its output comes back, the end of the
+/// client's input is the container's end-of-file, and `--rm` deletes the pod afterwards; a TTY
+/// container is typed into through `kubectl attach -it`.
+#[test]
+#[ignore = "needs root: run as root with --include-ignored (scripts/test does)"]
+fn kubectl_attach_and_run_interactive() {
+    let Some(mut ctx) = ServeCtx::new("at") else {
+        return;
+    };
+    let kubectls = kubectls();
+    assert!(
+        !kubectls.is_empty(),
+        "no kubectl (scripts/test installs kubectl 1.34)"
+    );
+    ctx.start(&[]);
+    let m = ctx.marker.clone();
+    for (n, bin) in kubectls.iter().enumerate() {
+        let run = |args: &[&str], stdin: Option<&[u8]>| kubectl(&ctx, bin, args, stdin);
+        let label = bin.display();
+        eprintln!("kubectl attach with {label}");
+        let name = format!("att{n}");
+        let manifest = ctx.manifest(
+            &name,
+            &format!(
+                r#"apiVersion: v1
+kind: Pod
+metadata:
+  name: {name}
+spec:
+  restartPolicy: Never
+  containers:
+  - name: app
+    image: busybox
+    command: [sh, -c, 'while read l; do echo got $l; done; echo bye; : {m}']
+    stdin: true
+    stdinOnce: true
+"#
+            ),
+        );
+        ctx.kubectl_ok(&["apply", "-f", manifest.to_str().unwrap()]);
+        wait_for(&ctx, "the pod runs", || {
+            ctx.kubectl_ok(&["get", "pod", &name, "--no-headers"])
+                .contains("Running")
+        });
+        let out = run(&["attach", "-i", &name, "-c", "app"], Some(b"x\ny\n"));
+        assert!(out.status.success(), "{label}: {out:?}");
+        assert_eq!(text(&out.stdout), "got x\ngot y\nbye\n", "{label}: {out:?}");
+        wait_for(&ctx, "the pod completes after its stdin closed", || {
+            ctx.kubectl_ok(&["get", "pod", &name, "--no-headers"])
+                .contains("Completed")
+        });
+        let logs = ctx.kubectl_ok(&["logs", &name]);
+        assert_eq!(logs, "got x\ngot y\nbye\n", "{label}");
+        // A completed pod cannot be attached to (kubectl says so itself).
+        let out = run(&["attach", "-i", &name], Some(b"z\n"));
+        assert!(!out.status.success(), "{label}: {out:?}");
+        assert!(
+            text(&out.stderr).contains("completed pod"),
+            "{label}: {out:?}"
+        );
+
+        // `kubectl run -i --rm`: create, wait for Running, attach, then delete.
+        let rr = format!("rr{n}");
+        let script = format!("read l; echo got $l; : {m}");
+        let out = run(
+            &[
+                "run",
+                &rr,
+                "-i",
+                "--rm",
+                "--restart=Never",
+                "--image=busybox",
+                "--command",
+                "--",
+                "sh",
+                "-c",
+                &script,
+            ],
+            Some(b"hello\n"),
+        );
+        assert!(out.status.success(), "{label}: {out:?}");
+        assert!(
+            text(&out.stdout).starts_with("got hello\n"),
+            "{label}: {out:?}"
+        );
+        wait_for(&ctx, "--rm deleted the pod", || {
+            !ctx.kubectl(&["get", "pod", &rr]).status.success()
+        });
+
+        // A TTY container, typed into through `script` (kubectl needs a terminal for -t).
+        if Path::new("/usr/bin/script").exists() {
+            let tty = format!("tty{n}");
+            let manifest = ctx.manifest(
+                &tty,
+                &format!(
+                    r#"apiVersion: v1
+kind: Pod
+metadata:
+  name: {tty}
+spec:
+  restartPolicy: Never
+  containers:
+  - name: app
+    image: busybox
+    command: [sh, -c, 'read cmd; eval "$cmd"; : {m}']
+    stdin: true
+    tty: true
+"#
+                ),
+            );
+            ctx.kubectl_ok(&["apply", "-f", manifest.to_str().unwrap()]);
+            wait_for(&ctx, "the tty pod runs", || {
+                ctx.kubectl_ok(&["get", "pod", &tty, "--no-headers"])
+                    .contains("Running")
+            });
+            let line = format!(
+                "stty rows 21 cols 77; {} --kubeconfig {} --cache-dir {} attach -it {tty}",
+                bin.display(),
+                ctx.kubeconfig().display(),
+                ctx.dir.join("cache-tty").display()
+            );
+            let mut child = Command::new("script")
+                .args(["-qec", &line, "/dev/null"])
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .spawn()
+                .unwrap();
+            // Typed once kubectl is attached (it says so on the terminal first).
+            std::thread::sleep(Duration::from_secs(2));
+            let mut keys = child.stdin.take().unwrap();
+            keys.write_all(b"stty size; exit 4\r").unwrap();
+            let out = child.wait_with_output().unwrap();
+            drop(keys);
+            let shown = text(&out.stdout);
+            assert!(shown.contains("21 77\r\n"), "{label}: {shown:?}");
+            wait_for(&ctx, "the tty pod ends with its code", || {
+                ctx.kubectl_ok(&["get", "pod", &tty, "--no-headers"])
+                    .contains("Error")
+            });
+        }
+    }
+}

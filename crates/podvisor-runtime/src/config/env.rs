@@ -95,12 +95,17 @@ impl Env {
 /// hostname is the node name).
 pub(super) fn with_runtime_defaults(
     pod: &Pod,
+    tty: bool,
     env: Vec<(String, String)>,
 ) -> Vec<(String, String)> {
-    let mut out = Vec::with_capacity(env.len() + 2);
+    let mut out = Vec::with_capacity(env.len() + 3);
     let defined = |name: &str| env.iter().any(|(k, _)| k == name);
     if !defined("PATH") {
         out.push(("PATH".to_owned(), DEFAULT_PATH.to_owned()));
+    }
+    // containerd's `WithTTY`: a container on a terminal gets `TERM=xterm` unless it sets one.
+    if tty && !defined("TERM") {
+        out.push(("TERM".to_owned(), "xterm".to_owned()));
     }
     let node_name = pod
         .spec

@@ -155,3 +155,54 @@ pub(super) fn session(
         exit,
     })
 }
+
+/// Builds an attach session from what the shim handed over (descriptors in
+/// [`crate::shim::protocol::Request::Attach`] order: stdin, stdout, stderr, those asked for,
+/// then the terminal for resizes).
+pub(super) fn attach_session(
+    request: &ExecRequest,
+    started: StreamingExec,
+) -> Result<ExecSession, RuntimeError> {
+    let StreamingExec {
+        fds, connection, ..
+    } = started;
+    let exit = Box::pin(connection.exit());
+    let mut fds = fds.into_iter();
+    let mut stream = |wanted: bool| -> Result<Option<FdStream>, RuntimeError> {
+        if !wanted {
+            return Ok(None);
+        }
+        let fd = fds
+            .next()
+            .ok_or_else(|| RuntimeError::Shim("the shim passed too few descriptors".into()))?;
+        FdStream::new(fd, false)
+            .map(Some)
+            .map_err(io_err("registering an attach pipe"))
+    };
+    let stdin = stream(request.stdin)?.map(|s| Box::pin(s) as ExecWriter);
+    let stdout = stream(request.stdout)?.map(|s| Box::pin(s) as ExecReader);
+    let stderr = stream(request.stderr && !request.tty)?.map(|s| Box::pin(s) as ExecReader);
+    let resize = match fds.next() {
+        Some(terminal) if request.tty => {
+            let resize: ExecResize = Box::new(move |size: TermSize| {
+                let winsize = rustix::termios::Winsize {
+                    ws_row: size.height,
+                    ws_col: size.width,
+                    ws_xpixel: 0,
+                    ws_ypixel: 0,
+                };
+                rustix::termios::tcsetwinsize(terminal.as_fd(), winsize)
+                    .map_err(|e| io_err("resizing the terminal")(e.into()))
+            });
+            Some(resize)
+        }
+        _ => None,
+    };
+    Ok(ExecSession {
+        stdin,
+        stdout,
+        stderr,
+        resize,
+        exit,
+    })
+}

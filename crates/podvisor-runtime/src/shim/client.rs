@@ -29,7 +29,8 @@ pub struct ExecConnection {
 }
 
 impl ExecConnection {
-    /// Waits for the command's exit code (128 + n when killed by signal n).
+    /// Waits for the command's exit code (128 + n when killed by signal n); an attach's end is
+    /// 0.
     pub async fn exit(mut self) -> Result<i32, RuntimeError> {
         let mut buf = [0_u8; 256];
         while !self.pending.contains(&b'\n') {
@@ -48,6 +49,7 @@ impl ExecConnection {
         let end = self.pending.iter().position(|&b| b == b'\n').unwrap_or(0);
         match serde_json::from_slice(&self.pending[..end]) {
             Ok(Response::ExecExited { exit_code }) => Ok(exit_code),
+            Ok(Response::AttachEnded) => Ok(0),
             Ok(other) => Err(RuntimeError::Shim(format!("unexpected answer {other:?}"))),
             Err(e) => Err(shim_err("decoding the exec's exit", e)),
         }

@@ -187,7 +187,7 @@ fn streams(request: &StreamRequest) -> io::Result<([Stdio; 3], Vec<OwnedFd>)> {
 }
 
 /// A new pseudo-terminal: (master, slave), neither becoming the shim's controlling terminal.
-fn open_pty() -> io::Result<(OwnedFd, OwnedFd)> {
+pub(super) fn open_pty() -> io::Result<(OwnedFd, OwnedFd)> {
     use rustix::pty::{OpenptFlags, grantpt, openpt, ptsname, unlockpt};
     let master = openpt(OpenptFlags::RDWR | OpenptFlags::NOCTTY | OpenptFlags::CLOEXEC)?;
     grantpt(&master)?;
@@ -210,14 +210,18 @@ fn exec_id() -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-fn write_line(stream: &mut UnixStream, value: &Response) -> io::Result<()> {
+pub(super) fn write_line(stream: &mut UnixStream, value: &Response) -> io::Result<()> {
     let mut line = serde_json::to_vec(value).map_err(io::Error::other)?;
     line.push(b'\n');
     stream.write_all(&line)
 }
 
 /// Sends the answer line with the descriptors attached to its first byte.
-fn send_with_fds(stream: &UnixStream, value: &Response, fds: &[OwnedFd]) -> io::Result<()> {
+pub(super) fn send_with_fds(
+    stream: &UnixStream,
+    value: &Response,
+    fds: &[OwnedFd],
+) -> io::Result<()> {
     use rustix::net::{SendAncillaryBuffer, SendAncillaryMessage, SendFlags, sendmsg};
     let mut line = serde_json::to_vec(value).map_err(io::Error::other)?;
     line.push(b'\n');

@@ -7,6 +7,7 @@
 //! The shim writes container output to CRI log files, journals every exit (fsync) before it
 //! reports it, and outlives the agent, which re-adopts it on restart.
 
+mod attach;
 mod child;
 pub mod client;
 mod exec;

@@ -69,6 +69,25 @@ pub enum Request {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         size: Option<(u16, u16)>,
     },
+    /// Attach to the instance's own stdio (`kubectl attach`): the answer
+    /// ([`Response::ExecStarted`], with the instance's pid) carries the descriptors
+    /// (`SCM_RIGHTS`: a pipe into the container's stdin, pipes of its stdout and stderr from
+    /// now on, those asked for, in that order; with `tty` and a container on a terminal, a
+    /// descriptor of that terminal for resizes, last). The connection stays open:
+    /// [`Response::AttachEnded`] follows when the session ends (the container's output ended,
+    /// or the input ended without `stdinOnce`); hanging up ends it too.
+    Attach {
+        /// The instance.
+        instance: u64,
+        /// Hand over a pipe into the container's stdin (if it has one open).
+        stdin: bool,
+        /// Hand over its stdout.
+        stdout: bool,
+        /// Hand over its stderr (a container on a terminal has none).
+        stderr: bool,
+        /// Hand over a descriptor of its terminal for resizes.
+        tty: bool,
+    },
     /// Every instance the shim knows, running or exited.
     State,
     /// Turn this connection into a stream of [`Event`]s.
@@ -129,6 +148,8 @@ pub enum Response {
         /// Exit code, 128 + n when killed by signal n.
         exit_code: i32,
     },
+    /// An attach session ended.
+    AttachEnded,
     /// The shim's instances.
     State {
         /// The shim's pid.

@@ -323,6 +323,23 @@ fn serve(shim: &Arc<Shim>, mut stream: UnixStream, ticket: Ticket) -> io::Result
         };
         return super::exec_stream::serve(shim, stream, &request);
     }
+    if let Request::Attach {
+        instance,
+        stdin,
+        stdout,
+        stderr,
+        tty,
+    } = request
+    {
+        let request = super::attach::AttachRequest {
+            instance,
+            stdin,
+            stdout,
+            stderr,
+            tty,
+        };
+        return super::attach::serve(shim, stream, &request);
+    }
     shim.busy(true);
     let result = answer(shim, request, &mut stream);
     drop(stream);
@@ -332,7 +349,7 @@ fn serve(shim: &Arc<Shim>, mut stream: UnixStream, ticket: Ticket) -> io::Result
 
 fn answer(shim: &Arc<Shim>, request: Request, stream: &mut UnixStream) -> io::Result<()> {
     let response = match request {
-        Request::Subscribe | Request::ExecStream { .. } => return Ok(()),
+        Request::Subscribe | Request::ExecStream { .. } | Request::Attach { .. } => return Ok(()),
         Request::Shutdown => {
             shim.shutdown();
             Response::Ok

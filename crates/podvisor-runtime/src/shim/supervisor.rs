@@ -12,6 +12,7 @@
 //! re-asking what a dead one asked, and even a later shim of the same pod (it reads the
 //! journal).
 
+use super::attach::ContainerIo;
 use super::child::ChildSetup;
 use super::protocol::{ExitRecord, InstanceState, JournalEntry, Response, StartRecord};
 use crate::cgroup::{CgroupMode, ContainerCgroup};
@@ -25,7 +26,7 @@ use std::io::{self, BufRead, Read, Write};
 use std::os::fd::OwnedFd;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, mpsc};
 use std::thread;
 use std::time::{Duration, Instant};
@@ -62,8 +63,10 @@ struct Instance {
     started_at: String,
     cgroup: Option<Arc<ContainerCgroup>>,
     oom_baseline: u64,
-    /// Receives one message per log pump that finished.
-    pumps: Option<mpsc::Receiver<()>>,
+    /// Receives one message per log pump that finished, and how many there are.
+    pumps: Option<(mpsc::Receiver<()>, usize)>,
+    /// Its own stdio, for attaches (`None` once it exited, and for instances of the journal).
+    io: Option<Arc<ContainerIo>>,
     /// The main process has been reaped (its pid may be reused: never signal it again).
     reaped: bool,
     exit: Option<ExitRecord>,
@@ -174,6 +177,7 @@ impl Shim {
                     cgroup: None,
                     oom_baseline: 0,
                     pumps: None,
+                    io: None,
                     reaped: true,
                     acked: acked.contains(&exit.instance),
                     exit: Some(exit),
@@ -345,9 +349,9 @@ impl Shim {
         {
             eprintln!("podvisor shim: killing the rest of instance {instance}: {e}");
         }
-        if let Some(pumps) = pumps {
+        if let Some((pumps, count)) = pumps {
             let deadline = Instant::now() + PUMP_DRAIN;
-            for _ in 0..2 {
+            for _ in 0..count {
                 let left = deadline.saturating_duration_since(Instant::now());
                 if pumps.recv_timeout(left).is_err() {
                     break;
@@ -400,6 +404,7 @@ impl Shim {
             if let Some(i) = state.instances.get_mut(&instance) {
                 i.exit = Some(record.clone());
                 i.cgroup = None;
+                i.io = None;
             }
             state.subscribers.retain(|s| s.send(record.clone()));
         }
@@ -560,15 +565,22 @@ impl Shim {
                 "exec: \"\": executable file not found in $PATH".into(),
             ));
         };
+        let (io, [stdin, stdout, stderr], outputs) = ContainerIo::create(config.stdio)?;
         let mut command = Command::new(program);
         command
             .args(&config.argv[1..])
             .env_clear()
             .envs(config.env.iter().map(|(k, v)| (k, v)))
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .process_group(0);
+            .stdin(stdin)
+            .stdout(stdout)
+            .stderr(stderr);
+        // On a terminal it leads a session of its own (and so its process group).
+        let setup = if io.tty() {
+            setup.with_controlling_tty()
+        } else {
+            command.process_group(0);
+            setup
+        };
         // SAFETY: `ChildSetup::run` only makes async-signal-safe system calls on data prepared
         // before fork; it does not allocate or take locks.
         #[allow(unsafe_code)]
@@ -587,7 +599,8 @@ impl Shim {
             started_at: started_at.clone(),
             cgroup: Some(Arc::clone(cgroup)),
             oom_baseline,
-            pumps: Some(done_rx),
+            pumps: Some((done_rx, outputs.len())),
+            io: Some(Arc::clone(&io)),
             reaped: false,
             exit: None,
             acked: false,
@@ -619,7 +632,7 @@ impl Shim {
             }
         }
         drop(locked);
-        let mut child = match spawned {
+        let child = match spawned {
             Ok(child) => child,
             Err(e) => {
                 let detail = match report.failed_step(&mounts) {
@@ -631,20 +644,14 @@ impl Shim {
         };
         drop(command);
         let pid = child.id();
-        let outputs = [
-            (child.stdout.take().map(OwnedFd::from), Stream::Stdout),
-            (child.stderr.take().map(OwnedFd::from), Stream::Stderr),
-        ];
         // The reaper owns the child's status: never call `wait` on it.
         drop(child);
         for (fd, stream) in outputs {
-            let (writer, done) = (writer.clone(), done_tx.clone());
-            if let Some(fd) = fd {
-                thread::Builder::new()
-                    .name(format!("log-{instance}"))
-                    .stack_size(THREAD_STACK)
-                    .spawn(move || pump(File::from(fd), stream, &writer, &done))?;
-            }
+            let (writer, done, io) = (writer.clone(), done_tx.clone(), Arc::clone(&io));
+            thread::Builder::new()
+                .name(format!("log-{instance}"))
+                .stack_size(THREAD_STACK)
+                .spawn(move || pump(File::from(fd), stream, &writer, &done, &io))?;
         }
         Ok(Response::Started { pid, started_at })
     }
@@ -737,6 +744,20 @@ impl Shim {
                 // containerd's wording; event messages never name container ids (10.6).
                 message: "failed to exec in container: container is in CONTAINER_EXITED state"
                     .to_string(),
+            }),
+        }
+    }
+
+    /// What an attach needs of a running instance: its pid and its stdio.
+    pub(super) fn attach_target(&self, instance: u64) -> Result<(u32, Arc<ContainerIo>), Response> {
+        let state = self.state();
+        let Some(i) = state.instances.get(&instance) else {
+            return Err(Response::NotFound { instance });
+        };
+        match (&i.io, i.reaped) {
+            (Some(io), false) => Ok((i.pid, Arc::clone(io))),
+            _ => Err(Response::Error {
+                message: "container is in CONTAINER_EXITED state".to_string(),
             }),
         }
     }
@@ -919,8 +940,15 @@ pub(super) fn exec_error(program: &str, err: &io::Error) -> String {
     }
 }
 
-/// Copies one output stream of a container into its CRI log until EOF.
-fn pump(mut pipe: File, stream: Stream, writer: &SharedLogWriter, done: &mpsc::Sender<()>) {
+/// Copies one output stream of a container into its CRI log, and to the sessions attached to
+/// it, until EOF (a terminal's `EIO` once the container and its children closed it).
+fn pump(
+    mut pipe: File,
+    stream: Stream,
+    writer: &SharedLogWriter,
+    done: &mpsc::Sender<()>,
+    io: &ContainerIo,
+) {
     let mut buf = vec![0_u8; 16 * 1024];
     loop {
         match pipe.read(&mut buf) {
@@ -929,6 +957,7 @@ fn pump(mut pipe: File, stream: Stream, writer: &SharedLogWriter, done: &mpsc::S
                 if let Err(e) = writer.write(stream, &buf[..n]) {
                     eprintln!("podvisor shim: writing log: {e}");
                 }
+                io.broadcast(stream, &buf[..n]);
             }
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
             Err(_) => break,
@@ -937,6 +966,7 @@ fn pump(mut pipe: File, stream: Stream, writer: &SharedLogWriter, done: &mpsc::S
     if let Err(e) = writer.finish(stream) {
         eprintln!("podvisor shim: finishing log: {e}");
     }
+    io.output_ended();
     let _ = done.send(());
 }
 
