@@ -13,13 +13,14 @@ use crate::{PodUpdate, TimedEvent, executors};
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{Container, Pod, PodCondition};
 use podvisor_lifecycle::{
-    Action, ContainerKind, Event, EventType, ExitStatus, HookKind, InstanceId, MachineConfig,
-    PastInstance, PodMachine, ProbeKind, ProbeOutcome, RecoveredInstance, StartFailure,
+    Action, ContainerKind, Event, EventType, ExitStatus, HookKind, ImagePull, InstanceId,
+    MachineConfig, PastInstance, PodMachine, ProbeKind, ProbeOutcome, RecoveredInstance,
+    StartFailure,
 };
 use podvisor_runtime::hooks::HookOutcome;
 use podvisor_runtime::{
-    ContainerExit, ExecError, ExecRequest, ExecSession, Runtime, RuntimeError, RuntimeEvent,
-    SandboxError, StartError, StartRequest, Started, signal_number,
+    ContainerExit, ExecError, ExecRequest, ExecSession, ImageReport, Runtime, RuntimeError,
+    RuntimeEvent, SandboxError, StartError, StartRequest, Started, signal_number,
 };
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Arc;
@@ -412,6 +413,20 @@ impl<R: Runtime> PodTask<R> {
                             "{}: instance {instance} started as {} (pid {})",
                             self.full_name, started.container_id, started.pid
                         );
+                        match started.image {
+                            Some(ImageReport::Pulled { pull, total, size }) => {
+                                self.machine.handle_image_pulling(InstanceId(instance), now);
+                                let pulled = ImagePull::Pulled { pull, total, size };
+                                self.machine
+                                    .handle_image_pulled(InstanceId(instance), pulled, now);
+                            }
+                            Some(ImageReport::Present) => self.machine.handle_image_pulled(
+                                InstanceId(instance),
+                                ImagePull::Present,
+                                now,
+                            ),
+                            None => {}
+                        }
                         self.machine.handle_container_started(
                             InstanceId(instance),
                             started.container_id,
@@ -429,6 +444,9 @@ impl<R: Runtime> PodTask<R> {
                             "{}: instance {instance} failed to start: {e}",
                             self.full_name
                         );
+                        if e.pulling {
+                            self.machine.handle_image_pulling(InstanceId(instance), now);
+                        }
                         let failure = StartFailure {
                             reason: e.reason,
                             message: e.message,
@@ -669,6 +687,7 @@ impl<R: Runtime> PodTask<R> {
                 reason: "RunContainerError".to_string(),
                 message,
                 created: false,
+                pulling: false,
             }),
         };
         let Some(container) = self.container(name) else {

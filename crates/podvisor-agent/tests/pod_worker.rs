@@ -7,7 +7,7 @@ use common::{
     ContainerScript, RuntimeCall, Seen, agent, container_status, phase, pod, pump, status_text,
 };
 use jiff::SignedDuration;
-use podvisor_runtime::StartError;
+use podvisor_runtime::{ImageReport, StartError};
 use std::time::Duration;
 
 const SLEEPER: &str = "
@@ -277,6 +277,7 @@ async fn a_failed_start_shows_its_waiting_reason() {
                 reason: "CreateContainerConfigError".into(),
                 message: "no command".into(),
                 created: false,
+                pulling: false,
             }),
             ..ContainerScript::default()
         },
@@ -303,6 +304,68 @@ async fn a_failed_start_shows_its_waiting_reason() {
         .filter(|c| matches!(c, RuntimeCall::Start { .. }))
         .count();
     assert_eq!(starts, 2);
+}
+
+/// A19 through the pod worker: a start that pulled is `Pulling`, `Pulled`, then `Created` and
+/// `Started`.
+#[tokio::test(start_paused = true)]
+async fn a_start_that_pulled_reports_pulling_and_pulled() {
+    let (rt, agent, _) = agent();
+    rt.script(
+        "app",
+        ContainerScript {
+            image: Some(ImageReport::Pulled {
+                pull: Duration::from_millis(1500),
+                total: Duration::from_millis(1500),
+                size: 1024,
+            }),
+            ..ContainerScript::default()
+        },
+    );
+    let mut h = agent.spawn_pod(pod(SLEEPER));
+    let mut seen = Seen::default();
+    assert!(pump(&mut h, &mut seen, Duration::from_secs(5), running_and_ready).await);
+    assert_eq!(seen.reasons(), ["Pulling", "Pulled", "Created", "Started"]);
+    assert!(
+        seen.events[1]
+            .event
+            .message
+            .contains(" in 1.5s (1.5s including waiting)")
+    );
+}
+
+/// B9 through the pod worker: a failed pull is `ErrImagePull` (with its `Pulling`), and the
+/// retry inside the image back-off is `ImagePullBackOff`.
+#[tokio::test(start_paused = true)]
+async fn a_failed_pull_is_err_image_pull_then_image_pull_back_off() {
+    let (rt, agent, _) = agent();
+    rt.script(
+        "app",
+        ContainerScript {
+            start_error: Some(StartError {
+                reason: "ErrImagePull".into(),
+                message: "not found".into(),
+                created: false,
+                pulling: true,
+            }),
+            ..ContainerScript::default()
+        },
+    );
+    let mut h = agent.spawn_pod(pod(SLEEPER));
+    let mut seen = Seen::default();
+    let backing_off = |s: &Seen| {
+        s.statuses
+            .last()
+            .is_some_and(|p| status_text(p) == "ImagePullBackOff")
+    };
+    assert!(pump(&mut h, &mut seen, Duration::from_secs(60), backing_off).await);
+    assert_eq!(
+        seen.reasons()[..3],
+        ["Pulling", "Failed", "Failed"],
+        "{:?}",
+        seen.reasons()
+    );
+    assert!(seen.reasons().contains(&"BackOff"));
 }
 
 #[tokio::test(start_paused = true)]

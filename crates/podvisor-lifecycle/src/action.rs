@@ -217,7 +217,27 @@ pub struct ExitStatus {
     pub log_tail: Option<String>,
 }
 
+/// What the runtime did about a container's image before creating it (the kubelet's
+/// `EnsureImageExists`, A19), for the `Pulled` event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ImagePull {
+    /// The image was there and the pull policy did not ask for a pull.
+    Present,
+    /// The image was pulled.
+    Pulled {
+        /// How long the pull itself took.
+        pull: std::time::Duration,
+        /// From the request to the end, waiting for other pulls included.
+        total: std::time::Duration,
+        /// The image's size in bytes.
+        size: u64,
+    },
+}
+
 /// Why a start failed (2.2); the core turns this into a waiting reason and a `Failed` event.
+/// The image reasons (`ErrImagePull`, `ErrImageNeverPull`, `InvalidImageName`) carry the
+/// runtime's detail as `message` and get the kubelet's image events; a failed pull starts or
+/// doubles the image back-off (B9).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StartFailure {
     /// The waiting reason (`CreateContainerConfigError`, `CreateContainerError`,

@@ -108,3 +108,53 @@ impl Backoff {
         self.entries.retain(|(n, i), _| n != name || i == image);
     }
 }
+
+/// Image pull back-off (B9): one entry per image of the pod (the kubelet's key is
+/// `<podUID>_<image>`), measured from the last failed pull. The curve is the restart
+/// back-off's (10 s doubling to 300 s); an entry expires after twice the cap without a failure
+/// (client-go's `hasExpired`: 600 s).
+#[derive(Debug, Clone, Default)]
+pub struct ImageBackoff {
+    config: BackoffConfig,
+    entries: HashMap<String, Entry>,
+}
+
+impl ImageBackoff {
+    /// An empty table using `config`'s initial delay and cap.
+    pub fn new(config: BackoffConfig) -> Self {
+        ImageBackoff {
+            config,
+            entries: HashMap::new(),
+        }
+    }
+
+    fn live(&self, image: &str, now: Timestamp) -> Option<&Entry> {
+        self.entries
+            .get(image)
+            .filter(|e| since(now, e.last_update) <= to_signed(self.config.max * 2))
+    }
+
+    /// When pulls of `image` may be tried again, if they are backing off now
+    /// (`IsInBackOffSinceUpdate`).
+    pub fn blocked_until(&self, image: &str, now: Timestamp) -> Option<Timestamp> {
+        let entry = self.live(image, now)?;
+        (since(now, entry.last_update) < to_signed(entry.delay))
+            .then(|| entry.last_update + to_signed(entry.delay))
+    }
+
+    /// A pull of `image` failed at `now` (`Next`): the delay starts at the initial one, or
+    /// doubles up to the cap.
+    pub fn failed(&mut self, image: &str, now: Timestamp) {
+        let delay = match self.live(image, now) {
+            Some(entry) => (entry.delay * 2).min(self.config.max),
+            None => self.config.initial,
+        };
+        self.entries.insert(
+            image.to_string(),
+            Entry {
+                delay,
+                last_update: now,
+            },
+        );
+    }
+}

@@ -24,8 +24,8 @@ pub mod probe;
 mod time;
 
 pub use action::{
-    Action, ContainerKind, Event, EventType, ExitStatus, HookKind, InstanceId, KillReason,
-    ProbeKind, ProbeOutcome, StartFailure,
+    Action, ContainerKind, Event, EventType, ExitStatus, HookKind, ImagePull, InstanceId,
+    KillReason, ProbeKind, ProbeOutcome, StartFailure,
 };
 pub use config::{BackoffConfig, MachineConfig};
 pub use machine::{PastInstance, PodMachine, RecoveredInstance};

@@ -14,6 +14,8 @@ mod proptest_machine;
 mod recovery;
 #[path = "rules_actions.rs"]
 mod rules_actions;
+#[path = "rules_images.rs"]
+mod rules_images;
 #[path = "rules_probes_hooks_termination.rs"]
 mod rules_probes_hooks_termination;
 #[path = "rules_sandbox.rs"]

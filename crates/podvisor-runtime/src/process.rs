@@ -623,6 +623,7 @@ impl Runtime for ProcessRuntime {
             reason: "CreateContainerConfigError".into(),
             message,
             created: false,
+            pulling: false,
         })?;
         if sandbox.watch.is_lost() {
             // The pod's next shim may already listen on the socket path.
@@ -630,6 +631,7 @@ impl Runtime for ProcessRuntime {
                 reason: "CreateContainerError".into(),
                 message: "the pod sandbox is gone (its shim died)".into(),
                 created: false,
+                pulling: false,
             });
         }
         sandbox.watch.starting(
@@ -650,6 +652,7 @@ impl Runtime for ProcessRuntime {
             reason: "CreateContainerError".into(),
             message,
             created: false,
+            pulling: false,
         };
         let answer = sandbox.client.request(&start).await;
         let running = match &answer {
@@ -669,6 +672,8 @@ impl Runtime for ProcessRuntime {
                 container_id: container_id(&sandbox.paths, request.instance),
                 pid,
                 started_at: timestamp(&started_at),
+                // Host processes: `image` is a label, nothing is pulled.
+                image: None,
             }),
             Ok(Response::StartFailed {
                 reason,
@@ -678,6 +683,7 @@ impl Runtime for ProcessRuntime {
                 reason,
                 message,
                 created,
+                pulling: false,
             }),
             Ok(Response::Error { message }) => Err(failed(message)),
             Ok(other) => Err(failed(format!(

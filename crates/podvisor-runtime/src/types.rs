@@ -36,9 +36,29 @@ pub struct Started {
     pub pid: u32,
     /// When the process started.
     pub started_at: Timestamp,
+    /// What was done about the container's image first (`None`: this runtime has no images).
+    pub image: Option<ImageReport>,
 }
 
-/// A failed start (the lifecycle core maps `reason` to the waiting reason, section 2.2).
+/// What a runtime with images did about a container's image before creating it (the
+/// kubelet's `EnsureImageExists`), for the `Pulling`/`Pulled` events.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ImageReport {
+    /// It was present and the pull policy asked for no pull.
+    Present,
+    /// It was pulled.
+    Pulled {
+        /// The pull itself.
+        pull: Duration,
+        /// From the request to the end, waiting for other pulls included.
+        total: Duration,
+        /// The image's size in bytes.
+        size: u64,
+    },
+}
+
+/// A failed start (the lifecycle core maps `reason` to the waiting reason, section 2.2; the
+/// image reasons are `ErrImagePull`, `ErrImageNeverPull` and `InvalidImageName`).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{reason}: {message}")]
 pub struct StartError {
@@ -48,6 +68,8 @@ pub struct StartError {
     pub message: String,
     /// The container was created and failed to run (containerd records `StartError`, 128).
     pub created: bool,
+    /// A pull of the image was tried before the failure (a `Pulling` event is due).
+    pub pulling: bool,
 }
 
 /// How an instance ended.

@@ -46,6 +46,7 @@ impl Runtime for HostExec {
             reason: "RunContainerError".into(),
             message: "fake".into(),
             created: false,
+            pulling: false,
         }))
     }
 

@@ -53,6 +53,7 @@ impl Runtime for HostExec {
             reason: "RunContainerError".into(),
             message: "fake".into(),
             created: false,
+            pulling: false,
         }))
     }
 

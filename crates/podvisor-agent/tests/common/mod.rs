@@ -11,8 +11,8 @@ use k8s_openapi::api::core::v1::Pod;
 use podvisor_agent::{Agent, Clock, PodHandle, PodUpdate, TokioClock};
 use podvisor_lifecycle::{BackoffConfig, MachineConfig};
 use podvisor_runtime::{
-    ContainerExit, ExecResult, InstanceId, Runtime, RuntimeError, RuntimeEvent, SandboxError,
-    SandboxState, StartError, StartRequest, Started,
+    ContainerExit, ExecResult, ImageReport, InstanceId, Runtime, RuntimeError, RuntimeEvent,
+    SandboxError, SandboxState, StartError, StartRequest, Started,
 };
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -59,6 +59,8 @@ pub struct ContainerScript {
     pub ignore_sigterm: bool,
     /// The start fails.
     pub start_error: Option<StartError>,
+    /// What the start reports about the image.
+    pub image: Option<ImageReport>,
 }
 
 #[derive(Default)]
@@ -217,6 +219,7 @@ impl Runtime for FakeRuntime {
             container_id: format!("fake://{instance:08x}"),
             pid: 1000 + u32::try_from(instance).unwrap_or(0),
             started_at,
+            image: script.image,
         })
     }
 

@@ -430,6 +430,15 @@ impl PodMachine {
                     self.containers[ci].backoff_until = None;
                     self.containers[ci].backoff_resync = None;
                     self.containers[ci].retry_at = None;
+                    // B9: after the restart back-off lets the start through, the image
+                    // manager's own back-off may still hold it.
+                    if let Some(until) = self.image_backoff.blocked_until(&image, now) {
+                        self.image_backed_off(ci, &image, until);
+                        if self.containers[ci].kind == ContainerKind::Init {
+                            return;
+                        }
+                        continue;
+                    }
                     self.start_instance(ci, image);
                     started = true;
                     if self.containers[ci].kind == ContainerKind::Init {
@@ -439,6 +448,25 @@ impl PodMachine {
                 BackoffCheck::Proceed => {}
             }
         }
+    }
+
+    /// B9: pulls of `image` back off until `until`: `ImagePullBackOff`, with the image
+    /// manager's `BackOff` event and the sync's `Failed` one; the start is tried again then.
+    fn image_backed_off(&mut self, ci: usize, image: &str, until: Timestamp) {
+        let message = format!(
+            "Back-off pulling image {}",
+            podvisor_api::gotext::quote(image)
+        );
+        self.emit(EventType::Normal, "BackOff", message.clone(), Some(ci));
+        self.emit(
+            EventType::Warning,
+            "Failed",
+            "Error: ImagePullBackOff".to_string(),
+            Some(ci),
+        );
+        let c = &mut self.containers[ci];
+        c.retry_at = Some(until);
+        c.reason_cache = Some(("ImagePullBackOff".to_string(), message));
     }
 
     fn start_instance(&mut self, ci: usize, image: String) {

@@ -13,10 +13,10 @@ mod status;
 mod stop;
 
 use crate::action::{
-    Action, ContainerKind, Event, EventType, ExitStatus, HookKind, InstanceId, ProbeKind,
-    ProbeOutcome, StartFailure,
+    Action, ContainerKind, Event, EventType, ExitStatus, HookKind, ImagePull, InstanceId,
+    ProbeKind, ProbeOutcome, StartFailure,
 };
-use crate::backoff::Backoff;
+use crate::backoff::{Backoff, ImageBackoff};
 use crate::config::MachineConfig;
 use crate::probe::{ProbeResult, ProbeWorker};
 use crate::status::phase::is_sidecar;
@@ -179,6 +179,8 @@ pub struct PodMachine {
     containers: Vec<ContainerState>,
     next_instance: u64,
     backoff: Backoff,
+    /// B9: failed pulls back off per image.
+    image_backoff: ImageBackoff,
     probes: Vec<ProbeWorker>,
     actions: VecDeque<Action>,
     /// Pod-level reason/message forced by a sync handler (P13: DeadlineExceeded).
@@ -237,6 +239,7 @@ impl PodMachine {
         let status = pod.status.get_or_insert_with(Default::default);
         status.start_time.get_or_insert(Time(trunc_secs(now)));
         let backoff = Backoff::new(config.backoff);
+        let image_backoff = ImageBackoff::new(config.backoff);
         PodMachine {
             config,
             pod,
@@ -245,6 +248,7 @@ impl PodMachine {
             containers,
             next_instance: 1,
             backoff,
+            image_backoff,
             probes,
             actions: VecDeque::new(),
             evicted: None,
@@ -458,6 +462,55 @@ impl PodMachine {
         self.step(now);
     }
 
+    /// The runtime started pulling the image of a starting instance (`Pulling`).
+    pub fn handle_image_pulling(&mut self, instance: InstanceId, now: Timestamp) {
+        let Some((ci, ii)) = self.find_instance(instance) else {
+            return;
+        };
+        if self.containers[ci].instances[ii].state != InstState::Starting {
+            return;
+        }
+        let image = podvisor_api::gotext::quote(&self.containers[ci].instances[ii].image);
+        self.emit(
+            EventType::Normal,
+            "Pulling",
+            format!("Pulling image {image}"),
+            Some(ci),
+        );
+        self.step(now);
+    }
+
+    /// The image of a starting instance is ready (`Pulled`): it was present, or pulled.
+    pub fn handle_image_pulled(&mut self, instance: InstanceId, pull: ImagePull, now: Timestamp) {
+        let Some((ci, ii)) = self.find_instance(instance) else {
+            return;
+        };
+        if self.containers[ci].instances[ii].state != InstState::Starting {
+            return;
+        }
+        let image = podvisor_api::gotext::quote(&self.containers[ci].instances[ii].image);
+        let message = match pull {
+            ImagePull::Present => format!(
+                "Container image {image} already present on machine and can be accessed by the pod"
+            ),
+            ImagePull::Pulled { pull, total, size } => {
+                let ms = |d: std::time::Duration| {
+                    std::time::Duration::from_millis(
+                        u64::try_from(d.as_millis()).unwrap_or(u64::MAX),
+                    )
+                };
+                format!(
+                    "Successfully pulled image {image} in {} ({} including waiting). Image size: \
+                     {size} bytes.",
+                    crate::duration::go_duration(ms(pull)),
+                    crate::duration::go_duration(ms(total)),
+                )
+            }
+        };
+        self.emit(EventType::Normal, "Pulled", message, Some(ci));
+        self.step(now);
+    }
+
     /// A start step failed (2.2). With `created`, the instance is recorded as terminated with
     /// reason `StartError` and exit code 128 (containerd); otherwise it never existed.
     pub fn handle_container_start_failed(
@@ -472,6 +525,38 @@ impl PodMachine {
         if self.containers[ci].instances[ii].state != InstState::Starting {
             return;
         }
+        let image = self.containers[ci].instances[ii].image.clone();
+        let quoted = podvisor_api::gotext::quote(&image);
+        // The image manager's own events come first (`EnsureImageExists`).
+        match failure.reason.as_str() {
+            "ErrImagePull" => {
+                self.emit(
+                    EventType::Warning,
+                    "Failed",
+                    format!("Failed to pull image {quoted}: {}", failure.message),
+                    Some(ci),
+                );
+                self.image_backoff.failed(&image, now);
+            }
+            "ErrImageNeverPull" => self.emit(
+                EventType::Warning,
+                "ErrImageNeverPull",
+                failure.message.clone(),
+                Some(ci),
+            ),
+            "InvalidImageName" => self.emit(
+                EventType::Warning,
+                "InspectFailed",
+                failure.message.clone(),
+                Some(ci),
+            ),
+            _ => {}
+        }
+        // The sync's error: an image error's text is its reason.
+        let error = match failure.reason.as_str() {
+            "ErrImagePull" | "ErrImageNeverPull" | "InvalidImageName" => failure.reason.clone(),
+            _ => failure.message.clone(),
+        };
         if failure.created {
             let name = self.containers[ci].name.clone();
             self.emit(
@@ -497,7 +582,7 @@ impl PodMachine {
         self.emit(
             EventType::Warning,
             "Failed",
-            format!("Error: {}", failure.message),
+            format!("Error: {error}"),
             Some(ci),
         );
         self.containers[ci].reason_cache = Some((failure.reason, failure.message));
