@@ -433,6 +433,10 @@ fn is_mount_root(path: &Path) -> bool {
 }
 
 /// Whether `path` is a namespace file (a bind mount of one).
+#[allow(
+    clippy::useless_conversion,
+    reason = "f_type is i64 here but 32 bits wide on 32-bit targets"
+)]
 fn is_nsfs(path: &Path) -> bool {
     rustix::fs::statfs(path).is_ok_and(|st| i64::from(st.f_type) == NSFS_MAGIC)
 }

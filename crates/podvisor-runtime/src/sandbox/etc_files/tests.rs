@@ -39,7 +39,14 @@ fe00::0\tip6-localnet\nfe00::0\tip6-mcastprefix\nfe00::1\tip6-allnodes\nfe00::2\
 #[test]
 fn managed_hosts_file_content_upstream_cases() {
     let head = format!("# Kubernetes-managed hosts file.\n{LOCAL}");
-    let cases: Vec<(Vec<IpAddr>, &str, &str, Vec<HostAlias>, String)> = vec![
+    type Case = (
+        Vec<IpAddr>,
+        &'static str,
+        &'static str,
+        Vec<HostAlias>,
+        String,
+    );
+    let cases: Vec<Case> = vec![
         (
             ips(&["123.45.67.89"]),
             "podFoo",
