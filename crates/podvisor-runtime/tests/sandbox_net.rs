@@ -18,6 +18,7 @@ use podvisor_runtime::sandbox::cni::{
     Attachment, Cni, CniError, CniResult, DEBIAN_PLUGIN_DIR, DefaultNetwork, NetworkConfigList,
     POD_IFNAME, PortMapping, kubernetes_args, resolve_network,
 };
+use podvisor_runtime::sandbox::etc_files::{NodeFacts, pod_etc_files, should_mount_hosts_file};
 use podvisor_runtime::sandbox::netns::{Creation, NsKind, PodNamespaces};
 
 /// Panics unless root: the test is `#[ignore]`d so that a plain `cargo test` reports it as
@@ -234,11 +235,33 @@ async fn two_pods_on_the_bridge_reach_each_other_and_leave_nothing_behind() {
     );
     let (b, ns_b_took) = env.pod("b", "pod-b", vec![]);
 
+    // Each pod's directory is an unbindable mount holding three nsfs mounts.
+    let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+    let dir_a = env.pods[a].ns.dir().display().to_string();
+    let own: Vec<&str> = mounts.lines().filter(|l| l.contains(&dir_a)).collect();
+    assert!(
+        own.iter()
+            .any(|l| l.split(' ').nth(4) == Some(dir_a.as_str()) && l.contains(" unbindable ")),
+        "{own:#?}"
+    );
+    assert_eq!(
+        own.iter().filter(|l| l.contains(" - nsfs ")).count(),
+        3,
+        "{own:#?}"
+    );
+
     // A second create of the same pod adopts its namespaces.
     let (_, again) = PodNamespaces::create(env.pods[a].ns.dir(), "pod-a").unwrap();
     assert_eq!(again, Creation::Adopted);
     assert_eq!(env.pods[a].ns.hostname().unwrap(), "pod-a");
     assert_eq!(env.pods[b].ns.hostname().unwrap(), "pod-b");
+    env.pods[b].ns.set_hostname("pod-b2").unwrap();
+    assert_eq!(env.pods[b].ns.hostname().unwrap(), "pod-b2");
+    // The host's own name is untouched.
+    assert_ne!(
+        rustix::system::uname().nodename().to_string_lossy(),
+        "pod-b2"
+    );
 
     let t = Instant::now();
     let res_a = env
@@ -287,6 +310,26 @@ async fn two_pods_on_the_bridge_reach_each_other_and_leave_nothing_behind() {
         }
         Err(e) => panic!("CHECK a: {e}"),
     }
+
+    // The pod's /etc files from its IP: the hosts file names it, the host name matches.
+    let manifest: k8s_openapi::api::core::v1::Pod = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "a", "namespace": "default", "uid": "uid-a"},
+        "spec": {"hostname": "pod-a", "containers": [{"name": "c", "image": "busybox"}]}
+    }))
+    .unwrap();
+    let node = NodeFacts::read_host(vec![], "cluster.local");
+    let pod_ips = [IpAddr::V4(ip_a)];
+    assert!(should_mount_hosts_file(&manifest, &pod_ips));
+    let (files, events) = pod_etc_files(&manifest, &pod_ips, &node).expect("etc files");
+    assert_eq!(events[0].reason, "MissingClusterDNS", "no cluster DNS here");
+    let paths = files.write(&env.state.join("pods/a/etc")).unwrap();
+    let hosts = std::fs::read_to_string(&paths.hosts).unwrap();
+    assert!(
+        hosts.starts_with("# Kubernetes-managed hosts file.\n"),
+        "{hosts}"
+    );
+    assert!(hosts.ends_with(&format!("{ip_a}\tpod-a\n")), "{hosts}");
+    assert_eq!(std::fs::read_to_string(&paths.hostname).unwrap(), "pod-a\n");
 
     // A process entered by path (as runc joins it) sees the pod's eth0, lo and host name.
     let ns_a = &env.pods[a].ns;

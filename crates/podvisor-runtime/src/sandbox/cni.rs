@@ -4,7 +4,8 @@
 //! named by a configuration's `type`. It is run with `CNI_COMMAND` (`ADD`, `DEL`, `CHECK`),
 //! `CNI_CONTAINERID`, `CNI_NETNS` (the pod's bind-mounted network namespace), `CNI_IFNAME`,
 //! `CNI_ARGS` and `CNI_PATH` in its environment and its configuration on stdin, in its own
-//! process group so a timeout kills it and whatever it started (`iptables`, say).
+//! process group so a timeout kills it and whatever it started (`iptables`, say). The rest
+//! of the agent's environment is inherited, as libcni does: plugins find `iptables` on `PATH`.
 //!
 //! A network configuration list runs as libcni runs it, which is what containerd (go-cni)
 //! calls:
@@ -431,6 +432,7 @@ impl Cni {
             .kill_on_drop(true)
             .spawn()
             .map_err(|e| CniError::io("start CNI plugin", &binary, e))?;
+        let started = std::time::Instant::now();
         let pid = child.id();
         let mut input = child.stdin.take().expect("piped stdin");
         let run = async move {
@@ -457,6 +459,14 @@ impl Cni {
                 });
             }
         };
+        tracing::debug!(
+            plugin = %kind,
+            command = command.as_str(),
+            container = %att.container_id,
+            elapsed_ms = started.elapsed().as_secs_f64() * 1000.0,
+            success = output.status.success(),
+            "CNI plugin ran"
+        );
         if output.status.success() {
             return Ok(output.stdout);
         }

@@ -266,10 +266,75 @@ pub fn hosts_file_content(
     }
 }
 
+/// Whether containers get the pod's hosts file (the kubelet's `shouldMountHostsFile`): once
+/// the pod has an IP, or always on the host network. A container that mounts a volume at
+/// `/etc/hosts` itself keeps its own (the caller checks its `volumeMounts`).
+#[must_use]
+pub fn should_mount_hosts_file(pod: &Pod, pod_ips: &[IpAddr]) -> bool {
+    !pod_ips.is_empty() || pod.spec.as_ref().and_then(|s| s.host_network) == Some(true)
+}
+
 /// `/etc/hostname` as containerd writes it for a sandbox: the host name and a newline.
 #[must_use]
 pub fn hostname_file_content(hostname: &str) -> String {
     format!("{hostname}\n")
+}
+
+/// What the pod's files are made from on this node: its host name, `/etc/hosts` and DNS
+/// settings.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct NodeFacts {
+    /// The node's host name (a `hostNetwork` pod's).
+    pub hostname: String,
+    /// The node's `/etc/hosts` (a `hostNetwork` pod's, under its own header).
+    pub hosts: String,
+    /// Cluster DNS, cluster domain and the node's resolver file.
+    pub dns: dns::NodeDns,
+}
+
+impl NodeFacts {
+    /// Reads this machine's host name, `/etc/hosts` and `/etc/resolv.conf` (a missing file
+    /// reads as empty), with the given cluster DNS servers and domain.
+    #[must_use]
+    pub fn read_host(cluster_dns: Vec<IpAddr>, cluster_domain: &str) -> NodeFacts {
+        NodeFacts {
+            hostname: rustix::system::uname()
+                .nodename()
+                .to_string_lossy()
+                .into_owned(),
+            hosts: fs::read_to_string("/etc/hosts").unwrap_or_default(),
+            dns: dns::NodeDns {
+                cluster_dns,
+                cluster_domain: cluster_domain.to_owned(),
+                resolver_config: Some(fs::read_to_string("/etc/resolv.conf").unwrap_or_default()),
+                node_ips: Vec::new(),
+            },
+        }
+    }
+}
+
+/// The pod's three files and the DNS warning events to record on it: `/etc/hosts` with its
+/// IPs ([`hosts_file_content`]), `/etc/resolv.conf` ([`dns::pod_dns`], written as containerd
+/// does) and `/etc/hostname` ([`sandbox_hostname`]).
+///
+/// # Errors
+/// Invalid host names ([`pod_hostname_and_domain`], [`kernel_hostname`]) or an unparsable
+/// node resolver file.
+pub fn pod_etc_files(
+    pod: &Pod,
+    pod_ips: &[IpAddr],
+    node: &NodeFacts,
+) -> Result<(PodEtcFiles, Vec<dns::DnsEvent>), EtcFilesError> {
+    let names = pod_hostname_and_domain(pod, &node.dns.cluster_domain)?;
+    let hostname = sandbox_hostname(pod, &node.dns.cluster_domain, &node.hostname)?;
+    let (config, events) = dns::pod_dns(pod, &node.dns)?;
+    let node_resolv = node.dns.resolver_config.as_deref().unwrap_or_default();
+    let files = PodEtcFiles {
+        hosts: hosts_file_content(pod, pod_ips, &names, &node.hosts),
+        resolv_conf: dns::resolv_conf_content(&config, node_resolv),
+        hostname: hostname_file_content(&hostname),
+    };
+    Ok((files, events))
 }
 
 /// The three files of one pod, ready to write.

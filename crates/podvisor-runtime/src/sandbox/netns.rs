@@ -191,7 +191,8 @@ impl PodNamespaces {
     /// partial set (a crash between mounts) is released and made again.
     ///
     /// Blocking but short (a thread start, a few system calls); call it from
-    /// `spawn_blocking` in async code.
+    /// `spawn_blocking` in async code. One caller per directory at a time (the pod's owner):
+    /// two concurrent creates of the same directory could both mount.
     ///
     /// # Errors
     /// An invalid host name, or the failing system call with its path.
@@ -275,6 +276,25 @@ impl PodNamespaces {
                 .to_string_lossy()
                 .into_owned()
         })
+    }
+
+    /// Sets the host name in the pod's UTS namespace (a sandbox made ahead of its pod, from a
+    /// warm pool, gets its pod's name when claimed).
+    ///
+    /// # Errors
+    /// An invalid host name, or the UTS namespace cannot be joined or set.
+    pub fn set_hostname(&self, hostname: &str) -> Result<(), NetnsError> {
+        if hostname.is_empty() || hostname.len() > HOST_NAME_MAX {
+            return Err(NetnsError::InvalidHostname {
+                hostname: hostname.to_owned(),
+            });
+        }
+        let name = hostname.to_owned();
+        let path = self.path(NsKind::Uts);
+        self.run_in(NsKind::Uts, move || {
+            rustix::system::sethostname(name.as_bytes())
+        })?
+        .map_err(errno_err("sethostname", &path))
     }
 
     /// Detaches every namespace mount in the directory and deletes the files.

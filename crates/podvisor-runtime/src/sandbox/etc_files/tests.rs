@@ -672,3 +672,53 @@ fn the_files_are_written_whole_with_mode_0644() {
     assert_eq!(std::fs::read_to_string(&paths.hosts).unwrap(), "h2\n");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn the_hosts_file_is_mounted_once_the_pod_has_an_ip_or_on_the_host_network() {
+    let on_pod_net = pod("web", PodSpec::default());
+    assert!(!should_mount_hosts_file(&on_pod_net, &[]));
+    assert!(should_mount_hosts_file(&on_pod_net, &ips(&["10.244.0.5"])));
+    let host_net = pod(
+        "web",
+        PodSpec {
+            host_network: Some(true),
+            ..Default::default()
+        },
+    );
+    assert!(should_mount_hosts_file(&host_net, &[]));
+}
+
+#[test]
+fn pod_etc_files_puts_the_pieces_together() {
+    let node = NodeFacts {
+        hostname: "node1".to_owned(),
+        hosts: "127.0.0.1\tlocalhost\n".to_owned(),
+        dns: node(&[]),
+    };
+    let p = pod(
+        "web",
+        PodSpec {
+            hostname: Some("www".to_owned()),
+            subdomain: Some("site".to_owned()),
+            dns_policy: Some("ClusterFirst".to_owned()),
+            ..Default::default()
+        },
+    );
+    let (files, events) = pod_etc_files(&p, &ips(&["10.244.0.5"]), &node).unwrap();
+    assert!(
+        files
+            .hosts
+            .ends_with("10.244.0.5\twww.site.ns1.svc.cluster.local\twww\n"),
+        "{}",
+        files.hosts
+    );
+    assert_eq!(files.hostname, "www\n");
+    assert_eq!(
+        files.resolv_conf,
+        "search corp.example\nnameserver 192.168.1.1\noptions edns0\n"
+    );
+    assert_eq!(events.len(), 1);
+    assert_eq!(events[0].reason, "MissingClusterDNS");
+    let facts = NodeFacts::read_host(vec![], "cluster.local");
+    assert!(!facts.hostname.is_empty());
+}
