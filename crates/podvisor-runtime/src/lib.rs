@@ -16,6 +16,7 @@ pub mod host_paths;
 pub mod logs;
 pub mod probe;
 pub mod process;
+pub mod sandbox;
 pub mod shim;
 mod types;
 
