@@ -14,6 +14,7 @@ pub mod config;
 pub mod hooks;
 pub mod host_paths;
 pub mod logs;
+pub mod oci;
 pub mod probe;
 pub mod process;
 pub mod shim;
