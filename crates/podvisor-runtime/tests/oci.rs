@@ -18,9 +18,11 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use oci_spec::image::{Config as ImageConfig, ConfigBuilder};
 use podvisor_runtime::cgroup::{self, ContainerCgroup};
 use podvisor_runtime::logs::{SharedLogWriter, Stream, parse_line};
-use podvisor_runtime::oci::executor::{OciExecutor, ProcessIo, Runc};
+use podvisor_runtime::oci::executor::{ConsoleSocket, OciExecutor, ProcessIo, Runc};
 use podvisor_runtime::oci::rootfs::{self, RootfsKind, Strategy};
-use podvisor_runtime::oci::spec::{HostFacts, PodFiles, PodNamespaces, SpecInput, build_spec};
+use podvisor_runtime::oci::spec::{
+    HostFacts, PodFiles, PodNamespaces, SpecInput, build_spec, exec_process,
+};
 use podvisor_runtime::oci::user::UserDb;
 
 const NEEDS_ROOT: &str = "needs root: this test is #[ignore]d unless run as root with \
@@ -201,24 +203,27 @@ struct Outcome {
     oom_killed: bool,
 }
 
-/// Mounts the rootfs, writes the bundle, runs the container to its end with runc, then
-/// deletes it and checks that nothing is left.
-fn run(lab: &Lab, pod: &Pod, container: &Container, image: &ImageConfig) -> Outcome {
-    let ctr = lab.ctr();
-    let rootfs = rootfs::mount_rootfs(&ctr, &lab.layers, Strategy::Overlay).unwrap();
+/// A container whose root filesystem is mounted and whose bundle is written.
+struct Prepared {
+    id: String,
+    runc: Runc,
+    bundle: PathBuf,
+    spec: oci_spec::runtime::Spec,
+}
+
+/// Mounts the rootfs as an overlay and writes the bundle (`build_spec`, the kubelet's
+/// environment, the termination-message file at `<lab>/termination-log`).
+fn prepare(lab: &Lab, pod: &Pod, container: &Container, image: &ImageConfig) -> Prepared {
+    let rootfs = rootfs::mount_rootfs(&lab.ctr(), &lab.layers, Strategy::Overlay).unwrap();
     assert_eq!(rootfs.kind, RootfsKind::Overlay);
     assert!(rootfs::is_mount_point(&rootfs.path).unwrap());
     let id = format!("podvisor-test-{}-{}", lab.name, std::process::id());
-    let state = lab.dir.join("state");
-    let runc = Runc::new(&state);
     let bundle = lab.dir.join("bundle");
     std::fs::create_dir_all(&bundle).unwrap();
     let tm = lab.dir.join("termination-log");
     std::fs::write(&tm, "").unwrap();
     let env =
         podvisor_runtime::config::kubelet_environment(pod, container, &Default::default()).unwrap();
-    let host = HostFacts::detect().unwrap();
-    let cgroups_path = format!("/podvisor-oci-test/{id}");
     let spec = build_spec(&SpecInput {
         pod,
         container,
@@ -233,20 +238,62 @@ fn run(lab: &Lab, pod: &Pod, container: &Container, image: &ImageConfig) -> Outc
             ..PodFiles::default()
         },
         namespaces: &PodNamespaces::default(),
-        cgroups_path: &cgroups_path,
+        cgroups_path: &format!("/podvisor-oci-test/{id}"),
         hostname: "web",
         seccomp_localhost: None,
-        host: &host,
+        host: &HostFacts::detect().unwrap(),
     })
     .unwrap();
     spec.save(bundle.join("config.json")).unwrap();
+    Prepared {
+        id,
+        runc: Runc::new(&lab.dir.join("state")),
+        bundle,
+        spec,
+    }
+}
 
+/// Deletes the (stopped) container and its root filesystem, and checks that nothing is
+/// left: no mount, no container directory, no runc state, no cgroup, no runc log.
+fn teardown(lab: &Lab, prepared: &Prepared) {
+    let Prepared { id, runc, .. } = prepared;
+    runc.delete(id, false).unwrap();
+    rootfs::remove_rootfs(&lab.ctr()).unwrap();
+    assert!(!lab.ctr().exists(), "{} left", lab.ctr().display());
+    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+    assert!(
+        !mountinfo.contains(lab.dir.to_str().unwrap()),
+        "a mount is left"
+    );
+    assert_eq!(runc.state(id).unwrap(), None);
+    assert!(!runc.root().join(id).exists());
+    assert!(ContainerCgroup::open(&cgroup::detect(), "podvisor-oci-test", id).is_err());
+    assert_eq!(
+        cgroup_dirs(&format!("podvisor-oci-test/{id}")),
+        Vec::<PathBuf>::new()
+    );
+    assert_eq!(
+        std::fs::read_dir(lab.dir.join("state/runc-log"))
+            .unwrap()
+            .count(),
+        0
+    );
+}
+
+/// Runs the container to its end with runc, as the shim would: created with its output on
+/// pipes pumped into a CRI log file, started, reaped, its OOM counter read; then
+/// [`teardown`].
+fn run(lab: &Lab, pod: &Pod, container: &Container, image: &ImageConfig) -> Outcome {
+    let prepared = prepare(lab, pod, container, image);
+    let Prepared {
+        id, runc, bundle, ..
+    } = &prepared;
     let (out_r, out_w) = std::io::pipe().unwrap();
     let (err_r, err_w) = std::io::pipe().unwrap();
     let pid = runc
         .create(
-            &bundle,
-            &id,
+            bundle,
+            id,
             &lab.dir.join("pid"),
             ProcessIo::Fds {
                 stdin: None,
@@ -266,39 +313,19 @@ fn run(lab: &Lab, pod: &Pod, container: &Container, image: &ImageConfig) -> Outc
             std::thread::spawn(move || writer.pump(stream, r).unwrap())
         })
         .collect();
-    runc.start(&id).unwrap();
-    let status = wait(pid);
+    runc.start(id).unwrap();
+    let (exit_code, signal) = wait(pid);
     for p in pumps {
         p.join().unwrap();
     }
     // What the shim does on exit: the OOM counter of the container's cgroup.
-    let cg = ContainerCgroup::open(&cgroup::detect(), "podvisor-oci-test", &id).unwrap();
+    let cg = ContainerCgroup::open(&cgroup::detect(), "podvisor-oci-test", id).unwrap();
     let oom_killed = cg.oom_kill_count() > 0;
     assert_eq!(
-        runc.state(&id).unwrap().map(|s| s.status),
+        runc.state(id).unwrap().map(|s| s.status),
         Some(podvisor_runtime::oci::executor::Status::Stopped)
     );
-    runc.delete(&id, false).unwrap();
-    rootfs::remove_rootfs(&ctr).unwrap();
-
-    // Nothing left: no mount, no container directory, no runc state, no cgroup, no logs.
-    assert!(!ctr.exists(), "{} left", ctr.display());
-    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
-    assert!(
-        !mountinfo.contains(lab.dir.to_str().unwrap()),
-        "a mount is left"
-    );
-    assert_eq!(runc.state(&id).unwrap(), None);
-    assert!(!runc.root().join(&id).exists());
-    assert!(ContainerCgroup::open(&cgroup::detect(), "podvisor-oci-test", &id).is_err());
-    assert_eq!(
-        cgroup_dirs(&format!("podvisor-oci-test/{id}")),
-        Vec::<PathBuf>::new()
-    );
-    assert_eq!(
-        std::fs::read_dir(state.join("runc-log")).unwrap().count(),
-        0
-    );
+    teardown(lab, &prepared);
 
     let text = std::fs::read_to_string(&log).unwrap();
     std::fs::remove_file(&log).unwrap();
@@ -313,7 +340,6 @@ fn run(lab: &Lab, pod: &Pod, container: &Container, image: &ImageConfig) -> Outc
         out.push_str(&line.content);
         out.push('\n');
     }
-    let (exit_code, signal) = status;
     Outcome {
         exit_code,
         signal,
@@ -490,50 +516,31 @@ fn exec_and_kill_in_a_running_container() {
     let _g = guard();
     let lab = Lab::new("exec");
     let c = container("echo ready; exec sleep 60", None);
-    let pod = pod(&c);
-    let ctr = lab.ctr();
-    let rootfs = rootfs::mount_rootfs(&ctr, &lab.layers, Strategy::Overlay).unwrap();
-    let id = format!("podvisor-test-exec-{}", std::process::id());
-    let runc = Runc::new(&lab.dir.join("state"));
-    let bundle = lab.dir.join("bundle");
-    std::fs::create_dir_all(&bundle).unwrap();
-    let spec = build_spec(&SpecInput {
-        pod: &pod,
-        container: &c,
-        container_id: &id,
-        image: Some(&image(Some("app"))),
-        rootfs: &rootfs.path,
-        users: &UserDb::read(&rootfs.path).unwrap(),
-        env: &[],
-        mounts: &[],
-        pod_files: &PodFiles::default(),
-        namespaces: &PodNamespaces::default(),
-        cgroups_path: &format!("/podvisor-oci-test/{id}"),
-        hostname: "web",
-        seccomp_localhost: None,
-        host: &HostFacts::detect().unwrap(),
-    })
-    .unwrap();
-    spec.save(bundle.join("config.json")).unwrap();
+    let prepared = prepare(&lab, &pod(&c), &c, &image(Some("app")));
+    let Prepared {
+        id,
+        runc,
+        bundle,
+        spec,
+    } = &prepared;
     let pid = runc
-        .create(&bundle, &id, &lab.dir.join("pid"), ProcessIo::null())
+        .create(bundle, id, &lab.dir.join("pid"), ProcessIo::null())
         .unwrap();
-    runc.start(&id).unwrap();
+    runc.start(id).unwrap();
     assert_eq!(
-        runc.state(&id).unwrap().map(|s| (s.status, s.pid)),
+        runc.state(id).unwrap().map(|s| (s.status, s.pid)),
         Some((podvisor_runtime::oci::executor::Status::Running, pid))
     );
     // An exec runs as the container's user, in its root, and is our child too.
-    let mut process = spec.process().clone().unwrap();
-    process.set_args(Some(vec![
-        "/bin/sh".into(),
-        "-c".into(),
-        "id -u; ls /opaque".into(),
-    ]));
+    let process = exec_process(
+        spec.process().as_ref().unwrap(),
+        vec!["/bin/sh".into(), "-c".into(), "id -u; ls /opaque".into()],
+        false,
+    );
     let (out_r, out_w) = std::io::pipe().unwrap();
     let exec_pid = runc
         .exec(
-            &id,
+            id,
             &process,
             &lab.dir.join("exec.pid"),
             ProcessIo::Fds {
@@ -543,13 +550,18 @@ fn exec_and_kill_in_a_running_container() {
             },
         )
         .unwrap();
+    assert_eq!(parent_of(exec_pid), rustix::process::getpid().as_raw_pid());
     assert_eq!(wait(exec_pid), (0, None));
     let output = std::io::read_to_string(out_r).unwrap();
     assert_eq!(output, "1000\nabove\n");
     // A command that cannot start is runc's error, worded as containerd's.
-    process.set_args(Some(vec!["/no/such/binary".into()]));
+    let process = exec_process(
+        spec.process().as_ref().unwrap(),
+        vec!["/no/such/binary".into()],
+        false,
+    );
     let err = runc
-        .exec(&id, &process, &lab.dir.join("exec2.pid"), ProcessIo::null())
+        .exec(id, &process, &lab.dir.join("exec2.pid"), ProcessIo::null())
         .unwrap_err();
     let message = err.kubelet_message("e2");
     assert!(
@@ -558,12 +570,9 @@ fn exec_and_kill_in_a_running_container() {
         ) && message.contains("/no/such/binary"),
         "{message}"
     );
-    runc.kill(&id, 9, true).unwrap();
+    runc.kill(id, 9, true).unwrap();
     assert_eq!(wait(pid), (137, Some(9)));
-    runc.delete(&id, false).unwrap();
-    rootfs::remove_rootfs(&ctr).unwrap();
-    assert!(!ctr.exists());
-    assert_eq!(runc.state(&id).unwrap(), None);
+    teardown(&lab, &prepared);
 }
 
 #[test]
@@ -571,62 +580,106 @@ fn exec_and_kill_in_a_running_container() {
 fn create_failures_carry_runc_words() {
     let _g = guard();
     let lab = Lab::new("fail");
-    let ctr = lab.ctr();
-    let rootfs = rootfs::mount_rootfs(&ctr, &lab.layers, Strategy::Overlay).unwrap();
     let mut c = container("", None);
     c.command = Some(vec!["/no/such/binary".into()]);
-    let pod = pod(&c);
-    let id = format!("podvisor-test-fail-{}", std::process::id());
-    let runc = Runc::new(&lab.dir.join("state"));
-    let bundle = lab.dir.join("bundle");
-    std::fs::create_dir_all(&bundle).unwrap();
-    let spec = build_spec(&SpecInput {
-        pod: &pod,
-        container: &c,
-        container_id: &id,
-        image: Some(&image(None)),
-        rootfs: &rootfs.path,
-        users: &UserDb::read(&rootfs.path).unwrap(),
-        env: &[],
-        mounts: &[],
-        pod_files: &PodFiles::default(),
-        namespaces: &PodNamespaces::default(),
-        cgroups_path: &format!("/podvisor-oci-test/{id}"),
-        hostname: "web",
-        seccomp_localhost: None,
-        host: &HostFacts::detect().unwrap(),
-    })
-    .unwrap();
-    spec.save(bundle.join("config.json")).unwrap();
+    let prepared = prepare(&lab, &pod(&c), &c, &image(None));
+    let Prepared {
+        id, runc, bundle, ..
+    } = &prepared;
     let (err_r, err_w) = std::io::pipe().unwrap();
-    let result = runc.create(
-        &bundle,
-        &id,
-        &lab.dir.join("pid"),
-        ProcessIo::Fds {
-            stdin: None,
-            stdout: None,
-            stderr: Some(OwnedFd::from(err_w)),
-        },
+    let err = runc
+        .create(
+            bundle,
+            id,
+            &lab.dir.join("pid"),
+            ProcessIo::Fds {
+                stdin: None,
+                stdout: None,
+                stderr: Some(OwnedFd::from(err_w)),
+            },
+        )
+        .unwrap_err();
+    assert_eq!(
+        err.kubelet_message(""),
+        "failed to create containerd task: failed to create shim task: OCI runtime create \
+         failed: runc create failed: unable to start container process: exec: \
+         \"/no/such/binary\": stat /no/such/binary: no such file or directory: unknown"
     );
-    let message = match result {
-        Err(e) => e.kubelet_message(""),
-        Ok(pid) => {
-            // Some runc versions only fail at start.
-            let e = runc.start(&id).unwrap_err();
-            let _ = wait(pid);
-            e.kubelet_message("")
-        }
-    };
-    eprintln!("runc's create failure, as the kubelet would show it: {message}");
-    assert!(message.contains("/no/such/binary"), "{message}");
-    assert!(message.starts_with("failed to"), "{message}");
     // runc's own complaint also reached the container's stderr: the caller drops it.
-    drop(err_r);
-    runc.delete(&id, true).unwrap();
-    rootfs::remove_rootfs(&ctr).unwrap();
-    assert_eq!(runc.state(&id).unwrap(), None);
-    assert!(!ctr.exists());
+    let stray = std::io::read_to_string(err_r).unwrap();
+    assert!(stray.contains("/no/such/binary"), "{stray:?}");
+    teardown(&lab, &prepared);
+}
+
+#[test]
+#[ignore = "needs root: run as root with --include-ignored (scripts/test does)"]
+fn terminal_through_the_console_socket() {
+    let _g = guard();
+    let lab = Lab::new("tty");
+    let mut c = container(
+        "test -t 0 && test -t 1 && echo tty-ok; echo TERM=$TERM",
+        None,
+    );
+    c.tty = Some(true);
+    c.stdin = Some(true);
+    let prepared = prepare(&lab, &pod(&c), &c, &image(None));
+    let Prepared {
+        id, runc, bundle, ..
+    } = &prepared;
+    let socket = ConsoleSocket::bind(&lab.dir.join("console.sock")).unwrap();
+    let pid = runc
+        .create(
+            bundle,
+            id,
+            &lab.dir.join("pid"),
+            ProcessIo::Terminal {
+                console_socket: socket.path().to_owned(),
+            },
+        )
+        .unwrap();
+    let master = socket.receive().unwrap();
+    runc.start(id).unwrap();
+    let mut output = Vec::new();
+    let mut master = std::fs::File::from(master);
+    // The master reads EIO once the terminal's last holder exited.
+    let _ = std::io::Read::read_to_end(&mut master, &mut output);
+    assert_eq!(wait(pid), (0, None));
+    let output = String::from_utf8_lossy(&output);
+    assert!(output.contains("tty-ok\r\n"), "{output:?}");
+    teardown(&lab, &prepared);
+}
+
+#[test]
+#[ignore = "needs root: run as root with --include-ignored (scripts/test does)"]
+fn runtime_default_seccomp_denies_by_capability() {
+    let _g = guard();
+    let lab = Lab::new("seccomp");
+    let profile = |t: &str| SecurityContext {
+        seccomp_profile: Some(SeccompProfile {
+            type_: t.into(),
+            localhost_profile: None,
+        }),
+        ..Default::default()
+    };
+    // A user namespace needs no capability, so only the filter stops `unshare`.
+    let script = "unshare -U true && echo allowed || echo denied";
+    for (sc, want) in [
+        (profile("Unconfined"), "allowed\n"),
+        (profile("RuntimeDefault"), "denied\n"),
+    ] {
+        let c = container(script, Some(sc.clone()));
+        let out = run(&lab, &pod(&c), &c, &image(None));
+        assert_eq!(out.stdout, want, "{sc:?}: {out:?}");
+    }
+    // With CAP_SYS_ADMIN the profile lets namespaces through, as containerd's does.
+    let mut sc = profile("RuntimeDefault");
+    sc.capabilities = Some(Capabilities {
+        add: Some(vec!["SYS_ADMIN".into()]),
+        drop: None,
+    });
+    let c = container(script, Some(sc));
+    let out = run(&lab, &pod(&c), &c, &image(None));
+    assert_eq!(out.stdout, "allowed\n", "{out:?}");
 }
 
 #[test]

@@ -39,7 +39,7 @@ use std::path::{Path, PathBuf};
 use k8s_openapi::api::core::v1::{Container, Pod};
 use oci_spec::image::Config as ImageConfig;
 use oci_spec::runtime::{
-    Capabilities, LinuxBuilder, LinuxNamespace, LinuxNamespaceBuilder, LinuxNamespaceType,
+    Capabilities, LinuxBuilder, LinuxNamespace, LinuxNamespaceBuilder, LinuxNamespaceType, Process,
     ProcessBuilder, RootBuilder, Spec, SpecBuilder, UserBuilder,
 };
 
@@ -380,6 +380,33 @@ pub fn environment(
             .chain(image_env)
             .chain(kubelet_env.iter().cloned()),
     )
+}
+
+/// The process of an exec in a container whose init process is `init` (from
+/// [`build_spec`]): the same user, environment, working directory, capabilities and
+/// `noNewPrivileges`, running `argv`; with `tty` a terminal and `TERM=xterm` (containerd's
+/// exec does both).
+pub fn exec_process(init: &Process, argv: Vec<String>, tty: bool) -> Process {
+    let mut process = init.clone();
+    process.set_args(Some(argv));
+    process.set_terminal(Some(tty));
+    if tty {
+        let env = init
+            .env()
+            .clone()
+            .unwrap_or_default()
+            .into_iter()
+            .filter_map(|kv| {
+                kv.split_once('=')
+                    .map(|(k, v)| (k.to_owned(), v.to_owned()))
+            })
+            .collect();
+        let env = merge_environment(env, [("TERM".to_owned(), "xterm".to_owned())]);
+        process.set_env(Some(
+            env.into_iter().map(|(k, v)| format!("{k}={v}")).collect(),
+        ));
+    }
+    process
 }
 
 fn oci_user(user: &ResolvedUser) -> Result<oci_spec::runtime::User, SpecError> {

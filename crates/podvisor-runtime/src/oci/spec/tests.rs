@@ -439,3 +439,23 @@ fn resources_and_oom_score() {
         "CreateContainerConfigError"
     );
 }
+
+#[test]
+fn exec_processes_follow_the_init_process() {
+    let mut f = Fixture::new();
+    f.env = vec![("TERM".into(), "dumb".into()), ("A".into(), "1".into())];
+    f.container.working_dir = Some("/srv".into());
+    let spec = f.build().unwrap();
+    let init = spec.process().as_ref().unwrap();
+    let plain = exec_process(init, strings(&["ls"]), false);
+    assert_eq!(plain.args().clone().unwrap(), strings(&["ls"]));
+    assert_eq!(plain.terminal(), Some(false));
+    assert_eq!(plain.env(), init.env());
+    assert_eq!(plain.cwd(), Path::new("/srv"));
+    assert_eq!(plain.user(), init.user());
+    let tty = exec_process(init, strings(&["sh"]), true);
+    assert_eq!(tty.terminal(), Some(true));
+    let env = tty.env().clone().unwrap();
+    assert!(env.contains(&"TERM=xterm".to_owned()) && env.contains(&"A=1".to_owned()));
+    assert!(!env.contains(&"TERM=dumb".to_owned()));
+}
