@@ -687,6 +687,19 @@ fn runtime_default_seccomp_denies_by_capability() {
 fn copy_fallback_applies_whiteouts() {
     let _g = guard();
     let lab = Lab::new("copy");
+    // File capabilities (VFS_CAP_REVISION_2: effective, CAP_NET_RAW permitted) are kept.
+    let fcaps: [u8; 20] = [
+        1, 0, 0, 2, 0, 0x20, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    ];
+    let ping = lab.layers[0].join("bin/ping");
+    std::fs::write(&ping, "#!/bin/sh\n").unwrap();
+    rustix::fs::setxattr(
+        ping.as_path(),
+        "security.capability",
+        &fcaps,
+        rustix::fs::XattrFlags::empty(),
+    )
+    .unwrap();
     let ctr = lab.ctr();
     let rootfs = rootfs::mount_rootfs(&ctr, &lab.layers, Strategy::Copy).unwrap();
     assert_eq!(rootfs.kind, RootfsKind::Copy);
@@ -704,6 +717,14 @@ fn copy_fallback_applies_whiteouts() {
         &std::fs::metadata(p.join("tmp")).unwrap().permissions(),
     );
     assert_eq!(mode & 0o7777, 0o1777);
+    let mut copied = [0_u8; 64];
+    let len = rustix::fs::getxattr(
+        p.join("bin/ping").as_path(),
+        "security.capability",
+        &mut copied,
+    )
+    .unwrap();
+    assert_eq!(&copied[..len], &fcaps);
     rootfs::remove_rootfs(&ctr).unwrap();
     assert!(!ctr.exists());
 }
@@ -730,6 +751,9 @@ fn sub_path_sources_stay_inside_their_volume() {
     // Missing directories are made inside the volume.
     let made = rootfs::prepare_sub_path(&ctr, 2, &volume, Path::new("new/deeper")).unwrap();
     assert!(volume.join("new/deeper").is_dir() && made.is_dir());
+    // Mounting the root filesystem afterwards keeps the prepared sources.
+    rootfs::mount_rootfs(&ctr, &lab.layers, Strategy::Overlay).unwrap();
+    assert!(rootfs::is_mount_point(&dir_source).unwrap());
     for escape in ["escape", "up/secret", "up"] {
         let err = rootfs::prepare_sub_path(&ctr, 3, &volume, Path::new(escape)).unwrap_err();
         assert!(

@@ -7,8 +7,9 @@
 //! per layer, so the number of layers is not limited by the size of a mount option string.
 //! Where overlayfs is missing or refuses the layers, the layers are copied into
 //! `<dir>/rootfs` instead (with a warning): whiteouts and opaque directories applied, owners,
-//! modes and symbolic links kept, nothing followed (every step goes through directory
-//! descriptors with `O_NOFOLLOW`). [`remove_rootfs`] unmounts and removes it all, and works
+//! modes, symbolic links and file capabilities kept (hard links become copies; timestamps
+//! and other extended attributes are not kept), nothing followed (every step goes through
+//! directory descriptors with `O_NOFOLLOW`). [`remove_rootfs`] unmounts and removes it all, and works
 //! on a directory an earlier process left.
 //!
 //! Mount targets inside the root (a volume's `mountPath`, `/etc/hosts`) are created by the
@@ -59,8 +60,9 @@ pub struct Rootfs {
     pub kind: RootfsKind,
 }
 
-/// Makes the root filesystem of a container in `dir` (created if missing; whatever an
-/// earlier attempt left there is removed first) from `layers`, bottom first.
+/// Makes the root filesystem of a container in `dir` (created if missing; a root filesystem
+/// an earlier attempt left there is removed first, `subPath` sources are kept) from
+/// `layers`, bottom first.
 pub fn mount_rootfs(dir: &Path, layers: &[PathBuf], strategy: Strategy) -> io::Result<Rootfs> {
     if layers.is_empty() {
         return Err(io::Error::new(
@@ -68,7 +70,8 @@ pub fn mount_rootfs(dir: &Path, layers: &[PathBuf], strategy: Strategy) -> io::R
             "an image without layers",
         ));
     }
-    remove_rootfs(dir)?;
+    unmount_all(&dir.join("rootfs"))?;
+    remove_trees(dir, &["rootfs", "upper", "work"])?;
     let path = dir.join("rootfs");
     std::fs::create_dir_all(&path).map_err(ctx("creating", &path))?;
     let kind = match strategy {
@@ -131,11 +134,9 @@ fn mount_overlay(dir: &Path, layers: &[PathBuf]) -> io::Result<()> {
     set("workdir", &work)?;
     rustix::mount::fsconfig_create(&fs)
         .map_err(|e| io::Error::new(io::Error::from(e).kind(), format!("creating overlay: {e}")))?;
-    let mount = rustix::mount::fsmount(
-        &fs,
-        FsMountFlags::FSMOUNT_CLOEXEC,
-        MountAttrFlags::MOUNT_ATTR_NODEV,
-    )?;
+    // No mount attributes, as containerd's overlay snapshots.
+    let mount =
+        rustix::mount::fsmount(&fs, FsMountFlags::FSMOUNT_CLOEXEC, MountAttrFlags::empty())?;
     let target_fd = rustix::fs::open(
         &target,
         OFlags::PATH | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
@@ -156,18 +157,22 @@ pub fn remove_rootfs(dir: &Path) -> io::Result<()> {
             unmount_all(&entry.path())?;
         }
     }
-    for sub in ["rootfs", "upper", "work", "subpaths"] {
-        let p = dir.join(sub);
+    remove_trees(dir, &["rootfs", "upper", "work", "subpaths"])?;
+    // The directory goes only if nothing else (a termination-message file) lives there.
+    let _ = std::fs::remove_dir(dir);
+    Ok(())
+}
+
+/// Removes each of `names` in `dir` (`remove_dir_all` follows no symbolic link).
+fn remove_trees(dir: &Path, names: &[&str]) -> io::Result<()> {
+    for name in names {
+        let p = dir.join(name);
         match std::fs::remove_dir_all(&p) {
             Ok(()) => {}
             Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-            // A prepared file-typed subPath source is a file.
-            Err(_) if p.is_file() => std::fs::remove_file(&p).map_err(ctx("removing", &p))?,
             Err(e) => return Err(ctx("removing", &p)(e)),
         }
     }
-    // The directory goes only if nothing else (a termination-message file) lives there.
-    let _ = std::fs::remove_dir(dir);
     Ok(())
 }
 
@@ -298,8 +303,9 @@ fn copy_dir(src: &OwnedFd, dest: &OwnedFd) -> io::Result<()> {
                 let (mut from, mut to) = (std::fs::File::from(from), std::fs::File::from(to));
                 io::copy(&mut from, &mut to)?;
                 rustix::fs::fchown(&to, owner.0, owner.1)?;
-                // After the owner: chown clears set-id bits.
+                // After the owner: chown clears set-id bits and file capabilities.
                 rustix::fs::fchmod(&to, mode)?;
+                copy_file_capabilities(&from, &to)?;
             }
             FileType::Symlink => {
                 let target = rustix::fs::readlinkat(src, name, Vec::new())?;
@@ -314,6 +320,24 @@ fn copy_dir(src: &OwnedFd, dest: &OwnedFd) -> io::Result<()> {
         }
     }
     Ok(())
+}
+
+/// Copies `security.capability` (a binary's file capabilities, such as `ping`'s).
+fn copy_file_capabilities(from: &std::fs::File, to: &std::fs::File) -> io::Result<()> {
+    let mut value = [0_u8; 64];
+    match rustix::fs::fgetxattr(from, "security.capability", &mut value) {
+        Ok(len) => {
+            rustix::fs::fsetxattr(
+                to,
+                "security.capability",
+                &value[..len],
+                rustix::fs::XattrFlags::empty(),
+            )?;
+            Ok(())
+        }
+        Err(rustix::io::Errno::NODATA | rustix::io::Errno::NOTSUP) => Ok(()),
+        Err(e) => Err(e.into()),
+    }
 }
 
 /// Removes `name` in `dir`, a whole tree if it is a directory, following no link.

@@ -148,10 +148,16 @@ impl HostFacts {
         let mode = crate::cgroup::detect();
         let cgroup_v2 = matches!(mode, crate::cgroup::CgroupMode::Unified { .. });
         let swap_controller = if cgroup_v2 {
-            Path::new("/sys/fs/cgroup/memory.swap.max").exists()
-                || std::fs::read_dir("/sys/fs/cgroup")?
-                    .flatten()
-                    .any(|e| e.path().join("memory.swap.max").exists())
+            // The root has no memory.swap.max: the kubelet looks in its own cgroup.
+            let own = std::fs::read_to_string("/proc/self/cgroup").unwrap_or_default();
+            own.lines()
+                .find_map(|l| l.strip_prefix("0::"))
+                .is_some_and(|p| {
+                    Path::new("/sys/fs/cgroup")
+                        .join(p.trim_start_matches('/'))
+                        .join("memory.swap.max")
+                        .exists()
+                })
         } else {
             Path::new("/sys/fs/cgroup/memory/memory.memsw.limit_in_bytes").exists()
         };
