@@ -10,15 +10,21 @@
 //! standard I/O, so its output goes to the caller's pipes and from there to the CRI log files
 //! as today. `runc exec --detach` works the same way for exec processes.
 //!
-//! Two things the caller must arrange:
+//! The order for a container: `create` (returns the init pid), register the pid with the
+//! reaper, then `start`: until `start`, the init process waits on runc's exec FIFO and cannot
+//! exit on its own, so no exit is missed. Three things the caller must arrange:
 //! - a concurrent `waitpid(-1)` must not reap the `runc` processes themselves: every command
-//!   runs through a [`CommandRunner`], which the shim implements with its fork lock and
-//!   reaper (the [`DirectRunner`] waits for the child directly, which is right for a process
-//!   with no other reaper);
+//!   runs through a [`CommandRunner`], which the shim is to implement with its fork lock and
+//!   reaper (spawn with `Waiter::Exec`; the [`DirectRunner`] waits for the child directly,
+//!   which is right for a process with no other reaper);
 //! - runc writes its own fatal error to its standard error as well as to its log, so when
 //!   [`OciExecutor::create`] fails, what the container's stderr descriptor received is runc's
 //!   message, not the container's output: drain and drop it (start copying to the log file
-//!   only after `create` succeeded).
+//!   only after `create` succeeded);
+//! - `create` takes the container's cgroups from `linux.cgroupsPath` (runc's cgroupfs
+//!   driver), so the OOM counter and kill-all are read from there
+//!   ([`ContainerCgroup::open`](crate::cgroup::ContainerCgroup::open) finds them); `delete`
+//!   removes them, but not the parents runc made.
 //!
 //! Errors carry runc's own message, read from its JSON log (`--log-format json`), and
 //! [`ExecutorError::kubelet_message`] words it as containerd does, for the container's

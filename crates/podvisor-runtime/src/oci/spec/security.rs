@@ -368,9 +368,9 @@ const EPERM: u32 = 1;
 const ENOSYS: u32 = 38;
 
 /// The `RuntimeDefault` profile for a container holding `caps`: everything allowed but the
-/// [`DENIED`] calls whose capability it lacks (`EPERM`), `clone` with a namespace flag and
-/// `clone3` (whose flags a filter cannot read: `ENOSYS`, so the C library falls back to
-/// `clone`) unless it holds `CAP_SYS_ADMIN`.
+/// denied calls (this module's table) whose capability it lacks (`EPERM`), `clone` with a
+/// namespace flag and `clone3` (whose flags a filter cannot read: `ENOSYS`, so the C library
+/// falls back to `clone`) unless it holds `CAP_SYS_ADMIN`.
 pub fn runtime_default(caps: &Capabilities) -> Result<LinuxSeccomp, SpecError> {
     let holds = |needed: &[Capability]| needed.iter().any(|c| caps.contains(c));
     let denied: Vec<String> = DENIED
