@@ -21,7 +21,7 @@ use podvisor_runtime::logs::{SharedLogWriter, Stream, parse_line};
 use podvisor_runtime::oci::executor::{ConsoleSocket, OciExecutor, ProcessIo, Runc};
 use podvisor_runtime::oci::rootfs::{self, RootfsKind, Strategy};
 use podvisor_runtime::oci::spec::{
-    HostFacts, PodFiles, PodNamespaces, SpecInput, build_spec, exec_process,
+    HostFacts, Namespace, PodFiles, PodNamespaces, SpecInput, build_spec, exec_process,
 };
 use podvisor_runtime::oci::user::UserDb;
 
@@ -46,9 +46,9 @@ fn guard() -> MutexGuard<'static, ()> {
     lock
 }
 
-const APPLETS: [&str; 13] = [
+const APPLETS: [&str; 15] = [
     "sh", "echo", "sleep", "cat", "id", "ls", "head", "tr", "touch", "grep", "test", "true",
-    "unshare",
+    "unshare", "readlink", "hostname",
 ];
 
 /// A scratch directory with the image's two layers.
@@ -214,6 +214,17 @@ struct Prepared {
 /// Mounts the rootfs as an overlay and writes the bundle (`build_spec`, the kubelet's
 /// environment, the termination-message file at `<lab>/termination-log`).
 fn prepare(lab: &Lab, pod: &Pod, container: &Container, image: &ImageConfig) -> Prepared {
+    prepare_in(lab, pod, container, image, &PodNamespaces::default())
+}
+
+/// [`prepare`], joining `namespaces`.
+fn prepare_in(
+    lab: &Lab,
+    pod: &Pod,
+    container: &Container,
+    image: &ImageConfig,
+    namespaces: &PodNamespaces,
+) -> Prepared {
     let rootfs = rootfs::mount_rootfs(&lab.ctr(), &lab.layers, Strategy::Overlay).unwrap();
     assert_eq!(rootfs.kind, RootfsKind::Overlay);
     assert!(rootfs::is_mount_point(&rootfs.path).unwrap());
@@ -237,7 +248,7 @@ fn prepare(lab: &Lab, pod: &Pod, container: &Container, image: &ImageConfig) -> 
             termination_message: Some(tm),
             ..PodFiles::default()
         },
-        namespaces: &PodNamespaces::default(),
+        namespaces,
         cgroups_path: &format!("/podvisor-oci-test/{id}"),
         hostname: "web",
         seccomp_localhost: None,
@@ -284,7 +295,18 @@ fn teardown(lab: &Lab, prepared: &Prepared) {
 /// pipes pumped into a CRI log file, started, reaped, its OOM counter read; then
 /// [`teardown`].
 fn run(lab: &Lab, pod: &Pod, container: &Container, image: &ImageConfig) -> Outcome {
-    let prepared = prepare(lab, pod, container, image);
+    run_in(lab, pod, container, image, &PodNamespaces::default())
+}
+
+/// [`run`], joining `namespaces`.
+fn run_in(
+    lab: &Lab,
+    pod: &Pod,
+    container: &Container,
+    image: &ImageConfig,
+    namespaces: &PodNamespaces,
+) -> Outcome {
+    let prepared = prepare_in(lab, pod, container, image, namespaces);
     let Prepared {
         id, runc, bundle, ..
     } = &prepared;
@@ -769,4 +791,68 @@ fn sub_path_sources_stay_inside_their_volume() {
         std::fs::read_to_string(volume.join("data/file")).unwrap(),
         "inside\n"
     );
+}
+
+#[test]
+#[ignore = "needs root: run as root with --include-ignored (scripts/test does)"]
+fn joins_the_pod_namespaces_by_path() {
+    let _g = guard();
+    let lab = Lab::new("netns");
+    // The pod's network namespace as a bind-mounted file, its UTS and IPC namespaces held
+    // by a process (named `podns` there).
+    let netns = format!("podvisor-oci-test-{}", std::process::id());
+    let ip = |args: &[&str]| {
+        let status = std::process::Command::new("ip")
+            .args(args)
+            .status()
+            .unwrap();
+        assert!(status.success(), "ip {args:?}");
+    };
+    ip(&["netns", "add", &netns]);
+    let mut holder = std::process::Command::new("unshare")
+        .args([
+            "--uts",
+            "--ipc",
+            "sh",
+            "-c",
+            "hostname podns && exec sleep 60",
+        ])
+        .spawn()
+        .unwrap();
+    let ns = |kind: &str| PathBuf::from(format!("/proc/{}/ns/{kind}", holder.id()));
+    let link = |p: &Path| std::fs::read_link(p).unwrap().display().to_string();
+    // Wait until the holder named its namespace.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while link(&ns("uts")) == link(Path::new("/proc/self/ns/uts"))
+        || std::fs::read_to_string(format!("/proc/{}/comm", holder.id())).unwrap() != "sleep\n"
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the holder did not start"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let netns_path = PathBuf::from(format!("/run/netns/{netns}"));
+    let namespaces = PodNamespaces {
+        network: Namespace::Join(netns_path.clone()),
+        ipc: Namespace::Join(ns("ipc")),
+        uts: Namespace::Join(ns("uts")),
+        pid: Namespace::Private,
+    };
+    let c = container(
+        "for n in net uts ipc; do readlink /proc/self/ns/$n; done; hostname",
+        None,
+    );
+    let out = run_in(&lab, &pod(&c), &c, &image(None), &namespaces);
+    let net_inode = std::os::unix::fs::MetadataExt::ino(&std::fs::metadata(&netns_path).unwrap());
+    let want = format!(
+        "net:[{net_inode}]\n{}\n{}\npodns\n",
+        link(&ns("uts")),
+        link(&ns("ipc"))
+    );
+    holder.kill().unwrap();
+    holder.wait().unwrap();
+    ip(&["netns", "delete", &netns]);
+    assert_eq!(out.exit_code, 0, "{out:?}");
+    assert_eq!(out.stdout, want);
 }
