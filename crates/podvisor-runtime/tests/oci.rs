@@ -805,7 +805,7 @@ fn joins_the_pod_namespaces_by_path() {
         let status = std::process::Command::new("ip")
             .args(args)
             .status()
-            .unwrap();
+            .expect("running ip (iproute2; scripts/install-test-deps installs it)");
         assert!(status.success(), "ip {args:?}");
     };
     ip(&["netns", "add", &netns]);
@@ -818,7 +818,7 @@ fn joins_the_pod_namespaces_by_path() {
             "hostname podns && exec sleep 60",
         ])
         .spawn()
-        .unwrap();
+        .expect("running unshare (util-linux)");
     let ns = |kind: &str| PathBuf::from(format!("/proc/{}/ns/{kind}", holder.id()));
     let link = |p: &Path| std::fs::read_link(p).unwrap().display().to_string();
     // Wait until the holder named its namespace.
