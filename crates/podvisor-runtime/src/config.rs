@@ -199,12 +199,8 @@ pub fn build_with(
 
     let env = make_environment(pod, container, opts)?;
     let env_map: HashMap<&str, &str> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
-    let lookup = |name: &str| env_map.get(name).map(|v| (*v).to_owned());
-    let argv = command
-        .iter()
-        .chain(container.args.iter().flatten())
-        .map(|s| expand(s, lookup))
-        .collect();
+    let (command, args) = expand_command_and_args(container, &env);
+    let argv = command.into_iter().chain(args).collect();
 
     let mut mounts = make_mounts(pod, container, &env_map, paths, opts)?;
     // After the environment and the mounts, as in the kubelet's `generateContainerConfig`.
@@ -227,13 +223,7 @@ pub fn build_with(
         kind: MountKind::Bind,
     });
 
-    let memory_limit = match limit(container, "memory") {
-        Some(q) => {
-            let q = parse_quantity(&q, "resources.limits.memory")?;
-            u64::try_from(q.value()).ok().filter(|v| *v > 0)
-        }
-        None => None,
-    };
+    let memory_limit = memory_limit(container)?;
 
     Ok(ContainerConfig {
         name: container.name.clone(),
@@ -258,6 +248,61 @@ pub fn build_with(
             tty: container.tty == Some(true),
         },
     })
+}
+
+/// The environment the kubelet hands the runtime for a container (`makeEnvironmentVariables`:
+/// `envFrom`, then `env` with `$(VAR)` expanded and the downward API), in order, each name once.
+/// Runtime defaults (`PATH`, `HOSTNAME`, an image's `Env`) are not in it: each backend adds
+/// its own. `Err` is the `CreateContainerConfigError` message.
+pub fn kubelet_environment(
+    pod: &Pod,
+    container: &Container,
+    opts: &BuildOptions,
+) -> Result<Vec<(String, String)>, String> {
+    make_environment(pod, container, opts)
+}
+
+/// `ExpandContainerCommandAndArgs`: `command` and `args`, each with `$(VAR)` references
+/// expanded against `env` (the [`kubelet_environment`]), kept apart because an image's
+/// `ENTRYPOINT`/`CMD` fill in whichever is missing.
+pub fn expand_command_and_args(
+    container: &Container,
+    env: &[(String, String)],
+) -> (Vec<String>, Vec<String>) {
+    let env_map: HashMap<&str, &str> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    let lookup = |name: &str| env_map.get(name).map(|v| (*v).to_owned());
+    let expand_all = |list: Option<&Vec<String>>| -> Vec<String> {
+        list.into_iter()
+            .flatten()
+            .map(|s| expand(s, lookup))
+            .collect()
+    };
+    (
+        expand_all(container.command.as_ref()),
+        expand_all(container.args.as_ref()),
+    )
+}
+
+/// `resources.limits.memory` in bytes; `None` when unset or zero. `Err` is the
+/// `CreateContainerConfigError` message of an unparsable quantity.
+pub fn memory_limit(container: &Container) -> Result<Option<u64>, String> {
+    Ok(match limit(container, "memory") {
+        Some(q) => {
+            let q = parse_quantity(&q, "resources.limits.memory")?;
+            u64::try_from(q.value()).ok().filter(|v| *v > 0)
+        }
+        None => None,
+    })
+}
+
+/// Sets each of `overrides` in `base`: a name already there keeps its position and takes the
+/// new value, a new name is appended (containerd's `WithEnv`, `replaceOrAppendEnvValues`; the
+/// same rule as the kubelet's own environment).
+pub fn merge_environment(
+    base: Vec<(String, String)>,
+    overrides: impl IntoIterator<Item = (String, String)>,
+) -> Vec<(String, String)> {
+    env::merge(base, overrides)
 }
 
 /// Expands `$(VAR)` references exactly like Kubernetes

@@ -5,6 +5,8 @@
 //! [`process::ProcessRuntime`]: containers are host processes supervised by one `podvisor shim`
 //! per pod (their parent and subreaper), each in its own process group, cgroup and mount
 //! namespace. Probe and hook executors ([`probe`], [`hooks`]) run on top of any `Runtime`.
+//! [`oci`] holds the building blocks of the OCI backend (runtime spec, root filesystem, the
+//! runc executor), not yet assembled into a `Runtime`.
 //!
 //! This crate makes no lifecycle decisions (when to start, restart or kill is the
 //! `podvisor-lifecycle` core's job); it only does what it is told and reports what happened.
@@ -14,6 +16,7 @@ pub mod config;
 pub mod hooks;
 pub mod host_paths;
 pub mod logs;
+pub mod oci;
 pub mod probe;
 pub mod process;
 pub mod sandbox;

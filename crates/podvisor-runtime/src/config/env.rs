@@ -90,6 +90,18 @@ impl Env {
     }
 }
 
+/// See [`super::merge_environment`].
+pub(super) fn merge(
+    base: Vec<(String, String)>,
+    overrides: impl IntoIterator<Item = (String, String)>,
+) -> Vec<(String, String)> {
+    let mut env = Env::default();
+    for (name, value) in base.into_iter().chain(overrides) {
+        env.set(&name, value);
+    }
+    env.vars
+}
+
 /// Adds `PATH` and `HOSTNAME` in front unless the container defines them, as containerd's
 /// default spec and CRI plugin do (the process runtime shares the host's UTS namespace, whose
 /// hostname is the node name).

@@ -67,33 +67,23 @@ fn id(value: i64, field: &str) -> Result<u32, String> {
 /// The container's user. `Err` is the `CreateContainerConfigError` message, verbatim from
 /// the kubelet's `verifyRunAsNonRoot` when `runAsNonRoot` forbids the uid.
 pub fn container_user(pod: &Pod, container: &Container) -> Result<ContainerUser, String> {
+    // No image: the image user is root.
+    verify_run_as_non_root(pod, container, Some(0), "")?;
     let sc = effective(pod, container);
-    if sc.run_as_non_root == Some(true) {
-        // The image user is root (there is no image): only an explicit non-zero runAsUser
-        // passes.
-        match sc.run_as_user {
-            Some(0) => {
-                return Err(format!(
-                    "container's runAsUser breaks non-root policy (pod: {:?}, container: {})",
-                    format_pod(pod),
-                    container.name
-                ));
-            }
-            Some(_) => {}
-            None => {
-                return Err(format!(
-                    "container has runAsNonRoot and image will run as root (pod: {:?}, \
-                     container: {})",
-                    format_pod(pod),
-                    container.name
-                ));
-            }
-        }
-    }
     let uid = sc.run_as_user.map_or(Ok(0), |u| id(u, "runAsUser"))?;
     let gid = sc.run_as_group.map_or(Ok(0), |g| id(g, "runAsGroup"))?;
-    let pod_sc = pod.spec.as_ref().and_then(|s| s.security_context.as_ref());
     let mut groups = vec![gid];
+    groups.extend(pod_supplemental_groups(pod)?);
+    let mut seen = std::collections::HashSet::new();
+    groups.retain(|g| seen.insert(*g));
+    Ok(ContainerUser { uid, gid, groups })
+}
+
+/// The groups the pod adds to every container's supplementary groups: `fsGroup`, then
+/// `supplementalGroups`, in order (kubelet `determineEffectiveSecurityContext`).
+pub fn pod_supplemental_groups(pod: &Pod) -> Result<Vec<u32>, String> {
+    let pod_sc = pod.spec.as_ref().and_then(|s| s.security_context.as_ref());
+    let mut groups = Vec::new();
     if let Some(fs_group) = pod_sc.and_then(|s| s.fs_group) {
         groups.push(id(fs_group, "fsGroup")?);
     }
@@ -104,9 +94,65 @@ pub fn container_user(pod: &Pod, container: &Container) -> Result<ContainerUser,
     {
         groups.push(id(*g, "supplementalGroups")?);
     }
-    let mut seen = std::collections::HashSet::new();
-    groups.retain(|g| seen.insert(*g));
-    Ok(ContainerUser { uid, gid, groups })
+    Ok(groups)
+}
+
+/// The kubelet's `verifyRunAsNonRoot` (pkg/kubelet/kuberuntime/security_context_others.go):
+/// with `runAsNonRoot`, an explicit `runAsUser` must not be 0; without one, the image's user
+/// decides: `image_uid` is the image's numeric user (`Some(0)` for an image without `USER`),
+/// `image_username` its user name when it is not numeric. `Err` is the kubelet's message.
+pub fn verify_run_as_non_root(
+    pod: &Pod,
+    container: &Container,
+    image_uid: Option<i64>,
+    image_username: &str,
+) -> Result<(), String> {
+    let sc = effective(pod, container);
+    if sc.run_as_non_root != Some(true) {
+        return Ok(());
+    }
+    if let Some(uid) = sc.run_as_user {
+        if uid == 0 {
+            return Err(format!(
+                "container's runAsUser breaks non-root policy (pod: {:?}, container: {})",
+                format_pod(pod),
+                container.name
+            ));
+        }
+        return Ok(());
+    }
+    match image_uid {
+        None if !image_username.is_empty() => Err(format!(
+            "container has runAsNonRoot and image has non-numeric user ({image_username}), \
+             cannot verify user is non-root (pod: {:?}, container: {})",
+            format_pod(pod),
+            container.name
+        )),
+        Some(0) => Err(format!(
+            "container has runAsNonRoot and image will run as root (pod: {:?}, container: {})",
+            format_pod(pod),
+            container.name
+        )),
+        Some(uid) if !(0..=i64::from(i32::MAX)).contains(&uid) => Err(format!(
+            "container has runAsNonRoot and image has an invalid user id ({uid}). (Must be \
+             1-({})): must be between 0 and {}, inclusive (pod: {:?}, container: {})",
+            i32::MAX,
+            i32::MAX,
+            format_pod(pod),
+            container.name
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// The effective `runAsUser`, `runAsGroup` and `runAsNonRoot`: the container's where set, else
+/// the pod's (`DetermineEffectiveSecurityContext`).
+pub fn effective_run_as(
+    pod: &Pod,
+    container: &Container,
+) -> (Option<i64>, Option<i64>, Option<bool>) {
+    let sc = effective(pod, container);
+    (sc.run_as_user, sc.run_as_group, sc.run_as_non_root)
 }
 
 /// `HOME` for a container that does not set it. runc takes the home directory of the

@@ -56,7 +56,7 @@ pub(crate) struct Creations<'a> {
 }
 
 /// The mount ID of what `fd` names.
-pub(super) fn mount_id(fd: impl AsFd) -> io::Result<u64> {
+pub(crate) fn mount_id(fd: impl AsFd) -> io::Result<u64> {
     Ok(rustix::fs::statx(fd, c"", AtFlags::EMPTY_PATH, StatxFlags::MNT_ID)?.stx_mnt_id)
 }
 
@@ -165,7 +165,7 @@ pub(crate) fn describe(err: &io::Error) -> String {
 
 /// Opens `sub_path` beneath the directory `base` (`RESOLVE_BENEATH`: a symbolic link or `..`
 /// that leads out of it fails with `EXDEV`).
-pub(super) fn open_beneath(base: &OwnedFd, sub_path: &CStr) -> io::Result<OwnedFd> {
+pub(crate) fn open_beneath(base: &OwnedFd, sub_path: &CStr) -> io::Result<OwnedFd> {
     Ok(rustix::fs::openat2(
         base,
         sub_path,
@@ -177,7 +177,7 @@ pub(super) fn open_beneath(base: &OwnedFd, sub_path: &CStr) -> io::Result<OwnedF
 
 /// Opens a trusted host path (a volume's directory, the termination-message file the shim
 /// made): symbolic links are followed, as the kubelet follows them in a `hostPath`.
-pub(super) fn open_trusted(path: &CStr) -> io::Result<OwnedFd> {
+pub(crate) fn open_trusted(path: &CStr) -> io::Result<OwnedFd> {
     Ok(rustix::fs::open(
         path,
         OFlags::PATH | OFlags::CLOEXEC,
@@ -186,7 +186,7 @@ pub(super) fn open_trusted(path: &CStr) -> io::Result<OwnedFd> {
 }
 
 /// Whether the descriptor names a directory.
-pub(super) fn is_dir(fd: &OwnedFd) -> io::Result<bool> {
+pub(crate) fn is_dir(fd: &OwnedFd) -> io::Result<bool> {
     let stat = rustix::fs::statat(fd, c"", AtFlags::EMPTY_PATH)?;
     Ok(FileType::from_raw_mode(stat.st_mode) == FileType::Directory)
 }
@@ -194,7 +194,7 @@ pub(super) fn is_dir(fd: &OwnedFd) -> io::Result<bool> {
 /// Bind-mounts the tree at `source` (recursively) onto `target`, read-only when asked (the
 /// top mount only, as a read-only `volumeMount`), attaching it through the descriptors.
 /// Returns the new mount's ID.
-pub(super) fn bind(source: &OwnedFd, target: &OwnedFd, read_only: bool) -> io::Result<u64> {
+pub(crate) fn bind(source: &OwnedFd, target: &OwnedFd, read_only: bool) -> io::Result<u64> {
     let tree = open_tree(
         source,
         c"",
@@ -231,7 +231,8 @@ pub(super) fn change_dir(dir: &OwnedFd) -> io::Result<()> {
     Ok(rustix::process::fchdir(dir)?)
 }
 
-fn attach(mount: &OwnedFd, target: &OwnedFd) -> io::Result<()> {
+/// Attaches the detached mount `mount` (from `open_tree` or `fsmount`) onto `target`.
+pub(crate) fn attach(mount: &OwnedFd, target: &OwnedFd) -> io::Result<()> {
     Ok(move_mount(
         mount,
         c"",

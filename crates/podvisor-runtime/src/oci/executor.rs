@@ -1,0 +1,654 @@
+//! The OCI runtime behind a narrow trait, and its implementation over Debian's `runc`.
+//!
+//! The caller (the pod's shim) is the child subreaper (`PR_SET_CHILD_SUBREAPER`) and stays
+//! the container monitor: `runc create` runs detached, its `runc init` becomes the container's
+//! init process with `runc create` as its parent (runc clones it with `CLONE_PARENT`), and when
+//! `runc create` exits the init process is re-parented to the nearest subreaper, the caller.
+//! So the caller's existing `waitid` loop reaps the container's init process (exit code,
+//! signal), its cgroup tells an OOM kill, and no runc process stays around (no `runc run`
+//! foreground, no containerd-shim). The init process inherits the descriptors given as its
+//! standard I/O, so its output goes to the caller's pipes and from there to the CRI log files
+//! as today. `runc exec --detach` works the same way for exec processes.
+//!
+//! The order for a container: `create` (returns the init pid), register the pid with the
+//! reaper, then `start`: until `start`, the init process waits on runc's exec FIFO and cannot
+//! exit on its own, so no exit is missed. Three things the caller must arrange:
+//! - a concurrent `waitpid(-1)` must not reap the `runc` processes themselves: every command
+//!   runs through a [`CommandRunner`], which the shim is to implement with its fork lock and
+//!   reaper (spawn with `Waiter::Exec`; the [`DirectRunner`] waits for the child directly,
+//!   which is right for a process with no other reaper);
+//! - runc writes its own fatal error to its standard error as well as to its log, so when
+//!   [`OciExecutor::create`] fails, what the container's stderr descriptor received is runc's
+//!   message, not the container's output: drain and drop it (start copying to the log file
+//!   only after `create` succeeded);
+//! - `create` takes the container's cgroups from `linux.cgroupsPath` (runc's cgroupfs
+//!   driver), so the OOM counter and kill-all are read from there
+//!   ([`ContainerCgroup::open`](crate::cgroup::ContainerCgroup::open) finds them); `delete`
+//!   removes them, but not the parents runc made.
+//!
+//! Errors carry runc's own message, read from its JSON log (`--log-format json`), and
+//! [`ExecutorError::kubelet_message`] words it as containerd does, for the container's
+//! `RunContainerError` message.
+
+use std::ffi::OsStr;
+use std::fs::File;
+use std::io::{self, Read, Seek};
+use std::os::fd::OwnedFd;
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use serde::Deserialize;
+
+/// Debian's runc.
+pub const RUNC: &str = "/usr/sbin/runc";
+
+/// How a container process (init or exec) is wired to the caller.
+#[derive(Debug)]
+pub enum ProcessIo {
+    /// Standard input, output and error; `None` is `/dev/null`.
+    Fds {
+        /// Standard input.
+        stdin: Option<OwnedFd>,
+        /// Standard output.
+        stdout: Option<OwnedFd>,
+        /// Standard error.
+        stderr: Option<OwnedFd>,
+    },
+    /// A pseudo-terminal (`process.terminal` must be true): runc sends its master over the
+    /// unix socket at this path (see [`ConsoleSocket`]).
+    Terminal {
+        /// The listening socket's path.
+        console_socket: PathBuf,
+    },
+}
+
+impl ProcessIo {
+    /// Nothing in, nothing out.
+    pub fn null() -> ProcessIo {
+        ProcessIo::Fds {
+            stdin: None,
+            stdout: None,
+            stderr: None,
+        }
+    }
+}
+
+/// A container's status as the runtime reports it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Status {
+    /// Being created.
+    Creating,
+    /// Created, its process waiting to be started.
+    Created,
+    /// Running.
+    Running,
+    /// Frozen.
+    Paused,
+    /// Its init process has exited.
+    Stopped,
+}
+
+/// What [`OciExecutor::state`] returns.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct ContainerState {
+    /// The container's ID.
+    pub id: String,
+    /// The init process's pid (0 once stopped).
+    #[serde(default)]
+    pub pid: u32,
+    /// The status.
+    pub status: Status,
+    /// The bundle directory.
+    #[serde(default)]
+    pub bundle: PathBuf,
+}
+
+/// Why an executor operation failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ExecutorError {
+    /// The runtime ran and refused: `message` is its own error text.
+    #[error("{op} failed: {message}")]
+    Runtime {
+        /// `create`, `start`, `kill`, `delete`, `exec`, `state`.
+        op: &'static str,
+        /// The runtime's message.
+        message: String,
+    },
+    /// The runtime could not be run or its answer not read.
+    #[error("{op}: {source}")]
+    Io {
+        /// The operation.
+        op: &'static str,
+        /// The cause.
+        #[source]
+        source: io::Error,
+    },
+}
+
+impl ExecutorError {
+    /// The message the kubelet shows for the failure, worded as containerd wraps runc's
+    /// errors (`RunContainerError` for `create`/`start`, the exec error for `exec`).
+    pub fn kubelet_message(&self, exec_id: &str) -> String {
+        let (op, message) = match self {
+            ExecutorError::Runtime { op, message } => (*op, message.clone()),
+            ExecutorError::Io { op, source } => (*op, source.to_string()),
+        };
+        match op {
+            "create" => format!(
+                "failed to create containerd task: failed to create shim task: OCI runtime \
+                 create failed: {message}: unknown"
+            ),
+            "start" => format!(
+                "failed to start containerd task: OCI runtime start failed: {message}: unknown"
+            ),
+            "exec" => format!(
+                "failed to exec in container: failed to start exec {exec_id:?}: OCI runtime \
+                 exec failed: {message}: unknown"
+            ),
+            _ => format!("OCI runtime {op} failed: {message}: unknown"),
+        }
+    }
+}
+
+/// The operations the `oci` backend needs from an OCI runtime. Blocking; each returns when
+/// the runtime has done it.
+pub trait OciExecutor: Send + Sync {
+    /// Creates container `id` from the bundle (`config.json` + root filesystem): its init
+    /// process exists, in its namespaces and cgroup, waiting to be started. Returns its pid
+    /// (also written to `pid_file`).
+    fn create(
+        &self,
+        bundle: &Path,
+        id: &str,
+        pid_file: &Path,
+        io: ProcessIo,
+    ) -> Result<u32, ExecutorError>;
+
+    /// Starts the created container's process.
+    fn start(&self, id: &str) -> Result<(), ExecutorError>;
+
+    /// Sends `signal` to the init process, or with `all` to every process of the container.
+    fn kill(&self, id: &str, signal: i32, all: bool) -> Result<(), ExecutorError>;
+
+    /// Removes the container (its state and cgroup); `force` kills it first if it runs. A
+    /// container that does not exist is no error.
+    fn delete(&self, id: &str, force: bool) -> Result<(), ExecutorError>;
+
+    /// Starts `process` in the running container, detached (a child of the caller's
+    /// subreaper, like the init process). Returns its pid.
+    fn exec(
+        &self,
+        id: &str,
+        process: &oci_spec::runtime::Process,
+        pid_file: &Path,
+        io: ProcessIo,
+    ) -> Result<u32, ExecutorError>;
+
+    /// The container's state; `None` if it does not exist.
+    fn state(&self, id: &str) -> Result<Option<ContainerState>, ExecutorError>;
+}
+
+/// Runs a prepared command to its end.
+pub trait CommandRunner: Send + Sync {
+    /// Spawns `command` and waits for it (and only it) to exit.
+    fn run(&self, command: &mut Command) -> io::Result<ExitStatus>;
+}
+
+/// Spawns and waits with `std::process`: for callers whose other children are not reaped
+/// behind their back.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct DirectRunner;
+
+impl CommandRunner for DirectRunner {
+    fn run(&self, command: &mut Command) -> io::Result<ExitStatus> {
+        command.status()
+    }
+}
+
+/// [`OciExecutor`] over the `runc` binary: `--root <root>`, cgroupfs (no `--systemd-cgroup`),
+/// a JSON log per call under `<log_dir>` (read for the error, then removed).
+pub struct Runc<R: CommandRunner = DirectRunner> {
+    binary: PathBuf,
+    root: PathBuf,
+    log_dir: PathBuf,
+    runner: R,
+    seq: AtomicU64,
+}
+
+impl Runc<DirectRunner> {
+    /// Debian's runc with its state under `<state>/runc` and logs under `<state>/runc-log`.
+    pub fn new(state: &Path) -> Runc<DirectRunner> {
+        Runc::with_runner(Path::new(RUNC), state, DirectRunner)
+    }
+}
+
+impl<R: CommandRunner> Runc<R> {
+    /// `binary`, with its state under `<state>/runc`, commands run by `runner`.
+    pub fn with_runner(binary: &Path, state: &Path, runner: R) -> Runc<R> {
+        Runc {
+            binary: binary.to_owned(),
+            root: state.join("runc"),
+            log_dir: state.join("runc-log"),
+            runner,
+            seq: AtomicU64::new(0),
+        }
+    }
+
+    /// runc's state directory (`--root`).
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// Runs `runc <global flags> <args>` with `io` as its standard I/O (`stdout` captured
+    /// when `capture` is set and `io` gives none); `Err` carries runc's logged error.
+    fn run(
+        &self,
+        op: &'static str,
+        args: &[&std::ffi::OsStr],
+        io: ProcessIo,
+        capture: bool,
+    ) -> Result<Vec<u8>, ExecutorError> {
+        let ioerr = |source: io::Error| ExecutorError::Io { op, source };
+        std::fs::create_dir_all(&self.log_dir).map_err(ioerr)?;
+        let log = self.log_dir.join(format!(
+            "{}-{}-{op}.json",
+            std::process::id(),
+            self.seq.fetch_add(1, Ordering::Relaxed)
+        ));
+        let mut command = Command::new(&self.binary);
+        command
+            .arg("--root")
+            .arg(&self.root)
+            .arg("--log")
+            .arg(&log)
+            .arg("--log-format")
+            .arg("json")
+            .args(args)
+            .env_clear()
+            .env("PATH", crate::config::DEFAULT_PATH);
+        let mut captured = None;
+        match io {
+            ProcessIo::Fds {
+                stdin,
+                stdout,
+                stderr,
+            } => {
+                command.stdin(stdin.map_or_else(Stdio::null, Stdio::from));
+                match stdout {
+                    Some(fd) => {
+                        command.stdout(Stdio::from(fd));
+                    }
+                    None if capture => {
+                        // A file, not a pipe: nobody reads while the runner waits.
+                        let file = tempfile_in(&self.log_dir).map_err(ioerr)?;
+                        command.stdout(Stdio::from(file.try_clone().map_err(ioerr)?));
+                        captured = Some(file);
+                    }
+                    None => {
+                        command.stdout(Stdio::null());
+                    }
+                }
+                command.stderr(stderr.map_or_else(Stdio::null, Stdio::from));
+            }
+            ProcessIo::Terminal { .. } => {
+                command
+                    .stdin(Stdio::null())
+                    .stdout(Stdio::null())
+                    .stderr(Stdio::null());
+            }
+        }
+        let status = self.runner.run(&mut command).map_err(ioerr);
+        // The descriptors given to the child must close here, not when the caller drops
+        // the executor's return value: the container holds its own copies.
+        drop(command);
+        let logged = std::fs::read(&log).unwrap_or_default();
+        let _ = std::fs::remove_file(&log);
+        let status = status?;
+        if !status.success() {
+            let message = last_error(&logged).unwrap_or_else(|| format!("runc {op}: {status}"));
+            return Err(ExecutorError::Runtime { op, message });
+        }
+        let mut out = Vec::new();
+        if let Some(mut file) = captured {
+            file.rewind().map_err(ioerr)?;
+            file.read_to_end(&mut out).map_err(ioerr)?;
+        }
+        Ok(out)
+    }
+}
+
+/// An anonymous file in `dir` (`O_TMPFILE`).
+fn tempfile_in(dir: &Path) -> io::Result<File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .custom_flags(libc::O_TMPFILE)
+        .open(dir)
+}
+
+/// The last `error`-level message of runc's JSON log.
+fn last_error(log: &[u8]) -> Option<String> {
+    #[derive(Deserialize)]
+    struct Line {
+        level: String,
+        msg: String,
+    }
+    String::from_utf8_lossy(log)
+        .lines()
+        .rev()
+        .filter_map(|l| serde_json::from_str::<Line>(l).ok())
+        .find(|l| l.level == "error" || l.level == "fatal")
+        .map(|l| l.msg)
+}
+
+fn read_pid(op: &'static str, pid_file: &Path) -> Result<u32, ExecutorError> {
+    let text = std::fs::read_to_string(pid_file).map_err(|source| ExecutorError::Io {
+        op,
+        source: io::Error::new(
+            source.kind(),
+            format!("reading pid file {}: {source}", pid_file.display()),
+        ),
+    })?;
+    text.trim().parse().map_err(|_| ExecutorError::Io {
+        op,
+        source: io::Error::other(format!("pid file {} holds {text:?}", pid_file.display())),
+    })
+}
+
+fn not_found(e: &ExecutorError) -> bool {
+    matches!(e, ExecutorError::Runtime { message, .. } if message.contains("does not exist"))
+}
+
+impl<R: CommandRunner> OciExecutor for Runc<R> {
+    fn create(
+        &self,
+        bundle: &Path,
+        id: &str,
+        pid_file: &Path,
+        io: ProcessIo,
+    ) -> Result<u32, ExecutorError> {
+        let mut args: Vec<&std::ffi::OsStr> = vec![
+            "create".as_ref(),
+            "--bundle".as_ref(),
+            bundle.as_os_str(),
+            "--pid-file".as_ref(),
+            pid_file.as_os_str(),
+        ];
+        let console = match &io {
+            ProcessIo::Terminal { console_socket } => Some(console_socket.clone()),
+            ProcessIo::Fds { .. } => None,
+        };
+        if let Some(socket) = &console {
+            args.extend([OsStr::new("--console-socket"), socket.as_os_str()]);
+        }
+        args.push(id.as_ref());
+        self.run("create", &args, io, false)?;
+        read_pid("create", pid_file)
+    }
+
+    fn start(&self, id: &str) -> Result<(), ExecutorError> {
+        self.run(
+            "start",
+            &["start".as_ref(), id.as_ref()],
+            ProcessIo::null(),
+            false,
+        )
+        .map(drop)
+    }
+
+    fn kill(&self, id: &str, signal: i32, all: bool) -> Result<(), ExecutorError> {
+        let signal = signal.to_string();
+        let mut args: Vec<&std::ffi::OsStr> = vec!["kill".as_ref()];
+        if all {
+            args.push("--all".as_ref());
+        }
+        args.extend([OsStr::new(id), OsStr::new(&signal)]);
+        self.run("kill", &args, ProcessIo::null(), false).map(drop)
+    }
+
+    fn delete(&self, id: &str, force: bool) -> Result<(), ExecutorError> {
+        let mut args: Vec<&std::ffi::OsStr> = vec!["delete".as_ref()];
+        if force {
+            args.push("--force".as_ref());
+        }
+        args.push(id.as_ref());
+        match self.run("delete", &args, ProcessIo::null(), false) {
+            Err(e) if not_found(&e) => Ok(()),
+            other => other.map(drop),
+        }
+    }
+
+    fn exec(
+        &self,
+        id: &str,
+        process: &oci_spec::runtime::Process,
+        pid_file: &Path,
+        io: ProcessIo,
+    ) -> Result<u32, ExecutorError> {
+        let ioerr = |source: io::Error| ExecutorError::Io { op: "exec", source };
+        // The process spec goes in a file next to the pid file.
+        let spec_path = pid_file.with_extension("process.json");
+        let json = serde_json::to_vec(process).map_err(|e| ioerr(io::Error::other(e)))?;
+        std::fs::write(&spec_path, json).map_err(ioerr)?;
+        let mut args: Vec<&std::ffi::OsStr> = vec![
+            "exec".as_ref(),
+            "--detach".as_ref(),
+            "--pid-file".as_ref(),
+            pid_file.as_os_str(),
+            "--process".as_ref(),
+            spec_path.as_os_str(),
+        ];
+        let console = match &io {
+            ProcessIo::Terminal { console_socket } => Some(console_socket.clone()),
+            ProcessIo::Fds { .. } => None,
+        };
+        if let Some(socket) = &console {
+            args.extend([OsStr::new("--console-socket"), socket.as_os_str()]);
+        }
+        args.push(id.as_ref());
+        let result = self.run("exec", &args, io, false);
+        let _ = std::fs::remove_file(&spec_path);
+        result?;
+        read_pid("exec", pid_file)
+    }
+
+    fn state(&self, id: &str) -> Result<Option<ContainerState>, ExecutorError> {
+        match self.run(
+            "state",
+            &["state".as_ref(), id.as_ref()],
+            ProcessIo::null(),
+            true,
+        ) {
+            Ok(out) => serde_json::from_slice(&out)
+                .map(Some)
+                .map_err(|e| ExecutorError::Io {
+                    op: "state",
+                    source: io::Error::other(format!("decoding runc state: {e}")),
+                }),
+            Err(e) if not_found(&e) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+}
+
+/// A listening unix socket for `--console-socket`: runc connects and sends the pseudo-
+/// terminal's master descriptor (`SCM_RIGHTS`). The connection is buffered by the kernel, so
+/// [`ConsoleSocket::receive`] can be called after the runc command returned.
+pub struct ConsoleSocket {
+    listener: std::os::unix::net::UnixListener,
+    path: PathBuf,
+}
+
+impl ConsoleSocket {
+    /// Binds a socket at `path` (removing a stale one).
+    pub fn bind(path: &Path) -> io::Result<ConsoleSocket> {
+        let _ = std::fs::remove_file(path);
+        Ok(ConsoleSocket {
+            listener: std::os::unix::net::UnixListener::bind(path)?,
+            path: path.to_owned(),
+        })
+    }
+
+    /// The socket's path, for [`ProcessIo::Terminal`].
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Accepts runc's connection and returns the terminal master it sent.
+    pub fn receive(&self) -> io::Result<OwnedFd> {
+        use rustix::net::{RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags};
+        let (stream, _) = self.listener.accept()?;
+        let mut name = [0_u8; 4096];
+        let mut space = [std::mem::MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(1))];
+        let mut ancillary = RecvAncillaryBuffer::new(&mut space);
+        rustix::net::recvmsg(
+            &stream,
+            &mut [io::IoSliceMut::new(&mut name)],
+            &mut ancillary,
+            RecvFlags::CMSG_CLOEXEC,
+        )?;
+        for message in ancillary.drain() {
+            if let RecvAncillaryMessage::ScmRights(mut fds) = message
+                && let Some(fd) = fds.next()
+            {
+                return Ok(fd);
+            }
+        }
+        Err(io::Error::other(
+            "runc sent no terminal over the console socket",
+        ))
+    }
+}
+
+impl Drop for ConsoleSocket {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn runc_errors_from_its_json_log() {
+        let log = br#"{"level":"warning","msg":"something","time":"2026-11-25T00:00:00Z"}
+{"level":"error","msg":"runc create failed: unable to start container process: exec: \"nope\": executable file not found in $PATH","time":"2026-11-25T00:00:00Z"}
+"#;
+        let msg = last_error(log).unwrap();
+        assert_eq!(
+            msg,
+            "runc create failed: unable to start container process: exec: \"nope\": executable \
+             file not found in $PATH"
+        );
+        let e = ExecutorError::Runtime {
+            op: "create",
+            message: msg,
+        };
+        assert_eq!(
+            e.kubelet_message(""),
+            "failed to create containerd task: failed to create shim task: OCI runtime create \
+             failed: runc create failed: unable to start container process: exec: \"nope\": \
+             executable file not found in $PATH: unknown"
+        );
+        let e = ExecutorError::Runtime {
+            op: "exec",
+            message: "x".into(),
+        };
+        assert_eq!(
+            e.kubelet_message("e1"),
+            "failed to exec in container: failed to start exec \"e1\": OCI runtime exec \
+             failed: x: unknown"
+        );
+        assert_eq!(last_error(b"not json\n"), None);
+    }
+
+    #[test]
+    fn state_decodes_runc_output() {
+        let out = br#"{"ociVersion":"1.0.2-dev","id":"c1","pid":4242,"status":"running","bundle":"/b","rootfs":"/b/rootfs","created":"2026-11-25T00:00:00Z","owner":""}"#;
+        let s: ContainerState = serde_json::from_slice(out).unwrap();
+        assert_eq!(
+            s,
+            ContainerState {
+                id: "c1".into(),
+                pid: 4242,
+                status: Status::Running,
+                bundle: "/b".into(),
+            }
+        );
+    }
+
+    /// A fake runc: a shell script that logs its arguments and fails like runc.
+    #[test]
+    fn commands_and_failures_through_a_fake_runtime() {
+        let dir = std::env::temp_dir().join(format!("podvisor-fake-runc-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let script = dir.join("runc");
+        let calls = dir.join("calls");
+        std::fs::write(
+            &script,
+            format!(
+                "#!/bin/sh\necho \"$@\" >> {calls}\nlog=$4\n\
+                 case \"$7\" in\n\
+                 create) echo 4242 > \"${{11}}\" ;;\n\
+                 state) echo '{{\"level\":\"error\",\"msg\":\"container does not exist\"}}' > \"$log\"; exit 1 ;;\n\
+                 start) echo '{{\"level\":\"error\",\"msg\":\"cannot start a container that has stopped\"}}' > \"$log\"; exit 1 ;;\n\
+                 esac\n",
+                calls = calls.display()
+            ),
+        )
+        .unwrap();
+        std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+            .unwrap();
+        let runc = Runc::with_runner(&script, &dir, DirectRunner);
+        let pid = runc
+            .create(
+                Path::new("/bundle"),
+                "c1",
+                &dir.join("pid"),
+                ProcessIo::null(),
+            )
+            .unwrap();
+        assert_eq!(pid, 4242);
+        assert_eq!(runc.state("c1").unwrap(), None);
+        let err = runc.start("c1").unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "start failed: cannot start a container that has stopped"
+        );
+        runc.kill("c1", 15, true).unwrap();
+        runc.delete("c1", true).unwrap();
+        let calls = std::fs::read_to_string(&calls).unwrap();
+        let lines: Vec<Vec<&str>> = calls
+            .lines()
+            .map(|l| l.split(' ').skip(6).collect())
+            .collect();
+        let want: [&[&str]; 5] = [
+            &[
+                "create",
+                "--bundle",
+                "/bundle",
+                "--pid-file",
+                &format!("{}", dir.join("pid").display()),
+                "c1",
+            ],
+            &["state", "c1"],
+            &["start", "c1"],
+            &["kill", "--all", "c1", "15"],
+            &["delete", "--force", "c1"],
+        ];
+        assert_eq!(lines, want);
+        assert!(calls.lines().all(|l| l.starts_with(&format!(
+            "--root {} --log {}",
+            dir.join("runc").display(),
+            dir.join("runc-log").display()
+        ))));
+        // Every call's log is gone.
+        assert_eq!(std::fs::read_dir(dir.join("runc-log")).unwrap().count(), 0);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
