@@ -95,6 +95,8 @@ enum Command {
     Apply(cmd::apply::Args),
     /// Delete pods, like `kubectl delete pod`.
     Delete(cmd::delete::Args),
+    /// Pull, load, list, remove and inspect container images.
+    Image(cmd::image::Args),
     /// Internal: the per-pod shim (started by podvisor itself).
     #[command(hide = true)]
     Shim {
@@ -151,6 +153,7 @@ fn main() -> ExitCode {
         Command::Logs(args) => cmd::logs::run(&args),
         Command::Apply(args) => cmd::apply::run(&args),
         Command::Delete(args) => cmd::delete::run(&args),
+        Command::Image(args) => cmd::image::run(&args),
         Command::Validate { files } => cmd::validate::run(&files),
         Command::Simulate {
             pod,

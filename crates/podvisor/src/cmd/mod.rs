@@ -4,6 +4,7 @@ pub mod apply;
 pub mod delete;
 pub mod describe;
 pub mod get;
+pub mod image;
 pub mod logs;
 pub mod run;
 pub mod serve;

@@ -353,7 +353,7 @@ fn bind_error(e: ServeError, listen: SocketAddr) -> anyhow::Error {
 
 /// `/var/lib/podvisor` as root, `$XDG_STATE_HOME/podvisor` or `~/.local/state/podvisor`
 /// otherwise.
-fn default_state_dir() -> anyhow::Result<PathBuf> {
+pub(crate) fn default_state_dir() -> anyhow::Result<PathBuf> {
     let root = std::fs::metadata("/proc/self").is_ok_and(|m| m.uid() == 0);
     if root {
         return Ok(PathBuf::from("/var/lib/podvisor"));

@@ -1,0 +1,154 @@
+//! `load`: OCI layouts (directory and tar) and `docker save` archives; `remove`.
+
+use podvisor_image::{ImageStore, NoProgress, Reference};
+
+use crate::support::{Layer, Layout, TempDir, busybox_layer, gzip, sha256, tar_dir};
+
+#[test]
+fn loads_an_oci_layout_archive() {
+    let tmp = TempDir::new("load-oci");
+    let store = ImageStore::open(tmp.path().join("images")).unwrap();
+    let (layout, built) = Layout::single(
+        &tmp.path().join("layout"),
+        &[busybox_layer()],
+        Some("example.com/t/busybox:1.0"),
+    );
+    let archive = tmp.path().join("busybox.tar");
+    tar_dir(&layout.dir, &archive);
+    let images = store.load(&archive, &NoProgress).unwrap();
+    assert_eq!(images.len(), 1);
+    let image = &images[0];
+    assert_eq!(image.id.as_str(), built.config_digest);
+    assert_eq!(image.repo_tags, ["example.com/t/busybox:1.0"]);
+    assert_eq!(image.repo_digest, None, "an archive is not a registry");
+    let out = std::process::Command::new(image.layers[0].join("bin/busybox"))
+        .args(["echo", "ok"])
+        .output()
+        .unwrap();
+    assert_eq!(out.stdout, b"ok\n");
+    let got = store
+        .get(&Reference::parse("example.com/t/busybox:1.0").unwrap())
+        .unwrap()
+        .unwrap();
+    assert_eq!(got.id, image.id);
+    assert_eq!(got.config.architecture().to_string(), "amd64");
+    assert_eq!(
+        got.config.config().as_ref().unwrap().cmd().as_deref(),
+        Some(&["sh".to_owned()][..])
+    );
+    // Loading again changes nothing; a short id finds it.
+    assert_eq!(store.load(&archive, &NoProgress).unwrap()[0].id, image.id);
+    assert_eq!(store.find(&image.id.hex()[..8]).unwrap().id, image.id);
+    assert!(
+        std::fs::read_dir(store.dir().join("tmp"))
+            .unwrap()
+            .next()
+            .is_none(),
+        "tmp/ is cleaned"
+    );
+}
+
+#[test]
+fn loads_a_docker_save_archive_and_removes_it() {
+    let tmp = TempDir::new("load-docker");
+    let store = ImageStore::open(tmp.path().join("images")).unwrap();
+    let layer1 = busybox_layer();
+    let layer2 = Layer::new()
+        .file("hello", b"from docker save", 0o644)
+        .finish();
+    let diff_ids = [sha256(&layer1), sha256(&layer2)];
+    let config = serde_json::to_vec(&serde_json::json!({
+        "architecture": "amd64", "os": "linux",
+        "config": {"Cmd": ["sh"]},
+        "rootfs": {"type": "layers", "diff_ids": diff_ids},
+    }))
+    .unwrap();
+    let config_name = format!("{}.json", &sha256(&config)[7..]);
+    let dir = tmp.path().join("save");
+    std::fs::create_dir_all(dir.join("l1")).unwrap();
+    std::fs::create_dir_all(dir.join("l2")).unwrap();
+    std::fs::write(dir.join("l1/layer.tar"), &layer1).unwrap();
+    // Newer docker may compress: the store reads the bytes, not the name.
+    std::fs::write(dir.join("l2/layer.tar"), gzip(&layer2)).unwrap();
+    std::fs::write(dir.join(&config_name), &config).unwrap();
+    let manifest = serde_json::json!([{
+        "Config": config_name, "RepoTags": ["busybox:saved", "example.com/x:2"], "Layers": ["l1/layer.tar", "l2/layer.tar"],
+    }]);
+    std::fs::write(
+        dir.join("manifest.json"),
+        serde_json::to_vec(&manifest).unwrap(),
+    )
+    .unwrap();
+    let archive = tmp.path().join("saved.tar");
+    tar_dir(&dir, &archive);
+    let image = store.load(&archive, &NoProgress).unwrap().remove(0);
+    assert_eq!(
+        image.repo_tags,
+        ["docker.io/library/busybox:saved", "example.com/x:2"]
+    );
+    assert_eq!(image.layers.len(), 2);
+    assert_eq!(
+        std::fs::read(image.layers[1].join("hello")).unwrap(),
+        b"from docker save"
+    );
+    assert_eq!(store.list().unwrap().len(), 1);
+    // rm by tag: the image, its blobs and its layers go.
+    let removed = store.remove("busybox:saved").unwrap();
+    assert_eq!(removed.id, image.id);
+    assert!(removed.freed > 0);
+    assert!(store.list().unwrap().is_empty());
+    assert!(
+        std::fs::read_dir(store.dir().join("layers/sha256"))
+            .unwrap()
+            .next()
+            .is_none()
+    );
+    assert!(
+        std::fs::read_dir(store.dir().join("blobs/sha256"))
+            .unwrap()
+            .next()
+            .is_none()
+    );
+    assert!(matches!(
+        store.remove("busybox:saved"),
+        Err(podvisor_image::Error::NotFound(_))
+    ));
+}
+
+#[test]
+fn refuses_what_is_no_image_archive() {
+    let tmp = TempDir::new("load-bad");
+    let store = ImageStore::open(tmp.path().join("images")).unwrap();
+    let dir = tmp.path().join("empty");
+    std::fs::create_dir(&dir).unwrap();
+    let e = store.load(&dir, &NoProgress).unwrap_err().to_string();
+    assert!(e.contains("neither an OCI layout"), "{e}");
+    // A layout whose blob was altered.
+    let (layout, built) = Layout::single(
+        &tmp.path().join("layout"),
+        &[Layer::new().file("a", b"a", 0o644).finish()],
+        None,
+    );
+    let blob = layout
+        .dir
+        .join("blobs/sha256")
+        .join(&built.layer_digests[0][7..]);
+    let mut data = std::fs::read(&blob).unwrap();
+    let n = data.len();
+    data[n - 5] ^= 0xff;
+    std::fs::write(&blob, data).unwrap();
+    let e = store
+        .load(&layout.dir, &NoProgress)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains(&built.layer_digests[0]) && e.contains("digest mismatch"),
+        "{e}"
+    );
+    assert!(
+        std::fs::read_dir(store.dir().join("layers/sha256"))
+            .unwrap()
+            .next()
+            .is_none()
+    );
+}
