@@ -37,7 +37,7 @@ use volumes::make_mounts;
 pub use volumes::{PodVolume, PodVolumeKind, pod_volumes};
 
 /// Everything the process backend needs to start one container instance.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ContainerConfig {
     /// The container name.
     pub name: String,
@@ -74,6 +74,10 @@ pub struct ContainerConfig {
     /// `stdin`, `stdinOnce` and `tty`: what the container's own stdio is, for `kubectl attach`.
     #[serde(default)]
     pub stdio: ContainerStdio,
+    /// Run as an OCI container from an image (the `oci` runtime class) rather than as a host
+    /// process; `argv`, `env`, `working_dir` and `user` are then the image's and the spec's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub oci: Option<Box<crate::oci::launch::OciLaunch>>,
 }
 
 /// A container's own standard streams (`stdin`, `stdinOnce`, `tty` of its spec).
@@ -187,8 +191,40 @@ pub fn build_with(
     paths: &PodPaths,
     opts: &BuildOptions,
 ) -> Result<ContainerConfig, String> {
+    build_inner(pod, container, instance, restart_count, paths, opts, false)
+}
+
+/// [`build`] for a container that runs from its image (the `oci` class): no `command` runs
+/// the image's entrypoint, which the spec resolves ([`crate::oci::spec`]).
+pub fn build_for_image(
+    pod: &Pod,
+    container: &Container,
+    instance: u64,
+    restart_count: i32,
+    paths: &PodPaths,
+) -> Result<ContainerConfig, String> {
+    build_inner(
+        pod,
+        container,
+        instance,
+        restart_count,
+        paths,
+        &BuildOptions::default(),
+        true,
+    )
+}
+
+fn build_inner(
+    pod: &Pod,
+    container: &Container,
+    instance: u64,
+    restart_count: i32,
+    paths: &PodPaths,
+    opts: &BuildOptions,
+    image: bool,
+) -> Result<ContainerConfig, String> {
     let command = container.command.as_deref().unwrap_or_default();
-    if command.is_empty() {
+    if command.is_empty() && !image {
         return Err(format!(
             "container {:?} has no command: the process runtime runs host processes and cannot \
              run an image's entrypoint; set {}.command",
@@ -247,6 +283,7 @@ pub fn build_with(
             stdin_once: container.stdin_once == Some(true),
             tty: container.tty == Some(true),
         },
+        oci: None,
     })
 }
 

@@ -21,8 +21,10 @@
 
 mod exec_stream;
 mod exits;
+mod oci_class;
 mod recover;
 
+pub use oci_class::OciOptions;
 pub use recover::SandboxView;
 
 use crate::config::{self, PodVolumeKind};
@@ -62,12 +64,46 @@ pub struct ProcessRuntime {
 struct Inner {
     state_dir: PathBuf,
     shim_exe: PathBuf,
+    /// The `oci` class, when images can be run.
+    oci: Option<oci_class::OciClass>,
+    /// The class of pods without `runtimeClassName`.
+    default_class: RuntimeClass,
+}
+
+/// How a pod's containers run (its `runtimeClassName`, the RuntimeClass's handler).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RuntimeClass {
+    /// Host processes sharing the host's network (`image` is a label).
+    Process,
+    /// OCI containers from images, run by runc, in a pod sandbox with its own network.
+    Oci,
+}
+
+impl RuntimeClass {
+    /// The RuntimeClass name (and handler): `process` or `oci`.
+    pub fn name(self) -> &'static str {
+        match self {
+            RuntimeClass::Process => "process",
+            RuntimeClass::Oci => "oci",
+        }
+    }
+
+    /// The class of that name.
+    pub fn from_name(name: &str) -> Option<RuntimeClass> {
+        match name {
+            "process" => Some(RuntimeClass::Process),
+            "oci" => Some(RuntimeClass::Oci),
+            _ => None,
+        }
+    }
 }
 
 /// One pod's sandbox: its directories and its shim.
 #[derive(Debug)]
 pub struct ProcessSandbox {
     paths: PodPaths,
+    /// An `oci` pod's network (its namespaces, address and `/etc` files).
+    network: Option<oci_class::PodNetwork>,
     client: ShimClient,
     shim_pid: u32,
     watch: Arc<Watch>,
@@ -111,6 +147,17 @@ impl ProcessRuntime {
     /// A runtime keeping its files under `state_dir`, starting `shim_exe shim ...` per pod.
     /// Makes this process a child subreaper and starts its reaper (once per process).
     pub fn new(state_dir: PathBuf, shim_exe: PathBuf) -> Result<Self, RuntimeError> {
+        ProcessRuntime::with_classes(state_dir, shim_exe, None, RuntimeClass::Process)
+    }
+
+    /// [`ProcessRuntime::new`] that can also run pods of the `oci` class (with `oci`), and
+    /// runs pods without `runtimeClassName` as `default_class`.
+    pub fn with_classes(
+        state_dir: PathBuf,
+        shim_exe: PathBuf,
+        oci: Option<OciOptions>,
+        default_class: RuntimeClass,
+    ) -> Result<Self, RuntimeError> {
         for dir in ["pods", "logs"] {
             let path = state_dir.join(dir);
             std::fs::create_dir_all(&path)
@@ -132,12 +179,52 @@ impl ProcessRuntime {
                 tracing::error!("cannot start the shim reaper: {e}");
             }
         });
+        let oci = match oci {
+            Some(options) => Some(oci_class::OciClass::new(&state_dir, options)?),
+            None if default_class == RuntimeClass::Oci => {
+                return Err(RuntimeError::Other(
+                    "the oci runtime class needs an image store".into(),
+                ));
+            }
+            None => None,
+        };
         Ok(ProcessRuntime {
             inner: Arc::new(Inner {
                 state_dir,
                 shim_exe,
+                oci,
+                default_class,
             }),
         })
+    }
+
+    /// The class `pod` runs as: its `runtimeClassName`, else the default.
+    ///
+    /// # Errors
+    ///
+    /// A class this runtime does not have, worded as containerd words an unknown handler.
+    pub fn class_of(&self, pod: &Pod) -> Result<RuntimeClass, SandboxError> {
+        let name = pod
+            .spec
+            .as_ref()
+            .and_then(|s| s.runtime_class_name.as_deref())
+            .filter(|n| !n.is_empty());
+        let class = match name {
+            None => self.inner.default_class,
+            Some(name) => RuntimeClass::from_name(name).ok_or_else(|| {
+                sandbox_failed(format!(
+                    "rpc error: code = Unknown desc = failed to get sandbox runtime: no runtime \
+                     for \"{name}\" is configured"
+                ))
+            })?,
+        };
+        if class == RuntimeClass::Oci && self.inner.oci.is_none() {
+            return Err(sandbox_failed(
+                "rpc error: code = Unknown desc = failed to get sandbox runtime: no runtime for \
+                 \"oci\" is configured (start podvisor with --runtime oci)",
+            ));
+        }
+        Ok(class)
     }
 
     /// Where a pod's files live.
@@ -562,7 +649,14 @@ impl Runtime for ProcessRuntime {
         let paths = self
             .pod_paths(pod)
             .ok_or_else(|| sandbox_failed("the pod has no metadata.uid"))?;
+        let class = self.class_of(pod)?;
         let socket = layout::socket(&paths.pod_dir);
+        // An `oci` pod's namespaces come first: the shim's mount namespace copies the
+        // agent's when it starts (a re-adopted sandbox's network is read back).
+        let network = match (class, &self.inner.oci) {
+            (RuntimeClass::Oci, Some(oci)) => Some(oci.create_network(pod, &paths).await?),
+            _ => None,
+        };
         let client = match ShimClient::connect(&socket).await {
             // Re-adoption: the pod's shim survived an agent restart.
             Ok(client) => client,
@@ -572,6 +666,9 @@ impl Runtime for ProcessRuntime {
                 match started {
                     Ok(client) => client,
                     Err(e) => {
+                        if let (Some(network), Some(oci)) = (&network, &self.inner.oci) {
+                            oci.remove_network(network).await;
+                        }
                         // Nothing of a sandbox that never came up stays behind (the agent
                         // retries, and a pod deleted meanwhile never gets a removal).
                         let _ = std::fs::remove_dir_all(&paths.pod_dir);
@@ -600,6 +697,7 @@ impl Runtime for ProcessRuntime {
         ));
         Ok(ProcessSandbox {
             paths,
+            network,
             client,
             shim_pid,
             watch,
@@ -612,19 +710,48 @@ impl Runtime for ProcessRuntime {
         sandbox: &ProcessSandbox,
         request: StartRequest,
     ) -> Result<Started, StartError> {
-        let config = config::build(
-            &request.pod,
-            &request.container,
-            request.instance,
-            request.restart_count,
-            &sandbox.paths,
-        )
-        .map_err(|message| StartError {
+        let config_error = |message| StartError {
             reason: "CreateContainerConfigError".into(),
             message,
             created: false,
             pulling: false,
-        })?;
+        };
+        let (config, image) = match (&sandbox.network, &self.inner.oci) {
+            (Some(network), Some(oci)) => {
+                let mut config = config::build_for_image(
+                    &request.pod,
+                    &request.container,
+                    request.instance,
+                    request.restart_count,
+                    &sandbox.paths,
+                )
+                .map_err(config_error)?;
+                let (launch, report) = oci
+                    .launch(
+                        &request.pod,
+                        &request.container,
+                        request.instance,
+                        &sandbox.paths,
+                        network,
+                        &container_id(&sandbox.paths, request.instance),
+                    )
+                    .await?;
+                config.oci = Some(Box::new(launch));
+                (config, Some(report))
+            }
+            _ => {
+                let config = config::build(
+                    &request.pod,
+                    &request.container,
+                    request.instance,
+                    request.restart_count,
+                    &sandbox.paths,
+                )
+                .map_err(config_error)?;
+                // Host processes: `image` is a label, nothing is pulled.
+                (config, None)
+            }
+        };
         if sandbox.watch.is_lost() {
             // The pod's next shim may already listen on the socket path.
             return Err(StartError {
@@ -672,8 +799,7 @@ impl Runtime for ProcessRuntime {
                 container_id: container_id(&sandbox.paths, request.instance),
                 pid,
                 started_at: timestamp(&started_at),
-                // Host processes: `image` is a label, nothing is pulled.
-                image: None,
+                image,
             }),
             Ok(Response::StartFailed {
                 reason,
@@ -771,14 +897,20 @@ impl Runtime for ProcessRuntime {
         exec_stream::session(&request, started)
     }
 
-    fn pod_ip(&self, _sandbox: &ProcessSandbox) -> String {
-        config::DEFAULT_IP.to_owned()
+    fn pod_ip(&self, sandbox: &ProcessSandbox) -> String {
+        match sandbox.network.as_ref().and_then(|n| n.ip) {
+            Some(ip) => ip.to_string(),
+            None => config::DEFAULT_IP.to_owned(),
+        }
     }
 
     async fn remove_sandbox(&self, sandbox: &ProcessSandbox) -> Result<(), RuntimeError> {
         sandbox.watch.removing();
         sandbox.forwarder.abort();
         stop_shim(sandbox).await?;
+        if let (Some(network), Some(oci)) = (&sandbox.network, &self.inner.oci) {
+            oci.remove_network(network).await;
+        }
         let pod_dir = sandbox.paths.pod_dir.clone();
         tokio::task::spawn_blocking(move || match std::fs::remove_dir_all(&pod_dir) {
             Err(e) if e.kind() != io::ErrorKind::NotFound => Err(RuntimeError::Io {

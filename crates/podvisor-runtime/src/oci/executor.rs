@@ -241,6 +241,29 @@ impl<R: CommandRunner> Runc<R> {
         &self.root
     }
 
+    /// `runc exec --process <process> <id>` in the foreground, for the caller to spawn and
+    /// wait for (exec probes, hooks, `kubectl exec`): runc's exit status is the process's
+    /// (128 + n when a signal n ended it), its standard I/O is the process's, and a process
+    /// group started with it holds the process too. With `console_socket`, the process gets a
+    /// terminal whose master runc sends there.
+    pub fn exec_command(&self, id: &str, process: &Path, console_socket: Option<&Path>) -> Command {
+        let mut command = Command::new(&self.binary);
+        command
+            .arg("--root")
+            .arg(&self.root)
+            .arg("exec")
+            .arg("--process")
+            .arg(process);
+        if let Some(socket) = console_socket {
+            command.arg("--console-socket").arg(socket);
+        }
+        command
+            .arg(id)
+            .env_clear()
+            .env("PATH", crate::config::DEFAULT_PATH);
+        command
+    }
+
     /// Runs `runc <global flags> <args>` with `io` as its standard I/O (`stdout` captured
     /// when `capture` is set and `io` gives none); `Err` carries runc's logged error.
     fn run(
@@ -495,6 +518,24 @@ impl ConsoleSocket {
     /// The socket's path, for [`ProcessIo::Terminal`].
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// [`ConsoleSocket::receive`], giving up after `timeout` (runc failed before it
+    /// connected).
+    pub fn receive_within(&self, timeout: std::time::Duration) -> io::Result<OwnedFd> {
+        use rustix::event::{PollFd, PollFlags, Timespec};
+        let mut fds = [PollFd::new(&self.listener, PollFlags::IN)];
+        let limit = Timespec {
+            tv_sec: i64::try_from(timeout.as_secs()).unwrap_or(i64::MAX),
+            tv_nsec: i64::from(timeout.subsec_nanos()),
+        };
+        if rustix::event::poll(&mut fds, Some(&limit))? == 0 {
+            return Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                "runc sent no terminal",
+            ));
+        }
+        self.receive()
     }
 
     /// Accepts runc's connection and returns the terminal master it sent.

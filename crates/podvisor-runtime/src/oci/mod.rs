@@ -17,6 +17,7 @@
 //! protocol: the backend assembles these pieces.
 
 pub mod executor;
+pub mod launch;
 pub mod rootfs;
 pub mod spec;
 pub mod user;

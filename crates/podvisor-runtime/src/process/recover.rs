@@ -93,6 +93,9 @@ impl ProcessRuntime {
         let Some(paths) = self.pod_paths(pod) else {
             return Ok(());
         };
+        if let Some(oci) = &self.inner.oci {
+            oci.remove_network_of(&paths.pod_dir).await;
+        }
         let dir = paths.clone();
         tokio::task::spawn_blocking(move || {
             match std::fs::remove_dir_all(&dir.pod_dir) {

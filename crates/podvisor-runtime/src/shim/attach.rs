@@ -69,8 +69,13 @@ struct Outputs {
     next_session: u64,
 }
 
-/// What the container itself gets: its stdin, stdout and stderr.
-pub(super) type ChildStdio = [Stdio; 3];
+/// What the container itself gets: its stdin, stdout and stderr (`None`: `/dev/null`).
+pub(super) type ChildStdio = [Option<OwnedFd>; 3];
+
+/// The container's side as `std::process` standard I/O.
+pub(super) fn as_stdio(fds: ChildStdio) -> [Stdio; 3] {
+    fds.map(|fd| fd.map_or_else(Stdio::null, Stdio::from))
+}
 
 /// The output descriptors to pump, each with the stream it is logged as.
 pub(super) type Pumped = Vec<(OwnedFd, Stream)>;
@@ -84,9 +89,9 @@ impl ContainerIo {
         if stdio.tty {
             let (master, slave) = open_pty()?;
             let child = [
-                Stdio::from(slave.try_clone()?),
-                Stdio::from(slave.try_clone()?),
-                Stdio::from(slave),
+                Some(slave.try_clone()?),
+                Some(slave.try_clone()?),
+                Some(slave),
             ];
             let stdin = if stdio.stdin {
                 Some(File::from(master.try_clone()?))
@@ -107,13 +112,13 @@ impl ContainerIo {
         }
         let (stdin_child, stdin) = if stdio.stdin {
             let (read, write) = pipe_with(PipeFlags::CLOEXEC)?;
-            (Stdio::from(read), Some(File::from(write)))
+            (Some(read), Some(File::from(write)))
         } else {
-            (Stdio::null(), None)
+            (None, None)
         };
         let (out_read, out_write) = pipe_with(PipeFlags::CLOEXEC)?;
         let (err_read, err_write) = pipe_with(PipeFlags::CLOEXEC)?;
-        let child = [stdin_child, Stdio::from(out_write), Stdio::from(err_write)];
+        let child = [stdin_child, Some(out_write), Some(err_write)];
         let outputs = vec![(out_read, Stream::Stdout), (err_read, Stream::Stderr)];
         let io = ContainerIo {
             stdio,

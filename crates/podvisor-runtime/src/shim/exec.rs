@@ -45,32 +45,44 @@ fn run(
             message: "exec: empty command".into(),
         });
     };
-    let (processes, procs) = ExecProcesses::create(&target.cgroup)?;
-    let (setup, report) = ChildSetup::for_exec(
-        target.pid,
-        target.working_dir.as_deref(),
-        &target.user,
-        procs,
-        target.rootless,
-    )?;
     let (read_out, write_out) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)?;
     let (read_err, write_err) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)?;
-    let mut command = Command::new(program);
+    // An OCI container's exec is `runc exec` (its namespaces, root, user, capabilities, in
+    // its cgroup); a host process's joins the container's view itself, in a cgroup of its own.
+    let (mut command, processes, report, _spec) = match &target.oci {
+        Some(oci) => {
+            let (command, spec) = oci.command(shim, argv, None)?;
+            (command, None, None, Some(spec))
+        }
+        None => {
+            let (processes, procs) = ExecProcesses::create(&target.cgroup)?;
+            let (setup, report) = ChildSetup::for_exec(
+                target.pid,
+                target.working_dir.as_deref(),
+                &target.user,
+                procs,
+                target.rootless,
+            )?;
+            let mut command = Command::new(program);
+            command
+                .args(&argv[1..])
+                .env_clear()
+                .envs(target.env.iter().map(|(k, v)| (k, v)));
+            // SAFETY: `ChildSetup::run` only makes async-signal-safe system calls on data
+            // prepared before fork; it does not allocate or take locks.
+            #[allow(unsafe_code)]
+            unsafe {
+                let mut setup = setup;
+                command.pre_exec(move || setup.run());
+            }
+            (command, Some(processes), Some(report), None)
+        }
+    };
     command
-        .args(&argv[1..])
-        .env_clear()
-        .envs(target.env.iter().map(|(k, v)| (k, v)))
         .stdin(Stdio::null())
         .stdout(Stdio::from(write_out))
         .stderr(Stdio::from(write_err))
         .process_group(0);
-    // SAFETY: `ChildSetup::run` only makes async-signal-safe system calls on data prepared
-    // before fork; it does not allocate or take locks.
-    #[allow(unsafe_code)]
-    unsafe {
-        let mut setup = setup;
-        command.pre_exec(move || setup.run());
-    }
     let (tx, rx) = mpsc::channel();
     let spawned = shim.spawn(&mut command, Waiter::Exec(tx));
     // Drops our copies of the pipes' write ends: EOF comes when the command's side closes.
@@ -79,7 +91,7 @@ fn run(
         Ok(child) => child,
         Err(e) => {
             let detail = report
-                .failed_step(&[])
+                .and_then(|r| r.failed_step(&[]))
                 .unwrap_or_else(|| exec_error(program, &e));
             return Ok(Response::Error {
                 message: format!(

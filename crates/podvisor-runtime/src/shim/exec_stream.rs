@@ -9,7 +9,7 @@
 
 use super::child::ChildSetup;
 use super::protocol::{MAX_PASSED_FDS, Response};
-use super::supervisor::{ExecProcesses, Shim, Waiter, exec_error};
+use super::supervisor::{ExecProcesses, ExecSpecFile, OciExec, Shim, Waiter, exec_error};
 use rustix::event::{PollFd, PollFlags};
 use rustix::process::{Pid, Signal};
 use std::fs::File;
@@ -41,6 +41,8 @@ struct Running {
     /// Dropped (every process of the exec killed) once the command exited or the agent hung
     /// up.
     processes: ExecProcesses,
+    /// An OCI exec's process spec file, removed at the end.
+    _spec: Option<ExecSpecFile>,
 }
 
 /// Serves one `ExecStream` connection to its end.
@@ -74,6 +76,9 @@ pub(super) fn serve(
 
 fn start(shim: &Arc<Shim>, request: &StreamRequest) -> Result<Running, Response> {
     let target = shim.exec_target(request.instance)?;
+    if let Some(oci) = &target.oci {
+        return start_oci(shim, request, oci);
+    }
     let Some(program) = request.argv.first() else {
         return Err(Response::Error {
             message: "exec: empty command".into(),
@@ -127,6 +132,7 @@ fn start(shim: &Arc<Shim>, request: &StreamRequest) -> Result<Running, Response>
             status: rx,
             wake: wake_rx,
             processes,
+            _spec: None,
         }),
         Err(e) => {
             let detail = report
@@ -141,6 +147,89 @@ fn start(shim: &Arc<Shim>, request: &StreamRequest) -> Result<Running, Response>
             })
         }
     }
+}
+
+/// An OCI container's streaming exec: a foreground `runc exec` in a process group of its own,
+/// with pipes, or with a terminal runc makes and sends over a console socket (its master is
+/// the agent's end).
+fn start_oci(
+    shim: &Arc<Shim>,
+    request: &StreamRequest,
+    oci: &Arc<OciExec>,
+) -> Result<Running, Response> {
+    use crate::oci::executor::ConsoleSocket;
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+    let failed = |e: io::Error| shim.exec_failed(request.instance, &e);
+    let console = if request.tty {
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        // Short: unix socket paths are limited to 108 bytes.
+        let path = std::env::temp_dir().join(format!("pv-console-{}-{n}", std::process::id()));
+        Some(ConsoleSocket::bind(&path).map_err(failed)?)
+    } else {
+        None
+    };
+    let (mut command, spec) = oci
+        .command(
+            shim,
+            &request.argv,
+            console.as_ref().map(ConsoleSocket::path),
+        )
+        .map_err(failed)?;
+    let mut agent_fds = Vec::new();
+    if console.is_some() {
+        command
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+    } else {
+        let ([stdin, stdout, stderr], fds) = streams(request).map_err(failed)?;
+        command.stdin(stdin).stdout(stdout).stderr(stderr);
+        agent_fds = fds;
+    }
+    command.process_group(0);
+    let (wake_rx, wake_tx) = rustix::pipe::pipe_with(
+        rustix::pipe::PipeFlags::CLOEXEC | rustix::pipe::PipeFlags::NONBLOCK,
+    )
+    .map_err(|e| failed(e.into()))?;
+    let (tx, rx) = mpsc::channel();
+    let spawned = shim.spawn(&mut command, Waiter::Stream { tx, wake: wake_tx });
+    drop(command);
+    let child = spawned.map_err(failed)?;
+    let pid = child.id();
+    drop(child);
+    if let Some(console) = console {
+        let master = match console.receive_within(std::time::Duration::from_secs(10)) {
+            Ok(master) => master,
+            Err(e) => {
+                kill_group(pid);
+                return Err(Response::Error {
+                    message: format!(
+                        "failed to exec in container: failed to start exec \"{}\": OCI runtime \
+                         exec failed: {e}: unknown",
+                        exec_id()
+                    ),
+                });
+            }
+        };
+        if let Some((cols, rows)) = request.size {
+            let size = rustix::termios::Winsize {
+                ws_row: rows,
+                ws_col: cols,
+                ws_xpixel: 0,
+                ws_ypixel: 0,
+            };
+            let _ = rustix::termios::tcsetwinsize(&master, size);
+        }
+        agent_fds.push(master);
+    }
+    Ok(Running {
+        pid,
+        fds: agent_fds,
+        status: rx,
+        wake: wake_rx,
+        processes: ExecProcesses::none(),
+        _spec: Some(spec),
+    })
 }
 
 /// The command's stdin, stdout and stderr, and the agent's ends (stdin's write end, stdout's

@@ -19,6 +19,11 @@ use std::sync::{Arc, Condvar, Mutex, mpsc};
 use std::thread;
 use std::time::Duration;
 
+/// A connection thread's stack: decoding a start request (an OCI container's carries its pod)
+/// takes more than the other threads' small stacks. Reserved, not resident: only the pages a
+/// request touches count.
+const CONN_STACK: usize = 2 * 1024 * 1024;
+
 /// How long a connection may take to send its request line.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -99,7 +104,7 @@ fn try_main(args: &[String]) -> io::Result<()> {
                 let ticket = Tickets::issue(&tickets);
                 let spawned = thread::Builder::new()
                     .name("conn".into())
-                    .stack_size(THREAD_STACK)
+                    .stack_size(CONN_STACK)
                     .spawn(move || {
                         if let Err(e) = serve(&shim, stream, ticket) {
                             eprintln!("podvisor shim: connection: {e}");

@@ -35,6 +35,8 @@ use std::time::{Duration, Instant};
 const PUMP_DRAIN: Duration = Duration::from_secs(2);
 /// Small stacks: the shim should stay a few MiB.
 pub(super) const THREAD_STACK: usize = 128 * 1024;
+/// The stack of the short-lived thread that prepares an OCI bundle.
+const BUNDLE_STACK: usize = 4 * 1024 * 1024;
 
 /// Who waits for a reaped pid.
 pub(super) enum Waiter {
@@ -67,6 +69,8 @@ struct Instance {
     pumps: Option<(mpsc::Receiver<()>, usize)>,
     /// Its own stdio, for attaches (`None` once it exited, and for instances of the journal).
     io: Option<Arc<ContainerIo>>,
+    /// An OCI container: what its execs start from (`None` for a host process).
+    oci: Option<Arc<OciExec>>,
     /// The main process has been reaped (its pid may be reused: never signal it again).
     reaped: bool,
     exit: Option<ExitRecord>,
@@ -178,6 +182,7 @@ impl Shim {
                     oom_baseline: 0,
                     pumps: None,
                     io: None,
+                    oci: None,
                     reaped: true,
                     acked: acked.contains(&exit.instance),
                     exit: Some(exit),
@@ -394,6 +399,16 @@ impl Shim {
                 eprintln!("podvisor shim: journaling exit of {instance}: {e}");
             }
         }
+        let oci = self
+            .state()
+            .instances
+            .get(&instance)
+            .and_then(|i| i.oci.clone());
+        if let Some(oci) = oci
+            && let Err(e) = crate::oci::launch::cleanup(&oci.launch, ShimRunner(Arc::clone(&self)))
+        {
+            eprintln!("podvisor shim: removing OCI container of instance {instance}: {e}");
+        }
         if let Some(cg) = &cgroup
             && let Err(e) = cg.remove()
         {
@@ -527,7 +542,11 @@ impl Shim {
             config.cgroup_parent
         )))?;
         let cgroup = Arc::new(cgroup);
-        let result = self.spawn_container(instance, config, &cgroup, writer);
+        let result = if config.oci.is_some() {
+            self.spawn_oci(instance, config, &cgroup, writer)
+        } else {
+            self.spawn_container(instance, config, &cgroup, writer)
+        };
         if !matches!(result, Ok(Response::Started { .. })) {
             let _ = cgroup.kill_all();
             let _ = cgroup.remove();
@@ -565,7 +584,8 @@ impl Shim {
                 "exec: \"\": executable file not found in $PATH".into(),
             ));
         };
-        let (io, [stdin, stdout, stderr], outputs) = ContainerIo::create(config.stdio)?;
+        let (io, fds, outputs) = ContainerIo::create(config.stdio)?;
+        let [stdin, stdout, stderr] = super::attach::as_stdio(fds);
         let mut command = Command::new(program);
         command
             .args(&config.argv[1..])
@@ -601,6 +621,7 @@ impl Shim {
             oom_baseline,
             pumps: Some((done_rx, outputs.len())),
             io: Some(Arc::clone(&io)),
+            oci: None,
             reaped: false,
             exit: None,
             acked: false,
@@ -652,6 +673,124 @@ impl Shim {
                 .name(format!("log-{instance}"))
                 .stack_size(THREAD_STACK)
                 .spawn(move || pump(File::from(fd), stream, &writer, &done, &io))?;
+        }
+        Ok(Response::Started { pid, started_at })
+    }
+
+    /// Starts an OCI container (`config.oci`): its bundle prepared here, in the shim's mount
+    /// namespace, then `runc create` (the init process becomes the shim's child and is
+    /// registered with the reaper while it waits on runc's exec FIFO), the log pumps, and
+    /// `runc start`.
+    fn spawn_oci(
+        self: &Arc<Self>,
+        instance: u64,
+        config: ContainerConfig,
+        cgroup: &Arc<ContainerCgroup>,
+        writer: SharedLogWriter,
+    ) -> io::Result<Response> {
+        use crate::oci::executor::{OciExecutor, ProcessIo};
+        let Some(launch) = config.oci.clone() else {
+            return Err(io::Error::other("not an OCI container"));
+        };
+        if self.shared_tmpfs {
+            self.mount_shared_tmpfs(&config)?;
+        }
+        let cgroups_path = format!("/{}/{}-{instance}", config.cgroup_parent, config.name);
+        // On a thread with a full-size stack: building and serialising a runtime spec takes
+        // far more than a connection thread's.
+        let prepared = {
+            let (launch, config) = ((*launch).clone(), config.clone());
+            thread::Builder::new()
+                .name(format!("bundle-{instance}"))
+                .stack_size(BUNDLE_STACK)
+                .spawn(move || crate::oci::launch::prepare(&launch, &config, &cgroups_path))?
+                .join()
+                .map_err(|_| io::Error::other("preparing the bundle panicked"))?
+        };
+        let prepared = match prepared {
+            Ok(prepared) => prepared,
+            Err(e) => {
+                return Ok(Response::StartFailed {
+                    reason: e.reason.into(),
+                    message: e.message,
+                    created: false,
+                });
+            }
+        };
+        let (io, [stdin, stdout, stderr], outputs) = ContainerIo::create(config.stdio)?;
+        let runc = launch.runc(ShimRunner(Arc::clone(self)));
+        let oom_baseline = cgroup.oom_kill_count();
+        let created = runc.create(
+            &prepared.bundle,
+            &launch.id,
+            &launch.pid_file(),
+            ProcessIo::Fds {
+                stdin,
+                stdout,
+                stderr,
+            },
+        );
+        let pid = match created {
+            Ok(pid) => pid,
+            Err(e) => {
+                // What the pipes got is runc's own error: dropped with them.
+                drop(outputs);
+                if let Err(e) = crate::oci::launch::cleanup(&launch, ShimRunner(Arc::clone(self))) {
+                    eprintln!("podvisor shim: cleaning up after a failed create: {e}");
+                }
+                return Ok(Response::StartFailed {
+                    reason: "RunContainerError".into(),
+                    message: e.kubelet_message(""),
+                    created: true,
+                });
+            }
+        };
+        let (done_tx, done_rx) = mpsc::channel();
+        let started_at = now();
+        {
+            let mut state = self.state();
+            state
+                .waiters
+                .insert(pid.cast_signed(), Waiter::Container(instance));
+            state.instances.insert(
+                instance,
+                Instance {
+                    name: config.name.clone(),
+                    restart_count: config.restart_count,
+                    config: Some(config.clone()),
+                    pid,
+                    started_at: started_at.clone(),
+                    cgroup: Some(Arc::clone(cgroup)),
+                    oom_baseline,
+                    pumps: Some((done_rx, outputs.len())),
+                    io: Some(Arc::clone(&io)),
+                    oci: Some(Arc::new(OciExec {
+                        launch: (*launch).clone(),
+                        process: prepared.process,
+                    })),
+                    reaped: false,
+                    exit: None,
+                    acked: false,
+                },
+            );
+        }
+        for (fd, stream) in outputs {
+            let (writer, done, io) = (writer.clone(), done_tx.clone(), Arc::clone(&io));
+            thread::Builder::new()
+                .name(format!("log-{instance}"))
+                .stack_size(THREAD_STACK)
+                .spawn(move || pump(File::from(fd), stream, &writer, &done, &io))?;
+        }
+        if let Err(e) = runc.start(&launch.id) {
+            // Created but not started: its exit (killed now) is recorded as any other.
+            if let Some(pid) = pid_of(pid) {
+                let _ = rustix::process::kill_process(pid, Signal::KILL);
+            }
+            return Ok(Response::StartFailed {
+                reason: "RunContainerError".into(),
+                message: e.kubelet_message(""),
+                created: true,
+            });
         }
         Ok(Response::Started { pid, started_at })
     }
@@ -739,6 +878,7 @@ impl Shim {
                 working_dir: config.working_dir.clone(),
                 user: config.user.clone(),
                 rootless: self.rootless,
+                oci: i.oci.clone(),
             }),
             _ => Err(Response::Error {
                 // containerd's wording; event messages never name container ids (10.6).
@@ -840,6 +980,67 @@ pub(super) struct ExecTarget {
     pub(super) working_dir: Option<String>,
     pub(super) user: crate::config::ContainerUser,
     pub(super) rootless: bool,
+    /// An OCI container: execs go through `runc exec`.
+    pub(super) oci: Option<Arc<OciExec>>,
+}
+
+/// What execs in an OCI container start from.
+pub(super) struct OciExec {
+    pub(super) launch: crate::oci::launch::OciLaunch,
+    /// The container's process spec (user, env, working directory, capabilities).
+    pub(super) process: oci_spec::runtime::Process,
+}
+
+impl OciExec {
+    /// A foreground `runc exec` of `argv` (with a terminal through `console_socket`), for the
+    /// caller to spawn in a process group of its own. The process spec is written to a file
+    /// that lives as long as the returned guard.
+    pub(super) fn command(
+        &self,
+        shim: &Arc<Shim>,
+        argv: &[String],
+        console_socket: Option<&Path>,
+    ) -> io::Result<(Command, ExecSpecFile)> {
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let dir = self.launch.exec_dir();
+        std::fs::create_dir_all(&dir)?;
+        let path = dir.join(format!("{n}.json"));
+        let process =
+            crate::oci::spec::exec_process(&self.process, argv.to_vec(), console_socket.is_some());
+        let json = serde_json::to_vec(&process).map_err(io::Error::other)?;
+        std::fs::write(&path, json)?;
+        let command = self.launch.runc(ShimRunner(Arc::clone(shim))).exec_command(
+            &self.launch.id,
+            &path,
+            console_socket,
+        );
+        Ok((command, ExecSpecFile(path)))
+    }
+}
+
+/// An exec's process spec file, removed when dropped.
+pub(super) struct ExecSpecFile(PathBuf);
+
+impl Drop for ExecSpecFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+/// Runs runc's commands as the shim's children: spawned under the fork lock and waited for
+/// through the reaper, which would otherwise take their status.
+pub(super) struct ShimRunner(pub(super) Arc<Shim>);
+
+impl crate::oci::executor::CommandRunner for ShimRunner {
+    fn run(&self, command: &mut Command) -> io::Result<std::process::ExitStatus> {
+        use std::os::unix::process::ExitStatusExt;
+        let (tx, rx) = mpsc::channel();
+        let child = self.0.spawn(command, Waiter::Exec(tx))?;
+        drop(child);
+        let status = rx.recv().map_err(io::Error::other)?;
+        Ok(std::process::ExitStatus::from_raw(status.as_raw()))
+    }
 }
 
 /// One exec's cgroup, killed and removed when dropped: when the exec ends, every process it
@@ -847,6 +1048,11 @@ pub(super) struct ExecTarget {
 pub(super) struct ExecProcesses(Option<crate::cgroup::ExecCgroup>);
 
 impl ExecProcesses {
+    /// None: the exec's processes are someone else's to end (runc's, in an OCI container).
+    pub(super) fn none() -> Self {
+        ExecProcesses(None)
+    }
+
     /// The exec's cgroup below the container's, and the `cgroup.procs` files to join (opened
     /// close-on-exec).
     pub(super) fn create(container: &ContainerCgroup) -> io::Result<(Self, Vec<OwnedFd>)> {

@@ -27,7 +27,6 @@ use podvisor_lifecycle::kubectl::pod_row;
 use podvisor_lifecycle::sim::{self, Record, StatusSnapshot, script::parse_duration};
 use podvisor_lifecycle::{BackoffConfig, MachineConfig};
 use podvisor_runtime::Runtime;
-use podvisor_runtime::process::ProcessRuntime;
 use std::collections::HashSet;
 use std::io::{IsTerminal, Read, Write};
 use std::path::{Path, PathBuf};
@@ -60,6 +59,10 @@ pub struct Args {
     /// pod's `terminationGracePeriodSeconds`).
     #[arg(long, hide = true, value_parser = clap::value_parser!(i64).range(0..))]
     pub delete_grace: Option<i64>,
+    /// The runtime (images come from `<state-dir>/images`, or `serve`'s default state
+    /// directory's when the state directory is temporary).
+    #[command(flatten)]
+    pub runtime: super::runtime_args::RuntimeArgs,
 }
 
 /// Runs the pods in the foreground until every one has terminated; returns the exit code.
@@ -80,7 +83,12 @@ pub fn run(args: &Args) -> anyhow::Result<i32> {
         }
         None => (temp_state_dir()?, true),
     };
-    let result = run_in(&state_dir, pods, config, args.output, args.delete_grace);
+    let images = if temporary {
+        super::serve::default_state_dir()?.join("images")
+    } else {
+        state_dir.join("images")
+    };
+    let result = run_in(&state_dir, &images, pods, config, args);
     if temporary && let Err(e) = std::fs::remove_dir_all(&state_dir) {
         eprintln!("warning: removing {}: {e}", state_dir.display());
     }
@@ -89,19 +97,19 @@ pub fn run(args: &Args) -> anyhow::Result<i32> {
 
 fn run_in(
     state_dir: &Path,
+    images: &Path,
     pods: Vec<Pod>,
     config: MachineConfig,
-    output: OutputFormat,
-    delete_grace: Option<i64>,
+    args: &Args,
 ) -> anyhow::Result<i32> {
+    let (output, delete_grace) = (args.output, args.delete_grace);
     let shim = std::env::current_exe().context("finding the podvisor executable for the shim")?;
     let tokio = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .context("starting the async runtime")?;
     tokio.block_on(async {
-        let runtime = ProcessRuntime::new(state_dir.to_path_buf(), shim)
-            .context("starting the process runtime")?;
+        let runtime = args.runtime.runtime(state_dir, images, &shim)?;
         let agent = Agent::new(Arc::new(runtime), config);
         supervise(&agent, pods, output, delete_grace).await
     })

@@ -21,7 +21,6 @@ use podvisor_agent::node::{Node, NodeConfig};
 use podvisor_apiserver::{ApiServer, ServeConfig, ServeError};
 use podvisor_lifecycle::sim::script::parse_duration;
 use podvisor_lifecycle::{BackoffConfig, MachineConfig};
-use podvisor_runtime::process::ProcessRuntime;
 use podvisor_runtime::{ExecError, ExecRequest, ExecSession};
 use podvisor_store::{Store, StoreError, StoreOptions};
 use std::future::Future;
@@ -61,6 +60,9 @@ pub struct Args {
     /// have held is forgotten. Without this flag an empty store file is refused.
     #[arg(long)]
     pub reset_empty_store: bool,
+    /// The runtime.
+    #[command(flatten)]
+    pub runtime: super::runtime_args::RuntimeArgs,
 }
 
 /// How often the manifests directory is read.
@@ -129,8 +131,9 @@ async fn serve(
     }
     let url = server.url();
 
-    let runtime = ProcessRuntime::new(state_dir.to_path_buf(), shim.to_path_buf())
-        .context("starting the process runtime")?;
+    let runtime = args
+        .runtime
+        .runtime(state_dir, &state_dir.join("images"), shim)?;
     let agent = Arc::new(Agent::new(Arc::new(runtime), config));
     let mut node = Node::start(
         agent,

@@ -1,0 +1,259 @@
+//! One OCI container instance, from the agent's request to runc's bundle.
+//!
+//! The agent (the `oci` class of [`crate::process::ProcessRuntime`]) resolves the image and
+//! the pod sandbox and sends an [`OciLaunch`] with the instance's
+//! [`ContainerConfig`](crate::config::ContainerConfig). The shim, in its own mount namespace,
+//! then [`prepare`]s the bundle: the root filesystem over the image's layers, the `subPath`
+//! sources, the image's users, the runtime spec ([`super::spec::build_spec`]) and the
+//! termination-message file owned by the container's user; runs it with runc
+//! ([`super::executor`]); and [`cleanup`]s after the instance's exit.
+
+use super::executor::{OciExecutor, Runc};
+use super::rootfs::{self, Strategy};
+use super::spec::{
+    self, ContainerMount, HostFacts, Namespace, PodFiles, PodNamespaces, SpecError, SpecInput,
+};
+use super::user::{UserDb, UserError, resolve_user};
+use crate::config::ContainerConfig;
+use k8s_openapi::api::core::v1::{Container, Pod};
+use serde::{Deserialize, Serialize};
+use std::io;
+use std::path::{Path, PathBuf};
+
+/// What the shim needs, besides the [`ContainerConfig`], to run an instance as an OCI
+/// container.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct OciLaunch {
+    /// runc's container ID (the hex part of the container ID the kubelet sees).
+    pub id: String,
+    /// The instance's directory (`<pod dir>/oci/<instance>`): root filesystem, upper and work
+    /// directories, `subPath` sources, the bundle's `config.json`.
+    pub dir: PathBuf,
+    /// The directory runc keeps its state under (`<state>/runc`, `<state>/runc-log`).
+    pub runc_state: PathBuf,
+    /// The pod as it is now.
+    pub pod: Pod,
+    /// The container (defaulted).
+    pub container: Container,
+    /// The image's config (`ENTRYPOINT`, `CMD`, `Env`, `WorkingDir`, `User`).
+    pub image: Option<oci_spec::image::Config>,
+    /// The image's unpacked layers, bottom first.
+    pub layers: Vec<PathBuf>,
+    /// The kubelet's environment for the container (no image env yet).
+    pub env: Vec<(String, String)>,
+    /// The pod sandbox's namespaces to join (`None`: the host's).
+    pub network: Option<PathBuf>,
+    /// The pod's IPC namespace.
+    pub ipc: Option<PathBuf>,
+    /// The pod's UTS namespace.
+    pub uts: Option<PathBuf>,
+    /// The pod's host name.
+    pub hostname: String,
+    /// The pod's `/etc/hosts`, `/etc/resolv.conf` and `/etc/hostname`.
+    pub hosts: Option<PathBuf>,
+    /// The pod's `/etc/resolv.conf`.
+    pub resolv_conf: Option<PathBuf>,
+    /// The pod's `/etc/hostname`.
+    pub hostname_file: Option<PathBuf>,
+}
+
+/// Why a bundle could not be prepared: the waiting reason and message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LaunchError {
+    /// `CreateContainerConfigError` or `CreateContainerError`.
+    pub reason: &'static str,
+    /// The detail.
+    pub message: String,
+}
+
+impl LaunchError {
+    fn create(message: impl Into<String>) -> LaunchError {
+        LaunchError {
+            reason: "CreateContainerError",
+            message: message.into(),
+        }
+    }
+}
+
+impl From<SpecError> for LaunchError {
+    fn from(e: SpecError) -> LaunchError {
+        LaunchError {
+            reason: e.reason(),
+            message: e.to_string(),
+        }
+    }
+}
+
+/// A prepared bundle.
+#[derive(Debug)]
+pub struct Prepared {
+    /// The bundle directory (`config.json`, `rootfs/`).
+    pub bundle: PathBuf,
+    /// The spec's process: what execs start from ([`super::spec::exec_process`]).
+    pub process: oci_spec::runtime::Process,
+}
+
+impl OciLaunch {
+    /// runc over this instance's state, commands run by `runner`.
+    pub fn runc<R: super::executor::CommandRunner>(&self, runner: R) -> Runc<R> {
+        Runc::with_runner(Path::new(super::executor::RUNC), &self.runc_state, runner)
+    }
+
+    /// The pid file runc writes for the instance's init process.
+    pub fn pid_file(&self) -> PathBuf {
+        self.dir.join("init.pid")
+    }
+
+    /// Where an exec's process spec and pid file go.
+    pub fn exec_dir(&self) -> PathBuf {
+        self.dir.join("exec")
+    }
+}
+
+/// Prepares the bundle of `launch` for `config` (in the shim): the root filesystem, the
+/// `subPath` sources, the spec written as `<dir>/config.json`, and the termination-message
+/// file made the container user's. On error nothing of the root filesystem is left.
+///
+/// # Errors
+///
+/// The kubelet's `CreateContainerConfigError` (`runAsNonRoot`, ...) or containerd's
+/// `CreateContainerError` (the image's user, no command, a failed mount).
+pub fn prepare(
+    launch: &OciLaunch,
+    config: &ContainerConfig,
+    cgroups_path: &str,
+) -> Result<Prepared, LaunchError> {
+    let result = prepare_inner(launch, config, cgroups_path);
+    if result.is_err() {
+        let _ = rootfs::remove_rootfs(&launch.dir);
+    }
+    result
+}
+
+fn prepare_inner(
+    launch: &OciLaunch,
+    config: &ContainerConfig,
+    cgroups_path: &str,
+) -> Result<Prepared, LaunchError> {
+    let fs = rootfs::mount_rootfs(&launch.dir, &launch.layers, Strategy::Overlay).map_err(|e| {
+        LaunchError::create(format!(
+            "failed to create containerd container: mounting the image's layers: {e}"
+        ))
+    })?;
+    let users = UserDb::read(&fs.path).map_err(|e| {
+        LaunchError::create(format!(
+            "reading the image's /etc/passwd and /etc/group: {e}"
+        ))
+    })?;
+    // Volumes (the termination-message file is the spec's own mount, not a volume).
+    let mut mounts = Vec::new();
+    let volumes = config
+        .mounts
+        .iter()
+        .filter(|m| m.source != config.termination_message_host_path);
+    for (index, m) in volumes.enumerate() {
+        let host_path = if m.sub_path.as_os_str().is_empty() {
+            m.source.clone()
+        } else {
+            rootfs::prepare_sub_path(&launch.dir, index, &m.source, &m.sub_path).map_err(|e| {
+                LaunchError::create(format!(
+                    "failed to prepare subPath for volumeMount of container {:?}: {e}",
+                    config.name
+                ))
+            })?
+        };
+        mounts.push(ContainerMount {
+            host_path,
+            container_path: m.target.clone(),
+            read_only: m.read_only,
+            propagation: spec::mounts::Propagation::Private,
+        });
+    }
+    let join = |path: &Option<PathBuf>| match path {
+        Some(p) => Namespace::Join(p.clone()),
+        None => Namespace::Host,
+    };
+    let namespaces = PodNamespaces {
+        network: join(&launch.network),
+        ipc: join(&launch.ipc),
+        uts: join(&launch.uts),
+        pid: Namespace::Private,
+    };
+    let pod_files = PodFiles {
+        hostname: launch.hostname_file.clone(),
+        hosts: launch.hosts.clone(),
+        resolv_conf: launch.resolv_conf.clone(),
+        shm: None,
+        termination_message: Some(config.termination_message_host_path.clone()),
+    };
+    let host = HostFacts::detect()
+        .map_err(|e| LaunchError::create(format!("reading the node's facts: {e}")))?;
+    let spec = spec::build_spec(&SpecInput {
+        pod: &launch.pod,
+        container: &launch.container,
+        container_id: &launch.id,
+        image: launch.image.as_ref(),
+        rootfs: &fs.path,
+        users: &users,
+        env: &launch.env,
+        mounts: &mounts,
+        pod_files: &pod_files,
+        namespaces: &namespaces,
+        cgroups_path,
+        hostname: &launch.hostname,
+        seccomp_localhost: None,
+        host: &host,
+    })?;
+    // The container's stdio is the shim's (pipes, or a terminal it holds): runc passes it
+    // through rather than making a terminal of its own.
+    let mut spec = spec;
+    let mut process = spec.process().clone().unwrap_or_default();
+    process.set_terminal(Some(false));
+    spec.set_process(Some(process.clone()));
+    let path = launch.dir.join("config.json");
+    spec.save(&path)
+        .map_err(|e| LaunchError::create(format!("writing {}: {e}", path.display())))?;
+    // The termination-message file belongs to the container's user alone (0600).
+    let user = resolve_user(
+        &launch.pod,
+        &launch.container,
+        launch.image.as_ref().and_then(|c| c.user().as_deref()),
+        &users,
+    )
+    .map_err(|e| match e {
+        UserError::Config(m) => LaunchError {
+            reason: "CreateContainerConfigError",
+            message: m,
+        },
+        UserError::Runtime(m) => LaunchError::create(m),
+    })?;
+    if !rustix::process::geteuid().is_root() {
+        return Ok(Prepared {
+            bundle: launch.dir.clone(),
+            process,
+        });
+    }
+    std::os::unix::fs::chown(
+        &config.termination_message_host_path,
+        Some(user.uid),
+        Some(user.gid),
+    )
+    .map_err(|e| LaunchError::create(format!("owning the termination-message file: {e}")))?;
+    Ok(Prepared {
+        bundle: launch.dir.clone(),
+        process,
+    })
+}
+
+/// After the instance's exit: runc forgets it (its state and cgroup), the root filesystem
+/// and the instance's directory go.
+///
+/// # Errors
+///
+/// The root filesystem cannot be unmounted or removed.
+pub fn cleanup<R: super::executor::CommandRunner>(launch: &OciLaunch, runner: R) -> io::Result<()> {
+    if let Err(e) = launch.runc(runner).delete(&launch.id, true) {
+        eprintln!("podvisor shim: runc delete {}: {e}", launch.id);
+    }
+    rootfs::remove_rootfs(&launch.dir)
+}

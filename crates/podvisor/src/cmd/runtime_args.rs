@@ -1,0 +1,71 @@
+//! `--runtime` and `--registry-config` of `serve` and `run`: which runtime class pods without
+//! `runtimeClassName` get, and how the `oci` class pulls.
+
+use anyhow::Context;
+use podvisor_image::{ImageStore, RegistryConfig};
+use podvisor_runtime::process::{OciOptions, ProcessRuntime, RuntimeClass};
+use std::path::{Path, PathBuf};
+
+/// The runtime class of pods without `runtimeClassName`.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum RuntimeChoice {
+    /// Host processes on the host's network: `image` is a label, `command` is required.
+    #[default]
+    Process,
+    /// OCI containers from images (runc), each pod with its own network on a CNI bridge.
+    Oci,
+}
+
+/// The runtime flags.
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct RuntimeArgs {
+    /// How pods without `runtimeClassName` run (`runtimeClassName: process|oci` picks per pod).
+    #[arg(long, value_enum, default_value_t = RuntimeChoice::Process)]
+    pub runtime: RuntimeChoice,
+    /// Registry credentials for pulls (docker config.json: `auths` with `auth` or
+    /// `username`/`password`).
+    #[arg(long)]
+    pub registry_config: Option<PathBuf>,
+}
+
+impl RuntimeArgs {
+    /// The runtime over `state_dir`, with images in `images_dir`. The `oci` class is there
+    /// whenever runc is installed (pods pick it with `runtimeClassName: oci`); `--runtime oci`
+    /// needs it.
+    pub fn runtime(
+        &self,
+        state_dir: &Path,
+        images_dir: &Path,
+        shim: &Path,
+    ) -> anyhow::Result<ProcessRuntime> {
+        let default = match self.runtime {
+            RuntimeChoice::Process => RuntimeClass::Process,
+            RuntimeChoice::Oci => RuntimeClass::Oci,
+        };
+        let runc = Path::new(podvisor_runtime::oci::executor::RUNC).exists();
+        if default == RuntimeClass::Oci && !runc {
+            anyhow::bail!(
+                "--runtime oci needs runc at {} (apt-get install runc)",
+                podvisor_runtime::oci::executor::RUNC
+            );
+        }
+        let oci = if runc {
+            let registry = match &self.registry_config {
+                Some(path) => Some(
+                    RegistryConfig::load(path)
+                        .with_context(|| format!("reading {}", path.display()))?,
+                ),
+                None => None,
+            };
+            Some(OciOptions {
+                images: ImageStore::open(images_dir)
+                    .with_context(|| format!("opening the image store {}", images_dir.display()))?,
+                registry,
+            })
+        } else {
+            None
+        };
+        ProcessRuntime::with_classes(state_dir.to_path_buf(), shim.to_path_buf(), oci, default)
+            .context("starting the runtime")
+    }
+}
