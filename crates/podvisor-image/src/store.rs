@@ -603,7 +603,8 @@ impl ImageStore {
     }
 
     /// Removes the image (all its tags, as CRI's `RemoveImage`) and the blobs and layers no
-    /// other image uses.
+    /// other image uses. Blocking: it waits for pulls and loads in progress (their content is
+    /// not indexed yet, and must not be swept); call it from a blocking thread.
     ///
     /// # Errors
     ///
@@ -672,7 +673,9 @@ impl ImageStore {
 
     /// The kubelet's image garbage collection: when the store's file system is at least
     /// `high_percent` full, removes images least recently used first (never one in
-    /// `in_use`) until it is at `low_percent`.
+    /// `in_use`) until it is at `low_percent`. Blocking, as [`ImageStore::remove`]. The
+    /// kubelet's minimum age (`ImageMinimumGCAge`) is the caller's: leave young images in
+    /// `in_use`.
     ///
     /// # Errors
     ///
