@@ -28,6 +28,9 @@ mod reference;
 mod store;
 mod unpack;
 
+/// The OCI image types [`Image::config`] is made of (the version this crate uses).
+pub use oci_spec;
+
 pub use auth::{Credentials, RegistryConfig};
 pub use digest::{Digest, chain_id};
 pub use error::{Error, Result};

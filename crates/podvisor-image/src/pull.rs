@@ -518,11 +518,14 @@ impl<'a> Puller<'a> {
                 .map_err(Error::io("seeking", &partial))?;
             let mut stream = stream.stream;
             let mut broken = None;
+            // One blocking write per MiB, not per network chunk.
+            let mut writer = tokio::io::BufWriter::with_capacity(1 << 20, &mut file);
             while let Some(chunk) = stream.next().await {
                 match chunk {
                     Ok(bytes) => {
                         have += bytes.len() as u64;
                         if have > size {
+                            drop(writer);
                             drop(file);
                             let _ = tokio::fs::remove_file(&partial).await;
                             return Err(Error::SizeMismatch {
@@ -532,7 +535,8 @@ impl<'a> Puller<'a> {
                             });
                         }
                         hasher.update(&bytes);
-                        file.write_all(&bytes)
+                        writer
+                            .write_all(&bytes)
                             .await
                             .map_err(Error::io("writing", &partial))?;
                         downloaded.fetch_add(bytes.len() as u64, Ordering::Relaxed);
@@ -545,7 +549,11 @@ impl<'a> Puller<'a> {
                     }
                 }
             }
-            file.flush().await.map_err(Error::io("writing", &partial))?;
+            writer
+                .flush()
+                .await
+                .map_err(Error::io("writing", &partial))?;
+            drop(writer);
             match broken {
                 // oci-client's own check fails at the end of a corrupt whole blob: ours below
                 // names it.

@@ -603,7 +603,8 @@ impl ImageStore {
     }
 
     /// Removes the image (all its tags, as CRI's `RemoveImage`) and the blobs and layers no
-    /// other image uses.
+    /// other image uses. Blocking: it waits for pulls and loads in progress (their content is
+    /// not indexed yet, and must not be swept); call it from a blocking thread.
     ///
     /// # Errors
     ///
@@ -636,6 +637,7 @@ impl ImageStore {
             keep_blobs.extend(record_blobs(rec));
             keep_layers.extend(rec.layers.iter().map(|l| l.diff_id.clone()));
         }
+        self.sweep_stale_partials();
         let mut out = Vec::new();
         for rec in records {
             let mut freed = 0;
@@ -670,9 +672,30 @@ impl ImageStore {
         Ok(out)
     }
 
+    /// Partial downloads nobody resumed for a day (the caller holds `gc.lock` exclusively:
+    /// no pull is writing one).
+    fn sweep_stale_partials(&self) {
+        let Ok(rd) = std::fs::read_dir(self.dir.join("ingest")) else {
+            return;
+        };
+        for e in rd.flatten() {
+            let stale = e
+                .metadata()
+                .ok()
+                .and_then(|m| m.modified().ok())
+                .and_then(|t| t.elapsed().ok())
+                .is_some_and(|age| age > std::time::Duration::from_secs(24 * 3600));
+            if stale && e.file_name().to_string_lossy().ends_with(".partial") {
+                let _ = std::fs::remove_file(e.path());
+            }
+        }
+    }
+
     /// The kubelet's image garbage collection: when the store's file system is at least
     /// `high_percent` full, removes images least recently used first (never one in
-    /// `in_use`) until it is at `low_percent`.
+    /// `in_use`) until it is at `low_percent`. Blocking, as [`ImageStore::remove`]. The
+    /// kubelet's minimum age (`ImageMinimumGCAge`) is the caller's: leave young images in
+    /// `in_use`.
     ///
     /// # Errors
     ///

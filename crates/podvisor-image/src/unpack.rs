@@ -115,6 +115,7 @@ pub(crate) fn unpack(reader: impl Read, dest: &Path, layer: &Digest) -> Result<U
         }
     }
     u.finish_dirs()?;
+    // Durable before the caller renames it into place: a layer directory is whole or absent.
     rustix::fs::syncfs(&u.root).map_err(|e| bad(layer, format!("syncfs: {e}")))?;
     let (diff_id, _) = hashing
         .finish()

@@ -71,7 +71,7 @@ fn gc_removes_least_recently_used_first_never_in_use() {
         let in_use: HashSet<_> = [oldest.id.clone()].into_iter().collect();
         let report = store.gc(high, low, &in_use).unwrap();
         let removed: Vec<_> = report.removed.iter().map(|r| r.id.clone()).collect();
-        assert_eq!(removed, [middle.id.clone()], "{report:?}");
+        assert_eq!(removed, std::slice::from_ref(&middle.id), "{report:?}");
         assert!(
             report.freed >= report.wanted && report.wanted > 0,
             "{report:?}"
@@ -90,7 +90,7 @@ fn gc_removes_least_recently_used_first_never_in_use() {
             )
             .unwrap();
         let removed: Vec<_> = report.removed.iter().map(|r| r.id.clone()).collect();
-        assert_eq!(removed, [newest.id.clone()], "{report:?}");
+        assert_eq!(removed, std::slice::from_ref(&newest.id), "{report:?}");
     });
     let _ = std::process::Command::new("umount").arg(&mnt).status();
     if let Err(e) = result {

@@ -152,3 +152,52 @@ fn refuses_what_is_no_image_archive() {
             .is_none()
     );
 }
+
+#[test]
+fn loads_zstd_and_uncompressed_layers() {
+    let tmp = TempDir::new("load-zstd");
+    let store = ImageStore::open(tmp.path().join("images")).unwrap();
+    let layout = Layout::new(&tmp.path().join("layout"));
+    let layers = [
+        busybox_layer(),
+        Layer::new().file("z", b"zstd layer", 0o644).finish(),
+        Layer::new().file("p", b"plain layer", 0o644).finish(),
+    ];
+    let n = std::cell::Cell::new(0);
+    let built = layout.image_with(
+        &layers,
+        |l| {
+            n.set(n.get() + 1);
+            match n.get() {
+                3 => (l.to_vec(), "application/vnd.oci.image.layer.v1.tar"),
+                _ => (
+                    ruzstd::encoding::compress_to_vec(
+                        l,
+                        ruzstd::encoding::CompressionLevel::Fastest,
+                    ),
+                    "application/vnd.oci.image.layer.v1.tar+zstd",
+                ),
+            }
+        },
+        "amd64",
+        &["sh"],
+    );
+    let mut d = crate::support::desc(crate::support::OCI_MANIFEST, &built.manifest);
+    d["annotations"] = serde_json::json!({"io.containerd.image.name": "example.com/zstd:1"});
+    layout.index(&[d]);
+    let image = store.load(&layout.dir, &NoProgress).unwrap().remove(0);
+    assert_eq!(image.repo_tags, ["example.com/zstd:1"]);
+    assert_eq!(
+        std::fs::read(image.layers[1].join("z")).unwrap(),
+        b"zstd layer"
+    );
+    assert_eq!(
+        std::fs::read(image.layers[2].join("p")).unwrap(),
+        b"plain layer"
+    );
+    let out = std::process::Command::new(image.layers[0].join("bin/busybox"))
+        .arg("true")
+        .status()
+        .unwrap();
+    assert!(out.success());
+}

@@ -388,3 +388,33 @@ fn concurrent_pulls_of_one_image_share_the_work() {
         "an image in use is never collected"
     );
 }
+
+#[test]
+fn pulls_a_docker_schema2_image() {
+    let tmp = TempDir::new("pull-v2s2");
+    let registry = Registry::start(None);
+    let (layout, _) = busybox_layout(&tmp);
+    registry.push_with(&layout.dir, "test/docker:1", &["--format", "v2s2"]);
+    let store = ImageStore::open(tmp.path().join("images")).unwrap();
+    let reference = Reference::parse(&format!("{}/test/docker:1", registry.host())).unwrap();
+    let image = runtime()
+        .block_on(store.pull(&reference, &PullOptions::default(), &NoProgress))
+        .unwrap()
+        .image;
+    let manifest = std::fs::read(
+        store
+            .dir()
+            .join("blobs/sha256")
+            .join(image.manifest_digest.hex()),
+    )
+    .unwrap();
+    let manifest: serde_json::Value = serde_json::from_slice(&manifest).unwrap();
+    assert_eq!(
+        manifest["mediaType"],
+        "application/vnd.docker.distribution.manifest.v2+json"
+    );
+    assert_eq!(
+        std::fs::read(image.layers[1].join("etc/motd")).unwrap(),
+        b"pulled\n"
+    );
+}

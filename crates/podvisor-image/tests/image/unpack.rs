@@ -234,6 +234,11 @@ fn metadata_is_kept() {
         .char_dev("dev/null", 1, 3)
         .dir("ro/", 0o555)
         .file("ro/inside", b"written before the mode", 0o600)
+        .file_xattrs(
+            "xattrs",
+            b"x",
+            &[("user.podvisor", b"kept"), ("trusted.overlay.opaque", b"y")],
+        )
         .finish();
     let t = TempDir::new("meta");
     let (_, r) = load_layers(&t, &[layer]);

@@ -154,6 +154,19 @@ impl Layer {
         self
     }
 
+    /// A regular file with extended attributes (PAX `SCHILY.xattr.*` records, as docker and
+    /// containerd write them).
+    pub fn file_xattrs(mut self, name: &str, data: &[u8], xattrs: &[(&str, &[u8])]) -> Layer {
+        let pax: Vec<(String, &[u8])> = xattrs
+            .iter()
+            .map(|(k, v)| (format!("SCHILY.xattr.{k}"), *v))
+            .collect();
+        self.b
+            .append_pax_extensions(pax.iter().map(|(k, v)| (k.as_str(), *v)))
+            .unwrap();
+        self.file(name, data, 0o644)
+    }
+
     /// An empty regular file named `name` (whiteouts, opaque markers are such).
     pub fn marker(self, name: &str) -> Layer {
         self.file(name, b"", 0o644)
@@ -226,6 +239,24 @@ impl Layout {
 
     /// Writes config, layers (gzip-compressed when `gzip`) and manifest; not the index.
     pub fn image(&self, layers: &[Vec<u8>], gzip_layers: bool, arch: &str, cmd: &[&str]) -> Built {
+        let compress = |l: &[u8]| {
+            if gzip_layers {
+                (gzip(l), "application/vnd.oci.image.layer.v1.tar+gzip")
+            } else {
+                (l.to_vec(), "application/vnd.oci.image.layer.v1.tar")
+            }
+        };
+        self.image_with(layers, compress, arch, cmd)
+    }
+
+    /// As [`Layout::image`], each layer compressed by `compress` (blob, media type).
+    pub fn image_with(
+        &self,
+        layers: &[Vec<u8>],
+        compress: impl Fn(&[u8]) -> (Vec<u8>, &'static str),
+        arch: &str,
+        cmd: &[&str],
+    ) -> Built {
         let diff_ids: Vec<String> = layers.iter().map(|l| sha256(l)).collect();
         let config = serde_json::json!({
             "architecture": arch,
@@ -243,11 +274,7 @@ impl Layout {
         let mut layer_descs = Vec::new();
         let mut layer_digests = Vec::new();
         for l in layers {
-            let (data, mt) = if gzip_layers {
-                (gzip(l), "application/vnd.oci.image.layer.v1.tar+gzip")
-            } else {
-                (l.clone(), "application/vnd.oci.image.layer.v1.tar")
-            };
+            let (data, mt) = compress(l);
             layer_digests.push(self.blob(&data));
             layer_descs.push(desc(mt, &data));
         }
@@ -365,6 +392,11 @@ impl Registry {
 
     /// `skopeo copy [--all] oci:LAYOUT docker://127.0.0.1:PORT/NAME`.
     pub fn push(&self, layout: &Path, name: &str, all: bool) {
+        self.push_with(layout, name, if all { &["--all"] } else { &[] });
+    }
+
+    /// `skopeo copy EXTRA… oci:LAYOUT docker://127.0.0.1:PORT/NAME`.
+    pub fn push_with(&self, layout: &Path, name: &str, extra: &[&str]) {
         let skopeo = "/usr/bin/skopeo";
         assert!(
             Path::new(skopeo).exists(),
@@ -372,9 +404,7 @@ impl Registry {
         );
         let mut cmd = Command::new(skopeo);
         cmd.args(["--insecure-policy", "copy", "-q", "--dest-tls-verify=false"]);
-        if all {
-            cmd.arg("--all");
-        }
+        cmd.args(extra);
         if let Some((u, p)) = &self.creds {
             cmd.arg(format!("--dest-creds={u}:{p}"));
         }

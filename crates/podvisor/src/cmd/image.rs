@@ -299,6 +299,17 @@ impl Progress for LineProgress {
     fn blob_done(&self, digest: &Digest, cached: bool) {
         if self.plain {
             eprintln!("{} {}", if cached { "exists" } else { "fetched" }, digest);
+        } else if !cached {
+            let s = self
+                .state
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            eprint!(
+                "\r\x1b[KDownloading {} / {}, unpacking",
+                human_size(s.0),
+                human_size(s.1)
+            );
+            let _ = std::io::stderr().flush();
         }
     }
 
