@@ -200,6 +200,7 @@ impl<R: Runtime> PodTask<R> {
             config,
             now,
         );
+        machine.set_pod_ip(Some(rt.pod_ip(&adopted.sandbox)));
         let mut running = running;
         if let Some(lost) = adopted.lost {
             // The sandbox died while no agent ran: as if its death were seen now.
@@ -391,6 +392,7 @@ impl<R: Runtime> PodTask<R> {
                 match result {
                     Ok(sandbox) => {
                         debug!("{}: sandbox ready", self.full_name);
+                        self.machine.set_pod_ip(Some(self.rt.pod_ip(&sandbox)));
                         self.sandbox = Some(Arc::new(sandbox));
                         self.machine.handle_sandbox_ready(now);
                     }
@@ -413,19 +415,18 @@ impl<R: Runtime> PodTask<R> {
                             "{}: instance {instance} started as {} (pid {})",
                             self.full_name, started.container_id, started.pid
                         );
-                        match started.image {
+                        let id = InstanceId(instance);
+                        let pull = match started.image {
                             Some(ImageReport::Pulled { pull, total, size }) => {
-                                self.machine.handle_image_pulling(InstanceId(instance), now);
-                                let pulled = ImagePull::Pulled { pull, total, size };
-                                self.machine
-                                    .handle_image_pulled(InstanceId(instance), pulled, now);
+                                self.machine.handle_image_pulling(id, now);
+                                Some(ImagePull::Pulled { pull, total, size })
                             }
-                            Some(ImageReport::Present) => self.machine.handle_image_pulled(
-                                InstanceId(instance),
-                                ImagePull::Present,
-                                now,
-                            ),
-                            None => {}
+                            Some(ImageReport::Present) => Some(ImagePull::Present),
+                            None => None,
+                        };
+                        if let Some(pull) = pull {
+                            self.machine
+                                .handle_image_pulled(id, pull, &started.image_id, now);
                         }
                         self.machine.handle_container_started(
                             InstanceId(instance),

@@ -38,9 +38,13 @@ fn a19_pulling_and_pulled_events_come_before_created() {
         total: Duration::from_millis(2_500),
         size: 4_562_339,
     };
-    h.m.handle_image_pulled(id, pulled, t(2));
+    h.m.handle_image_pulled(id, pulled, "registry.local/web@sha256:0123", t(2));
     h.drain();
     h.start("app", t(2));
+    assert_eq!(
+        h.status_of("app").image_id,
+        "registry.local/web@sha256:0123"
+    );
     assert_eq!(
         h.events_since(mark),
         [
@@ -68,7 +72,7 @@ fn a19_pulling_and_pulled_events_come_before_created() {
     let mut h = pod_with_image("busybox:1.36");
     h.sandbox_ready(t(0));
     let id = pending(&h);
-    h.m.handle_image_pulled(id, ImagePull::Present, t(0));
+    h.m.handle_image_pulled(id, ImagePull::Present, "sha256:abcd", t(0));
     h.drain();
     assert_eq!(
         h.events_with_reason("Pulled"),

@@ -726,7 +726,7 @@ impl Runtime for ProcessRuntime {
                     &sandbox.paths,
                 )
                 .map_err(config_error)?;
-                let (launch, report) = oci
+                let (launch, image) = oci
                     .launch(
                         &request.pod,
                         &request.container,
@@ -737,7 +737,7 @@ impl Runtime for ProcessRuntime {
                     )
                     .await?;
                 config.oci = Some(Box::new(launch));
-                (config, Some(report))
+                (config, Some(image))
             }
             _ => {
                 let config = config::build(
@@ -799,7 +799,8 @@ impl Runtime for ProcessRuntime {
                 container_id: container_id(&sandbox.paths, request.instance),
                 pid,
                 started_at: timestamp(&started_at),
-                image,
+                image: image.as_ref().map(|(report, _)| *report),
+                image_id: image.map(|(_, id)| id).unwrap_or_default(),
             }),
             Ok(Response::StartFailed {
                 reason,

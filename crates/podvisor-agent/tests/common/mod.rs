@@ -220,6 +220,7 @@ impl Runtime for FakeRuntime {
             pid: 1000 + u32::try_from(instance).unwrap_or(0),
             started_at,
             image: script.image,
+            image_id: String::new(),
         })
     }
 

@@ -484,6 +484,7 @@ impl PodMachine {
             container_id: String::new(),
             restart_count,
             image,
+            image_id: String::new(),
             state: InstState::Starting,
             results: [
                 ProbeResult::initial(ProbeKind::Startup),

@@ -60,6 +60,8 @@ pub(crate) struct Instance {
     pub restart_count: i32,
     /// The image it was created from: stands in for the spec hash (A12).
     pub image: String,
+    /// The runtime's reference of that image (`imageID`: `name@sha256:…`), when it has images.
+    pub image_id: String,
     pub state: InstState,
     /// Probe results for this instance (R3), indexed by `ProbeKind as usize`.
     pub results: [ProbeResult; 3],
@@ -347,6 +349,12 @@ impl PodMachine {
         self.step(now);
     }
 
+    /// The sandbox's address (`status.podIP`, `podIPs`), as its runtime reports it once the
+    /// sandbox exists (the kubelet reads it from the sandbox status).
+    pub fn set_pod_ip(&mut self, ip: Option<String>) {
+        self.config.pod_ip = ip;
+    }
+
     /// The sandbox (pod directory, volumes) is ready.
     pub fn handle_sandbox_ready(&mut self, now: Timestamp) {
         if self.sandbox == Sandbox::Creating {
@@ -480,14 +488,22 @@ impl PodMachine {
         self.step(now);
     }
 
-    /// The image of a starting instance is ready (`Pulled`): it was present, or pulled.
-    pub fn handle_image_pulled(&mut self, instance: InstanceId, pull: ImagePull, now: Timestamp) {
+    /// The image of a starting instance is ready (`Pulled`): it was present, or pulled;
+    /// `image_id` is the runtime's reference of it, the container status' `imageID`.
+    pub fn handle_image_pulled(
+        &mut self,
+        instance: InstanceId,
+        pull: ImagePull,
+        image_id: &str,
+        now: Timestamp,
+    ) {
         let Some((ci, ii)) = self.find_instance(instance) else {
             return;
         };
         if self.containers[ci].instances[ii].state != InstState::Starting {
             return;
         }
+        image_id.clone_into(&mut self.containers[ci].instances[ii].image_id);
         let image = podvisor_api::gotext::quote(&self.containers[ci].instances[ii].image);
         let message = match pull {
             ImagePull::Present => format!(

@@ -106,7 +106,9 @@ impl PodMachine {
                     instances.push(exited(t, last_count, &image));
                 }
                 if let Some(t) = prev.state.as_ref().and_then(|s| s.terminated.as_ref()) {
-                    instances.push(exited(t, count, &image));
+                    let mut inst = exited(t, count, &image);
+                    prev.image_id.clone_into(&mut inst.image_id);
+                    instances.push(inst);
                 }
             }
             for r in running.iter().filter(|r| r.name == name) {
@@ -133,6 +135,7 @@ impl PodMachine {
                 };
                 if known {
                     let prev = prev.expect("known");
+                    prev.image_id.clone_into(&mut inst.image_id);
                     let started = prev.started == Some(true);
                     inst.results[ProbeKind::Startup as usize] = if started {
                         ProbeResult::Success
@@ -237,6 +240,7 @@ fn instance(id: InstanceId, container_id: &str, restart_count: i32, image: &str)
         container_id: container_id.to_string(),
         restart_count,
         image: image.to_string(),
+        image_id: String::new(),
         state: InstState::Starting,
         results: [
             ProbeResult::initial(ProbeKind::Startup),

@@ -180,7 +180,7 @@ impl PodMachine {
                 || spec.image.clone().unwrap_or_default(),
                 |i| i.image.clone(),
             ),
-            image_id: String::new(),
+            image_id: newest.map(|i| i.image_id.clone()).unwrap_or_default(),
             container_id: newest
                 .map(|i| i.container_id.clone())
                 .filter(|s| !s.is_empty()),

@@ -258,7 +258,7 @@ impl OciClass {
         paths: &PodPaths,
         network: &PodNetwork,
         container_id: &str,
-    ) -> Result<(OciLaunch, ImageReport), StartError> {
+    ) -> Result<(OciLaunch, (ImageReport, String)), StartError> {
         let fail = |reason: &str, message: String, pulling: bool| StartError {
             reason: reason.to_owned(),
             message,
@@ -360,6 +360,11 @@ impl OciClass {
             resolv_conf: Some(network.resolv_conf.clone()),
             hostname_file: Some(network.hostname_file.clone()),
         };
-        Ok((launch, report))
+        // containerd reports the repo digest the image came by, else its id.
+        let image_id = image
+            .repo_digest
+            .clone()
+            .unwrap_or_else(|| image.id.as_str().to_owned());
+        Ok((launch, (report, image_id)))
     }
 }

@@ -70,6 +70,9 @@ fn try_main(args: &[String]) -> io::Result<()> {
     let args = parse(args)?;
     // Still single-threaded: the only moment a private mount namespace covers the whole shim.
     let shared_tmpfs = private_mount_namespace();
+    if shared_tmpfs {
+        drop_other_pods_mounts(&args.pod_dir);
+    }
     rustix::process::set_child_subreaper(Some(rustix::process::getpid()))
         .map_err(|e| io::Error::new(e.kind(), format!("becoming a child subreaper: {e}")))?;
     let shim_dir = layout::shim_dir(&args.pod_dir);
@@ -205,6 +208,52 @@ fn private_mount_namespace() -> bool {
         eprintln!("podvisor shim: making / a slave mount: {e}");
     }
     true
+}
+
+/// The shim's mount namespace is a copy of the agent's, with every other pod's mounts in it:
+/// the bind mounts that hold an `oci` pod's namespaces among them, which would keep that pod's
+/// network alive (its veth, its address) after the pod is gone, for as long as this shim
+/// lives. They are detached here, in this namespace only.
+fn drop_other_pods_mounts(pod_dir: &std::path::Path) {
+    let Some(pods) = pod_dir.parent() else {
+        return;
+    };
+    let Ok(info) = std::fs::read_to_string("/proc/self/mountinfo") else {
+        return;
+    };
+    let mut others: Vec<PathBuf> = info
+        .lines()
+        .filter_map(|line| line.split(' ').nth(4))
+        .map(unescape_mountinfo)
+        .filter(|p| p.starts_with(pods) && !p.starts_with(pod_dir) && p != pods)
+        .collect();
+    // Deepest first.
+    others.sort_by_key(|p| std::cmp::Reverse(p.components().count()));
+    others.dedup();
+    for path in others {
+        let _ = rustix::mount::unmount(&path, rustix::mount::UnmountFlags::DETACH);
+    }
+}
+
+/// A mount point as `/proc/self/mountinfo` writes it (`\040` for a space, and so on).
+fn unescape_mountinfo(field: &str) -> PathBuf {
+    let mut out = Vec::with_capacity(field.len());
+    let bytes = field.as_bytes();
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'\\' && i + 3 < bytes.len() {
+            let octal = std::str::from_utf8(&bytes[i + 1..i + 4]).ok();
+            if let Some(b) = octal.and_then(|o| u8::from_str_radix(o, 8).ok()) {
+                out.push(b);
+                i += 4;
+                continue;
+            }
+        }
+        out.push(bytes[i]);
+        i += 1;
+    }
+    use std::os::unix::ffi::OsStringExt;
+    PathBuf::from(std::ffi::OsString::from_vec(out))
 }
 
 /// Leaves the agent's session, so that neither a terminal's signals nor the agent's exit

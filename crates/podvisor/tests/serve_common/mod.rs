@@ -9,7 +9,7 @@
 #![allow(dead_code)]
 
 use podvisor_testkit::{MarkerIn, Proc, Signal, kill_marked, marked_processes, remove_pod_cgroups};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -237,6 +237,17 @@ impl Drop for ServeCtx {
             );
         }
         remove_pod_cgroups(&self.state().join("pods"));
+        // What a failed test left mounted (an `oci` pod's namespaces): detached, deepest first.
+        let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+        let mut mounts: Vec<&str> = mountinfo
+            .lines()
+            .filter_map(|l| l.split(' ').nth(4))
+            .filter(|p| Path::new(p).starts_with(&self.dir))
+            .collect();
+        mounts.sort_by_key(|p| std::cmp::Reverse(p.len()));
+        for m in mounts {
+            let _ = rustix::mount::unmount(m, rustix::mount::UnmountFlags::DETACH);
+        }
         let _ = std::fs::remove_dir_all(&self.dir);
     }
 }

@@ -193,15 +193,17 @@ pub struct DefaultNetwork {
 }
 
 impl DefaultNetwork {
-    /// The defaults under the state directory `state_dir`: network `podvisor`, bridge `pv0`,
-    /// subnet `10.244.0.0/16`, IPAM data in `<state>/cni/networks`.
+    /// The defaults: network `podvisor`, bridge `pv0`, subnet `10.244.0.0/16`, IPAM data in
+    /// host-local's own default, `/var/lib/cni/networks`: the bridge and its subnet are the
+    /// machine's, so every state directory on it (two `serve`s, tests) must draw its addresses
+    /// from one pool. `_state_dir` is where the conflist itself is written.
     #[must_use]
-    pub fn new(state_dir: &Path) -> DefaultNetwork {
+    pub fn new(_state_dir: &Path) -> DefaultNetwork {
         DefaultNetwork {
             name: "podvisor".to_owned(),
             bridge: "pv0".to_owned(),
             subnet: "10.244.0.0/16".to_owned(),
-            ipam_data_dir: state_dir.join("cni").join("networks"),
+            ipam_data_dir: PathBuf::from("/var/lib/cni/networks"),
         }
     }
 

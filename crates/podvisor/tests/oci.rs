@@ -1,0 +1,220 @@
+//! The `oci` runtime class end to end (issue 8), through `podvisor serve --runtime oci` and the
+//! real kubectl: an image loaded into the store (`scripts/busybox-image` + `podvisor image
+//! load`), pods in runc containers with their own network on the CNI bridge, two containers
+//! talking over localhost, a readiness probe to the pod IP, a pod reaching another by its IP,
+//! `kubectl exec` inside the container's root, ENTRYPOINT/CMD/command/args, image events and
+//! `imageID`, `serve` killed and restarted with the pods running (same containers), and
+//! nothing left after the pods are deleted (no veth, no mount, no runc state).
+//!
+//! Needs root, runc, the CNI plugins and busybox-static (`scripts/install-test-deps`).
+
+#![allow(missing_docs)]
+
+mod serve_common;
+
+use serve_common::ServeCtx;
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+fn wait_for(ctx: &ServeCtx, what: &str, limit: Duration, mut check: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !check() {
+        assert!(
+            start.elapsed() < limit,
+            "timed out waiting for {what}:\n{}",
+            ctx.last_logs(1)
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+fn veths() -> usize {
+    let out = Command::new("ip").args(["-o", "link"]).output().unwrap();
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter(|l| l.contains("veth"))
+        .count()
+}
+
+fn jsonpath(ctx: &ServeCtx, pod: &str, path: &str) -> String {
+    ctx.kubectl_ok(&["get", "pod", pod, "-o", &format!("jsonpath={path}")])
+}
+
+#[test]
+#[ignore = "needs root: run as root with --include-ignored (scripts/test does)"]
+fn oci_pods_run_images_with_their_own_network() {
+    let Some(mut ctx) = ServeCtx::new("oc") else {
+        return;
+    };
+    for tool in ["/usr/sbin/runc", "/usr/lib/cni/bridge", "/bin/busybox"] {
+        assert!(
+            Path::new(tool).exists(),
+            "{tool} is missing: run scripts/install-test-deps as root"
+        );
+    }
+    // The image, loaded into serve's store.
+    let layout = ctx.path("busybox-layout");
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../../scripts/busybox-image");
+    let made = Command::new(script).arg(&layout).output().unwrap();
+    assert!(made.status.success(), "{made:?}");
+    let loaded = Command::new(env!("CARGO_BIN_EXE_podvisor"))
+        .args(["image", "load", "-i"])
+        .arg(&layout)
+        .arg("--state-dir")
+        .arg(ctx.state())
+        .output()
+        .unwrap();
+    assert!(loaded.status.success(), "{loaded:?}");
+    let veths_before = veths();
+    ctx.start(&["--runtime", "oci"]);
+    let m = ctx.marker.clone();
+    let manifest = ctx.manifest(
+        "pods",
+        &format!(
+            r#"apiVersion: v1
+kind: Pod
+metadata:
+  name: web
+spec:
+  containers:
+  - name: server
+    image: busybox:latest
+    imagePullPolicy: IfNotPresent
+    command: [sh, -c, 'mkdir -p /www && echo hello-from-web > /www/index.html && exec httpd -f -p 8080 -h /www; : {m}']
+    readinessProbe:
+      httpGet: {{path: /index.html, port: 8080}}
+      periodSeconds: 1
+  - name: client
+    image: busybox:latest
+    imagePullPolicy: IfNotPresent
+    command: [sh, -c, 'until wget -q -O- http://localhost:8080/index.html; do sleep 0.2; done; exec sleep 1000; : {m}']
+---
+apiVersion: v1
+kind: Pod
+metadata:
+  name: peer
+spec:
+  containers:
+  - name: app
+    image: busybox:latest
+    imagePullPolicy: IfNotPresent
+    args: [sleep, '1000']
+---
+apiVersion: v1
+kind: Pod
+metadata:
+  name: cmd
+spec:
+  restartPolicy: Never
+  containers:
+  - name: app
+    image: busybox:latest
+    imagePullPolicy: IfNotPresent
+"#
+        ),
+    );
+    ctx.kubectl_ok(&["apply", "-f", manifest.to_str().unwrap()]);
+    wait_for(
+        &ctx,
+        "web Ready, peer Running",
+        Duration::from_secs(60),
+        || {
+            let out = ctx.kubectl_ok(&["get", "pods", "--no-headers"]);
+            out.lines()
+                .any(|l| l.starts_with("web ") && l.contains("2/2") && l.contains("Running"))
+                && out
+                    .lines()
+                    .any(|l| l.starts_with("peer ") && l.contains("1/1") && l.contains("Running"))
+        },
+    );
+
+    // Its own address on the bridge, its own host name and root.
+    let web_ip = jsonpath(&ctx, "web", "{.status.podIP}");
+    assert!(web_ip.starts_with("10.244."), "podIP {web_ip:?}");
+    assert_ne!(jsonpath(&ctx, "peer", "{.status.podIP}"), web_ip);
+    let hostname = ctx.kubectl_ok(&["exec", "web", "-c", "server", "--", "cat", "/etc/hostname"]);
+    assert_eq!(hostname.trim(), "web");
+    let root = ctx.kubectl_ok(&["exec", "web", "-c", "server", "--", "ls", "/"]);
+    assert!(root.contains("www") && !root.contains("boot"), "{root}");
+    // Two containers of a pod on localhost; a pod reaching another by its IP.
+    let logs = ctx.kubectl_ok(&["logs", "web", "-c", "client"]);
+    assert!(logs.contains("hello-from-web"), "{logs}");
+    let fetched = ctx.kubectl_ok(&[
+        "exec",
+        "peer",
+        "--",
+        "wget",
+        "-q",
+        "-O-",
+        &format!("http://{web_ip}:8080/index.html"),
+    ]);
+    assert_eq!(fetched.trim(), "hello-from-web");
+    // `args` alone replace the image's CMD; neither runs CMD (`sh`, which ends at once).
+    let peer_args = ctx.kubectl_ok(&["exec", "peer", "--", "cat", "/proc/1/cmdline"]);
+    assert_eq!(peer_args, "sleep\u{0}1000\u{0}");
+    wait_for(&ctx, "cmd completes", Duration::from_secs(30), || {
+        ctx.kubectl_ok(&["get", "pod", "cmd", "--no-headers"])
+            .contains("Completed")
+    });
+    // The image's events and the status' imageID.
+    let events = ctx.kubectl_ok(&[
+        "get",
+        "events",
+        "--field-selector",
+        "involvedObject.name=peer",
+    ]);
+    assert!(
+        events.contains("Container image \"busybox:latest\" already present on machine"),
+        "{events}"
+    );
+    let image_id = jsonpath(&ctx, "peer", "{.status.containerStatuses[0].imageID}");
+    assert!(image_id.starts_with("sha256:"), "imageID {image_id:?}");
+
+    // serve killed and started again: the containers go on (same IDs, no restart).
+    let ids = |ctx: &ServeCtx| jsonpath(ctx, "web", "{.status.containerStatuses[*].containerID}");
+    let before = ids(&ctx);
+    ctx.kill9();
+    ctx.start(&["--runtime", "oci"]);
+    wait_for(&ctx, "web Ready again", Duration::from_secs(30), || {
+        ctx.kubectl_ok(&["get", "pod", "web", "--no-headers"])
+            .contains("2/2")
+    });
+    assert_eq!(ids(&ctx), before);
+    assert_eq!(
+        jsonpath(&ctx, "web", "{.status.containerStatuses[*].restartCount}"),
+        "0 0"
+    );
+    let fetched = ctx.kubectl_ok(&[
+        "exec",
+        "peer",
+        "--",
+        "wget",
+        "-q",
+        "-O-",
+        &format!("http://{web_ip}:8080/index.html"),
+    ]);
+    assert_eq!(fetched.trim(), "hello-from-web");
+
+    // Nothing is left of deleted pods.
+    ctx.kubectl_ok(&["delete", "pods", "--all", "--grace-period=1"]);
+    wait_for(&ctx, "the pods are gone", Duration::from_secs(60), || {
+        ctx.kubectl_ok(&["get", "pods", "--no-headers"])
+            .trim()
+            .is_empty()
+    });
+    assert_eq!(veths(), veths_before, "a veth is left");
+    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+    assert!(
+        !mountinfo.contains(ctx.dir.to_str().unwrap()),
+        "a mount is left"
+    );
+    let runc_state: Vec<_> = std::fs::read_dir(ctx.state().join("runc"))
+        .map(|d| d.flatten().map(|e| e.file_name()).collect())
+        .unwrap_or_default();
+    assert!(runc_state.is_empty(), "runc state left: {runc_state:?}");
+    let pods_left: Vec<_> = std::fs::read_dir(ctx.state().join("pods"))
+        .map(|d| d.flatten().map(|e| e.file_name()).collect())
+        .unwrap_or_default();
+    assert!(pods_left.is_empty(), "pod directories left: {pods_left:?}");
+}
