@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::{is_root, shim_exe};
+use common::{require_root, shim_exe};
 use k8s_openapi::api::core::v1::Pod;
 use podvisor_runtime::process::{ProcessRuntime, ProcessSandbox};
 use podvisor_runtime::{ExecRequest, ExecSession, Runtime, StartRequest, TermSize};
@@ -156,9 +156,7 @@ fn open_fds() -> usize {
 #[tokio::test]
 #[ignore = "needs root: run as root with --include-ignored (scripts/test does)"]
 async fn streams_stdin_stdout_stderr_and_the_exit_code_in_the_container_view() {
-    if !is_root() {
-        return;
-    }
+    require_root();
     let _serial = SERIAL.lock().await;
     let pod = Pod1::start().await;
     let fds_before = open_fds();
@@ -203,9 +201,7 @@ async fn streams_stdin_stdout_stderr_and_the_exit_code_in_the_container_view() {
 #[tokio::test]
 #[ignore = "needs root: run as root with --include-ignored (scripts/test does)"]
 async fn a_command_that_cannot_start_is_worded_as_containerd_words_it() {
-    if !is_root() {
-        return;
-    }
+    require_root();
     let _serial = SERIAL.lock().await;
     let pod = Pod1::start().await;
     let err = pod
@@ -246,9 +242,7 @@ async fn a_command_that_cannot_start_is_worded_as_containerd_words_it() {
 #[tokio::test]
 #[ignore = "needs root: run as root with --include-ignored (scripts/test does)"]
 async fn dropping_the_session_kills_the_whole_process_group() {
-    if !is_root() {
-        return;
-    }
+    require_root();
     let _serial = SERIAL.lock().await;
     let pod = Pod1::start().await;
     let fds_before = open_fds();
@@ -282,9 +276,7 @@ async fn dropping_the_session_kills_the_whole_process_group() {
 #[tokio::test]
 #[ignore = "needs root: run as root with --include-ignored (scripts/test does)"]
 async fn a_tty_is_the_controlling_terminal_and_resizes() {
-    if !is_root() {
-        return;
-    }
+    require_root();
     let _serial = SERIAL.lock().await;
     let pod = Pod1::start().await;
     let mut session = pod
@@ -320,9 +312,7 @@ async fn a_tty_is_the_controlling_terminal_and_resizes() {
 #[tokio::test]
 #[ignore = "needs root: run as root with --include-ignored (scripts/test does)"]
 async fn a_tty_starts_with_the_size_it_was_given() {
-    if !is_root() {
-        return;
-    }
+    require_root();
     let _serial = SERIAL.lock().await;
     let pod = Pod1::start().await;
     let request = ExecRequest {
