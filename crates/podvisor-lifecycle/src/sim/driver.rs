@@ -36,6 +36,9 @@ use std::collections::{BTreeMap, BTreeSet};
 /// stays due, answers that never stop coming).
 const SAME_INSTANT_LIMIT: u32 = 10_000;
 
+/// More inputs than this in one [`Driver::advance_to`] is a timer that never stops coming back.
+const ADVANCE_LIMIT: u32 = 100_000;
+
 /// One input to the machine, as a runtime, a probe or hook executor, or the API reports it.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Input {
@@ -365,11 +368,19 @@ impl<R: FakeRuntime> Driver<R> {
     }
 
     /// Fires every timer and delivers every answer due by `target`, each at its own instant,
-    /// then moves the clock to `target` (never backwards). Panics on a livelock.
+    /// then moves the clock to `target` (never backwards). Panics on a livelock: 10,000 inputs at
+    /// one instant, or 100,000 in one call.
     pub fn advance_to(&mut self, target: Timestamp) {
         let mut same = 0;
+        let mut rounds = 0;
         let mut last = self.now;
         while self.step(target) {
+            rounds += 1;
+            assert!(
+                rounds < ADVANCE_LIMIT,
+                "advancing to {target}: inputs never stop coming (at {})",
+                self.now
+            );
             if self.now == last {
                 same += 1;
                 assert!(
