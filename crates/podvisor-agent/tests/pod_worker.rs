@@ -1,7 +1,7 @@
 //! The pod worker's wiring, on a fake runtime and tokio's paused clock: actions reach the
 //! runtime, and what the runtime reports reaches the machine.
 
-mod common;
+use crate::common;
 
 use common::{
     ContainerScript, RuntimeCall, Seen, agent, container_status, phase, pod, pump, status_text,

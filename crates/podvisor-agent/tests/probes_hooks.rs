@@ -1,6 +1,6 @@
 //! Probe and hook results reach the machine through the pod worker.
 
-mod common;
+use crate::common;
 
 use common::{RuntimeCall, Seen, agent, container_status, pod, pump};
 use std::time::Duration;

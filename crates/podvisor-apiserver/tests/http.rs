@@ -2,7 +2,7 @@
 //! authentication, discovery, bodies without Content-Type, watch semantics, Tables,
 //! deletion options, namespaces and events.
 
-mod common;
+use crate::common;
 
 use std::os::unix::fs::PermissionsExt;
 use std::time::Duration;

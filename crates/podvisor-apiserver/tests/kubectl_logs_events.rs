@@ -1,7 +1,7 @@
 //! `kubectl logs` from CRI log files, and events: the node agent's recorder's count aggregation and its
 //! correlator's combined events as `kubectl describe` and `kubectl get events` show them.
 
-mod common;
+use crate::common;
 
 use std::process::Stdio;
 use std::time::Duration;

@@ -1,7 +1,7 @@
 //! The real kubectl against a real server: create, get (server-side Table), apply
 //! (client- and server-side), patch, replace, delete, and the API server's error texts.
 
-mod common;
+use crate::common;
 
 use common::{NODE, TestServer, pod_yaml};
 use serde_json::{Value, json};

@@ -1,7 +1,7 @@
 //! Watches with the real kubectl: `get -w`, `wait --for=condition=Ready`, and status
 //! patches the way the node agent (or a readiness-gate controller) makes them.
 
-mod common;
+use crate::common;
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Stdio};

@@ -1,8 +1,8 @@
-//! `PODVISOR_MANUAL_SECS=600 cargo test -p podvisor-apiserver --test manual -- --ignored
+//! `PODVISOR_MANUAL_SECS=600 cargo test -p podvisor-apiserver --test server -- manual --ignored
 //! --nocapture`: a server to poke at by hand for that many seconds. Not a test: without
 //! `PODVISOR_MANUAL_SECS` it returns at once (CI runs the ignored tests, as root).
 
-mod common;
+use crate::common;
 
 #[test]
 #[ignore = "manual: keeps a server running"]

@@ -1,6 +1,7 @@
 //! podvisor-lifecycle's integration tests, linked as one test binary (one per file would mean
-//! ten links on a 2-core machine). Each file is a module named after it; `tests/common` is
-//! their shared PodMachine driver.
+//! ten links on a 2-core machine). Each file is a module named after it; `tests/common` holds
+//! the pod builders and `Harness`, the crate's one PodMachine driver (`sim::Driver`) answering
+//! nothing.
 
 mod common;
 

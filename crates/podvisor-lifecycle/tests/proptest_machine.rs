@@ -5,8 +5,9 @@
 //! 0–5 s and `activeDeadlineSeconds`) and plays a random sequence of driver events against the
 //! machine: time passing, exits (codes and OOM) of live instances, probe and hook answers, start
 //! answers and failures, sandbox answers, deletes with random grace and image updates. The
-//! driver answers `KillContainer` with an exit at once (SIGKILL always works) and leaves
-//! everything else to the event sequence. After every input it checks:
+//! crate's one driver (`sim::Driver`) plays the runtime: it answers `KillContainer` with an exit
+//! at once (SIGKILL always works) and leaves everything else to the event sequence. After every
+//! input it checks:
 //!
 //! - the machine does not panic;
 //! - a terminal phase (Succeeded/Failed) is never left (P11);
@@ -21,9 +22,10 @@
 
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
+use podvisor_lifecycle::sim::driver::Control;
+use podvisor_lifecycle::sim::{Answers, Driver, FakeRuntime, Input};
 use podvisor_lifecycle::{
-    Action, ExitStatus, HookKind, InstanceId, MachineConfig, Phase, PodMachine, ProbeKind,
-    ProbeOutcome, StartFailure,
+    Action, ExitStatus, InstanceId, MachineConfig, Phase, PodMachine, ProbeOutcome, StartFailure,
 };
 use proptest::prelude::*;
 use serde_json::{Value, json};
@@ -238,92 +240,25 @@ fn op() -> impl Strategy<Value = Op> {
 
 // ---- the driver ---------------------------------------------------------------------------------
 
-struct World {
-    m: PodMachine,
-    pod: Pod,
-    now: Timestamp,
-    pending_sandbox: bool,
-    pending_starts: Vec<InstanceId>,
-    pending_probes: Vec<(String, InstanceId, ProbeKind)>,
-    pending_hooks: Vec<(InstanceId, HookKind)>,
-    live: Vec<InstanceId>,
-    image_gen: u32,
-    // invariant state
+/// The invariants above, checked after every input the machine handles.
+#[derive(Debug, Default)]
+struct Invariants {
     terminal: Option<Phase>,
     restart_counts: HashMap<String, i32>,
     initialized_seen: bool,
     /// A regular container has been running or terminated (its `state` or `lastState`).
     regular_ran: bool,
-    inputs: u64,
 }
 
-impl World {
-    fn new(pod: Pod) -> World {
-        let now = Timestamp::from_second(1_767_225_600).unwrap();
-        let m = PodMachine::new(pod.clone(), MachineConfig::default(), now);
-        let mut w = World {
-            m,
-            pod,
-            now,
-            pending_sandbox: false,
-            pending_starts: Vec::new(),
-            pending_probes: Vec::new(),
-            pending_hooks: Vec::new(),
-            live: Vec::new(),
-            image_gen: 1,
-            terminal: None,
-            restart_counts: HashMap::new(),
-            initialized_seen: false,
-            regular_ran: false,
-            inputs: 0,
-        };
-        w.settle();
-        w
-    }
-
-    /// Drains the machine's actions, answering `KillContainer` at once, and checks invariants.
-    fn settle(&mut self) {
-        self.check();
-        while let Some(a) = self.m.poll_action() {
-            match a {
-                Action::CreateSandbox => self.pending_sandbox = true,
-                Action::StartContainer { instance, .. } => self.pending_starts.push(instance),
-                Action::RunProbe {
-                    name,
-                    instance,
-                    kind,
-                    ..
-                } => self.pending_probes.push((name, instance, kind)),
-                Action::RunHook { instance, hook, .. } => self.pending_hooks.push((instance, hook)),
-                Action::KillContainer { instance, .. } => {
-                    if let Some(i) = self.live.iter().position(|x| *x == instance) {
-                        self.live.remove(i);
-                        let exit = ExitStatus {
-                            exit_code: 137,
-                            finished_at: Some(self.now),
-                            ..ExitStatus::default()
-                        };
-                        self.m.handle_container_exited(instance, exit, self.now);
-                        self.check();
-                    }
-                }
-                Action::StopContainer { .. }
-                | Action::EmitEvent(_)
-                | Action::PublishStatus(_)
-                | Action::PodTerminated => {}
-            }
-        }
-    }
-
-    fn check(&mut self) {
-        self.inputs += 1;
-        let phase = self.m.phase();
+impl Invariants {
+    fn check(&mut self, m: &PodMachine) {
+        let phase = m.phase();
         match self.terminal {
             Some(t) => assert_eq!(phase, t, "a terminal phase was left"),
             None if phase.is_terminal() => self.terminal = Some(phase),
             None => {}
         }
-        let status = self.m.pod().status.clone().unwrap_or_default();
+        let status = m.pod().status.clone().unwrap_or_default();
         let all = status
             .init_container_statuses
             .iter()
@@ -390,94 +325,160 @@ impl World {
             self.initialized_seen = true;
         }
     }
+}
+
+/// The fake runtime of the property: SIGKILL always works (an exit at once); everything else
+/// waits for the random events. It checks the invariants after every input.
+#[derive(Debug)]
+struct Random {
+    answers: Answers,
+    invariants: Invariants,
+}
+
+impl FakeRuntime for Random {
+    type Answer = Input;
+
+    fn on_action(&mut self, action: &Action, ctl: &mut Control<'_, Input>) {
+        self.answers.on_action(action, ctl);
+    }
+
+    fn on_due(&mut self, answer: Input, ctl: &mut Control<'_, Input>) -> Option<Input> {
+        self.answers.on_due(answer, ctl)
+    }
+
+    fn observe(&mut self, machine: &PodMachine) {
+        self.invariants.check(machine);
+    }
+}
+
+/// The crate's one driver with the [`Random`] runtime, and the pod as the API holds it (image
+/// updates change it).
+struct World {
+    d: Driver<Random>,
+    pod: Pod,
+    image_gen: u32,
+}
+
+impl World {
+    fn new(pod: Pod) -> World {
+        let now = Timestamp::from_second(1_767_225_600).unwrap();
+        let m = PodMachine::new(pod.clone(), MachineConfig::default(), now);
+        let runtime = Random {
+            answers: Answers::kills_only(),
+            invariants: Invariants::default(),
+        };
+        World {
+            d: Driver::new(m, now, runtime),
+            pod,
+            image_gen: 1,
+        }
+    }
+
+    fn input(&mut self, input: Input) {
+        let now = self.d.now();
+        self.d.input(input, now);
+    }
 
     /// Fires every timer up to `target`, checking that no timer stays due.
     fn advance_to(&mut self, target: Timestamp) {
         let mut rounds = 0;
-        while let Some(t) = self.m.poll_timeout().filter(|t| *t <= target) {
+        while let Some(t) = self.d.next_timer().filter(|t| *t <= target) {
             rounds += 1;
             assert!(rounds < 100_000, "too many timers");
             assert!(
-                t >= self.now,
+                t >= self.d.now(),
                 "poll_timeout {t} is earlier than now {} after handle_timeout",
-                self.now
+                self.d.now()
             );
-            self.now = t;
-            self.m.handle_timeout(t);
-            self.settle();
-            if let Some(next) = self.m.poll_timeout() {
+            self.d.timeout(t);
+            if let Some(next) = self.d.next_timer() {
                 assert!(
                     next > t,
                     "poll_timeout {next} is not later than {t} after handle_timeout({t})"
                 );
             }
         }
-        self.now = self.now.max(target);
+        self.d.advance_to(target);
     }
 
     fn apply(&mut self, op: &Op) {
-        let now = self.now;
+        let now = self.d.now();
         match *op {
             Op::Advance(ms) => {
                 let target = now + SignedDuration::from_millis(i64::from(ms));
                 self.advance_to(target);
             }
             Op::Sandbox { ok } => {
-                if std::mem::take(&mut self.pending_sandbox) {
+                if self.d.sandbox_requested() {
                     if ok {
-                        self.m.handle_sandbox_ready(now);
+                        self.input(Input::SandboxReady);
                     } else {
-                        self.m
-                            .handle_sandbox_failed("FailedMount", "no disk".to_string(), now);
+                        self.input(Input::SandboxFailed {
+                            reason: "FailedMount",
+                            message: "no disk".to_string(),
+                        });
                     }
                 }
             }
             Op::Start { pick, how } => {
-                if self.pending_starts.is_empty() {
+                let pending = self.d.pending_start_ids();
+                if pending.is_empty() {
                     return;
                 }
-                let id = self.pending_starts.remove(pick % self.pending_starts.len());
+                let id = pending[pick % pending.len()];
                 self.answer_start(id, how);
             }
             Op::Exit { pick, code, oom } => {
-                if self.live.is_empty() {
+                let live = self.d.running();
+                if live.is_empty() {
                     return;
                 }
-                let id = self.live.remove(pick % self.live.len());
+                let id = live[pick % live.len()];
                 let exit = ExitStatus {
                     exit_code: code,
                     oom_killed: oom,
                     finished_at: Some(now),
                     ..ExitStatus::default()
                 };
-                self.m.handle_container_exited(id, exit, now);
+                self.input(Input::Exited { id, exit });
             }
             Op::Probe { pick, outcome } => {
-                if self.pending_probes.is_empty() {
+                let pending = self.d.probe_requests();
+                if pending.is_empty() {
                     return;
                 }
-                let (name, id, kind) = self.pending_probes.remove(pick % self.pending_probes.len());
+                let r = pending[pick % pending.len()].clone();
                 let outcome = match outcome {
                     0 => ProbeOutcome::Success,
                     1 => ProbeOutcome::Failure("down".to_string()),
                     2 => ProbeOutcome::Error("no route".to_string()),
                     _ => ProbeOutcome::Warning("redirect".to_string()),
                 };
-                self.m.handle_probe_result(&name, id, kind, outcome, now);
+                self.input(Input::Probe {
+                    name: r.name,
+                    id: r.instance,
+                    kind: r.kind,
+                    outcome,
+                });
             }
             Op::Hook { pick, ok } => {
-                if self.pending_hooks.is_empty() {
+                let pending = self.d.hook_requests();
+                if pending.is_empty() {
                     return;
                 }
-                let (id, hook) = self.pending_hooks.remove(pick % self.pending_hooks.len());
+                let r = pending[pick % pending.len()].clone();
                 let result = if ok {
                     Ok(())
                 } else {
                     Err("hook failed".to_string())
                 };
-                self.m.handle_hook_result(id, hook, result, now);
+                self.input(Input::Hook {
+                    id: r.instance,
+                    hook: r.hook,
+                    result,
+                });
             }
-            Op::Delete { grace } => self.m.handle_delete(grace, now),
+            Op::Delete { grace } => self.input(Input::Delete { grace }),
             Op::Image { pick } => {
                 self.image_gen += 1;
                 let spec = self.pod.spec.as_mut().expect("spec");
@@ -490,66 +491,58 @@ impl World {
                     &mut spec.containers[i - n_init]
                 };
                 c.image = Some(format!("busybox:{}", self.image_gen));
-                self.m.handle_spec_update(self.pod.clone(), now);
+                self.input(Input::SpecUpdate(Box::new(self.pod.clone())));
             }
         }
-        self.settle();
     }
 
     fn answer_start(&mut self, id: InstanceId, how: u8) {
-        let now = self.now;
+        let now = self.d.now();
         match how {
-            0 => {
-                self.live.push(id);
-                self.m
-                    .handle_container_started(id, format!("containerd://{:x}", id.0), now, now);
-            }
+            0 => self.d.started(id, now),
             created => {
                 let failure = StartFailure {
                     reason: "RunContainerError".to_string(),
                     message: "exec: \"app\": executable file not found".to_string(),
                     created: created == 2,
                 };
-                self.m.handle_container_start_failed(id, failure, now);
+                self.input(Input::StartFailed { id, failure });
             }
         }
-        self.settle();
     }
 
     /// Deletes the pod and lets time pass, answering starts (never hooks), until it terminates.
     fn finish(&mut self, grace: Option<i64>) {
-        if self.pending_sandbox {
-            self.pending_sandbox = false;
-            self.m.handle_sandbox_ready(self.now);
-            self.settle();
+        if self.d.sandbox_requested() {
+            self.input(Input::SandboxReady);
         }
-        self.m.handle_delete(grace, self.now);
-        self.settle();
-        let deadline = self.now + SignedDuration::from_secs(600);
-        while !self.m.is_terminated() && self.now < deadline {
-            while let Some(id) = self.pending_starts.pop() {
+        self.input(Input::Delete { grace });
+        let deadline = self.d.now() + SignedDuration::from_secs(600);
+        while !self.d.machine().is_terminated() && self.d.now() < deadline {
+            while let Some(&id) = self.d.pending_start_ids().last() {
                 self.answer_start(id, 0);
             }
-            let next = self.m.poll_timeout();
+            let next = self.d.next_timer();
             let target = match next {
                 Some(t) if t <= deadline => t,
                 _ => break,
             };
             self.advance_to(target);
         }
-        while let Some(id) = self.pending_starts.pop() {
+        while let Some(&id) = self.d.pending_start_ids().last() {
             self.answer_start(id, 0);
         }
+        let m = self.d.machine();
         assert!(
-            self.m.is_terminated(),
+            m.is_terminated(),
             "not terminated 600 s after the delete; live {:?}, pending starts {:?}, hooks {:?}, next timer {:?}",
-            self.live,
-            self.pending_starts,
-            self.pending_hooks,
-            self.m.poll_timeout()
+            self.d.running(),
+            self.d.pending_start_ids(),
+            self.d.hook_requests(),
+            m.poll_timeout()
         );
-        assert!(self.m.phase().is_terminal());
-        assert_eq!(self.m.poll_timeout(), None);
+        assert!(m.phase().is_terminal());
+        assert_eq!(m.poll_timeout(), None);
     }
 }
 
@@ -564,11 +557,8 @@ proptest! {
     ) {
         let mut w = World::new(build_pod(&params));
         // Most runs want a sandbox: answer the first request.
-        if w.pending_sandbox && !ops.iter().any(|o| matches!(o, Op::Sandbox { .. })) {
-            w.pending_sandbox = false;
-            let now = w.now;
-            w.m.handle_sandbox_ready(now);
-            w.settle();
+        if w.d.sandbox_requested() && !ops.iter().any(|o| matches!(o, Op::Sandbox { .. })) {
+            w.input(Input::SandboxReady);
         }
         for op in &ops {
             w.apply(op);

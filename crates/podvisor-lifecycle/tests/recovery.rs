@@ -13,7 +13,7 @@ use podvisor_lifecycle::{
 use serde_json::json;
 
 fn starts(h: &Harness) -> usize {
-    h.log
+    h.actions()
         .iter()
         .filter(|a| matches!(a, Action::StartContainer { .. }))
         .count()
@@ -42,8 +42,13 @@ fn s14_recovery_keeps_running_containers_and_readiness() {
 
     // The agent restarts at t=60 with the last persisted object.
     let r = Harness::recovered(h.pod().clone(), &running, MachineConfig::default(), t(60));
-    assert_eq!(starts(&r), 0, "no container is restarted: {:#?}", r.log);
-    assert!(!r.log.contains(&Action::CreateSandbox));
+    assert_eq!(
+        starts(&r),
+        0,
+        "no container is restarted: {:#?}",
+        r.actions()
+    );
+    assert!(!r.actions().contains(&Action::CreateSandbox));
     let app = r.status_of("app");
     assert_eq!(app.restart_count, 0);
     assert!(
@@ -104,7 +109,12 @@ fn b3_back_off_continues_across_a_restart() {
         Some("CrashLoopBackOff".to_string())
     );
     let mut r = Harness::recovered(h.pod().clone(), &[], MachineConfig::default(), t(15));
-    assert_eq!(starts(&r), 0, "still backing off at t=15: {:#?}", r.log);
+    assert_eq!(
+        starts(&r),
+        0,
+        "still backing off at t=15: {:#?}",
+        r.actions()
+    );
     assert_eq!(
         r.waiting("app").map(|w| w.0),
         Some("CrashLoopBackOff".to_string())
@@ -166,11 +176,11 @@ fn t1_a_termination_in_progress_goes_on() {
     let r = Harness::recovered(h.pod().clone(), &running, MachineConfig::default(), t(12));
     assert_eq!(starts(&r), 0);
     assert!(
-        r.log
+        r.actions()
             .iter()
             .any(|a| matches!(a, Action::StopContainer { .. })),
         "the stop signal is sent again: {:#?}",
-        r.log
+        r.actions()
     );
     assert_eq!(
         common::secs_of(r.pod().metadata.deletion_timestamp.clone().unwrap().0),
@@ -214,7 +224,7 @@ fn s10_a_first_instance_started_but_not_yet_published_keeps_restart_count_0() {
     let running = h.running_instances();
     assert_eq!(running.len(), 1);
     let r = Harness::recovered(persisted, &running, MachineConfig::default(), t(1));
-    assert_eq!(starts(&r), 0, "{:#?}", r.log);
+    assert_eq!(starts(&r), 0, "{:#?}", r.actions());
     let app = r.status_of("app");
     assert_eq!(app.restart_count, 0, "the first instance is no restart");
     assert_eq!(app.container_id, h.status_of("app").container_id);
@@ -235,7 +245,7 @@ fn s10_a_restart_started_but_not_yet_published_counts_once() {
     h.start_all(t(12));
     let running = h.running_instances();
     let r = Harness::recovered(persisted, &running, MachineConfig::default(), t(13));
-    assert_eq!(starts(&r), 0, "{:#?}", r.log);
+    assert_eq!(starts(&r), 0, "{:#?}", r.actions());
     assert_eq!(r.status_of("app").restart_count, 2);
     assert_eq!(r.last_terminated("app").map(|t| t.exit_code), Some(1));
 }
@@ -288,7 +298,7 @@ fn b3_back_off_goes_on_when_the_agent_died_while_the_container_ran() {
         t(13),
     );
     r.exit_instance(id, exit_at(1, t(15)), t(15));
-    assert_eq!(starts(&r), 0, "not restarted at once: {:#?}", r.log);
+    assert_eq!(starts(&r), 0, "not restarted at once: {:#?}", r.actions());
     let message = r.waiting("app").and_then(|w| w.1).unwrap_or_default();
     assert!(message.starts_with("back-off 20s "), "{message}");
     r.advance_to(t(34));
@@ -320,7 +330,12 @@ fn b3_back_off_counts_from_the_exact_exit_time() {
         t(5),
     );
     r.advance_to(t(12) + ms(500));
-    assert_eq!(starts(&r), 0, "still backing off at 12.5 s: {:#?}", r.log);
+    assert_eq!(
+        starts(&r),
+        0,
+        "still backing off at 12.5 s: {:#?}",
+        r.actions()
+    );
     r.advance_to(t(12) + ms(900));
     assert_eq!(starts(&r), 1);
 }

@@ -30,6 +30,7 @@ use crate::common;
 
 use common::{Harness, POD_FULL_NAME, container, exec_probe, plus, secs_of, sidecar, t, t_ms};
 use k8s_openapi::api::core::v1::Pod;
+use podvisor_lifecycle::sim::Input;
 use podvisor_lifecycle::{
     Action, BackoffConfig, ContainerKind, EventType, ExitStatus, HookKind, MachineConfig, Phase,
     ProbeKind,
@@ -66,11 +67,11 @@ fn has_pending_start(h: &Harness, name: &str) -> bool {
     h.pending_starts().iter().any(|(n, _)| n == name)
 }
 
-/// Lets the newest instance of `name` run for `run` seconds (from `h.now`), exit with `code`,
+/// Lets the newest instance of `name` run for `run` seconds (from `h.now()`), exit with `code`,
 /// then waits for the replacement's `StartContainer` and answers it. Returns the back-off wait:
 /// seconds from the exit to the replacement's start.
 fn crash_and_wait(h: &mut Harness, name: &str, code: i32, run: i64) -> i64 {
-    let exit_at = plus(h.now, run);
+    let exit_at = plus(h.now(), run);
     h.advance_to(exit_at);
     h.exit(name, code, exit_at);
     // The back-off expiry, after the 10 s requeues that find the start still blocked.
@@ -79,7 +80,7 @@ fn crash_and_wait(h: &mut Harness, name: &str, code: i32, run: i64) -> i64 {
         h.advance_to(due);
     }
     assert!(has_pending_start(h, name), "{name} was not restarted");
-    let started = h.now;
+    let started = h.now();
     h.start(name, started);
     secs_of(started) - secs_of(exit_at)
 }
@@ -102,7 +103,7 @@ fn killing(h: &Harness) -> Vec<String> {
 fn a1_a2_sandbox_is_created_before_any_container() {
     let mut h = single("Always");
     assert_eq!(
-        h.log
+        h.actions()
             .iter()
             .filter(|a| **a == Action::CreateSandbox)
             .count(),
@@ -130,8 +131,14 @@ fn a2_failed_sandbox_creation_is_retried_and_containers_stay_waiting() {
     let mark = h.mark();
     let msg =
         "Unable to attach or mount volumes: unmounted volumes=[data], unattached volumes=[]: boom";
-    h.m.handle_sandbox_failed("FailedMount", msg.to_string(), t(1));
-    h.drain();
+    let message = msg.to_string();
+    h.input(
+        Input::SandboxFailed {
+            reason: "FailedMount",
+            message,
+        },
+        t(1),
+    );
     let events = h.event_list();
     let failed = events
         .iter()
@@ -1047,7 +1054,7 @@ fn a20_post_start_hook_blocks_later_containers() {
     let mut h = pod_with("Always", vec![], vec![a, container("b")]);
     h.sandbox_ready(t(0));
     assert_eq!(h.start_all(t(0)), ["a"]);
-    assert!(h.log.iter().any(|x| matches!(
+    assert!(h.actions().iter().any(|x| matches!(
         x,
         Action::RunHook { name, hook: HookKind::PostStart, .. } if name == "a"
     )));
@@ -1087,7 +1094,7 @@ fn b2_image_change_starts_a_fresh_back_off() {
     for _ in 0..4 {
         crash_and_wait(&mut h, "app", 1, 1);
     }
-    let exit_at = plus(h.now, 1);
+    let exit_at = plus(h.now(), 1);
     h.exit("app", 1, exit_at);
     assert!(
         crash_loop_message(&h, "app")
@@ -1097,7 +1104,8 @@ fn b2_image_change_starts_a_fresh_back_off() {
     // A new image: no back-off entry for it, the restart is immediate.
     h.set_image("app", "busybox:1.37", plus(exit_at, 2));
     assert!(has_pending_start(&h, "app"));
-    h.start_all(h.now);
+    let now = h.now();
+    h.start_all(now);
     let waits: Vec<i64> = (0..3)
         .map(|_| crash_and_wait(&mut h, "app", 1, 1))
         .collect();
@@ -1145,7 +1153,7 @@ fn b5_crash_loop_message_and_back_off_event() {
     h.boot(t(0));
     let mut messages = Vec::new();
     for _ in 0..7 {
-        let exit_at = plus(h.now, 1);
+        let exit_at = plus(h.now(), 1);
         h.advance_to(exit_at);
         h.exit("app", 1, exit_at);
         messages.push(crash_loop_message(&h, "app"));
@@ -1159,9 +1167,11 @@ fn b5_crash_loop_message_and_back_off_event() {
             assert_eq!((last.exit_code, last.reason.as_deref()), (1, Some("Error")));
         }
         while !has_pending_start(&h, "app") {
-            h.advance_to(h.next_timer().unwrap());
+            let next = h.next_timer().unwrap();
+            h.advance_to(next);
         }
-        h.start_all(h.now);
+        let now = h.now();
+        h.start_all(now);
     }
     let expected: Vec<Option<String>> = [
         None,
@@ -1213,7 +1223,8 @@ fn b6_init_containers_and_sidecars_back_off_too() {
         .map(|_| crash_and_wait(&mut h, "init", 1, 1))
         .collect();
     assert_eq!(waits, [0, 10, 20]);
-    h.exit("init", 1, plus(h.now, 1));
+    let at = plus(h.now(), 1);
+    h.exit("init", 1, at);
     assert_eq!(
         crash_loop_message(&h, "init").unwrap(),
         format!("back-off 40s restarting failed container=init pod={POD_FULL_NAME}")
@@ -1235,7 +1246,8 @@ fn b6_init_containers_and_sidecars_back_off_too() {
         .map(|_| crash_and_wait(&mut h, "proxy", 0, 1))
         .collect();
     assert_eq!(waits, [0, 10, 20]);
-    h.exit("proxy", 0, plus(h.now, 1));
+    let at = plus(h.now(), 1);
+    h.exit("proxy", 0, at);
     assert_eq!(
         crash_loop_message(&h, "proxy").unwrap(),
         format!("back-off 40s restarting failed container=proxy pod={POD_FULL_NAME}")
@@ -1452,7 +1464,7 @@ fn p17_t8_deleted_pod_goes_terminal_before_removal() {
         h.exit_stopped(code, t(12));
         assert_eq!(h.phase(), phase, "exit {code}");
         assert!(h.pod_terminated());
-        let last = h.log.last().unwrap();
+        let last = h.actions().last().unwrap();
         assert_eq!(
             *last,
             Action::PodTerminated,

@@ -3,6 +3,7 @@
 //! image pull back-off per image.
 
 use crate::common::*;
+use podvisor_lifecycle::sim::driver::Input;
 use podvisor_lifecycle::{EventType, ImagePull, Phase};
 use serde_json::json;
 use std::time::Duration;
@@ -31,15 +32,20 @@ fn a19_pulling_and_pulled_events_come_before_created() {
     h.sandbox_ready(t(0));
     let id = pending(&h);
     let mark = h.mark();
-    h.now = t(0);
-    h.m.handle_image_pulling(id, t(0));
+    h.input(Input::ImagePulling { id }, t(0));
     let pulled = ImagePull::Pulled {
         pull: Duration::from_micros(1_234_567),
         total: Duration::from_millis(2_500),
         size: 4_562_339,
     };
-    h.m.handle_image_pulled(id, pulled, "registry.local/web@sha256:0123", t(2));
-    h.drain();
+    h.input(
+        Input::ImagePulled {
+            id,
+            pull: pulled,
+            image_id: "registry.local/web@sha256:0123".into(),
+        },
+        t(2),
+    );
     h.start("app", t(2));
     assert_eq!(
         h.status_of("app").image_id,
@@ -72,8 +78,14 @@ fn a19_pulling_and_pulled_events_come_before_created() {
     let mut h = pod_with_image("busybox:1.36");
     h.sandbox_ready(t(0));
     let id = pending(&h);
-    h.m.handle_image_pulled(id, ImagePull::Present, "sha256:abcd", t(0));
-    h.drain();
+    h.input(
+        Input::ImagePulled {
+            id,
+            pull: ImagePull::Present,
+            image_id: "sha256:abcd".into(),
+        },
+        t(0),
+    );
     assert_eq!(
         h.events_with_reason("Pulled"),
         [
@@ -151,7 +163,7 @@ fn b9_failed_pulls_back_off_per_image_and_the_reasons_alternate() {
                 );
             }
         }
-        now = h.now;
+        now = h.now();
         assert_eq!(
             secs_of(now) - secs_of(*failures.last().unwrap()),
             delay,

@@ -2,20 +2,20 @@
 //! hooks (section 7, H1–H6) and termination (section 8, T1–T11), driving a [`PodMachine`] on a
 //! virtual clock.
 //!
-//! The local [`Driver`] plays the runtime: it answers sandbox creation and container starts at
-//! once (unless told not to), exits an instance on its stop signal (unless told to ignore it) and
-//! on SIGKILL, answers probes from a per-(container, kind) table, and leaves hooks for the test to
-//! answer. Every action is logged with the virtual time it was produced at, so tests can assert
-//! exact timings.
+//! The local [`Driver`] is the crate's one driver (`sim::Driver`) with a working runtime
+//! (`sim::Answers`): it answers sandbox creation and container starts at once (unless told not
+//! to), exits an instance on its stop signal (unless told to ignore it) and on SIGKILL, answers
+//! probes from a per-(container, kind) table, and leaves hooks for the test to answer. Every
+//! action is logged with the virtual time it was produced at, so tests can assert exact timings.
 
 use k8s_openapi::api::core::v1::{ContainerStatus, Pod};
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
+use podvisor_lifecycle::sim::{self, Answers, Input};
 use podvisor_lifecycle::{
     Action, EventType, ExitStatus, HookKind, InstanceId, MachineConfig, Phase, PodMachine,
     ProbeKind, ProbeOutcome,
 };
 use serde_json::{Value, json};
-use std::collections::{HashMap, HashSet};
 
 // ---- pods ---------------------------------------------------------------------------------------
 
@@ -65,26 +65,13 @@ fn post_start() -> Value {
 
 // ---- the driver ---------------------------------------------------------------------------------
 
+/// The crate's one driver (`sim::Driver`) with a working runtime: sandbox creation and container
+/// starts are answered at once (unless `starts` is off), an instance exits on its stop signal
+/// (unless its container ignores it) and on SIGKILL, probes are answered from a per-(container,
+/// kind) table, and hooks are left for the test to answer. Times are seconds since the start, as
+/// `f64`, so that tests can assert exact timings.
 struct Driver {
-    m: PodMachine,
-    t0: Timestamp,
-    now: Timestamp,
-    /// Every action with the time (seconds since t0) it was produced.
-    log: Vec<(f64, Action)>,
-    names: HashMap<InstanceId, String>,
-    alive: HashSet<InstanceId>,
-    pending_starts: Vec<InstanceId>,
-    pending_probes: Vec<(String, InstanceId, ProbeKind)>,
-    pending_hooks: Vec<(String, InstanceId, HookKind)>,
-    /// Answer `StartContainer` at once.
-    auto_start: bool,
-    /// Probe answers given at once, per (container, kind).
-    answers: HashMap<(String, ProbeKind), ProbeOutcome>,
-    /// Containers that ignore their stop signal (exit only on SIGKILL).
-    ignore_stop: HashSet<String>,
-    /// Exit code on the stop signal (default 143).
-    stop_code: HashMap<String, i32>,
-    terminated_at: Option<f64>,
+    d: sim::Driver<Answers>,
 }
 
 impl Driver {
@@ -92,204 +79,151 @@ impl Driver {
         Driver::with(spec, |_| {})
     }
 
-    /// A driver configured by `setup` before the machine is created (so the first sync already
-    /// sees the configuration).
-    fn with(spec: Value, setup: impl FnOnce(&mut Driver)) -> Driver {
+    /// A driver whose runtime is configured by `setup` before the machine is created (so the
+    /// first sync already sees the configuration).
+    fn with(spec: Value, setup: impl FnOnce(&mut Answers)) -> Driver {
         let t0 = Timestamp::from_second(T0).unwrap();
         // No A8 settle time: these tests are about probes, hooks and termination.
         let config = MachineConfig {
             sidecar_settle: std::time::Duration::ZERO,
             ..MachineConfig::default()
         };
+        let mut answers = Answers::working();
+        setup(&mut answers);
         let m = PodMachine::new(pod(spec), config, t0);
-        let mut d = Driver {
-            m,
-            t0,
-            now: t0,
-            log: Vec::new(),
-            names: HashMap::new(),
-            alive: HashSet::new(),
-            pending_starts: Vec::new(),
-            pending_probes: Vec::new(),
-            pending_hooks: Vec::new(),
-            auto_start: true,
-            answers: HashMap::new(),
-            ignore_stop: HashSet::new(),
-            stop_code: HashMap::new(),
-            terminated_at: None,
-        };
-        setup(&mut d);
-        d.drain();
-        d
+        Driver {
+            d: sim::Driver::new(m, t0, answers),
+        }
+    }
+
+    fn m(&self) -> &PodMachine {
+        self.d.machine()
+    }
+
+    fn now(&self) -> Timestamp {
+        self.d.now()
     }
 
     fn t(&self) -> f64 {
-        self.now.duration_since(self.t0).as_secs_f64()
+        self.d.secs(self.d.now())
     }
 
-    fn ts(&self, secs: f64) -> Timestamp {
-        self.t0 + SignedDuration::from_secs_f64(secs)
+    /// The log with times in seconds.
+    fn log(&self) -> Vec<(f64, &Action)> {
+        self.d
+            .logged()
+            .map(|(at, a)| (self.d.secs(at), a))
+            .collect()
     }
 
-    fn drain(&mut self) {
-        while let Some(a) = self.m.poll_action() {
-            let t = self.t();
-            self.log.push((t, a.clone()));
-            match a {
-                Action::CreateSandbox => self.m.handle_sandbox_ready(self.now),
-                Action::StartContainer { name, instance, .. } => {
-                    self.names.insert(instance, name);
-                    if self.auto_start {
-                        self.started(instance);
-                    } else {
-                        self.pending_starts.push(instance);
-                    }
-                }
-                Action::RunProbe {
-                    name,
-                    instance,
-                    kind,
-                    ..
-                } => match self.answers.get(&(name.clone(), kind)).cloned() {
-                    Some(o) => self
-                        .m
-                        .handle_probe_result(&name, instance, kind, o, self.now),
-                    None => self.pending_probes.push((name, instance, kind)),
-                },
-                Action::RunHook {
-                    name,
-                    instance,
-                    hook,
-                    ..
-                } => self.pending_hooks.push((name, instance, hook)),
-                Action::StopContainer { name, instance, .. } => {
-                    if !self.ignore_stop.contains(&name) {
-                        let code = self.stop_code.get(&name).copied().unwrap_or(143);
-                        self.exit_instance(instance, code);
-                    }
-                }
-                Action::KillContainer { instance, .. } => self.exit_instance(instance, 137),
-                Action::PodTerminated => self.terminated_at = Some(t),
-                Action::EmitEvent(_) | Action::PublishStatus(_) => {}
-            }
-        }
-    }
-
-    fn started(&mut self, id: InstanceId) {
-        self.alive.insert(id);
-        let now = self.now;
-        self.m
-            .handle_container_started(id, format!("containerd://{:064x}", id.0), now, now);
-    }
-
-    fn exit_instance(&mut self, id: InstanceId, code: i32) {
-        if self.alive.remove(&id) {
-            let exit = ExitStatus {
-                exit_code: code,
-                finished_at: Some(self.now),
-                ..ExitStatus::default()
-            };
-            self.m.handle_container_exited(id, exit, self.now);
-        }
+    fn terminated_at(&self) -> Option<f64> {
+        self.d.terminated_at().map(|at| self.d.secs(at))
     }
 
     /// Fires every timer up to `secs` (absolute, seconds since t0) and moves the clock there.
     fn at(&mut self, secs: f64) {
-        let target = self.ts(secs);
-        assert!(target >= self.now, "time goes forward");
-        let mut same = 0;
-        while let Some(t) = self.m.poll_timeout().filter(|t| *t <= target) {
-            if t <= self.now {
-                same += 1;
-                assert!(same < 1000, "livelock at t={}", self.t());
-            } else {
-                same = 0;
-                self.now = t;
-            }
-            self.m.handle_timeout(self.now);
-            self.drain();
-        }
-        self.now = target;
+        let target = self.d.origin() + SignedDuration::from_secs_f64(secs);
+        assert!(target >= self.d.now(), "time goes forward");
+        self.d.advance_to(target);
     }
 
     // ----- answers -----
 
     fn answer_probes(&mut self, name: &str, kind: ProbeKind, outcome: ProbeOutcome) {
-        self.answers.insert((name.to_string(), kind), outcome);
+        self.d.runtime_mut().answer_probes(name, kind, outcome);
     }
 
     /// Answers the oldest pending probe of `name`/`kind`.
     fn probe(&mut self, name: &str, kind: ProbeKind, outcome: ProbeOutcome) {
-        let i = self
-            .pending_probes
+        let r = self
+            .d
+            .probe_requests()
             .iter()
-            .position(|(n, _, k)| n == name && *k == kind)
+            .find(|r| r.name == name && r.kind == kind)
+            .cloned()
             .unwrap_or_else(|| panic!("no pending {kind:?} probe of {name} at t={}", self.t()));
-        let (n, id, k) = self.pending_probes.remove(i);
-        self.m.handle_probe_result(&n, id, k, outcome, self.now);
-        self.drain();
+        let input = Input::Probe {
+            name: r.name,
+            id: r.instance,
+            kind,
+            outcome,
+        };
+        self.d.input(input, self.d.now());
     }
 
+    /// Answers the oldest pending `hook` of `name`.
     fn hook(&mut self, name: &str, hook: HookKind, result: Result<(), String>) {
-        let i = self
-            .pending_hooks
+        let r = self
+            .d
+            .hook_requests()
             .iter()
-            .position(|(n, _, h)| n == name && *h == hook)
+            .find(|r| r.name == name && r.hook == hook)
+            .cloned()
             .unwrap_or_else(|| panic!("no pending {hook:?} hook of {name} at t={}", self.t()));
-        let (_, id, h) = self.pending_hooks.remove(i);
-        self.m.handle_hook_result(id, h, result, self.now);
-        self.drain();
+        let input = Input::Hook {
+            id: r.instance,
+            hook,
+            result,
+        };
+        self.d.input(input, self.d.now());
     }
 
+    /// Answers the pending starts (with `starts` off).
     fn start_pending(&mut self) {
-        for id in std::mem::take(&mut self.pending_starts) {
-            self.started(id);
+        let now = self.d.now();
+        for id in self.d.pending_start_ids().to_vec() {
+            self.d.started(id, now);
         }
-        self.drain();
     }
 
     /// The live instance of `name` exits with `code`.
     fn exit(&mut self, name: &str, code: i32) {
         let id = self.live(name);
-        self.exit_instance(id, code);
-        self.drain();
+        let exit = ExitStatus {
+            exit_code: code,
+            finished_at: Some(self.d.now()),
+            ..ExitStatus::default()
+        };
+        self.d.input(Input::Exited { id, exit }, self.d.now());
+    }
+
+    /// A new pod object.
+    fn spec_update(&mut self, pod: Pod) {
+        self.d.input(Input::SpecUpdate(Box::new(pod)), self.d.now());
     }
 
     fn delete(&mut self, grace: Option<i64>) {
-        self.m.handle_delete(grace, self.now);
-        self.drain();
+        self.d.delete(grace, self.d.now());
     }
 
     // ----- queries -----
 
+    fn pending_probes(&self) -> &[sim::driver::ProbeRequest] {
+        self.d.probe_requests()
+    }
+
     fn live(&self, name: &str) -> InstanceId {
-        *self
-            .alive
+        self.d
+            .running()
             .iter()
-            .filter(|id| self.names[*id] == name)
+            .copied()
+            .filter(|id| self.d.instance_info(*id).is_some_and(|i| i.name == name))
             .max()
             .unwrap_or_else(|| panic!("{name} has no live instance at t={}", self.t()))
     }
 
     fn instances(&self, name: &str) -> Vec<InstanceId> {
-        let mut v: Vec<InstanceId> = self
-            .names
-            .iter()
-            .filter(|(_, n)| *n == name)
-            .map(|(id, _)| *id)
-            .collect();
-        v.sort();
-        v
+        self.d.instances(name)
     }
 
     /// Times of `RunProbe` for `name`/`kind`.
     fn probe_times(&self, name: &str, kind: ProbeKind) -> Vec<f64> {
-        self.log
-            .iter()
+        self.log()
+            .into_iter()
             .filter_map(|(t, a)| match a {
                 Action::RunProbe {
                     name: n, kind: k, ..
-                } if n == name && *k == kind => Some(*t),
+                } if n == name && *k == kind => Some(t),
                 _ => None,
             })
             .collect()
@@ -297,13 +231,13 @@ impl Driver {
 
     /// `(t, reason, message)` of every event about `container` (None: pod events).
     fn events_of(&self, container: Option<&str>) -> Vec<(f64, &'static str, String)> {
-        self.log
-            .iter()
+        self.log()
+            .into_iter()
             .filter_map(|(t, a)| match a {
                 Action::EmitEvent(e)
                     if e.container.as_ref().map(|(_, n)| n.as_str()) == container =>
                 {
-                    Some((*t, e.reason, e.message.clone()))
+                    Some((t, e.reason, e.message.clone()))
                 }
                 _ => None,
             })
@@ -312,12 +246,10 @@ impl Driver {
 
     /// `(t, type, message)` of every event with `reason`.
     fn events(&self, reason: &str) -> Vec<(f64, EventType, String)> {
-        self.log
-            .iter()
+        self.log()
+            .into_iter()
             .filter_map(|(t, a)| match a {
-                Action::EmitEvent(e) if e.reason == reason => {
-                    Some((*t, e.type_, e.message.clone()))
-                }
+                Action::EmitEvent(e) if e.reason == reason => Some((t, e.type_, e.message.clone())),
                 _ => None,
             })
             .collect()
@@ -329,15 +261,15 @@ impl Driver {
 
     /// `(t, container, signal, grace secs)` of every `StopContainer`.
     fn stops(&self) -> Vec<(f64, String, String, u64)> {
-        self.log
-            .iter()
+        self.log()
+            .into_iter()
             .filter_map(|(t, a)| match a {
                 Action::StopContainer {
                     name,
                     signal,
                     grace,
                     ..
-                } => Some((*t, name.clone(), signal.clone(), grace.as_secs())),
+                } => Some((t, name.clone(), signal.clone(), grace.as_secs())),
                 _ => None,
             })
             .collect()
@@ -345,10 +277,10 @@ impl Driver {
 
     /// `(t, container)` of every `KillContainer`.
     fn kills(&self) -> Vec<(f64, String)> {
-        self.log
-            .iter()
+        self.log()
+            .into_iter()
             .filter_map(|(t, a)| match a {
-                Action::KillContainer { name, .. } => Some((*t, name.clone())),
+                Action::KillContainer { name, .. } => Some((t, name.clone())),
                 _ => None,
             })
             .collect()
@@ -356,10 +288,10 @@ impl Driver {
 
     /// `(t, container, hook)` of every `RunHook`.
     fn hooks(&self) -> Vec<(f64, String, HookKind)> {
-        self.log
-            .iter()
+        self.log()
+            .into_iter()
             .filter_map(|(t, a)| match a {
-                Action::RunHook { name, hook, .. } => Some((*t, name.clone(), *hook)),
+                Action::RunHook { name, hook, .. } => Some((t, name.clone(), *hook)),
                 _ => None,
             })
             .collect()
@@ -367,21 +299,21 @@ impl Driver {
 
     /// `(t, container, restart_count)` of every `StartContainer`.
     fn starts(&self) -> Vec<(f64, String, i32)> {
-        self.log
-            .iter()
+        self.log()
+            .into_iter()
             .filter_map(|(t, a)| match a {
                 Action::StartContainer {
                     name,
                     restart_count,
                     ..
-                } => Some((*t, name.clone(), *restart_count)),
+                } => Some((t, name.clone(), *restart_count)),
                 _ => None,
             })
             .collect()
     }
 
     fn status(&self, name: &str) -> ContainerStatus {
-        let s = self.m.pod().status.as_ref().expect("status");
+        let s = self.d.pod().status.as_ref().expect("status");
         s.container_statuses
             .iter()
             .flatten()
@@ -418,7 +350,7 @@ impl Driver {
 
     /// `(status, reason, message)` of a pod condition.
     fn cond(&self, ty: &str) -> (String, Option<String>, Option<String>) {
-        let s = self.m.pod().status.as_ref().expect("status");
+        let s = self.d.pod().status.as_ref().expect("status");
         let c = s
             .conditions
             .iter()
@@ -430,8 +362,8 @@ impl Driver {
 
     /// The container's lifecycle actions (events about it, hooks, stop, kill) as short strings.
     fn lifecycle(&self, name: &str) -> Vec<String> {
-        self.log
-            .iter()
+        self.log()
+            .into_iter()
             .filter_map(|(t, a)| match a {
                 Action::EmitEvent(e)
                     if e.container.as_ref().is_some_and(|(_, n)| n == name)
@@ -549,7 +481,7 @@ fn r4_ticks_are_measured_from_worker_start_not_container_start() {
     let mut d = Driver::with(
         json!({"containers": [c("app", json!({"livenessProbe": probe(7, 3)}))]}),
         |d| {
-            d.auto_start = false;
+            d.starts = false;
             d.answer_probes("app", Liveness, Success);
         },
     );
@@ -588,11 +520,11 @@ fn r5_workers_exit_once_the_phase_is_terminal() {
     );
     d.at(2.5);
     d.exit("app", 0);
-    assert_eq!(d.m.phase(), Phase::Succeeded);
-    assert!(d.m.is_terminated());
+    assert_eq!(d.m().phase(), Phase::Succeeded);
+    assert!(d.m().is_terminated());
     d.at(10.0);
     assert_eq!(d.probe_times("app", Readiness), vec![0.0, 1.0, 2.0]);
-    assert_eq!(d.m.poll_timeout(), None);
+    assert_eq!(d.m().poll_timeout(), None);
 }
 
 #[test]
@@ -638,7 +570,7 @@ fn r7_a_new_instance_clears_on_hold_and_gets_initial_results() {
     // The new instance probes liveness again at the next tick.
     d.at(2.0);
     assert_eq!(d.probe_times("app", Liveness), vec![1.0, 2.0]);
-    assert_eq!(d.pending_probes.last().map(|p| p.1), Some(second));
+    assert_eq!(d.pending_probes().last().map(|p| p.instance), Some(second));
     d.probe("app", Liveness, Success);
     assert!(d.ready("app"));
 }
@@ -691,10 +623,10 @@ fn r9_dead_container_that_will_not_run_again_stops_its_worker() {
     );
     d.at(2.5);
     d.exit("app", 1);
-    assert_eq!(d.m.phase(), Phase::Running);
+    assert_eq!(d.m().phase(), Phase::Running);
     d.at(3.0);
     // The tick at 3 found it dead and exited: nothing is left to wake for.
-    assert_eq!(d.m.poll_timeout(), None);
+    assert_eq!(d.m().poll_timeout(), None);
     assert_eq!(d.probe_times("app", Readiness), vec![0.0, 1.0, 2.0]);
     assert!(!d.ready("app"));
 }
@@ -736,7 +668,7 @@ fn r9_restart_rules_decide_whether_the_worker_survives() {
     d.exit("app", 1);
     d.at(5.0);
     // The dead instance is seen at 1 and the worker exits.
-    assert_eq!(d.m.poll_timeout(), None);
+    assert_eq!(d.m().poll_timeout(), None);
     assert_eq!(d.state("app"), "terminated(Error,1)");
 }
 
@@ -810,7 +742,7 @@ fn r11_initial_delay_counts_whole_seconds_since_container_start() {
             "livenessProbe": {"exec": {"command": ["check"]}, "initialDelaySeconds": 5, "periodSeconds": 1},
         }))]}),
         |d| {
-            d.auto_start = false;
+            d.starts = false;
             d.answer_probes("app", Liveness, Success);
         },
     );
@@ -904,7 +836,7 @@ fn r12_readiness_probes_at_once_after_start_and_restarts_its_ticker() {
     let mut d = Driver::with(
         json!({"containers": [c("app", json!({"readinessProbe": probe(10, 3)}))]}),
         |d| {
-            d.auto_start = false;
+            d.starts = false;
             d.answer_probes("app", Readiness, Success);
         },
     );
@@ -1084,7 +1016,7 @@ fn r15_startup_failure_under_never_is_not_restarted() {
     );
     assert_eq!(d.starts().len(), 2);
     assert_eq!(d.state("app"), "terminated(Error,143)");
-    assert_eq!(d.m.phase(), Phase::Running);
+    assert_eq!(d.m().phase(), Phase::Running);
 }
 
 #[test]
@@ -1098,7 +1030,7 @@ fn r15_a13_startup_failure_of_the_last_container_kills_the_pod_instead() {
     d.at(3.0);
     assert_eq!(d.messages("Killing"), vec!["Stopping container app"]);
     assert_eq!(d.starts().len(), 1);
-    assert_eq!(d.m.phase(), Phase::Failed);
+    assert_eq!(d.m().phase(), Phase::Failed);
 }
 
 #[test]
@@ -1218,8 +1150,8 @@ fn r17_probe_warning_counts_as_success() {
 fn h1_run_hook_carries_the_spec_handler() {
     let d = Driver::new(json!({"containers": [c("app", json!({"lifecycle": post_start()}))]}));
     let handler = d
-        .log
-        .iter()
+        .log()
+        .into_iter()
         .find_map(|(_, a)| match a {
             Action::RunHook {
                 handler,
@@ -1252,7 +1184,7 @@ fn h2_post_start_runs_after_start_and_hides_the_instance_until_done() {
     // Not running in the API, not started, pod Pending; later containers wait (A20).
     assert_eq!(d.state("app"), "waiting(ContainerCreating)");
     assert!(!d.started_flag("app"));
-    assert_eq!(d.m.phase(), Phase::Pending);
+    assert_eq!(d.m().phase(), Phase::Pending);
     assert_eq!(d.starts().len(), 1);
     d.hook("app", HookKind::PostStart, Ok(()));
     assert_eq!(d.state("app"), "running");
@@ -1265,12 +1197,12 @@ fn h2_post_start_runs_after_start_and_hides_the_instance_until_done() {
         .unwrap()
         .started_at
         .unwrap();
-    assert_eq!(started_at.0, d.t0);
+    assert_eq!(started_at.0, d.d.origin());
     assert_eq!(
         d.starts(),
         vec![(0.0, "app".to_string(), 0), (30.0, "next".to_string(), 0)]
     );
-    assert_eq!(d.m.phase(), Phase::Running);
+    assert_eq!(d.m().phase(), Phase::Running);
 }
 
 #[test]
@@ -1347,7 +1279,7 @@ fn h3_post_start_failure_under_never_is_not_restarted() {
     d.hook("app", HookKind::PostStart, Err("boom".to_string()));
     assert_eq!(d.starts().len(), 1);
     assert_eq!(d.state("app"), "terminated(Error,143)");
-    assert_eq!(d.m.phase(), Phase::Failed);
+    assert_eq!(d.m().phase(), Phase::Failed);
 }
 
 #[test]
@@ -1369,7 +1301,7 @@ fn h4_pre_stop_longer_than_grace_signal_at_grace_then_two_seconds() {
             "32 SIGKILL",
         ]
     );
-    assert_eq!(d.terminated_at, Some(32.0));
+    assert_eq!(d.terminated_at(), Some(32.0));
 }
 
 #[test]
@@ -1409,7 +1341,7 @@ fn h4_pre_stop_failure_event_and_termination_proceeds() {
         d.stops(),
         vec![(1.0, "app".to_string(), "SIGTERM".to_string(), 29)]
     );
-    assert!(d.m.is_terminated());
+    assert!(d.m().is_terminated());
 }
 
 #[test]
@@ -1464,8 +1396,8 @@ fn h5_post_start_runs_again_for_every_instance() {
     let post: Vec<f64> = d.hooks().iter().map(|h| h.0).collect();
     assert_eq!(post, vec![0.0, 1.0, 12.0]);
     let ids: Vec<InstanceId> = d
-        .log
-        .iter()
+        .log()
+        .into_iter()
         .filter_map(|(_, a)| match a {
             Action::RunHook { instance, .. } => Some(*instance),
             _ => None,
@@ -1482,7 +1414,7 @@ fn h6_post_start_has_no_time_limit() {
     d.at(3600.0);
     assert!(d.events("Killing").is_empty());
     assert!(d.stops().is_empty());
-    assert_eq!(d.m.poll_timeout().map(|t| t > d.now), Some(true));
+    assert_eq!(d.m().poll_timeout().map(|t| t > d.now()), Some(true));
     d.hook("app", HookKind::PostStart, Ok(()));
     assert_eq!(d.state("app"), "running");
 }
@@ -1492,12 +1424,12 @@ fn h6_post_start_has_no_time_limit() {
 #[test]
 fn t1_pod_grace_comes_from_the_spec_or_the_delete() {
     let spec = json!({"terminationGracePeriodSeconds": 20, "containers": [c("app", json!({}))]});
-    let setup = |d: &mut Driver| {
+    let setup = |d: &mut Answers| {
         d.ignore_stop.insert("app".to_string());
     };
     let mut d = Driver::with(spec.clone(), setup);
     d.delete(None);
-    assert_eq!(d.m.pod().metadata.deletion_grace_period_seconds, Some(20));
+    assert_eq!(d.m().pod().metadata.deletion_grace_period_seconds, Some(20));
     d.at(30.0);
     assert_eq!(
         d.stops(),
@@ -1523,10 +1455,10 @@ fn t1_a_shorter_re_request_cuts_the_kill_in_progress_a_longer_one_is_ignored() {
     d.delete(None);
     d.at(10.0);
     d.delete(Some(5));
-    assert_eq!(d.m.pod().metadata.deletion_grace_period_seconds, Some(5));
+    assert_eq!(d.m().pod().metadata.deletion_grace_period_seconds, Some(5));
     d.at(12.0);
     d.delete(Some(60));
-    assert_eq!(d.m.pod().metadata.deletion_grace_period_seconds, Some(5));
+    assert_eq!(d.m().pod().metadata.deletion_grace_period_seconds, Some(5));
     d.at(40.0);
     assert_eq!(
         d.stops(),
@@ -1572,7 +1504,7 @@ fn t1_t10_forced_delete_grace_floor_one_second_and_two_second_stop() {
     );
     d.at(1.0);
     d.delete(Some(0));
-    assert_eq!(d.m.pod().metadata.deletion_grace_period_seconds, Some(0));
+    assert_eq!(d.m().pod().metadata.deletion_grace_period_seconds, Some(0));
     d.at(10.0);
     // The pod grace is floored at 1: preStop gets 1 s; every stop still leaves 2 s.
     assert_eq!(
@@ -1592,7 +1524,7 @@ fn t1_t10_forced_delete_grace_floor_one_second_and_two_second_stop() {
             "3 SIGKILL"
         ]
     );
-    assert_eq!(d.terminated_at, Some(4.0));
+    assert_eq!(d.terminated_at(), Some(4.0));
 }
 
 #[test]
@@ -1632,10 +1564,10 @@ fn t3_killing_event_then_stop_signal_then_sigkill() {
         },
     );
     d.at(2.0);
-    let mark = d.log.len();
+    let mark = d.log().len();
     d.delete(None);
     d.at(10.0);
-    let seq: Vec<String> = d.log[mark..]
+    let seq: Vec<String> = d.log()[mark..]
         .iter()
         .filter_map(|(t, a)| match a {
             Action::EmitEvent(e) if e.reason == "Killing" => {
@@ -1688,7 +1620,7 @@ fn t4_all_containers_are_killed_concurrently() {
             (4.0, "a".to_string(), 27)
         ]
     );
-    assert!(d.m.is_terminated());
+    assert!(d.m().is_terminated());
 }
 
 #[test]
@@ -1708,7 +1640,7 @@ fn t5_sidecars_stop_after_regular_containers_in_reverse_order() {
             d.ignore_stop.insert("s2".to_string());
         },
     );
-    assert_eq!(d.m.phase(), Phase::Running);
+    assert_eq!(d.m().phase(), Phase::Running);
     d.delete(None);
     // Every preStop, sidecars included, starts with the termination.
     let hooks: Vec<(f64, String)> = d.hooks().into_iter().map(|h| (h.0, h.1)).collect();
@@ -1746,7 +1678,7 @@ fn t5_sidecars_stop_after_regular_containers_in_reverse_order() {
     let stops: Vec<(f64, String, u64)> = d.stops().into_iter().map(|s| (s.0, s.1, s.3)).collect();
     // s1: preStop 2 s (28 left), waited 4 s for its turn (24 left).
     assert_eq!(stops[3], (6.0, "s1".to_string(), 24));
-    assert!(d.m.is_terminated());
+    assert!(d.m().is_terminated());
 }
 
 #[test]
@@ -1813,8 +1745,8 @@ fn t5_job_style_completion_stops_sidecars_in_reverse_order() {
             "5 Stop SIGTERM grace=29"
         ]
     );
-    assert_eq!(d.m.phase(), Phase::Succeeded);
-    assert!(d.m.is_terminated());
+    assert_eq!(d.m().phase(), Phase::Succeeded);
+    assert!(d.m().is_terminated());
 }
 
 #[test]
@@ -1842,7 +1774,7 @@ fn t6_readiness_keeps_running_during_termination_and_can_unready_the_pod() {
     assert_eq!(d.cond("Ready").0, "False");
     assert_eq!(d.probe_times("app", Liveness), vec![1.0]);
     assert_eq!(d.messages("Killing"), vec!["Stopping container app"]);
-    assert_eq!(d.m.phase(), Phase::Running);
+    assert_eq!(d.m().phase(), Phase::Running);
 }
 
 #[test]
@@ -1860,21 +1792,21 @@ fn t6_statuses_stay_as_termination_began_but_a_dead_container_is_unready_at_once
     // when termination began (`a` still reads running) until `b` is gone too, but a container
     // that died is not ready at once (T6 as with the evented PLEG, kubernetes#128820): exactly
     // one of the two stays ready, and the pod's ContainersReady/Ready follow.
-    assert!(!d.m.is_terminated());
+    assert!(!d.m().is_terminated());
     assert_eq!(d.state("a"), "running");
     assert!(!d.ready("a"));
     assert!(d.ready("b"));
     assert_eq!(d.cond("ContainersReady").0, "False");
     assert_eq!(d.cond("Ready").0, "False");
-    assert_eq!(d.m.phase(), Phase::Running);
+    assert_eq!(d.m().phase(), Phase::Running);
     d.at(4.0);
     d.exit("b", 143);
     // The final status shows both as they ended.
-    assert!(d.m.is_terminated());
+    assert!(d.m().is_terminated());
     assert_eq!(d.state("a"), "terminated(Completed,0)");
     assert_eq!(d.state("b"), "terminated(Error,143)");
     assert_eq!(d.cond("Ready").0, "False");
-    assert_eq!(d.m.phase(), Phase::Failed);
+    assert_eq!(d.m().phase(), Phase::Failed);
 }
 
 #[test]
@@ -1889,16 +1821,16 @@ fn t8_final_phase_succeeded_only_if_every_regular_container_exited_zero() {
         d.stop_code.insert("b".to_string(), 0);
     });
     d.delete(None);
-    assert!(d.m.is_terminated());
+    assert!(d.m().is_terminated());
     assert_eq!(d.state("proxy"), "terminated(Error,143)");
-    assert_eq!(d.m.phase(), Phase::Succeeded);
+    assert_eq!(d.m().phase(), Phase::Succeeded);
 
     let mut d = Driver::with(spec, |d| {
         d.stop_code.insert("a".to_string(), 0);
     });
     d.delete(None);
-    assert!(d.m.is_terminated());
-    assert_eq!(d.m.phase(), Phase::Failed);
+    assert!(d.m().is_terminated());
+    assert_eq!(d.m().phase(), Phase::Failed);
 }
 
 #[test]
@@ -1910,14 +1842,14 @@ fn t9_pod_terminated_after_every_container_is_dead() {
         },
     );
     d.delete(Some(10));
-    assert!(!d.m.is_terminated());
-    assert_eq!(d.terminated_at, None);
+    assert!(!d.m().is_terminated());
+    assert_eq!(d.terminated_at(), None);
     d.at(4.0);
     d.exit("b", 143);
-    assert_eq!(d.terminated_at, Some(4.0));
-    assert!(d.m.is_terminated());
-    assert_eq!(d.m.poll_timeout(), None);
-    assert!(matches!(d.log.last(), Some((_, Action::PodTerminated))));
+    assert_eq!(d.terminated_at(), Some(4.0));
+    assert!(d.m().is_terminated());
+    assert_eq!(d.m().poll_timeout(), None);
+    assert!(matches!(d.log().last(), Some((_, Action::PodTerminated))));
 }
 
 #[test]
@@ -1938,7 +1870,7 @@ fn t11_liveness_kill_of_a_sidecar_does_not_wait_for_ordering() {
         ]
     );
     // Restarted right away; the pod is not terminating.
-    assert!(!d.m.is_terminating());
+    assert!(!d.m().is_terminating());
     assert_eq!(d.status("proxy").restart_count, 1);
     assert_eq!(d.state("app"), "running");
 }
@@ -1950,8 +1882,7 @@ fn t11_definition_change_kill_and_restart() {
     d.at(2.0);
     let mut new = pod(spec);
     new.spec.as_mut().unwrap().containers[0].image = Some("busybox:2".to_string());
-    d.m.handle_spec_update(new, d.now);
-    d.drain();
+    d.spec_update(new);
     assert_eq!(
         d.lifecycle("app"),
         vec![
@@ -1988,10 +1919,10 @@ fn m1_active_deadline_terminates_like_a_deletion() {
             "14 SIGKILL"
         ]
     );
-    assert_eq!(d.m.phase(), Phase::Failed);
-    let status = d.m.pod().status.clone().unwrap();
+    assert_eq!(d.m().phase(), Phase::Failed);
+    let status = d.m().pod().status.clone().unwrap();
     assert_eq!(status.reason.as_deref(), Some("DeadlineExceeded"));
-    assert_eq!(d.terminated_at, Some(14.0));
+    assert_eq!(d.terminated_at(), Some(14.0));
 }
 
 #[test]
@@ -2023,10 +1954,10 @@ fn t6_a_back_off_pending_at_deletion_is_no_timer_to_wake_for() {
     d.delete(None);
     // slow's preStop runs until 33; the back-off expiring at 12 must not spin the driver.
     d.at(20.0);
-    assert!(d.m.poll_timeout().is_some_and(|t| t > d.now));
+    assert!(d.m().poll_timeout().is_some_and(|t| t > d.now()));
     assert_eq!(d.starts().len(), 3);
     d.at(40.0);
-    assert!(d.m.is_terminated());
+    assert!(d.m().is_terminated());
 }
 
 #[test]
@@ -2045,7 +1976,7 @@ fn b7_a_back_off_expiring_while_initialization_regressed_is_no_busy_timer() {
     d.exit("proxy", 1); // back-off until 14: the pod is not initialized any more
     // At 12 the app's back-off is over but its turn has not come: nothing to spin on.
     d.at(13.0);
-    assert!(d.m.poll_timeout().is_some_and(|t| t > d.now));
+    assert!(d.m().poll_timeout().is_some_and(|t| t > d.now()));
     d.at(14.0);
     let last: Vec<(f64, String, i32)> = d.starts().into_iter().skip(4).collect();
     assert_eq!(
@@ -2065,20 +1996,19 @@ fn p11_a_terminal_phase_is_never_left_even_for_the_other_terminal_phase() {
     let mut d = Driver::with(spec.clone(), |d| {
         d.ignore_stop.insert("app".to_string());
     });
-    d.auto_start = false;
+    d.d.runtime_mut().starts = false;
     let mut new = pod(spec);
     new.spec.as_mut().unwrap().containers[0].image = Some("busybox:2".to_string());
-    d.m.handle_spec_update(new, d.now);
-    d.drain();
+    d.spec_update(new);
     d.at(1.0);
     d.exit("app", 0);
     d.delete(Some(3));
     // The app's newest instance exited 0 and will not be restarted by policy.
-    assert_eq!(d.m.phase(), Phase::Succeeded);
+    assert_eq!(d.m().phase(), Phase::Succeeded);
     // The replacement starts anyway and is killed with the pod (137): still Succeeded.
     d.start_pending();
     d.at(10.0);
-    assert!(d.m.is_terminated());
+    assert!(d.m().is_terminated());
     assert_eq!(d.kills().len(), 1);
-    assert_eq!(d.m.phase(), Phase::Succeeded);
+    assert_eq!(d.m().phase(), Phase::Succeeded);
 }

@@ -9,6 +9,7 @@ use crate::common;
 
 use common::{Harness, container, plus, sidecar, t};
 use k8s_openapi::jiff::Timestamp;
+use podvisor_lifecycle::sim::Input;
 use podvisor_lifecycle::{Action, EventType, ExitStatus, Phase};
 use serde_json::json;
 
@@ -28,13 +29,11 @@ fn lose_sandbox(h: &mut Harness, running: &[&str], now: Timestamp) {
             (h.instance(name), exit)
         })
         .collect();
-    h.now = h.now.max(now);
-    h.m.handle_sandbox_lost(exits, now);
-    h.drain();
+    h.input(Input::SandboxLost { exits }, now);
 }
 
 fn sandboxes_created(h: &Harness) -> usize {
-    h.log
+    h.actions()
         .iter()
         .filter(|a| **a == Action::CreateSandbox)
         .count()

@@ -104,7 +104,7 @@ fn the_none_mode_does_nothing_and_paths_cannot_escape() {
 }
 
 /// Real-cgroup tests run only as root on a machine with cgroups.
-fn real_mode(test: &str) -> Option<CgroupMode> {
+fn real_mode(test: &str) -> CgroupMode {
     assert!(
         rustix::process::geteuid().is_root(),
         "{test}: needs root: this test is #[ignore]d unless run as root with --include-ignored (it creates cgroups)"
@@ -117,7 +117,7 @@ fn real_mode(test: &str) -> Option<CgroupMode> {
     );
     // Orphaned grandchildren come back to this process, which reaps them.
     rustix::process::set_child_subreaper(Some(rustix::process::getpid())).unwrap();
-    Some(mode)
+    mode
 }
 
 /// A test pod's cgroup parent, unique per test and process; removed (with everything in it)
@@ -285,9 +285,7 @@ fn detect_finds_this_machines_layout() {
 #[test]
 #[ignore = "needs root: run as root with --include-ignored (scripts/test does)"]
 fn create_join_kill_all_and_remove() {
-    let Some(mode) = real_mode("create_join_kill_all_and_remove") else {
-        return;
-    };
+    let mode = real_mode("create_join_kill_all_and_remove");
     let mut scope = Scope::new(mode.clone(), "kill");
     let cg = scope.create("app-1", Some(32 << 20));
 
@@ -364,9 +362,7 @@ fn create_join_kill_all_and_remove() {
 #[test]
 #[ignore = "needs root: run as root with --include-ignored (scripts/test does)"]
 fn kill_all_without_cgroup_kill_signals_every_process() {
-    let Some(mode) = real_mode("kill_all_without_cgroup_kill_signals_every_process") else {
-        return;
-    };
+    let mode = real_mode("kill_all_without_cgroup_kill_signals_every_process");
     let mut scope = Scope::new(mode.clone(), "loop");
     let cg = scope.create("app-2", None);
     scope.spawn_in(
@@ -396,9 +392,7 @@ fn kill_all_without_cgroup_kill_signals_every_process() {
 #[test]
 #[ignore = "needs root: run as root with --include-ignored (scripts/test does)"]
 fn oom_kill_count_rises_when_the_limit_is_exceeded() {
-    let Some(mode) = real_mode("oom_kill_count_rises_when_the_limit_is_exceeded") else {
-        return;
-    };
+    let mode = real_mode("oom_kill_count_rises_when_the_limit_is_exceeded");
     if matches!(mode, CgroupMode::Unified { memory: false, .. }) {
         println!("skipping: the memory controller is not available");
         return;
@@ -431,9 +425,7 @@ fn oom_kill_count_rises_when_the_limit_is_exceeded() {
 #[test]
 #[ignore = "needs root: run as root with --include-ignored (scripts/test does)"]
 fn the_v2_path_on_a_cgroup2_mount_without_controllers() {
-    let Some(mode) = real_mode("the_v2_path_on_a_cgroup2_mount_without_controllers") else {
-        return;
-    };
+    let mode = real_mode("the_v2_path_on_a_cgroup2_mount_without_controllers");
     // Here the hybrid's cgroup2 mount stands in for a pure v2 machine without the memory
     // controller; on a pure v2 machine the root itself is used.
     let root = match &mode {

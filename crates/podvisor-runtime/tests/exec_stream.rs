@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::{is_root, shim_exe};
+use common::{require_root, shim_exe};
 use k8s_openapi::api::core::v1::Pod;
 use podvisor_runtime::process::{ProcessRuntime, ProcessSandbox};
 use podvisor_runtime::{ExecRequest, ExecSession, Runtime, StartRequest, TermSize};
@@ -198,9 +198,7 @@ fn open_fds() -> usize {
 #[tokio::test]
 #[ignore = "needs root: run as root with --include-ignored (scripts/test does)"]
 async fn streams_stdin_stdout_stderr_and_the_exit_code_in_the_container_view() {
-    if !is_root() {
-        return;
-    }
+    require_root();
     let _serial = SERIAL.lock().await;
     let pod = Pod1::start().await;
     let fds_before = open_fds();
@@ -245,9 +243,7 @@ async fn streams_stdin_stdout_stderr_and_the_exit_code_in_the_container_view() {
 #[tokio::test]
 #[ignore = "needs root: run as root with --include-ignored (scripts/test does)"]
 async fn a_command_that_cannot_start_is_worded_as_containerd_words_it() {
-    if !is_root() {
-        return;
-    }
+    require_root();
     let _serial = SERIAL.lock().await;
     let pod = Pod1::start().await;
     let err = pod
@@ -289,9 +285,7 @@ async fn a_command_that_cannot_start_is_worded_as_containerd_words_it() {
 #[tokio::test]
 #[ignore = "needs root: run as root with --include-ignored (scripts/test does)"]
 async fn dropping_the_session_kills_the_whole_process_group() {
-    if !is_root() {
-        return;
-    }
+    require_root();
     let _serial = SERIAL.lock().await;
     let pod = Pod1::start().await;
     let fds_before = open_fds();
@@ -325,9 +319,7 @@ async fn dropping_the_session_kills_the_whole_process_group() {
 #[tokio::test]
 #[ignore = "needs root: run as root with --include-ignored (scripts/test does)"]
 async fn a_tty_is_the_controlling_terminal_and_resizes() {
-    if !is_root() {
-        return;
-    }
+    require_root();
     let _serial = SERIAL.lock().await;
     let pod = Pod1::start().await;
     let mut session = pod
@@ -363,9 +355,7 @@ async fn a_tty_is_the_controlling_terminal_and_resizes() {
 #[tokio::test]
 #[ignore = "needs root: run as root with --include-ignored (scripts/test does)"]
 async fn a_tty_starts_with_the_size_it_was_given() {
-    if !is_root() {
-        return;
-    }
+    require_root();
     let _serial = SERIAL.lock().await;
     let pod = Pod1::start().await;
     let request = ExecRequest {
@@ -423,7 +413,7 @@ async fn read_until(reader: &mut podvisor_runtime::ExecReader, want: &str) -> St
 #[tokio::test]
 #[ignore = "needs root: run as root with --include-ignored (scripts/test does)"]
 async fn attach_with_stdin_once_feeds_the_container_and_closes_its_stdin() {
-    assert!(is_root());
+    require_root();
     let _serial = SERIAL.lock().await;
     let pod = Pod1::start_with(json!({
         "command": ["sh", "-c", "while read line; do echo got $line; done; echo stdin closed; exit 7"],
@@ -463,7 +453,7 @@ async fn attach_with_stdin_once_feeds_the_container_and_closes_its_stdin() {
 #[tokio::test]
 #[ignore = "needs root: run as root with --include-ignored (scripts/test does)"]
 async fn attach_without_stdin_once_detaches_and_the_next_attach_reaches_the_same_stdin() {
-    assert!(is_root());
+    require_root();
     let _serial = SERIAL.lock().await;
     let pod = Pod1::start_with(json!({
         "command": ["sh", "-c", "while read line; do echo got $line; echo oops $line >&2; done"],
@@ -500,7 +490,7 @@ async fn attach_without_stdin_once_detaches_and_the_next_attach_reaches_the_same
 #[tokio::test]
 #[ignore = "needs root: run as root with --include-ignored (scripts/test does)"]
 async fn attach_to_a_tty_container_types_resizes_and_reads() {
-    assert!(is_root());
+    require_root();
     let _serial = SERIAL.lock().await;
     let pod = Pod1::start_with(json!({
         "command": ["sh", "-c", "while read cmd; do eval \"$cmd\"; done"],
@@ -541,7 +531,7 @@ async fn attach_to_a_tty_container_types_resizes_and_reads() {
 #[tokio::test]
 #[ignore = "needs root: run as root with --include-ignored (scripts/test does)"]
 async fn attach_to_an_exited_container_is_refused() {
-    assert!(is_root());
+    require_root();
     let _serial = SERIAL.lock().await;
     let pod = Pod1::start_with(json!({"command": ["true"]})).await;
     eventually("the container exited", || {

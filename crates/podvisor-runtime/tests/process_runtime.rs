@@ -12,7 +12,7 @@ mod common;
 #[path = "process_runtime/paths.rs"]
 mod paths;
 
-use common::{is_root, shim_exe};
+use common::{require_root, shim_exe};
 use k8s_openapi::api::core::v1::Pod;
 use podvisor_runtime::process::{ProcessRuntime, ProcessSandbox};
 use podvisor_runtime::{ContainerExit, Runtime, RuntimeEvent, StartRequest, Started};
@@ -177,9 +177,7 @@ fn c(name: &str, command: &[&str]) -> serde_json::Value {
 #[tokio::test]
 #[ignore = "needs root: run as root with --include-ignored (scripts/test does)"]
 async fn logs_exit_codes_and_times() {
-    if !is_root() {
-        return;
-    }
+    require_root();
     let mut h = Harness::new(
         json!([
             c(
@@ -253,9 +251,7 @@ async fn logs_exit_codes_and_times() {
 #[tokio::test]
 #[ignore = "needs root: run as root with --include-ignored (scripts/test does)"]
 async fn m13_only_the_newest_dead_instance_keeps_its_files() {
-    if !is_root() {
-        return;
-    }
+    require_root();
     let mut h = Harness::new(
         json!([c("crash", &["sh", "-c", "echo run; exit 1"])]),
         json!([]),
@@ -296,9 +292,7 @@ async fn m13_only_the_newest_dead_instance_keeps_its_files() {
 #[tokio::test]
 #[ignore = "needs root: run as root with --include-ignored (scripts/test does)"]
 async fn termination_message_and_missing_binary() {
-    if !is_root() {
-        return;
-    }
+    require_root();
     let mut h = Harness::new(
         json!([
             {"name": "msg", "image": "none", "command": ["sh", "-c", "printf bye > ROOT/tm/msg; exit 1"],
@@ -361,9 +355,7 @@ async fn termination_message_and_missing_binary() {
 #[tokio::test]
 #[ignore = "needs root: run as root with --include-ignored (scripts/test does)"]
 async fn signal_reaches_the_whole_process_group() {
-    if !is_root() {
-        return;
-    }
+    require_root();
     let mut h = Harness::new(
         json!([c("sleeper", &["sh", "-c", "sleep 100 & sleep 100"])]),
         json!([]),
@@ -402,9 +394,7 @@ async fn signal_reaches_the_whole_process_group() {
 #[tokio::test]
 #[ignore = "needs root: run as root with --include-ignored (scripts/test does)"]
 async fn kill_stops_what_ignores_sigterm() {
-    if !is_root() {
-        return;
-    }
+    require_root();
     let mut h = Harness::new(
         json!([
             // `setsid` leaves the process group: only the cgroup still holds it.
@@ -468,9 +458,7 @@ async fn kill_stops_what_ignores_sigterm() {
 #[tokio::test]
 #[ignore = "needs root: run as root with --include-ignored (scripts/test does)"]
 async fn memory_limit_ends_in_oom_kill() {
-    if !is_root() {
-        return;
-    }
+    require_root();
     let mut h = Harness::new(
         json!([{"name": "hog", "image": "none",
                 "command": ["python3", "-c", "s = 'x' * (256 * 1024 * 1024); print(len(s))"],
@@ -490,9 +478,7 @@ async fn memory_limit_ends_in_oom_kill() {
 #[tokio::test]
 #[ignore = "needs root: run as root with --include-ignored (scripts/test does)"]
 async fn volumes_are_mounted_shared_and_read_only() {
-    if !is_root() {
-        return;
-    }
+    require_root();
     let mut h = Harness::new(
         json!([
             {"name": "writer", "image": "none",
@@ -537,9 +523,7 @@ async fn volumes_are_mounted_shared_and_read_only() {
 #[tokio::test]
 #[ignore = "needs root: run as root with --include-ignored (scripts/test does)"]
 async fn m7_host_path_type_checks() {
-    if !is_root() {
-        return;
-    }
+    require_root();
     let root = std::env::temp_dir().join(format!("pv-rt-hp-{}", std::process::id()));
     std::fs::create_dir_all(&root).unwrap();
     std::fs::write(root.join("file"), "").unwrap();
@@ -582,9 +566,7 @@ async fn m7_host_path_type_checks() {
 #[tokio::test]
 #[ignore = "needs root: run as root with --include-ignored (scripts/test does)"]
 async fn exec_runs_in_the_container_view_and_times_out() {
-    if !is_root() {
-        return;
-    }
+    require_root();
     let mut h = Harness::new(
         json!([{"name": "main", "image": "none", "command": ["sleep", "100"],
                 "workingDir": "ROOT/work", "env": [{"name": "FOO", "value": "bar"}],
@@ -682,9 +664,7 @@ async fn exec_runs_in_the_container_view_and_times_out() {
 #[tokio::test]
 #[ignore = "needs root: run as root with --include-ignored (scripts/test does)"]
 async fn the_shim_outlives_its_client_and_replays_exits() {
-    if !is_root() {
-        return;
-    }
+    require_root();
     let mut h = Harness::new(
         json!([
             c("long", &["sleep", "100"]),
@@ -736,9 +716,7 @@ async fn the_shim_outlives_its_client_and_replays_exits() {
 #[tokio::test]
 #[ignore = "needs root: run as root with --include-ignored (scripts/test does)"]
 async fn containers_inherit_only_stdio() {
-    if !is_root() {
-        return;
-    }
+    require_root();
     let mut h = Harness::new(json!([c("idle", &["sleep", "100"])]), json!([])).await;
     let started = h.start("idle", 1).await;
     let fds = |pid: u32| -> Vec<String> {
@@ -836,9 +814,7 @@ async fn containers_inherit_only_stdio() {
 #[tokio::test]
 #[ignore = "needs root: run as root with --include-ignored (scripts/test does)"]
 async fn remove_sandbox_leaves_no_process_behind() {
-    if !is_root() {
-        return;
-    }
+    require_root();
     let mut h = Harness::new(
         json!([c("left", &["sh", "-c", "sleep 100 & sleep 100"])]),
         json!([{"name": "scratch", "emptyDir": {"medium": "Memory"}}]),
@@ -876,9 +852,7 @@ async fn containers_run_as_their_security_context_user() {
     use k8s_openapi::api::core::v1::{ExecAction, LifecycleHandler, Probe};
     use podvisor_runtime::probe::{ProbeResult, run_probe};
     use std::os::unix::fs::MetadataExt;
-    if !is_root() {
-        return;
-    }
+    require_root();
     let data = json!([{"name": "data", "mountPath": "ROOT/data"}]);
     let mut h = Harness::with_pod_security(
         json!([
@@ -1034,9 +1008,7 @@ async fn containers_run_as_their_security_context_user() {
 #[ignore = "needs root: run as root with --include-ignored (scripts/test does)"]
 async fn an_exec_leaves_no_process_behind() {
     use podvisor_runtime::ExecRequest;
-    if !is_root() {
-        return;
-    }
+    require_root();
     let mut h = Harness::new(json!([c("main", &["sleep", "100"])]), json!([])).await;
     let started = h.start("main", 1).await;
     let marked = |marker: &str| {
@@ -1097,9 +1069,7 @@ async fn an_exec_leaves_no_process_behind() {
 #[tokio::test]
 #[ignore = "needs root: run as root with --include-ignored (scripts/test does)"]
 async fn a_shim_starts_each_attempt_of_a_container_once() {
-    if !is_root() {
-        return;
-    }
+    require_root();
     let mut h = Harness::new(json!([c("app", &["sleep", "100"])]), json!([])).await;
     let first = h.start("app", 1).await;
     let again = StartRequest {
@@ -1159,9 +1129,7 @@ async fn state_waits_for_the_requests_an_earlier_agent_sent() {
     use podvisor_runtime::shim::client::ShimClient;
     use podvisor_runtime::shim::protocol::{Request, Response, layout};
     use std::io::{BufRead, Write};
-    if !is_root() {
-        return;
-    }
+    require_root();
     let mut h = Harness::new(json!([c("app", &["sleep", "100"])]), json!([])).await;
     let socket = layout::socket(&h.sandbox().paths().pod_dir);
     // The dead agent's connection: accepted, its request not read yet.
@@ -1213,9 +1181,7 @@ async fn state_waits_for_the_requests_an_earlier_agent_sent() {
 #[ignore = "needs root: run as root with --include-ignored (scripts/test does)"]
 async fn a_shim_that_died_unwatched_is_read_as_a_lost_sandbox() {
     use podvisor_runtime::process::SandboxView;
-    if !is_root() {
-        return;
-    }
+    require_root();
     let mut h = Harness::new(
         json!([
             c("app", &["sh", "-c", "sleep 100 & sleep 100"]),
@@ -1274,7 +1240,7 @@ async fn a_shim_that_died_unwatched_is_read_as_a_lost_sandbox() {
 #[ignore = "needs root: run as root with --include-ignored (scripts/test does)"]
 async fn the_runtime_lists_a_live_sandbox_and_its_instances() {
     use podvisor_runtime::SandboxState;
-    assert!(is_root(), "needs root");
+    require_root();
     let mut h = Harness::new(
         json!([
             c("app", &["sleep", "100"]),
@@ -1329,9 +1295,7 @@ async fn the_runtime_lists_a_live_sandbox_and_its_instances() {
 #[ignore = "needs root: run as root with --include-ignored (scripts/test does)"]
 async fn the_shim_holds_no_descriptor_of_the_agent() {
     use std::os::fd::AsRawFd;
-    if !is_root() {
-        return;
-    }
+    require_root();
     let marker = std::env::temp_dir().join(format!("pv-agent-fd-{}", std::process::id()));
     let file = std::fs::File::create(&marker).unwrap();
     // As inherited from a careless parent: no close-on-exec.

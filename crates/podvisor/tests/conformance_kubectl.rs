@@ -57,7 +57,7 @@ mod lifecycle;
 #[path = "conformance_kubectl/probes.rs"]
 mod probes;
 
-use conformance_support::{root_or_skip, secs};
+use conformance_support::{require_root, secs};
 use harness::{KUBECTL, ScenarioFn, Server};
 use std::path::Path;
 use std::sync::{Condvar, Mutex};
@@ -135,9 +135,7 @@ fn panic_text(e: &Box<dyn std::any::Any + Send>) -> String {
 #[test]
 #[ignore = "needs root: run as root with --include-ignored (scripts/test does)"]
 fn conformance_scenarios_through_kubectl() {
-    if !root_or_skip("conformance_kubectl") {
-        return;
-    }
+    require_root("conformance_kubectl");
     assert!(
         Path::new(KUBECTL).exists(),
         "{KUBECTL} is not installed (scripts/test installs it)"

@@ -4,7 +4,7 @@
 //! container, hook and the HTTP server append to), failures, and the grace period a preStop
 //! hook consumes.
 
-mod common;
+use crate::common;
 
 use common::*;
 use serde_json::{Value, json};
@@ -53,9 +53,7 @@ fn http_hook(port: u16, path: &str) -> Value {
 #[test]
 #[ignore = "needs root: run as root with --include-ignored (scripts/test does)"]
 fn h1_h2_h4_exec_http_and_sleep_hooks_run_in_order() {
-    let Some(ctx) = Ctx::new("h1order") else {
-        return;
-    };
+    let ctx = Ctx::new("h1order");
     let log = ctx.mkdir("shared").join("log");
     let server = HttpServer::start(200);
     server.log_to(&log);
@@ -166,9 +164,7 @@ fn h1_h2_h4_exec_http_and_sleep_hooks_run_in_order() {
 #[test]
 #[ignore = "needs root: run as root with --include-ignored (scripts/test does)"]
 fn h3_failed_post_start_hook_kills_and_restarts_the_container() {
-    let Some(ctx) = Ctx::new("h3poststart") else {
-        return;
-    };
+    let ctx = Ctx::new("h3poststart");
     let app = json!({
         "name": "app", "image": "busybox", "command": ["sleep", "100000"],
         "lifecycle": {"postStart": {"exec": {"command": sh("echo boom; exit 1")}}},
@@ -240,9 +236,7 @@ fn h3_failed_post_start_hook_kills_and_restarts_the_container() {
 #[test]
 #[ignore = "needs root: run as root with --include-ignored (scripts/test does)"]
 fn h1_http_hook_ignores_the_status_code_and_fails_on_transport_errors() {
-    let Some(ctx) = Ctx::new("h1http") else {
-        return;
-    };
+    let ctx = Ctx::new("h1http");
     let server = HttpServer::start(500);
     let refused = RefusedPort::new();
     let app = json!({
@@ -287,9 +281,7 @@ fn h1_http_hook_ignores_the_status_code_and_fails_on_transport_errors() {
 #[test]
 #[ignore = "needs root: run as root with --include-ignored (scripts/test does)"]
 fn h4_t3_pre_stop_hook_consumes_the_grace_period() {
-    let Some(ctx) = Ctx::new("h4grace") else {
-        return;
-    };
+    let ctx = Ctx::new("h4grace");
     let log = ctx.mkdir("shared").join("log");
     // The app logs SIGTERM but keeps running; its preStop hook never returns.
     let mut app = logger("app", &log, true);
@@ -332,9 +324,7 @@ fn h4_t3_pre_stop_hook_consumes_the_grace_period() {
 #[test]
 #[ignore = "needs root: run as root with --include-ignored (scripts/test does)"]
 fn h3_failed_http_post_start_hook_reports_the_transport_error() {
-    let Some(ctx) = Ctx::new("h3http") else {
-        return;
-    };
+    let ctx = Ctx::new("h3http");
     let refused = RefusedPort::new();
     let app = json!({
         "name": "app", "image": "busybox", "command": ["sleep", "100000"],
@@ -381,9 +371,7 @@ fn h3_failed_http_post_start_hook_reports_the_transport_error() {
 #[test]
 #[ignore = "needs root: run as root with --include-ignored (scripts/test does)"]
 fn t5_sidecar_pre_stop_starts_with_the_apps_but_its_stop_signal_waits() {
-    let Some(ctx) = Ctx::new("t5prestop") else {
-        return;
-    };
+    let ctx = Ctx::new("t5prestop");
     let log = ctx.mkdir("shared").join("log");
     let mut sidecar = logger("sc", &log, false);
     sidecar["restartPolicy"] = json!("Always");

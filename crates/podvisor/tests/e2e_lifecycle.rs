@@ -2,7 +2,7 @@
 //! timing, init containers and sidecars (ordering read from a shared log file), grace periods
 //! and SIGKILL, OOM kills, termination messages, activeDeadlineSeconds and emptyDir volumes.
 
-mod common;
+use crate::common;
 
 use common::*;
 use serde_json::{Value, json};
@@ -51,9 +51,7 @@ fn shared_volume(log: &Path) -> Value {
 #[test]
 #[ignore = "needs root: run as root with --include-ignored (scripts/test does)"]
 fn a15_restart_policy_always_restarts_after_exit_0() {
-    let Some(ctx) = Ctx::new("a15always") else {
-        return;
-    };
+    let ctx = Ctx::new("a15always");
     let mut running = ctx.spawn(&[one("always", "Always", "exit 0")], &[]);
     running.wait_status("2 restarts", WAIT, |s| {
         container(s, "app")["restart_count"] == 2
@@ -89,9 +87,7 @@ fn a15_restart_policy_always_restarts_after_exit_0() {
 #[test]
 #[ignore = "needs root: run as root with --include-ignored (scripts/test does)"]
 fn a15_restart_policy_on_failure_restarts_until_exit_0() {
-    let Some(ctx) = Ctx::new("a15onfailure") else {
-        return;
-    };
+    let ctx = Ctx::new("a15onfailure");
     let flag = ctx.path("ran-once");
     let script = format!(
         "if [ -f {f} ]; then exit 0; else touch {f}; exit 1; fi",
@@ -115,9 +111,7 @@ fn a15_restart_policy_on_failure_restarts_until_exit_0() {
 #[test]
 #[ignore = "needs root: run as root with --include-ignored (scripts/test does)"]
 fn a15_restart_policy_never_leaves_a_failed_container_dead() {
-    let Some(ctx) = Ctx::new("a15never") else {
-        return;
-    };
+    let ctx = Ctx::new("a15never");
     let run = ctx.run(&[one("never", "Never", "exit 7")], &[]);
     assert_eq!(run.code, Some(1), "{}", run.dump());
     let last = run.final_status();
@@ -133,9 +127,7 @@ fn a15_restart_policy_never_leaves_a_failed_container_dead() {
 #[test]
 #[ignore = "needs root: run as root with --include-ignored (scripts/test does)"]
 fn b1_b8_crash_loop_back_off_reduced_waits_0_1_2_4_seconds() {
-    let Some(ctx) = Ctx::new("b1crashloop") else {
-        return;
-    };
+    let ctx = Ctx::new("b1crashloop");
     let mut running = ctx.spawn(&[one("crashloop", "OnFailure", "exit 1")], &[]);
     running.wait_events("Started", Some("app"), 5, WAIT);
     running.terminate();
@@ -179,7 +171,7 @@ fn b1_b8_crash_loop_back_off_reduced_waits_0_1_2_4_seconds() {
 #[test]
 #[ignore = "needs root: run as root with --include-ignored (scripts/test does)"]
 fn b8_max_restart_period_caps_the_back_off() {
-    let Some(ctx) = Ctx::new("b8max") else { return };
+    let ctx = Ctx::new("b8max");
     let mut running = ctx.spawn(
         &[one("capped", "Always", "exit 1")],
         &["--max-restart-period", "2s"],
@@ -199,9 +191,7 @@ fn b8_max_restart_period_caps_the_back_off() {
 #[test]
 #[ignore = "needs root: run as root with --include-ignored (scripts/test does)"]
 fn a8_init_containers_run_one_at_a_time_in_order() {
-    let Some(ctx) = Ctx::new("a8init") else {
-        return;
-    };
+    let ctx = Ctx::new("a8init");
     let log = ctx.mkdir("shared").join("log");
     let init = |name: &str| {
         let script = format!(
@@ -265,9 +255,7 @@ fn a8_init_containers_run_one_at_a_time_in_order() {
 #[test]
 #[ignore = "needs root: run as root with --include-ignored (scripts/test does)"]
 fn m6_empty_dir_is_shared_between_an_init_container_and_the_app() {
-    let Some(ctx) = Ctx::new("m6emptydir") else {
-        return;
-    };
+    let ctx = Ctx::new("m6emptydir");
     let mount = ctx.mkdir("data");
     let data = mount.join("greeting");
     let volume_mounts = json!([{"name": "scratch", "mountPath": mount}]);
@@ -306,9 +294,7 @@ fn m6_empty_dir_is_shared_between_an_init_container_and_the_app() {
 #[test]
 #[ignore = "needs root: run as root with --include-ignored (scripts/test does)"]
 fn a13_t5_sidecars_start_before_the_app_and_stop_after_it_in_reverse_order() {
-    let Some(ctx) = Ctx::new("t5sidecars") else {
-        return;
-    };
+    let ctx = Ctx::new("t5sidecars");
     let log = ctx.mkdir("shared").join("log");
     let sidecar = |name: &str| {
         let mut c = logger(name, &log);
@@ -358,9 +344,7 @@ fn a13_t5_sidecars_start_before_the_app_and_stop_after_it_in_reverse_order() {
 #[test]
 #[ignore = "needs root: run as root with --include-ignored (scripts/test does)"]
 fn t5_deleting_a_pod_stops_sidecars_after_the_app_in_reverse_order() {
-    let Some(ctx) = Ctx::new("t5delete") else {
-        return;
-    };
+    let ctx = Ctx::new("t5delete");
     let log = ctx.mkdir("shared").join("log");
     let sidecar = |name: &str| {
         let mut c = logger(name, &log);
@@ -415,9 +399,7 @@ fn t5_deleting_a_pod_stops_sidecars_after_the_app_in_reverse_order() {
 #[test]
 #[ignore = "needs root: run as root with --include-ignored (scripts/test does)"]
 fn t3_sigkill_after_the_grace_period_when_sigterm_is_ignored() {
-    let Some(ctx) = Ctx::new("t3sigkill") else {
-        return;
-    };
+    let ctx = Ctx::new("t3sigkill");
     let trapped = ctx.path("trapped");
     let pod = pod(
         "stubborn",
@@ -464,7 +446,7 @@ fn memory_cgroup_available() -> bool {
 #[test]
 #[ignore = "needs root: run as root with --include-ignored (scripts/test does)"]
 fn s7_oom_killed_under_a_memory_limit() {
-    let Some(ctx) = Ctx::new("s7oom") else { return };
+    let ctx = Ctx::new("s7oom");
     if !memory_cgroup_available() {
         eprintln!("skipped: no memory cgroup controller on this machine");
         return;
@@ -500,9 +482,7 @@ fn s7_oom_killed_under_a_memory_limit() {
 #[test]
 #[ignore = "needs root: run as root with --include-ignored (scripts/test does)"]
 fn m2_m3_termination_message_from_the_file() {
-    let Some(ctx) = Ctx::new("m3file") else {
-        return;
-    };
+    let ctx = Ctx::new("m3file");
     let custom = ctx.mkdir("msgs").join("custom-termination-log");
     let c =
         |name: &str, script: &str| json!({"name": name, "image": "busybox", "command": sh(script)});
@@ -537,9 +517,7 @@ fn m2_m3_termination_message_from_the_file() {
 #[test]
 #[ignore = "needs root: run as root with --include-ignored (scripts/test does)"]
 fn m4_fallback_to_logs_on_error_only_when_the_container_failed() {
-    let Some(ctx) = Ctx::new("m4fallback") else {
-        return;
-    };
+    let ctx = Ctx::new("m4fallback");
     let c = |name: &str, script: &str| {
         json!({"name": name, "image": "busybox", "command": sh(script),
                "terminationMessagePolicy": "FallbackToLogsOnError"})
@@ -580,9 +558,7 @@ fn m4_fallback_to_logs_on_error_only_when_the_container_failed() {
 #[test]
 #[ignore = "needs root: run as root with --include-ignored (scripts/test does)"]
 fn m1_active_deadline_seconds_fails_the_pod() {
-    let Some(ctx) = Ctx::new("m1deadline") else {
-        return;
-    };
+    let ctx = Ctx::new("m1deadline");
     let pod = pod(
         "deadline",
         json!({
@@ -614,9 +590,7 @@ fn m1_active_deadline_seconds_fails_the_pod() {
 #[test]
 #[ignore = "needs root: run as root with --include-ignored (scripts/test does)"]
 fn a5_failed_init_container_under_never_fails_the_pod() {
-    let Some(ctx) = Ctx::new("a5initnever") else {
-        return;
-    };
+    let ctx = Ctx::new("a5initnever");
     let pod = pod(
         "initfail",
         json!({
@@ -643,9 +617,7 @@ fn a5_failed_init_container_under_never_fails_the_pod() {
 #[test]
 #[ignore = "needs root: run as root with --include-ignored (scripts/test does)"]
 fn a5_failed_init_container_is_retried_under_on_failure() {
-    let Some(ctx) = Ctx::new("a5initretry") else {
-        return;
-    };
+    let ctx = Ctx::new("a5initretry");
     let flag = ctx.path("tried");
     let script = format!(
         "if [ -f {f} ]; then exit 0; else touch {f}; exit 1; fi",
@@ -681,9 +653,7 @@ fn a5_failed_init_container_is_retried_under_on_failure() {
 #[test]
 #[ignore = "needs root: run as root with --include-ignored (scripts/test does)"]
 fn a5_a13_a_crashing_sidecar_is_restarted_even_under_never() {
-    let Some(ctx) = Ctx::new("a5sidecar") else {
-        return;
-    };
+    let ctx = Ctx::new("a5sidecar");
     // The sidecar lives long enough to be seen running (the kubelet's next sync, A21) and
     // let the app start, then keeps crashing while the app works.
     let pod = pod(
@@ -722,9 +692,7 @@ fn a5_a13_a_crashing_sidecar_is_restarted_even_under_never() {
 #[test]
 #[ignore = "needs root: run as root with --include-ignored (scripts/test does)"]
 fn t1_t10_a_second_interrupt_forces_the_deletion() {
-    let Some(ctx) = Ctx::new("t10force") else {
-        return;
-    };
+    let ctx = Ctx::new("t10force");
     let trapped = ctx.path("trapped");
     let pod = pod(
         "patient",
@@ -766,9 +734,7 @@ fn t1_t10_a_second_interrupt_forces_the_deletion() {
 #[test]
 #[ignore = "needs root: run as root with --include-ignored (scripts/test does)"]
 fn a5_a8_a_sidecar_startup_probe_holds_the_app() {
-    let Some(ctx) = Ctx::new("a8startup") else {
-        return;
-    };
+    let ctx = Ctx::new("a8startup");
     let log = ctx.mkdir("shared").join("log");
     let flag = ctx.path("shared/sidecar-up");
     let mut sidecar = logger("proxy", &log);
@@ -824,9 +790,7 @@ fn a5_a8_a_sidecar_startup_probe_holds_the_app() {
 #[test]
 #[ignore = "needs root: run as root with --include-ignored (scripts/test does)"]
 fn security_context_run_as_user_and_run_as_non_root() {
-    let Some(ctx) = Ctx::new("runasuser") else {
-        return;
-    };
+    let ctx = Ctx::new("runasuser");
     let scratch = ctx.mkdir("scratch");
     let script = format!(
         "echo hi > {}/f && echo \"$(id -u) $(id -g) $(id -G)\" > /dev/termination-log",

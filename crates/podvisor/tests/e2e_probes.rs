@@ -2,7 +2,7 @@
 //! starts (an HTTP server, a listening and a refused TCP port, a tonic-health gRPC server,
 //! commands run in the container), every outcome, and what the results do to the pod.
 
-mod common;
+use crate::common;
 
 use common::*;
 use serde_json::{Value, json};
@@ -34,9 +34,7 @@ fn ready_of(status: &Value, name: &str) -> bool {
 #[test]
 #[ignore = "needs root: run as root with --include-ignored (scripts/test does)"]
 fn r19_http_get_probe_success_and_status_code_failure() {
-    let Some(ctx) = Ctx::new("r19http") else {
-        return;
-    };
+    let ctx = Ctx::new("r19http");
     let ok = HttpServer::start(200);
     let bad = HttpServer::start(500);
     let refused = RefusedPort::new();
@@ -120,9 +118,7 @@ fn r19_http_get_probe_success_and_status_code_failure() {
 #[test]
 #[ignore = "needs root: run as root with --include-ignored (scripts/test does)"]
 fn r19_http_get_probe_timeout_is_enforced() {
-    let Some(ctx) = Ctx::new("r19timeout") else {
-        return;
-    };
+    let ctx = Ctx::new("r19timeout");
     let slow = HttpServer::start(200);
     slow.set_delay(Duration::from_secs(4));
     let mut probe = http_probe(slow.port, "/slow");
@@ -164,9 +160,7 @@ fn r19_http_get_probe_timeout_is_enforced() {
 #[test]
 #[ignore = "needs root: run as root with --include-ignored (scripts/test does)"]
 fn r20_tcp_socket_probe_open_and_refused() {
-    let Some(ctx) = Ctx::new("r20tcp") else {
-        return;
-    };
+    let ctx = Ctx::new("r20tcp");
     let open = HttpServer::start(200);
     let refused = RefusedPort::new();
     let tcp =
@@ -208,9 +202,7 @@ fn r20_tcp_socket_probe_open_and_refused() {
 #[test]
 #[ignore = "needs root: run as root with --include-ignored (scripts/test does)"]
 fn r21_grpc_probe_serving_and_not_serving() {
-    let Some(ctx) = Ctx::new("r21grpc") else {
-        return;
-    };
+    let ctx = Ctx::new("r21grpc");
     let port = grpc_health_server(&["down"]);
     let refused = RefusedPort::new();
     let grpc =
@@ -273,9 +265,7 @@ fn r21_grpc_probe_serving_and_not_serving() {
 #[test]
 #[ignore = "needs root: run as root with --include-ignored (scripts/test does)"]
 fn r18_exec_probe_success_failure_and_timeout() {
-    let Some(ctx) = Ctx::new("r18exec") else {
-        return;
-    };
+    let ctx = Ctx::new("r18exec");
     let exec =
         |cmd: Value| json!({"exec": {"command": cmd}, "periodSeconds": 1, "timeoutSeconds": 1});
     let pod = pod(
@@ -342,9 +332,7 @@ fn r18_exec_probe_success_failure_and_timeout() {
 #[test]
 #[ignore = "needs root: run as root with --include-ignored (scripts/test does)"]
 fn r11_r14_liveness_failure_restarts_the_container() {
-    let Some(ctx) = Ctx::new("r14liveness") else {
-        return;
-    };
+    let ctx = Ctx::new("r14liveness");
     let liveness = json!({
         "exec": {"command": sh("echo sick; exit 1")},
         "periodSeconds": 1, "failureThreshold": 2,
@@ -392,9 +380,7 @@ fn r11_r14_liveness_failure_restarts_the_container() {
 #[test]
 #[ignore = "needs root: run as root with --include-ignored (scripts/test does)"]
 fn r15_startup_probe_gates_liveness_and_readiness() {
-    let Some(ctx) = Ctx::new("r15gate") else {
-        return;
-    };
+    let ctx = Ctx::new("r15gate");
     let flag = ctx.path("started");
     let runs = |kind: &str| ctx.path(&format!("{kind}-runs"));
     let record = |kind: &str| {
@@ -482,9 +468,7 @@ fn r15_startup_probe_gates_liveness_and_readiness() {
 #[test]
 #[ignore = "needs root: run as root with --include-ignored (scripts/test does)"]
 fn r15_startup_probe_failure_kills_and_restarts() {
-    let Some(ctx) = Ctx::new("r15fail") else {
-        return;
-    };
+    let ctx = Ctx::new("r15fail");
     let startup = json!({
         "exec": {"command": sh("echo no; exit 1")}, "periodSeconds": 1, "failureThreshold": 2,
     });
@@ -526,9 +510,7 @@ fn r15_startup_probe_failure_kills_and_restarts() {
 #[test]
 #[ignore = "needs root: run as root with --include-ignored (scripts/test does)"]
 fn r12_r14_readiness_flips_ready_both_ways() {
-    let Some(ctx) = Ctx::new("r12flip") else {
-        return;
-    };
+    let ctx = Ctx::new("r12flip");
     let flag = ctx.path("ready");
     let readiness = json!({
         "exec": {"command": ["test", "-f", flag.display().to_string()]}, "periodSeconds": 1,
@@ -571,9 +553,7 @@ fn r12_r14_readiness_flips_ready_both_ways() {
 #[test]
 #[ignore = "needs root: run as root with --include-ignored (scripts/test does)"]
 fn t2_liveness_kill_uses_the_probe_termination_grace_period() {
-    let Some(ctx) = Ctx::new("t2probegrace") else {
-        return;
-    };
+    let ctx = Ctx::new("t2probegrace");
     let sick = ctx.path("sick");
     // The first instance falls sick and ignores SIGTERM; the second recovers.
     let script = format!(
@@ -637,9 +617,7 @@ fn probe_runs(file: &std::path::Path) -> Vec<f64> {
 #[test]
 #[ignore = "needs root: run as root with --include-ignored (scripts/test does)"]
 fn r1_r11_initial_delay_and_success_threshold() {
-    let Some(ctx) = Ctx::new("r11delay") else {
-        return;
-    };
+    let ctx = Ctx::new("r11delay");
     let runs = |name: &str| ctx.path(&format!("{name}-runs"));
     let probe = |name: &str, extra: Value| {
         let mut p = json!({

@@ -4,7 +4,7 @@
 //! (a fresh shim), initialization again from the first init container, restarts counted — or,
 //! under `restartPolicy: Never`, the pod fails.
 
-mod common;
+use crate::common;
 
 use common::*;
 use podvisor_testkit::alive;
@@ -105,9 +105,7 @@ fn app_running(s: &Value, restarts: i64) -> bool {
 #[test]
 #[ignore = "needs root: run as root with --include-ignored (scripts/test does)"]
 fn a1_a2_killed_shim_is_a_lost_sandbox_and_the_pod_is_recreated() {
-    let Some(ctx) = Ctx::new("sandboxlost") else {
-        return;
-    };
+    let ctx = Ctx::new("sandboxlost");
     let dir = ctx.mkdir("shared");
     let mut running = ctx.spawn(&[marker_pod("lost", "Always", &dir)], &[]);
     running.wait_status("app running", WAIT, |s| app_running(s, 0));
@@ -175,9 +173,7 @@ fn a1_a2_killed_shim_is_a_lost_sandbox_and_the_pod_is_recreated() {
 #[test]
 #[ignore = "needs root: run as root with --include-ignored (scripts/test does)"]
 fn a2_killed_shim_of_a_never_pod_fails_it() {
-    let Some(ctx) = Ctx::new("sandboxnever") else {
-        return;
-    };
+    let ctx = Ctx::new("sandboxnever");
     let dir = ctx.mkdir("shared");
     let mut running = ctx.spawn(&[marker_pod("never", "Never", &dir)], &[]);
     running.wait_status("app running", WAIT, |s| app_running(s, 0));

@@ -7,7 +7,7 @@
 
 #![allow(missing_docs)]
 
-mod serve_common;
+use crate::serve_common;
 
 use serve_common::{ServeCtx, kubectl_binary};
 use std::io::Write;
@@ -122,9 +122,7 @@ fn wait_for(ctx: &ServeCtx, what: &str, mut check: impl FnMut() -> bool) {
 #[test]
 #[ignore = "needs root: run as root with --include-ignored (scripts/test does)"]
 fn kubectl_exec_streams_exit_codes_ttys_and_errors() {
-    let Some(mut ctx) = ServeCtx::new("ex") else {
-        return;
-    };
+    let mut ctx = ServeCtx::new("ex");
     let kubectls = kubectls();
     assert!(
         !kubectls.is_empty(),
@@ -307,9 +305,7 @@ fn kubectl_exec_streams_exit_codes_ttys_and_errors() {
 #[test]
 #[ignore = "needs root: run as root with --include-ignored (scripts/test does)"]
 fn kubectl_attach_and_run_interactive() {
-    let Some(mut ctx) = ServeCtx::new("at") else {
-        return;
-    };
+    let mut ctx = ServeCtx::new("at");
     let kubectls = kubectls();
     assert!(
         !kubectls.is_empty(),

@@ -43,8 +43,9 @@ struct World {
 }
 
 impl World {
-    /// None (and a note) unless running as root: the process runtime needs it.
-    fn new(tag: &str) -> Option<World> {
+    /// A fresh world. Panics unless run as root: the process runtime needs it (the tests that
+    /// call this are `#[ignore]`d otherwise).
+    fn new(tag: &str) -> World {
         assert!(
             rustix::process::geteuid().is_root(),
             "needs root: this test is #[ignore]d unless run as root with --include-ignored (podvisor serve's process runtime needs cgroups and mount namespaces)"
@@ -64,11 +65,11 @@ impl World {
             N.fetch_add(1, Ordering::SeqCst)
         ));
         std::fs::create_dir_all(dir.join("state")).unwrap();
-        Some(World {
+        World {
             dir,
             serve: None,
             runs: 0,
-        })
+        }
     }
 
     fn state(&self) -> PathBuf {
@@ -297,9 +298,7 @@ fn node_name() -> String {
 #[test]
 #[ignore = "needs root: run as root with --include-ignored (scripts/test does)"]
 fn serve_runs_pods_for_kubectl() {
-    let Some(mut w) = World::new("kubectl") else {
-        return;
-    };
+    let mut w = World::new("kubectl");
     let took = w.start(&["--drain-on-exit"]);
     eprintln!("serve answered after {} ms", took.as_millis());
 
@@ -381,9 +380,7 @@ fn serve_runs_pods_for_kubectl() {
 #[test]
 #[ignore = "needs root: run as root with --include-ignored (scripts/test does)"]
 fn serve_keeps_a_finalized_pod_until_its_finalizers_go() {
-    let Some(mut w) = World::new("finalizers") else {
-        return;
-    };
+    let mut w = World::new("finalizers");
     w.start(&["--drain-on-exit"]);
     let pid_file = w.dir.join("pinned.pid");
     let manifest = looping_pod("pinned", &pid_file).replace(
@@ -458,9 +455,7 @@ fn serve_keeps_a_finalized_pod_until_its_finalizers_go() {
 #[test]
 #[ignore = "needs root: run as root with --include-ignored (scripts/test does)"]
 fn serve_restart_readopts_running_containers() {
-    let Some(mut w) = World::new("restart") else {
-        return;
-    };
+    let mut w = World::new("restart");
     w.start(&[]);
     let pid_file = w.dir.join("r.pid");
     w.create(&looping_pod("r", &pid_file));
@@ -564,9 +559,7 @@ fn serve_restart_readopts_running_containers() {
 #[test]
 #[ignore = "needs root: run as root with --include-ignored (scripts/test does)"]
 fn serve_runs_static_pods_from_manifests() {
-    let Some(mut w) = World::new("static") else {
-        return;
-    };
+    let mut w = World::new("static");
     let manifests = w.dir.join("manifests");
     std::fs::create_dir_all(&manifests).unwrap();
     let file = manifests.join("web.yaml");
@@ -654,9 +647,7 @@ fn set_mode(path: &Path, mode: u32) {
 #[test]
 #[ignore = "needs root: run as root with --include-ignored (scripts/test does)"]
 fn serve_keeps_its_state_private_and_refuses_damaged_stores() {
-    let Some(mut w) = World::new("private") else {
-        return;
-    };
+    let mut w = World::new("private");
     let state = w.state();
     let store = state.join("store.redb");
     set_mode(&state, 0o755);
@@ -727,9 +718,7 @@ fn serve_keeps_its_state_private_and_refuses_damaged_stores() {
 #[ignore = "needs root: run as root with --include-ignored (scripts/test does)"]
 fn serve_stops_promptly_with_a_watch_open_and_warns_when_exposed() {
     use std::io::{BufRead, BufReader};
-    let Some(mut w) = World::new("sigterm") else {
-        return;
-    };
+    let mut w = World::new("sigterm");
     w.start(&["--listen", "0.0.0.0:0"]);
     let logs = w.logs();
     assert!(
@@ -788,9 +777,7 @@ fn serve_stops_promptly_with_a_watch_open_and_warns_when_exposed() {
 #[test]
 #[ignore = "needs root: run as root with --include-ignored (scripts/test does)"]
 fn serve_leaves_nothing_of_deleted_pods() {
-    let Some(mut w) = World::new("noleft") else {
-        return;
-    };
+    let mut w = World::new("noleft");
     // The logs of a pod deleted while no agent ran.
     let ghost = w
         .state()
@@ -902,9 +889,7 @@ spec:
 #[test]
 #[ignore = "needs root: run as root with --include-ignored (scripts/test does)"]
 fn a_second_serve_on_the_same_state_names_the_first() {
-    let Some(mut w) = World::new("twice") else {
-        return;
-    };
+    let mut w = World::new("twice");
     w.start(&[]);
     let first = w.serve_pid();
     let started = Instant::now();
@@ -934,9 +919,7 @@ fn a_second_serve_on_the_same_state_names_the_first() {
 #[test]
 #[ignore = "needs root: run as root with --include-ignored (scripts/test does)"]
 fn serve_waits_for_what_a_dead_serve_left_holding_its_state() {
-    let Some(mut w) = World::new("leftover") else {
-        return;
-    };
+    let mut w = World::new("leftover");
     w.start(&[]);
     w.signal(Signal::TERM);
     assert_eq!(w.wait_exit(WAIT), Some(0), "{}", w.logs());
@@ -973,9 +956,7 @@ fn serve_waits_for_what_a_dead_serve_left_holding_its_state() {
 #[test]
 #[ignore = "needs root: run as root with --include-ignored (scripts/test does)"]
 fn a_shim_killed_while_serve_is_down_is_a_lost_sandbox() {
-    let Some(mut w) = World::new("lostshim") else {
-        return;
-    };
+    let mut w = World::new("lostshim");
     w.start(&[]);
     let pid_file = w.dir.join("l.pid");
     w.create(&looping_pod("l", &pid_file));

@@ -1,24 +1,28 @@
 //! `podvisor simulate`: the core against a scripted fake runtime on a virtual clock.
 //!
-//! Everything here is pure: the clock is a variable, the "runtime" is a priority queue of
-//! scripted happenings. The result is the timeline the kubelet would produce.
+//! Everything here is pure: the clock is a variable, the "runtime" answers from a script through
+//! the [`Driver`]'s queue of scheduled answers. The result is the timeline the kubelet would
+//! produce. [`driver`] is the one PodMachine driver, which the crate's tests use too.
 
+pub mod driver;
 mod output;
 pub mod script;
 
 pub use output::{json_lines, text_report};
 pub use script::Script;
 
+pub use driver::{Answers, Driver, FakeRuntime, Input};
+
 use crate::ExitStatus;
 use crate::action::{Action, Event, HookKind, InstanceId, ProbeKind, ProbeOutcome};
 use crate::config::MachineConfig;
 use crate::kubectl::pod_row;
 use crate::machine::PodMachine;
+use driver::Control;
 use k8s_openapi::api::core::v1::{LifecycleHandler, Pod};
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use script::{ContainerScript, Outcome, ResultFrom};
-use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap};
+use std::collections::HashMap;
 use std::time::Duration;
 
 /// Simulation settings.
@@ -126,56 +130,338 @@ pub enum SimError {
     Stuck(f64),
 }
 
-/// Something the fake runtime reports back to the machine. Every answer goes through the queue,
-/// even an immediate one, so the machine's actions are drained after each input like a real
-/// driver would.
+/// Something the scripted runtime reports back to the machine. Every answer goes through the
+/// driver's queue, even an immediate one, so the machine's actions are drained after each input
+/// as a real agent would.
 #[derive(Debug, Clone)]
 enum Happening {
+    /// The sandbox is ready.
     SandboxReady,
+    /// A container started.
     Started {
+        /// The container.
         name: String,
+        /// Its instance.
         id: InstanceId,
     },
+    /// A probe ran; its outcome is read from the script when it comes due.
     Probe {
+        /// The container.
         name: String,
+        /// The instance probed.
         id: InstanceId,
+        /// Which probe.
         kind: ProbeKind,
     },
+    /// An instance exits (if it still runs).
     Exit {
+        /// The instance.
         id: InstanceId,
+        /// Its exit code.
         code: i32,
+        /// Killed by the OOM killer.
         oom: bool,
     },
+    /// A hook ended.
     Hook {
+        /// The instance.
         id: InstanceId,
+        /// Which hook.
         hook: HookKind,
+        /// It succeeded.
         ok: bool,
     },
+    /// The script's delete.
     Delete {
+        /// `gracePeriodSeconds`.
         grace: Option<i64>,
     },
+    /// The script's sandbox loss: everything running dies with it (SIGKILL).
     SandboxLost,
 }
 
-struct Live {
-    name: String,
-    started: Timestamp,
-    run: usize,
-}
-
-struct Sim<'a> {
-    m: PodMachine,
+/// The fake runtime of `podvisor simulate`: answers as the script says, and writes the timeline.
+#[derive(Debug)]
+struct Scripted<'a> {
     script: &'a Script,
-    start: Timestamp,
-    now: Timestamp,
-    seq: u64,
-    queue: BinaryHeap<Reverse<(Timestamp, u64)>>,
-    pending: HashMap<u64, Happening>,
+    /// How many times each container started.
     runs: HashMap<String, usize>,
-    live: HashMap<InstanceId, Live>,
     records: Vec<Record>,
     last: Option<StatusSnapshot>,
-    done: bool,
+}
+
+impl<'a> Scripted<'a> {
+    /// A runtime following `script`.
+    fn new(script: &'a Script) -> Scripted<'a> {
+        Scripted {
+            script,
+            runs: HashMap::new(),
+            records: Vec::new(),
+            last: None,
+        }
+    }
+
+    /// The timeline.
+    fn into_records(self) -> Vec<Record> {
+        self.records
+    }
+
+    fn container_script(&self, name: &str) -> Option<&ContainerScript> {
+        self.script.containers.get(name)
+    }
+
+    fn runtime(&mut self, t: f64, container: &str, what: String) {
+        self.records.push(Record::Runtime {
+            t,
+            container: container.to_string(),
+            what,
+        });
+    }
+
+    fn hook_answer(
+        &self,
+        name: &str,
+        hook: HookKind,
+        handler: &LifecycleHandler,
+    ) -> (Duration, bool) {
+        let scripted = self.container_script(name).and_then(|c| match hook {
+            HookKind::PostStart => c.hooks.post_start.clone(),
+            HookKind::PreStop => c.hooks.pre_stop.clone(),
+        });
+        match scripted {
+            Some(h) => (h.duration, h.result == Outcome::Success),
+            None => {
+                let sleep = handler.sleep.as_ref().map_or(0, |s| s.seconds.max(0));
+                (Duration::from_secs(sleep.unsigned_abs()), true)
+            }
+        }
+    }
+
+    /// A start: the script's exits of this run are scheduled.
+    fn start(&mut self, name: &str, id: InstanceId, ctl: &mut Control<'_, Happening>) {
+        let now = ctl.now();
+        let run = *self
+            .runs
+            .entry(name.to_string())
+            .and_modify(|r| *r += 1)
+            .or_insert(0);
+        let cs = self.container_script(name).cloned().unwrap_or_default();
+        if let Some(r) = cs.runs.get(run.min(cs.runs.len().saturating_sub(1)))
+            && let Some(after) = r.exit_after
+        {
+            ctl.schedule(
+                now + dur(after),
+                Happening::Exit {
+                    id,
+                    code: r.exit_code,
+                    oom: false,
+                },
+            );
+        }
+        if let Some(after) = cs.oom_after {
+            ctl.schedule(
+                now + dur(after),
+                Happening::Exit {
+                    id,
+                    code: 137,
+                    oom: true,
+                },
+            );
+        }
+    }
+
+    fn probe_outcome(
+        &self,
+        name: &str,
+        id: InstanceId,
+        kind: ProbeKind,
+        ctl: &Control<'_, Happening>,
+    ) -> ProbeOutcome {
+        let Some(started) = ctl
+            .instance(id)
+            .filter(|i| i.is_running())
+            .and_then(|i| i.started_at)
+        else {
+            return ProbeOutcome::Failure("container is not running".to_string());
+        };
+        let elapsed = ctl.now().duration_since(started);
+        let schedule: &[ResultFrom] = match self.container_script(name) {
+            Some(c) => match kind {
+                ProbeKind::Startup => &c.probes.startup,
+                ProbeKind::Liveness => &c.probes.liveness,
+                ProbeKind::Readiness => &c.probes.readiness,
+            },
+            None => &[],
+        };
+        let current = schedule
+            .iter()
+            .filter(|r| dur(r.from) <= elapsed)
+            .max_by_key(|r| r.from)
+            .map_or(Outcome::Success, |r| r.result);
+        match current {
+            Outcome::Success => ProbeOutcome::Success,
+            Outcome::Failure => ProbeOutcome::Failure("simulated failure".to_string()),
+        }
+    }
+}
+
+impl FakeRuntime for Scripted<'_> {
+    type Answer = Happening;
+
+    fn begin(&mut self, ctl: &mut Control<'_, Happening>) {
+        let start = ctl.now();
+        if let Some(d) = &self.script.delete {
+            ctl.schedule(
+                start + dur(d.at),
+                Happening::Delete {
+                    grace: d.grace_period_seconds,
+                },
+            );
+        }
+        for at in &self.script.sandbox_lost {
+            ctl.schedule(start + dur(*at), Happening::SandboxLost);
+        }
+    }
+
+    fn on_action(&mut self, action: &Action, ctl: &mut Control<'_, Happening>) {
+        let now = ctl.now();
+        let t = ctl.secs();
+        match action {
+            Action::CreateSandbox => ctl.answer(Happening::SandboxReady),
+            Action::StartContainer { name, instance, .. } => ctl.answer(Happening::Started {
+                name: name.clone(),
+                id: *instance,
+            }),
+            Action::RunHook {
+                instance,
+                hook,
+                handler,
+                name,
+            } => {
+                let what = match hook {
+                    HookKind::PostStart => "postStart hook started",
+                    HookKind::PreStop => "preStop hook started",
+                };
+                self.runtime(t, name, what.to_string());
+                let (duration, ok) = self.hook_answer(name, *hook, handler);
+                ctl.schedule(
+                    now + dur(duration),
+                    Happening::Hook {
+                        id: *instance,
+                        hook: *hook,
+                        ok,
+                    },
+                );
+            }
+            Action::RunProbe {
+                name,
+                instance,
+                kind,
+                ..
+            } => ctl.answer(Happening::Probe {
+                name: name.clone(),
+                id: *instance,
+                kind: *kind,
+            }),
+            Action::StopContainer {
+                name,
+                instance,
+                signal,
+                grace,
+            } => {
+                self.runtime(
+                    t,
+                    name,
+                    format!("{signal} (SIGKILL in {}s)", grace.as_secs()),
+                );
+                let cs = self.container_script(name);
+                let after = cs
+                    .and_then(|c| c.stop_after_signal)
+                    .unwrap_or(Some(Duration::ZERO));
+                let code = cs
+                    .and_then(|c| c.signal_exit_code)
+                    .unwrap_or(128 + signal_number(signal));
+                if let Some(after) = after {
+                    ctl.schedule(
+                        now + dur(after),
+                        Happening::Exit {
+                            id: *instance,
+                            code,
+                            oom: false,
+                        },
+                    );
+                }
+            }
+            Action::KillContainer { instance, name } => {
+                self.runtime(t, name, "SIGKILL".to_string());
+                ctl.answer(Happening::Exit {
+                    id: *instance,
+                    code: 137,
+                    oom: false,
+                });
+            }
+            Action::EmitEvent(event) => self.records.push(Record::Event {
+                t,
+                event: event.clone(),
+            }),
+            Action::PublishStatus(pod) => {
+                let snap = snapshot(pod, now);
+                if self.last.as_ref() != Some(&snap) {
+                    self.last = Some(snap.clone());
+                    self.records.push(Record::Status { t, status: snap });
+                }
+            }
+            Action::PodTerminated => {}
+        }
+    }
+
+    fn on_due(&mut self, answer: Happening, ctl: &mut Control<'_, Happening>) -> Option<Input> {
+        let now = ctl.now();
+        let exit = |code: i32, oom_killed: bool| ExitStatus {
+            exit_code: code,
+            oom_killed,
+            finished_at: Some(now),
+            ..ExitStatus::default()
+        };
+        Some(match answer {
+            Happening::SandboxReady => Input::SandboxReady,
+            Happening::Started { name, id } => {
+                self.start(&name, id, ctl);
+                Input::Started {
+                    id,
+                    container_id: format!("sim://{:016x}", id.0),
+                    started_at: now,
+                }
+            }
+            Happening::Probe { name, id, kind } => {
+                let outcome = self.probe_outcome(&name, id, kind, ctl);
+                Input::Probe {
+                    name,
+                    id,
+                    kind,
+                    outcome,
+                }
+            }
+            // The driver drops the exit of an instance that no longer runs.
+            Happening::Exit { id, code, oom } => Input::Exited {
+                id,
+                exit: exit(code, oom),
+            },
+            Happening::Hook { id, hook, ok } => Input::Hook {
+                id,
+                hook,
+                result: if ok {
+                    Ok(())
+                } else {
+                    Err("hook failed (simulated)".to_string())
+                },
+            },
+            Happening::Delete { grace } => Input::Delete { grace },
+            Happening::SandboxLost => Input::SandboxLost {
+                exits: ctl.running().map(|i| (i.id, exit(137, false))).collect(),
+            },
+        })
+    }
 }
 
 /// Runs `pod` (defaulted and valid) under `script` and returns the timeline.
@@ -208,68 +494,28 @@ pub fn simulate_counting(
     {
         return Err(SimError::UnknownContainer(unknown.clone()));
     }
-    let m = PodMachine::new(pod, opts.config.clone(), opts.start);
-    let mut sim = Sim {
-        m,
-        script,
-        start: opts.start,
-        now: opts.start,
-        seq: 0,
-        queue: BinaryHeap::new(),
-        pending: HashMap::new(),
-        runs: HashMap::new(),
-        live: HashMap::new(),
-        records: Vec::new(),
-        last: None,
-        done: false,
-    };
-    if let Some(d) = &script.delete {
-        let at = opts.start + dur(d.at);
-        sim.schedule(
-            at,
-            Happening::Delete {
-                grace: d.grace_period_seconds,
-            },
-        );
-    }
-    for at in &script.sandbox_lost {
-        sim.schedule(opts.start + dur(*at), Happening::SandboxLost);
-    }
+    let machine = PodMachine::new(pod, opts.config.clone(), opts.start);
+    let mut d = Driver::unlogged(machine, opts.start, Scripted::new(script));
     let end = opts.start + dur(opts.duration);
-    sim.drain();
     let mut idle_rounds = 0u32;
-    let mut steps = 0u64;
-    while !sim.done {
-        steps += 1;
-        let timer = sim.m.poll_timeout();
-        let next = sim.queue.peek().map(|Reverse((t, _))| *t);
-        let Some(t) = [timer, next].into_iter().flatten().min() else {
-            break;
-        };
-        if t > end {
+    while d.terminated_at().is_none() {
+        let timer = d.next_timer();
+        let before = (d.now(), d.runtime().records.len());
+        if !d.step(end) {
             break;
         }
-        let before = (sim.now, sim.records.len());
-        sim.now = sim.now.max(t);
-        if next.is_some_and(|n| n <= sim.now) {
-            let Reverse((_, seq)) = sim.queue.pop().expect("peeked");
-            let h = sim.pending.remove(&seq).expect("queued");
-            sim.deliver(h);
-        } else {
-            sim.m.handle_timeout(sim.now);
-        }
-        sim.drain();
         // A timer that stays due without anything happening would spin forever.
-        if (sim.now, sim.records.len()) == before && timer.is_some_and(|t| t <= sim.now) {
+        if (d.now(), d.runtime().records.len()) == before && timer.is_some_and(|t| t <= d.now()) {
             idle_rounds += 1;
             if idle_rounds > 1000 {
-                return Err(SimError::Stuck(sim.t()));
+                return Err(SimError::Stuck(d.secs(d.now())));
             }
         } else {
             idle_rounds = 0;
         }
     }
-    Ok((sim.records, steps))
+    let steps = d.inputs();
+    Ok((d.into_runtime().into_records(), steps))
 }
 
 /// Gives the pod what the API server would (uid, namespace, creationTimestamp).
@@ -321,254 +567,6 @@ fn signal_number(name: &str) -> i32 {
         "USR2" => 12,
         "WINCH" => 28,
         _ => 15,
-    }
-}
-
-impl Sim<'_> {
-    fn t(&self) -> f64 {
-        self.now.duration_since(self.start).as_secs_f64()
-    }
-
-    fn schedule(&mut self, at: Timestamp, h: Happening) {
-        self.seq += 1;
-        self.queue.push(Reverse((at, self.seq)));
-        self.pending.insert(self.seq, h);
-    }
-
-    fn container_script(&self, name: &str) -> Option<&ContainerScript> {
-        self.script.containers.get(name)
-    }
-
-    fn deliver(&mut self, h: Happening) {
-        let now = self.now;
-        match h {
-            Happening::SandboxReady => self.m.handle_sandbox_ready(now),
-            Happening::Started { name, id } => self.start(name, id),
-            Happening::Probe { name, id, kind } => {
-                let outcome = self.probe_outcome(&name, id, kind);
-                self.m.handle_probe_result(&name, id, kind, outcome, now);
-            }
-            Happening::Exit { id, code, oom } => {
-                if self.live.remove(&id).is_some() {
-                    let exit = ExitStatus {
-                        exit_code: code,
-                        oom_killed: oom,
-                        finished_at: Some(now),
-                        ..ExitStatus::default()
-                    };
-                    self.m.handle_container_exited(id, exit, now);
-                }
-            }
-            Happening::Hook { id, hook, ok } => {
-                let result = if ok {
-                    Ok(())
-                } else {
-                    Err("hook failed (simulated)".to_string())
-                };
-                self.m.handle_hook_result(id, hook, result, now);
-            }
-            Happening::Delete { grace } => self.m.handle_delete(grace, now),
-            Happening::SandboxLost => {
-                // Everything running dies with the sandbox (SIGKILL).
-                let mut dead: Vec<InstanceId> = self.live.keys().copied().collect();
-                dead.sort_unstable();
-                self.live.clear();
-                let exits = dead
-                    .into_iter()
-                    .map(|id| {
-                        let exit = ExitStatus {
-                            exit_code: 137,
-                            finished_at: Some(now),
-                            ..ExitStatus::default()
-                        };
-                        (id, exit)
-                    })
-                    .collect();
-                self.m.handle_sandbox_lost(exits, now);
-            }
-        }
-    }
-
-    fn drain(&mut self) {
-        while let Some(action) = self.m.poll_action() {
-            self.act(action);
-        }
-    }
-
-    fn act(&mut self, action: Action) {
-        let now = self.now;
-        match action {
-            Action::CreateSandbox => self.schedule(now, Happening::SandboxReady),
-            Action::StartContainer { name, instance, .. } => {
-                self.schedule(now, Happening::Started { name, id: instance });
-            }
-            Action::RunHook {
-                instance,
-                hook,
-                handler,
-                name,
-            } => {
-                let what = match hook {
-                    HookKind::PostStart => "postStart hook started",
-                    HookKind::PreStop => "preStop hook started",
-                };
-                self.runtime(&name, what.to_string());
-                self.hook(&name, instance, hook, &handler);
-            }
-            Action::RunProbe {
-                name,
-                instance,
-                kind,
-                ..
-            } => self.schedule(
-                now,
-                Happening::Probe {
-                    name,
-                    id: instance,
-                    kind,
-                },
-            ),
-            Action::StopContainer {
-                name,
-                instance,
-                signal,
-                grace,
-            } => {
-                self.runtime(&name, format!("{signal} (SIGKILL in {}s)", grace.as_secs()));
-                let cs = self.container_script(&name);
-                let after = cs
-                    .and_then(|c| c.stop_after_signal)
-                    .unwrap_or(Some(Duration::ZERO));
-                let code = cs
-                    .and_then(|c| c.signal_exit_code)
-                    .unwrap_or(128 + signal_number(&signal));
-                if let Some(after) = after {
-                    self.schedule(
-                        now + dur(after),
-                        Happening::Exit {
-                            id: instance,
-                            code,
-                            oom: false,
-                        },
-                    );
-                }
-            }
-            Action::KillContainer { instance, name } => {
-                self.runtime(&name, "SIGKILL".to_string());
-                self.schedule(
-                    now,
-                    Happening::Exit {
-                        id: instance,
-                        code: 137,
-                        oom: false,
-                    },
-                );
-            }
-            Action::EmitEvent(event) => self.records.push(Record::Event { t: self.t(), event }),
-            Action::PublishStatus(pod) => {
-                let snap = snapshot(&pod, now);
-                if self.last.as_ref() != Some(&snap) {
-                    self.last = Some(snap.clone());
-                    self.records.push(Record::Status {
-                        t: self.t(),
-                        status: snap,
-                    });
-                }
-            }
-            Action::PodTerminated => self.done = true,
-        }
-    }
-
-    fn runtime(&mut self, container: &str, what: String) {
-        self.records.push(Record::Runtime {
-            t: self.t(),
-            container: container.to_string(),
-            what,
-        });
-    }
-
-    fn start(&mut self, name: String, id: InstanceId) {
-        let now = self.now;
-        let run = *self
-            .runs
-            .entry(name.clone())
-            .and_modify(|r| *r += 1)
-            .or_insert(0);
-        let cs = self.container_script(&name).cloned().unwrap_or_default();
-        self.live.insert(
-            id,
-            Live {
-                name: name.clone(),
-                started: now,
-                run,
-            },
-        );
-        if let Some(r) = cs.runs.get(run.min(cs.runs.len().saturating_sub(1)))
-            && let Some(after) = r.exit_after
-        {
-            self.schedule(
-                now + dur(after),
-                Happening::Exit {
-                    id,
-                    code: r.exit_code,
-                    oom: false,
-                },
-            );
-        }
-        if let Some(after) = cs.oom_after {
-            self.schedule(
-                now + dur(after),
-                Happening::Exit {
-                    id,
-                    code: 137,
-                    oom: true,
-                },
-            );
-        }
-        self.m
-            .handle_container_started(id, format!("sim://{:016x}", id.0), now, now);
-    }
-
-    fn hook(&mut self, name: &str, id: InstanceId, hook: HookKind, handler: &LifecycleHandler) {
-        let scripted = self.container_script(name).and_then(|c| match hook {
-            HookKind::PostStart => c.hooks.post_start.clone(),
-            HookKind::PreStop => c.hooks.pre_stop.clone(),
-        });
-        let (duration, ok) = match scripted {
-            Some(h) => (h.duration, h.result == Outcome::Success),
-            None => {
-                let sleep = handler.sleep.as_ref().map_or(0, |s| s.seconds.max(0));
-                (Duration::from_secs(sleep.unsigned_abs()), true)
-            }
-        };
-        let at = self.now + dur(duration);
-        self.schedule(at, Happening::Hook { id, hook, ok });
-    }
-
-    fn probe_outcome(&self, name: &str, id: InstanceId, kind: ProbeKind) -> ProbeOutcome {
-        let Some(live) = self.live.get(&id) else {
-            return ProbeOutcome::Failure("container is not running".to_string());
-        };
-        debug_assert_eq!(live.name, name);
-        let _ = live.run;
-        let elapsed = self.now.duration_since(live.started);
-        let schedule: &[ResultFrom] = match self.container_script(name) {
-            Some(c) => match kind {
-                ProbeKind::Startup => &c.probes.startup,
-                ProbeKind::Liveness => &c.probes.liveness,
-                ProbeKind::Readiness => &c.probes.readiness,
-            },
-            None => &[],
-        };
-        let current = schedule
-            .iter()
-            .filter(|r| dur(r.from) <= elapsed)
-            .max_by_key(|r| r.from)
-            .map_or(Outcome::Success, |r| r.result);
-        match current {
-            Outcome::Success => ProbeOutcome::Success,
-            Outcome::Failure => ProbeOutcome::Failure("simulated failure".to_string()),
-        }
     }
 }
 

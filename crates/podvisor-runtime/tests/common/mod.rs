@@ -5,12 +5,11 @@ use std::path::{Path, PathBuf};
 /// Checks that the test runs as root (cgroups and mount namespaces need it). The tests that
 /// call it are `#[ignore]`d, so only a run as root with `--include-ignored` gets here; anything
 /// else fails: a skip must never count as a pass.
-pub fn is_root() -> bool {
+pub fn require_root() {
     assert!(
         rustix::process::geteuid().is_root(),
         "needs root: this test is #[ignore]d unless run as root with --include-ignored (the process runtime needs cgroups and mount namespaces)"
     );
-    true
 }
 
 /// The shim: `$PODVISOR_BIN`, else `target/<profile>/podvisor` next to this test's `deps/`

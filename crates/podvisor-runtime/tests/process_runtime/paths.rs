@@ -5,7 +5,7 @@
 //! `emptyDir` it shares with the victim; the prize is `ROOT/secret`, a directory only root
 //! may enter (0700). The shim must neither bind it into a container nor create anything in it.
 
-use super::{Harness, is_root};
+use super::{Harness, require_root};
 use podvisor_runtime::{Runtime, StartError, StartRequest, Started};
 use serde_json::json;
 use std::os::unix::fs::PermissionsExt;
@@ -66,9 +66,7 @@ fn as_nobody(mut container: serde_json::Value) -> serde_json::Value {
 #[tokio::test]
 #[ignore = "needs root: run as root with --include-ignored (scripts/test does)"]
 async fn cve_2017_1002101_sub_path_never_leaves_its_volume() {
-    if !is_root() {
-        return;
-    }
+    require_root();
     let shared = json!([{"name": "shared", "mountPath": "ROOT/plant"}]);
     let mut h = Harness::new(
         json!([
@@ -129,9 +127,7 @@ async fn cve_2017_1002101_sub_path_never_leaves_its_volume() {
 #[tokio::test]
 #[ignore = "needs root: run as root with --include-ignored (scripts/test does)"]
 async fn cve_2021_25741_nothing_is_created_through_a_planted_symlink() {
-    if !is_root() {
-        return;
-    }
+    require_root();
     let shared = json!([{"name": "shared", "mountPath": "ROOT/shared"}]);
     let mut h = Harness::new(
         json!([
@@ -202,9 +198,7 @@ async fn cve_2021_25741_nothing_is_created_through_a_planted_symlink() {
 #[tokio::test]
 #[ignore = "needs root: run as root with --include-ignored (scripts/test does)"]
 async fn cve_2021_30465_a_mount_target_swapped_for_a_symlink() {
-    if !is_root() {
-        return;
-    }
+    require_root();
     let race = json!([{"name": "race", "mountPath": "ROOT/race"}]);
     let mut h = Harness::new(
         json!([
@@ -255,9 +249,7 @@ async fn cve_2021_30465_a_mount_target_swapped_for_a_symlink() {
 #[tokio::test]
 #[ignore = "needs root: run as root with --include-ignored (scripts/test does)"]
 async fn paths_made_on_the_host_go_with_the_pod() {
-    if !is_root() {
-        return;
-    }
+    require_root();
     let mut h = Harness::new(
         json!([{"name": "main", "image": "none", "command": ["sh", "-c", "pwd; sleep 100"],
                 "workingDir": "ROOT/wd/w",
@@ -292,9 +284,7 @@ async fn paths_made_on_the_host_go_with_the_pod() {
 async fn host_path_creation_never_follows_a_planted_symlink() {
     use podvisor_runtime::process::ProcessRuntime;
     use tokio::sync::mpsc;
-    if !is_root() {
-        return;
-    }
+    require_root();
     let root = std::env::temp_dir().join(format!("pv-rt-hpsym-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&root);
     let secret = root.join("secret");
@@ -362,9 +352,7 @@ async fn host_path_creation_never_follows_a_planted_symlink() {
 #[tokio::test]
 #[ignore = "needs root: run as root with --include-ignored (scripts/test does)"]
 async fn a_working_directory_is_entered_before_the_user_is_set() {
-    if !is_root() {
-        return;
-    }
+    require_root();
     let mut h = Harness::new(
         json!([as_nobody(
             json!({"name": "main", "image": "none", "command": ["pwd"],
@@ -397,9 +385,7 @@ async fn a_working_directory_is_entered_before_the_user_is_set() {
 #[tokio::test]
 #[ignore = "needs root: run as root with --include-ignored (scripts/test does)"]
 async fn a_path_with_a_newline_is_never_split_into_others() {
-    if !is_root() {
-        return;
-    }
+    require_root();
     let mut h = Harness::new(
         json!([{"name": "main", "image": "none", "command": ["true"],
                 "volumeMounts": [{"name": "data", "mountPath": "ROOT/nl\nx/m"}]}]),

@@ -61,9 +61,9 @@ pub struct Ctx {
 static COUNTER: AtomicU64 = AtomicU64::new(0);
 
 impl Ctx {
-    /// A fresh context; `None` (with the reason printed) when the suite cannot run here: the
-    /// process runtime needs root (mount namespaces, cgroups).
-    pub fn new(tag: &str) -> Option<Ctx> {
+    /// A fresh context. Panics unless run as root: the process runtime needs it (mount
+    /// namespaces, cgroups), and the tests that call this are `#[ignore]`d otherwise.
+    pub fn new(tag: &str) -> Ctx {
         assert!(
             rustix::process::geteuid().is_root(),
             "needs root: this test is #[ignore]d unless run as root with --include-ignored (podvisor's process runtime needs cgroups and mount namespaces)"
@@ -93,7 +93,7 @@ impl Ctx {
         }
         let dir = base.join(&marker);
         std::fs::create_dir_all(&dir).unwrap();
-        Some(Ctx { marker, dir })
+        Ctx { marker, dir }
     }
 
     /// A path inside the test directory.

@@ -2,7 +2,7 @@
 //! the pieces of section 0 of `conformance-examples.md` that do not depend on how the engine
 //! is driven.
 //!
-//! - [`root_or_skip`]: the scenarios run real pods and need root.
+//! - [`require_root`]: the scenarios run real pods and need root.
 //! - [`manifest`]: the manifests under `tests/conformance/`, verbatim from the document.
 //! - [`scratch_dir`], [`remove_dir`]: the scratch directory `/tmp/kpl/<id>` of a scenario
 //!   (section 0.3), emptied before and removed after.
@@ -17,7 +17,7 @@ use std::time::Duration;
 /// Checks that the test runs as root: it starts real containers (cgroups, mount namespaces).
 /// The tests that call it are `#[ignore]`d, so only a run as root with `--include-ignored`
 /// gets here; anything else fails (a skip must never count as a pass).
-pub fn root_or_skip(test: &str) -> bool {
+pub fn require_root(test: &str) {
     let euid = std::fs::read_to_string("/proc/self/status")
         .ok()
         .and_then(|s| {
@@ -31,7 +31,6 @@ pub fn root_or_skip(test: &str) -> bool {
         Some(0),
         "{test}: needs root: this test is #[ignore]d unless run as root with --include-ignored"
     );
-    true
 }
 
 /// The manifest `tests/conformance/<file>`, verbatim from `conformance-examples.md`.

@@ -36,8 +36,9 @@ pub struct ServeCtx {
 }
 
 impl ServeCtx {
-    /// A fresh context; `None` (with the reason printed) when the test cannot run here.
-    pub fn new(tag: &str) -> Option<ServeCtx> {
+    /// A fresh context. Panics unless run as root (the tests that call this are `#[ignore]`d
+    /// otherwise).
+    pub fn new(tag: &str) -> ServeCtx {
         assert!(
             rustix::process::geteuid().is_root(),
             "needs root: this test is #[ignore]d unless run as root with --include-ignored (podvisor serve's process runtime needs cgroups and mount namespaces)"
@@ -56,13 +57,13 @@ impl ServeCtx {
         );
         let dir = std::env::temp_dir().join(&marker);
         std::fs::create_dir_all(dir.join("state")).unwrap();
-        Some(ServeCtx {
+        ServeCtx {
             marker,
             dir,
             serve: None,
             runs: 0,
             envs: Vec::new(),
-        })
+        }
     }
 
     pub fn state(&self) -> PathBuf {

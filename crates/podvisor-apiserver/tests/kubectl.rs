@@ -1,0 +1,9 @@
+//! podvisor-apiserver driven by the real kubectl (`PODVISOR_KUBECTL`, else /usr/bin/kubectl),
+//! linked as one test binary: `scripts/test` runs it twice, the second time with kubectl 1.34.
+//! `tests/common` starts a real API server.
+
+mod common;
+
+mod kubectl_logs_events;
+mod kubectl_pods;
+mod kubectl_watch;

@@ -1,0 +1,8 @@
+//! The binary's commands for people without kubectl, linked as one test binary: `podvisor
+//! run` (`run`) and `apply/get/describe/logs/delete` against a real `serve` compared with
+//! kubectl (`cli`).
+
+mod common;
+
+mod cli;
+mod run;

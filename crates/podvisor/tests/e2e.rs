@@ -1,0 +1,20 @@
+//! End-to-end tests on real processes, linked as one test binary: `podvisor run` for the
+//! lifecycle rules (`e2e_*`, helpers in `tests/common`), and `podvisor serve` with the real
+//! kubectl and the Python client (`serve`, `exec`, `python_client`, helpers in
+//! `tests/serve_common`). Every test has its own state directory and marker, so they run side
+//! by side as they did one file at a time. `conformance_kubectl` (one `serve` for a hundred
+//! scenarios at once) and `restart_stress` (`scripts/stress-restarts`) are binaries of their
+//! own.
+
+mod common;
+mod serve_common;
+
+mod e2e_hooks;
+mod e2e_lifecycle;
+mod e2e_no_leak;
+mod e2e_probes;
+mod e2e_sandbox;
+mod exec;
+mod oci;
+mod python_client;
+mod serve;
