@@ -43,7 +43,7 @@ use std::collections::{HashMap, HashSet};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
@@ -88,6 +88,8 @@ fn main() -> ExitCode {
 
 struct Options {
     quick: bool,
+    /// The `oci` runtime class: busybox from a local image store, each pod on the CNI bridge.
+    oci: bool,
     shim: PathBuf,
     only: Option<HashSet<String>>,
     podman: bool,
@@ -102,14 +104,28 @@ const PHASES: [&str; 6] = ["podman", "start", "exit", "burst", "exec", "http"];
 
 fn usage() -> String {
     format!(
-        "usage: cargo bench -p podvisor-agent --bench runtime -- [--quick] [--shim PATH] [--only {}] [--no-podman] \
+        "usage: cargo bench -p podvisor-agent --bench runtime -- [--quick] [--oci] [--shim PATH] [--only {}] [--no-podman] \
          [--probe-seconds N]",
         PHASES.join(",")
     )
 }
 
+/// Set by `--oci`: the pods run from the busybox image on the CNI bridge.
+static OCI: AtomicBool = AtomicBool::new(false);
+
+/// The spec lines that differ between the classes: the process runtime's pods share the host
+/// network (as podman's do); the `oci` ones get their own on the bridge.
+fn class_lines() -> (&'static str, &'static str) {
+    if OCI.load(Ordering::Relaxed) {
+        ("", "busybox:latest, imagePullPolicy: IfNotPresent")
+    } else {
+        ("hostNetwork: true\n  ", "busybox")
+    }
+}
+
 fn parse_options(args: &[String]) -> Result<Options> {
     let mut quick = false;
+    let mut oci = false;
     let mut shim = None;
     let mut only = None;
     let mut podman = true;
@@ -119,6 +135,10 @@ fn parse_options(args: &[String]) -> Result<Options> {
         match arg.as_str() {
             "--bench" => {}
             "--quick" => quick = true,
+            "--oci" => {
+                oci = true;
+                OCI.store(true, Ordering::Relaxed);
+            }
             "--no-podman" => podman = false,
             "--shim" => shim = Some(PathBuf::from(it.next().context("--shim needs a path")?)),
             "--probe-seconds" => {
@@ -162,6 +182,7 @@ fn parse_options(args: &[String]) -> Result<Options> {
     let probe_window = Duration::from_secs(probe_seconds.unwrap_or(if quick { 10 } else { 60 }));
     Ok(Options {
         quick,
+        oci,
         shim,
         only,
         podman,
@@ -289,20 +310,22 @@ fn yaml_pod(text: &str) -> Result<Pod> {
 }
 
 fn one_container_pod(name: &str) -> Result<Pod> {
+    let (net, image) = class_lines();
     yaml_pod(&format!(
-        "apiVersion: v1\nkind: Pod\nmetadata: {{name: {name}}}\nspec:\n  hostNetwork: true\n  \
-         containers:\n  - {{name: app, image: busybox, command: [sleep, infinity]}}\n"
+        "apiVersion: v1\nkind: Pod\nmetadata: {{name: {name}}}\nspec:\n  {net}\
+         containers:\n  - {{name: app, image: {image}, command: [sleep, infinity]}}\n"
     ))
 }
 
 /// podman needs `OnFailure`/`Never` for init containers; the same manifest runs here.
 fn init_pod(name: &str) -> Result<Pod> {
+    let (net, image) = class_lines();
     yaml_pod(&format!(
-        "apiVersion: v1\nkind: Pod\nmetadata: {{name: {name}}}\nspec:\n  hostNetwork: true\n  \
+        "apiVersion: v1\nkind: Pod\nmetadata: {{name: {name}}}\nspec:\n  {net}\
          restartPolicy: OnFailure\n  initContainers:\n  \
-         - {{name: init1, image: busybox, command: [\"true\"]}}\n  \
-         - {{name: init2, image: busybox, command: [\"true\"]}}\n  \
-         containers:\n  - {{name: app, image: busybox, command: [sleep, infinity]}}\n"
+         - {{name: init1, image: {image}, command: [\"true\"]}}\n  \
+         - {{name: init2, image: {image}, command: [\"true\"]}}\n  \
+         containers:\n  - {{name: app, image: {image}, command: [sleep, infinity]}}\n"
     ))
 }
 
@@ -612,9 +635,14 @@ fn bench(args: &[String]) -> Result<()> {
     let started = Timestamp::now();
     let load = load_average();
     progress(&format!(
-        "shim {}, {} mode, load average {load}",
+        "shim {}, {} mode, {} runtime class, load average {load}",
         opts.shim.display(),
-        if opts.quick { "quick" } else { "full" }
+        if opts.quick { "quick" } else { "full" },
+        if opts.oci {
+            "oci (runc, CNI bridge)"
+        } else {
+            "process"
+        }
     ));
     let mut results = Results::default();
 
@@ -634,6 +662,30 @@ fn bench(args: &[String]) -> Result<()> {
     outcome
 }
 
+/// The runtime with the `oci` class as default, its store holding the busybox image that
+/// `scripts/busybox-image` writes.
+fn oci_runtime(state_dir: &Path, shim: &Path) -> Result<ProcessRuntime> {
+    use podvisor_runtime::process::{OciOptions, RuntimeClass};
+    let layout = state_dir.with_file_name("busybox-layout");
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../../scripts/busybox-image");
+    let made = std::process::Command::new(script).arg(&layout).output()?;
+    if !made.status.success() {
+        bail!("{script}: {}", String::from_utf8_lossy(&made.stderr));
+    }
+    let images = podvisor_image::ImageStore::open(state_dir.join("images"))?;
+    images.load(&layout, &podvisor_image::NoProgress)?;
+    ProcessRuntime::with_classes(
+        state_dir.to_path_buf(),
+        shim.to_path_buf(),
+        Some(OciOptions {
+            images,
+            registry: None,
+        }),
+        RuntimeClass::Oci,
+    )
+    .context("starting the runtime with the oci class")
+}
+
 fn machine_config() -> MachineConfig {
     MachineConfig {
         backoff: BackoffConfig::default(),
@@ -650,8 +702,12 @@ fn run_agent_phases(opts: &Options, exe: &Path, base: &Path, results: &mut Resul
         .build()?;
     let state_dir = base.join("state");
     let ctx = tokio.block_on(async {
-        let runtime = ProcessRuntime::new(state_dir.clone(), opts.shim.clone())
-            .context("starting the process runtime")?;
+        let runtime = if opts.oci {
+            oci_runtime(&state_dir, &opts.shim)?
+        } else {
+            ProcessRuntime::new(state_dir.clone(), opts.shim.clone())
+                .context("starting the process runtime")?
+        };
         let runtime = Arc::new(runtime);
         anyhow::Ok(Arc::new(Ctx {
             agent: Agent::new(Arc::clone(&runtime), machine_config()),
@@ -1503,9 +1559,11 @@ fn print_summary(opts: &Options, r: &Results, started: Timestamp, load: &str) {
     let pad = |s: &str, w: usize| format!("{s}{}", " ".repeat(w.saturating_sub(s.chars().count())));
     let mut out = String::new();
     out.push_str(&format!(
-        "\npodvisor runtime benchmarks, {} ({} mode), {cores} cores, load average at start {load}\n\n",
+        "\npodvisor runtime benchmarks, {} ({} mode, {} runtime class), {cores} cores, load \
+         average at start {load}\n\n",
         started.strftime("%Y-%m-%d %H:%M UTC"),
-        if opts.quick { "quick" } else { "full" }
+        if opts.quick { "quick" } else { "full" },
+        if opts.oci { "oci" } else { "process" }
     ));
     let header = ["measure", "measured", "target", ""];
     for r in std::iter::once(header.map(String::from)).chain(rows) {
