@@ -351,10 +351,8 @@ mod tests {
             list.plugins[0]["ipam"]["ranges"][0][0]["subnet"],
             "10.244.0.0/16"
         );
-        assert_eq!(
-            list.plugins[0]["ipam"]["dataDir"],
-            "/var/lib/podvisor/cni/networks"
-        );
+        // One pool for the machine's bridge, whatever the state directory.
+        assert_eq!(list.plugins[0]["ipam"]["dataDir"], "/var/lib/cni/networks");
         assert_eq!(list.plugins[1]["capabilities"]["portMappings"], true);
     }
 
