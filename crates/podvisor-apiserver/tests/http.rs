@@ -515,6 +515,30 @@ fn t3_create_drops_the_stop_signal_of_a_disabled_gate() {
     assert_eq!(lifecycle["preStop"]["sleep"]["seconds"], 0);
 }
 
+/// The `RuntimeClass` admission plugin: a pod naming a class the node does not have is
+/// refused with upstream's words (403) and nothing is stored; `process` and `oci` pass.
+#[test]
+fn an_unknown_runtime_class_is_refused_at_admission() {
+    let s = TestServer::start();
+    let mut pod = pod_json("rc");
+    pod["spec"]["runtimeClassName"] = json!("gvisor");
+    let (code, status) = s.json("POST", "/api/v1/namespaces/default/pods", Some(&pod));
+    assert_eq!(code, 403, "{status}");
+    assert_eq!(
+        status["message"],
+        "pods \"rc\" is forbidden: pod rejected: RuntimeClass \"gvisor\" not found"
+    );
+    assert_eq!(status["reason"], "Forbidden");
+    let (code, _) = s.json("GET", "/api/v1/namespaces/default/pods/rc", None);
+    assert_eq!(code, 404);
+    for class in ["oci", "process"] {
+        let mut pod = pod_json(&format!("rc-{class}"));
+        pod["spec"]["runtimeClassName"] = json!(class);
+        let (code, created) = s.json("POST", "/api/v1/namespaces/default/pods", Some(&pod));
+        assert_eq!(code, 201, "{created}");
+    }
+}
+
 /// Stopping the server with a watch open closes the watch and stops at once (it used to
 /// wait 5 s for the watch, meanwhile leaving new clients hanging in the TLS handshake).
 #[test]

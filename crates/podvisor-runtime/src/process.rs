@@ -80,6 +80,9 @@ pub enum RuntimeClass {
 }
 
 impl RuntimeClass {
+    /// Every class, as the RuntimeClass objects of this node.
+    pub const ALL: [RuntimeClass; 2] = [RuntimeClass::Oci, RuntimeClass::Process];
+
     /// The RuntimeClass name (and handler): `process` or `oci`.
     pub fn name(self) -> &'static str {
         match self {

@@ -2,7 +2,8 @@
 //! real kubectl: an image loaded into the store (`scripts/busybox-image` + `podvisor image
 //! load`), pods in runc containers with their own network on the CNI bridge, two containers
 //! talking over localhost, a readiness probe to the pod IP, a pod reaching another by its IP,
-//! `kubectl exec` inside the container's root, ENTRYPOINT/CMD/command/args, image events and
+//! `kubectl exec` inside the container's root, `kubectl cp`, `kubectl run -i --rm` (attach to
+//! the container's stdin), ENTRYPOINT/CMD/command/args, image events and
 //! `imageID`, `serve` killed and restarted with the pods running (same containers), and
 //! nothing left after the pods are deleted (no veth, no mount, no runc state).
 //!
@@ -144,6 +145,38 @@ spec:
         &format!("http://{web_ip}:8080/index.html"),
     ]);
     assert_eq!(fetched.trim(), "hello-from-web");
+    // `kubectl cp` through the container's own `tar`.
+    let copied = ctx.path("copied-hostname");
+    ctx.kubectl_ok(&["cp", "peer:/etc/hostname", copied.to_str().unwrap()]);
+    assert_eq!(std::fs::read_to_string(&copied).unwrap().trim(), "peer");
+    // `kubectl run -i --rm`: the container's own stdin, then the pod deleted.
+    let mut run = ctx.kubectl_command(&[
+        "run",
+        "once",
+        "-i",
+        "--rm",
+        "--restart=Never",
+        "--image=busybox:latest",
+        "--image-pull-policy=IfNotPresent",
+        "--command",
+        "--",
+        "sh",
+        "-c",
+        "read l; echo got $l",
+    ]);
+    run.stdin(std::process::Stdio::piped());
+    let mut child = run.spawn().unwrap();
+    {
+        use std::io::Write;
+        let mut stdin = child.stdin.take().unwrap();
+        stdin.write_all(b"hello\n").unwrap();
+    }
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stdout).starts_with("got hello\n"),
+        "{out:?}"
+    );
     // `args` alone replace the image's CMD; neither runs CMD (`sh`, which ends at once).
     let peer_args = ctx.kubectl_ok(&["exec", "peer", "--", "cat", "/proc/1/cmdline"]);
     assert_eq!(peer_args, "sleep\u{0}1000\u{0}");

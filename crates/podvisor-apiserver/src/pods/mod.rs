@@ -151,6 +151,29 @@ fn has_gates(spec: &PodSpec) -> bool {
 
 /// Admission of a new pod: name generation, system metadata, defaults, binding to this
 /// node (unless scheduling-gated), the initial status, validation.
+/// The `RuntimeClass` admission plugin: a pod naming a class the node does not have is
+/// refused (`process` and `oci` are podvisor's; the kubelet's handler is the class's name).
+fn runtime_class_admission(pod: &Pod) -> ApiResult<()> {
+    let Some(name) = pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.runtime_class_name.as_deref())
+    else {
+        return Ok(());
+    };
+    if podvisor_runtime::process::RuntimeClass::from_name(name).is_some() {
+        return Ok(());
+    }
+    Err(ApiError::forbidden(
+        "pods",
+        pod.metadata.name.as_deref().unwrap_or_default(),
+        &format!(
+            "pod rejected: RuntimeClass {} not found",
+            podvisor_api::gotext::quote(name)
+        ),
+    ))
+}
+
 fn admit_new(req: &Req, ns: &str, mut pod: Pod) -> ApiResult<Pod> {
     let now = now();
     let meta = &mut pod.metadata;
@@ -178,6 +201,7 @@ fn admit_new(req: &Req, ns: &str, mut pod: Pod) -> ApiResult<Pod> {
     meta.managed_fields = None;
     apply_defaults(&mut pod);
     drop_disabled_fields(&mut pod, None);
+    runtime_class_admission(&pod)?;
     let spec = pod.spec.get_or_insert_with(PodSpec::default);
     let gated = has_gates(spec);
     if spec.node_name.as_deref().unwrap_or("").is_empty() && !gated {
