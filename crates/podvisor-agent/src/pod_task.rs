@@ -416,6 +416,14 @@ impl<R: Runtime> PodTask<R> {
                             self.full_name, started.container_id, started.pid
                         );
                         let id = InstanceId(instance);
+                        if let Some(user) = &started.user {
+                            self.machine.set_container_user(
+                                id,
+                                i64::from(user.uid),
+                                i64::from(user.gid),
+                                user.groups.iter().map(|g| i64::from(*g)).collect(),
+                            );
+                        }
                         let pull = match started.image {
                             Some(ImageReport::Pulled { pull, total, size }) => {
                                 self.machine.handle_image_pulling(id, now);

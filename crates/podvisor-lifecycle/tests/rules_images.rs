@@ -218,3 +218,32 @@ fn never_pull_and_invalid_names_are_reported_without_a_pull_back_off() {
         );
     }
 }
+
+/// S15: the container status' `user.linux` is who the runtime says the instance runs as
+/// (`SupplementalGroupsPolicy`, on by default), none before an instance exists.
+#[test]
+fn s15_the_status_shows_the_user_the_runtime_reports() {
+    let mut h = pod_with_image("web:1");
+    h.sandbox_ready(t(0));
+    assert_eq!(h.status_of("app").user, None);
+    let id = pending(&h);
+    h.input(
+        Input::ContainerUser {
+            id,
+            uid: 1000,
+            gid: 3000,
+            groups: vec![3000, 4000],
+        },
+        t(0),
+    );
+    h.start("app", t(0));
+    let user = h
+        .status_of("app")
+        .user
+        .and_then(|u| u.linux)
+        .expect("user.linux");
+    assert_eq!(
+        (user.uid, user.gid, user.supplemental_groups),
+        (1000, 3000, Some(vec![3000, 4000]))
+    );
+}

@@ -489,6 +489,35 @@ impl ExecCgroup {
 }
 
 /// `<parent>/<name>` as a relative path that cannot escape the hierarchy root.
+/// Sets the pod's memory limit on its cgroup `parent` (V15: `ResourceConfigForPod`), once a
+/// container cgroup below it exists (on v2 that enabled the memory controller down to it). A
+/// hierarchy without the memory controller is skipped.
+///
+/// # Errors
+///
+/// The limit cannot be written.
+pub fn limit_pod_memory(mode: &CgroupMode, parent: &str, limit: u64) -> io::Result<()> {
+    let rel = Path::new(parent.trim_start_matches('/'));
+    if rel.components().any(|c| !matches!(c, Component::Normal(_))) {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("invalid cgroup path {parent:?}"),
+        ));
+    }
+    match mode {
+        CgroupMode::None => Ok(()),
+        CgroupMode::Hybrid { memory_root, .. } => set_v1_limit(&memory_root.join(rel), Some(limit)),
+        CgroupMode::Unified { root, memory } => {
+            let max = root.join(rel).join("memory.max");
+            if *memory && max.exists() {
+                write_file(&max, &limit.to_string())
+            } else {
+                Ok(())
+            }
+        }
+    }
+}
+
 fn relative(parent: &str, name: &str) -> io::Result<PathBuf> {
     let rel = Path::new(parent.trim_start_matches('/')).join(name);
     let ok = !name.is_empty()

@@ -78,6 +78,11 @@ pub struct ContainerConfig {
     /// process; `argv`, `env`, `working_dir` and `user` are then the image's and the spec's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub oci: Option<Box<crate::oci::launch::OciLaunch>>,
+    /// The pod's memory limit (`ResourceConfigForPod`: pod-level `resources.limits.memory`,
+    /// else the containers' when every one declares one), set on the pod's cgroup
+    /// ([`ContainerConfig::cgroup_parent`]).
+    #[serde(default)]
+    pub pod_memory_limit: Option<u64>,
 }
 
 /// A container's own standard streams (`stdin`, `stdinOnce`, `tty` of its spec).
@@ -284,6 +289,7 @@ fn build_inner(
             tty: container.tty == Some(true),
         },
         oci: None,
+        pod_memory_limit: volumes::pod_memory_limit(pod),
     })
 }
 

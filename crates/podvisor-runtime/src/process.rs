@@ -786,7 +786,9 @@ impl Runtime for ProcessRuntime {
         };
         let answer = sandbox.client.request(&start).await;
         let running = match &answer {
-            Ok(Response::Started { pid, started_at }) => Some((*pid, started_at.as_str())),
+            Ok(Response::Started {
+                pid, started_at, ..
+            }) => Some((*pid, started_at.as_str())),
             _ => None,
         };
         sandbox.watch.started(request.instance, running);
@@ -798,7 +800,12 @@ impl Runtime for ProcessRuntime {
             });
         }
         match answer {
-            Ok(Response::Started { pid, started_at }) => Ok(Started {
+            Ok(Response::Started {
+                pid,
+                started_at,
+                user,
+            }) => Ok(Started {
+                user,
                 container_id: container_id(&sandbox.paths, request.instance),
                 pid,
                 started_at: timestamp(&started_at),

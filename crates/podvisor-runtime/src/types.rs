@@ -38,6 +38,8 @@ pub struct Started {
     pub started_at: Timestamp,
     /// What was done about the container's image first (`None`: this runtime has no images).
     pub image: Option<ImageReport>,
+    /// Who the instance's process runs as (the container status' `user.linux`).
+    pub user: Option<crate::config::ContainerUser>,
     /// The image the instance runs, as the runtime names it (`status.containerStatuses[].
     /// imageID`: `name@sha256:…`, or the image's id for one that never came from a
     /// registry); empty for a runtime without images.

@@ -475,6 +475,29 @@ async fn memory_limit_ends_in_oom_kill() {
     h.remove().await;
 }
 
+/// V15 (`PodLevelResources`): the pod's own memory limit is its cgroup's, so a container
+/// without a limit of its own is OOM-killed at it, and reported so.
+#[tokio::test]
+#[ignore = "needs root: run as root with --include-ignored (scripts/test does)"]
+async fn v15_the_pod_level_memory_limit_is_the_pod_cgroups() {
+    require_root();
+    let mut h = Harness::new(
+        json!([{"name": "hog", "image": "none",
+                "command": ["python3", "-c", "s = 'x' * (256 * 1024 * 1024); print(len(s))"]}]),
+        json!([]),
+    )
+    .await;
+    h.pod.spec.as_mut().unwrap().resources =
+        Some(serde_json::from_value(json!({"limits": {"memory": "32Mi"}})).unwrap());
+    h.start("hog", 1).await;
+    let (_, exit) = h.next_exit().await;
+    assert_eq!(
+        (exit.exit_code, exit.signal, exit.oom_killed),
+        (137, Some(9), true)
+    );
+    h.remove().await;
+}
+
 #[tokio::test]
 #[ignore = "needs root: run as root with --include-ignored (scripts/test does)"]
 async fn volumes_are_mounted_shared_and_read_only() {

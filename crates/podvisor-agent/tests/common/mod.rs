@@ -221,6 +221,7 @@ impl Runtime for FakeRuntime {
             started_at,
             image: script.image,
             image_id: String::new(),
+            user: None,
         })
     }
 

@@ -485,6 +485,7 @@ impl PodMachine {
             restart_count,
             image,
             image_id: String::new(),
+            user: None,
             state: InstState::Starting,
             results: [
                 ProbeResult::initial(ProbeKind::Startup),

@@ -62,6 +62,8 @@ pub(crate) struct Instance {
     pub image: String,
     /// The runtime's reference of that image (`imageID`: `name@sha256:…`), when it has images.
     pub image_id: String,
+    /// Who its process runs as, as the runtime reports it (S15 `user.linux`).
+    pub user: Option<k8s_openapi::api::core::v1::LinuxContainerUser>,
     pub state: InstState,
     /// Probe results for this instance (R3), indexed by `ProbeKind as usize`.
     pub results: [ProbeResult; 3],
@@ -347,6 +349,26 @@ impl PodMachine {
     /// Timers fired: probe ticks, back-off expiry, grace deadlines, the active deadline.
     pub fn handle_timeout(&mut self, now: Timestamp) {
         self.step(now);
+    }
+
+    /// Who a started instance's process runs as (S15: the container status' `user.linux`, as
+    /// the runtime reports it; the kubelet shows it with `SupplementalGroupsPolicy`, on by
+    /// default). Given before [`PodMachine::handle_container_started`].
+    pub fn set_container_user(
+        &mut self,
+        instance: InstanceId,
+        uid: i64,
+        gid: i64,
+        groups: Vec<i64>,
+    ) {
+        if let Some((ci, ii)) = self.find_instance(instance) {
+            self.containers[ci].instances[ii].user =
+                Some(k8s_openapi::api::core::v1::LinuxContainerUser {
+                    uid,
+                    gid,
+                    supplemental_groups: (!groups.is_empty()).then_some(groups),
+                });
+        }
     }
 
     /// The sandbox's address (`status.podIP`, `podIPs`), as its runtime reports it once the

@@ -136,6 +136,7 @@ impl PodMachine {
                 if known {
                     let prev = prev.expect("known");
                     prev.image_id.clone_into(&mut inst.image_id);
+                    inst.user = prev.user.as_ref().and_then(|u| u.linux.clone());
                     let started = prev.started == Some(true);
                     inst.results[ProbeKind::Startup as usize] = if started {
                         ProbeResult::Success
@@ -241,6 +242,7 @@ fn instance(id: InstanceId, container_id: &str, restart_count: i32, image: &str)
         restart_count,
         image: image.to_string(),
         image_id: String::new(),
+        user: None,
         state: InstState::Starting,
         results: [
             ProbeResult::initial(ProbeKind::Startup),

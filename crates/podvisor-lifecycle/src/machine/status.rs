@@ -181,6 +181,9 @@ impl PodMachine {
                 |i| i.image.clone(),
             ),
             image_id: newest.map(|i| i.image_id.clone()).unwrap_or_default(),
+            user: newest
+                .and_then(|i| i.user.clone())
+                .map(|linux| k8s_openapi::api::core::v1::ContainerUser { linux: Some(linux) }),
             container_id: newest
                 .map(|i| i.container_id.clone())
                 .filter(|s| !s.is_empty()),

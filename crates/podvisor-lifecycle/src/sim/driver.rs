@@ -81,6 +81,17 @@ pub enum Input {
         /// The runtime's reference of the image (`imageID`).
         image_id: String,
     },
+    /// Who a starting instance's process runs as (given before `Started`).
+    ContainerUser {
+        /// The instance.
+        id: InstanceId,
+        /// uid.
+        uid: i64,
+        /// gid.
+        gid: i64,
+        /// Supplementary groups.
+        groups: Vec<i64>,
+    },
     /// A `StartContainer` failed.
     StartFailed {
         /// The instance.
@@ -473,6 +484,12 @@ impl<R: FakeRuntime> Driver<R> {
                 started_at,
             } => m.handle_container_started(id, container_id, started_at, now),
             Input::ImagePulling { id } => m.handle_image_pulling(id, now),
+            Input::ContainerUser {
+                id,
+                uid,
+                gid,
+                groups,
+            } => m.set_container_user(id, uid, gid, groups),
             Input::ImagePulled { id, pull, image_id } => {
                 m.handle_image_pulled(id, pull, &image_id, now);
             }
@@ -542,6 +559,7 @@ impl<R: FakeRuntime> Driver<R> {
             | Input::SpecUpdate(_)
             | Input::Conditions(_)
             | Input::ImagePulling { .. }
+            | Input::ContainerUser { .. }
             | Input::ImagePulled { .. } => {}
         }
     }

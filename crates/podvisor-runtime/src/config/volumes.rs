@@ -212,7 +212,7 @@ fn memory_empty_dir_size(pod: &Pod, size_limit: Option<u64>, opts: &BuildOptions
 /// container, init containers included, declares one: regular containers and sidecars add
 /// up, each other init container counts with the sidecars started before it, and the larger
 /// total wins.
-fn pod_memory_limit(pod: &Pod) -> Option<u64> {
+pub(crate) fn pod_memory_limit(pod: &Pod) -> Option<u64> {
     use podvisor_api::resources::{aggregate_container_limits, is_supported_pod_level_resource};
     let spec = pod.spec.as_ref()?;
     let bytes = |q: &Quantity| u64::try_from(q.value()).ok().filter(|v| *v > 0);

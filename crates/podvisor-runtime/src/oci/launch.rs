@@ -91,6 +91,8 @@ pub struct Prepared {
     pub bundle: PathBuf,
     /// The spec's process: what execs start from ([`super::spec::exec_process`]).
     pub process: oci_spec::runtime::Process,
+    /// Who the container runs as.
+    pub user: crate::config::ContainerUser,
 }
 
 impl OciLaunch {
@@ -227,10 +229,16 @@ fn prepare_inner(
         },
         UserError::Runtime(m) => LaunchError::create(m),
     })?;
+    let identity = crate::config::ContainerUser {
+        uid: user.uid,
+        gid: user.gid,
+        groups: user.additional_gids.clone(),
+    };
     if !rustix::process::geteuid().is_root() {
         return Ok(Prepared {
             bundle: launch.dir.clone(),
             process,
+            user: identity,
         });
     }
     std::os::unix::fs::chown(
@@ -242,6 +250,7 @@ fn prepare_inner(
     Ok(Prepared {
         bundle: launch.dir.clone(),
         process,
+        user: identity,
     })
 }
 

@@ -111,6 +111,9 @@ pub enum Response {
         pid: u32,
         /// RFC 3339 start time.
         started_at: String,
+        /// Who its process runs as (the container status' `user.linux`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        user: Option<crate::config::ContainerUser>,
     },
     /// The instance could not be started.
     StartFailed {

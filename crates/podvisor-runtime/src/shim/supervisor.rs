@@ -500,7 +500,10 @@ impl Shim {
                 created: false,
             },
         };
-        if let Response::Started { pid, started_at } = &response {
+        if let Response::Started {
+            pid, started_at, ..
+        } = &response
+        {
             record.pid = *pid;
             started_at.clone_into(&mut record.started_at);
             if let Err(e) = self.journal_append(&JournalEntry::Start(record)) {
@@ -541,6 +544,20 @@ impl Shim {
             "creating cgroup {}/{cgroup_name}",
             config.cgroup_parent
         )))?;
+        if let Some(limit) = config.pod_memory_limit {
+            let limited =
+                crate::cgroup::limit_pod_memory(&self.cgroups, &config.cgroup_parent, limit);
+            if let Err(e) = limited {
+                let _ = cgroup.remove();
+                return Err(io::Error::new(
+                    e.kind(),
+                    format!(
+                        "setting the pod's memory limit on {}: {e}",
+                        config.cgroup_parent
+                    ),
+                ));
+            }
+        }
         let cgroup = Arc::new(cgroup);
         let result = if config.oci.is_some() {
             self.spawn_oci(instance, config, &cgroup, writer)
@@ -561,6 +578,7 @@ impl Shim {
         cgroup: &Arc<ContainerCgroup>,
         writer: SharedLogWriter,
     ) -> io::Result<Response> {
+        let user = config.user.clone();
         if self.shared_tmpfs {
             self.mount_shared_tmpfs(&config)?;
         }
@@ -674,7 +692,11 @@ impl Shim {
                 .stack_size(THREAD_STACK)
                 .spawn(move || pump(File::from(fd), stream, &writer, &done, &io))?;
         }
-        Ok(Response::Started { pid, started_at })
+        Ok(Response::Started {
+            pid,
+            started_at,
+            user: Some(user),
+        })
     }
 
     /// Starts an OCI container (`config.oci`): its bundle prepared here, in the shim's mount
@@ -717,6 +739,7 @@ impl Shim {
                 });
             }
         };
+        let user = prepared.user.clone();
         let (io, [stdin, stdout, stderr], outputs) = ContainerIo::create(config.stdio)?;
         let runc = launch.runc(ShimRunner(Arc::clone(self)));
         let oom_baseline = cgroup.oom_kill_count();
@@ -792,7 +815,11 @@ impl Shim {
                 created: true,
             });
         }
-        Ok(Response::Started { pid, started_at })
+        Ok(Response::Started {
+            pid,
+            started_at,
+            user: Some(user),
+        })
     }
 
     fn mount_shared_tmpfs(&self, config: &ContainerConfig) -> io::Result<()> {
