@@ -159,3 +159,24 @@ fn resource_qos(r: &ResourceRequirements) -> QosClass {
     }
     class.unwrap_or(QosClass::BestEffort)
 }
+
+/// The message of the kubelet's `Pulled` event for a pull (`image_manager.go`): `Successfully
+/// pulled image "x" in 1.2s (1.5s including waiting). Image size: N bytes.` Both durations are
+/// truncated to milliseconds and printed as Go prints a `time.Duration`; `image` is the name
+/// as the pod spec wrote it.
+#[must_use]
+pub fn image_pulled_message(
+    image: &str,
+    pull: std::time::Duration,
+    including_waiting: std::time::Duration,
+    size: u64,
+) -> String {
+    use std::time::Duration;
+    let ms = |d: Duration| Duration::from_millis(u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+    format!(
+        "Successfully pulled image {} in {} ({} including waiting). Image size: {size} bytes.",
+        crate::gotext::quote(image),
+        crate::gotext::duration(ms(pull)),
+        crate::gotext::duration(ms(including_waiting)),
+    )
+}

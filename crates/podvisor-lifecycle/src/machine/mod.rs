@@ -531,19 +531,12 @@ impl PodMachine {
             ImagePull::Present => format!(
                 "Container image {image} already present on machine and can be accessed by the pod"
             ),
-            ImagePull::Pulled { pull, total, size } => {
-                let ms = |d: std::time::Duration| {
-                    std::time::Duration::from_millis(
-                        u64::try_from(d.as_millis()).unwrap_or(u64::MAX),
-                    )
-                };
-                format!(
-                    "Successfully pulled image {image} in {} ({} including waiting). Image size: \
-                     {size} bytes.",
-                    crate::duration::go_duration(ms(pull)),
-                    crate::duration::go_duration(ms(total)),
-                )
-            }
+            ImagePull::Pulled { pull, total, size } => podvisor_api::pod::image_pulled_message(
+                &self.containers[ci].instances[ii].image,
+                pull,
+                total,
+                size,
+            ),
         };
         self.emit(EventType::Normal, "Pulled", message, Some(ci));
         self.step(now);
