@@ -57,12 +57,22 @@ pub(crate) async fn api(State(state): State<ApiState>) -> Response {
     )
 }
 
-/// `GET /apis`: no API groups.
+/// `GET /apis`: `node.k8s.io` (the node's RuntimeClasses, read-only).
 pub(crate) async fn apis() -> Response {
     json_response(
         StatusCode::OK,
-        &json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": []}),
+        &json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": [crate::runtimeclasses::group()]}),
     )
+}
+
+/// `GET /apis/node.k8s.io`.
+pub(crate) async fn node_group() -> Response {
+    json_response(StatusCode::OK, &crate::runtimeclasses::group())
+}
+
+/// `GET /apis/node.k8s.io/v1`.
+pub(crate) async fn node_v1() -> Response {
+    json_response(StatusCode::OK, &crate::runtimeclasses::resources())
 }
 
 fn resource(

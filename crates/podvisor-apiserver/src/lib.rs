@@ -63,6 +63,7 @@ mod pods;
 mod protobuf;
 mod request;
 mod routes;
+mod runtimeclasses;
 mod selectors;
 mod server;
 mod status;

@@ -235,6 +235,28 @@ pub(crate) fn api_routes() -> Router<ApiState> {
         .route("/api/v1/", get(discovery::api_v1))
         .route("/apis", get(discovery::apis))
         .route("/apis/", get(discovery::apis))
+        .route("/apis/node.k8s.io", get(discovery::node_group))
+        .route("/apis/node.k8s.io/v1", get(discovery::node_v1))
+        .route(
+            "/apis/node.k8s.io/v1/runtimeclasses",
+            on(
+                any,
+                |method: axum::http::Method, headers: axum::http::HeaderMap| async move {
+                    crate::runtimeclasses::serve(&method, &headers, None)
+                },
+            ),
+        )
+        .route(
+            "/apis/node.k8s.io/v1/runtimeclasses/{name}",
+            on(
+                any,
+                |method: axum::http::Method,
+                 headers: axum::http::HeaderMap,
+                 axum::extract::Path(name): axum::extract::Path<String>| async move {
+                    crate::runtimeclasses::serve(&method, &headers, Some(&name))
+                },
+            ),
+        )
         .route("/openapi/v2", get(openapi::v2))
         .route("/openapi/v3", get(openapi::v3_root))
         .route("/openapi/v3/api/v1", get(openapi::v3_group))

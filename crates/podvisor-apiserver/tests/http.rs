@@ -92,7 +92,8 @@ fn tokens_kubeconfig_and_discovery() {
     let (_, api) = s.json("GET", "/api", None);
     assert_eq!(api["versions"], json!(["v1"]));
     let (_, apis) = s.json("GET", "/apis", None);
-    assert_eq!(apis["groups"], json!([]));
+    assert_eq!(apis["groups"][0]["name"], "node.k8s.io");
+    assert_eq!(apis["groups"].as_array().map(Vec::len), Some(1));
     let (_, v1) = s.json("GET", "/api/v1", None);
     let names: Vec<&str> = v1["resources"]
         .as_array()
@@ -537,6 +538,52 @@ fn an_unknown_runtime_class_is_refused_at_admission() {
         let (code, created) = s.json("POST", "/api/v1/namespaces/default/pods", Some(&pod));
         assert_eq!(code, 201, "{created}");
     }
+}
+
+/// Issue 8: the node's RuntimeClasses are served read-only in `node.k8s.io/v1`: discovered,
+/// listed (as a list or a Table), read one by one; writes are 405 and an unknown one is 404.
+#[test]
+fn runtime_classes_are_served_read_only() {
+    let s = TestServer::start();
+    let (code, group) = s.json("GET", "/apis/node.k8s.io/v1", None);
+    assert_eq!(code, 200);
+    assert_eq!(group["resources"][0]["name"], "runtimeclasses");
+    assert_eq!(group["resources"][0]["namespaced"], false);
+    let (code, list) = s.json("GET", "/apis/node.k8s.io/v1/runtimeclasses", None);
+    assert_eq!(code, 200, "{list}");
+    assert_eq!(list["kind"], "RuntimeClassList");
+    let names: Vec<(&str, &str)> = list["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| {
+            (
+                i["metadata"]["name"].as_str().unwrap(),
+                i["handler"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(names, [("oci", "oci"), ("process", "process")]);
+    let (code, one) = s.json("GET", "/apis/node.k8s.io/v1/runtimeclasses/oci", None);
+    assert_eq!((code, one["kind"].as_str()), (200, Some("RuntimeClass")));
+    let (code, _, body) = s.request(
+        "GET",
+        "/apis/node.k8s.io/v1/runtimeclasses",
+        &[(
+            "accept",
+            "application/json;as=Table;v=v1;g=meta.k8s.io,application/json",
+        )],
+        None,
+    );
+    let table: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!((code, table["kind"].as_str()), (200, Some("Table")));
+    assert_eq!(table["rows"][1]["cells"][1], "process");
+    let (code, missing) = s.json("GET", "/apis/node.k8s.io/v1/runtimeclasses/gvisor", None);
+    assert_eq!(code, 404, "{missing}");
+    let rc = json!({"apiVersion": "node.k8s.io/v1", "kind": "RuntimeClass",
+                    "metadata": {"name": "x"}, "handler": "x"});
+    let (code, refused) = s.json("POST", "/apis/node.k8s.io/v1/runtimeclasses", Some(&rc));
+    assert_eq!(code, 405, "{refused}");
 }
 
 /// Stopping the server with a watch open closes the watch and stops at once (it used to
