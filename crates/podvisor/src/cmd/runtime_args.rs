@@ -65,7 +65,26 @@ impl RuntimeArgs {
         } else {
             None
         };
-        ProcessRuntime::with_classes(state_dir.to_path_buf(), shim.to_path_buf(), oci, default)
-            .context("starting the runtime")
+        let with_oci = oci.is_some();
+        match ProcessRuntime::with_classes(
+            state_dir.to_path_buf(),
+            shim.to_path_buf(),
+            oci,
+            default,
+        ) {
+            // The oci class is optional unless asked for: a host whose CNI set-up cannot be
+            // read still runs process pods, with a warning.
+            Err(e) if with_oci && default == RuntimeClass::Process => {
+                eprintln!("warning: the oci runtime class is unavailable: {e}");
+                ProcessRuntime::with_classes(
+                    state_dir.to_path_buf(),
+                    shim.to_path_buf(),
+                    None,
+                    default,
+                )
+                .context("starting the runtime")
+            }
+            other => other.context("starting the runtime"),
+        }
     }
 }
