@@ -1,127 +1,19 @@
 //! Lifecycle hook executor tests (spec section 7, H1 and H3) against real servers on
 //! loopback and real host processes (through a fake `Runtime` whose `exec` spawns on the host).
 
+use crate::host_exec::HostExec;
 use k8s_openapi::api::core::v1::{
     Container, EnvVar, ExecAction, HTTPGetAction, HTTPHeader, LifecycleHandler, SleepAction,
     TCPSocketAction,
 };
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use podvisor_runtime::hooks::{HookOutcome, describe_handler, run_hook, run_hook_detailed};
-use podvisor_runtime::{
-    ExecResult, InstanceId, Runtime, RuntimeError, RuntimeEvent, SandboxError, StartError,
-    StartRequest, Started,
-};
-use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
-use tokio::sync::mpsc;
 
 const POD: &str = "web_default(0b9d6a1e-5d7a-4c1c-9a57-3c7c4f1f0e11)";
-
-/// A fake runtime whose `exec` runs the command on the host (no timeout for hooks).
-struct HostExec;
-
-impl Runtime for HostExec {
-    type Sandbox = ();
-
-    fn create_sandbox(
-        &self,
-        _pod: &k8s_openapi::api::core::v1::Pod,
-        _events: mpsc::UnboundedSender<RuntimeEvent>,
-    ) -> impl Future<Output = Result<(), SandboxError>> + Send {
-        std::future::ready(Err(SandboxError {
-            reason: "FailedCreatePodSandBox",
-            message: "fake".into(),
-        }))
-    }
-
-    fn start_container(
-        &self,
-        _sandbox: &(),
-        _request: StartRequest,
-    ) -> impl Future<Output = Result<Started, StartError>> + Send {
-        std::future::ready(Err(StartError {
-            reason: "RunContainerError".into(),
-            message: "fake".into(),
-            created: false,
-            pulling: false,
-        }))
-    }
-
-    fn signal(
-        &self,
-        _sandbox: &(),
-        instance: InstanceId,
-        _signal: i32,
-    ) -> impl Future<Output = Result<(), RuntimeError>> + Send {
-        std::future::ready(Err(RuntimeError::NotFound(instance)))
-    }
-
-    async fn exec(
-        &self,
-        _sandbox: &(),
-        _instance: InstanceId,
-        argv: Vec<String>,
-        timeout: Option<Duration>,
-    ) -> Result<ExecResult, RuntimeError> {
-        assert_eq!(timeout, None, "exec hooks run without a timeout (H1)");
-        let out = tokio::process::Command::new(&argv[0])
-            .args(&argv[1..])
-            .stdin(std::process::Stdio::null())
-            .output()
-            .await
-            .map_err(|source| RuntimeError::Io {
-                what: format!("exec {:?}", argv[0]),
-                source,
-            })?;
-        let mut output = out.stdout;
-        output.extend_from_slice(&out.stderr);
-        Ok(ExecResult {
-            exit_code: out.status.code().unwrap_or(137),
-            output,
-            stderr: out.stderr,
-            timed_out: false,
-        })
-    }
-
-    // Only exec is real here: the sandbox methods are never called by probes and hooks.
-    fn list_sandboxes(&self) -> impl Future<Output = Vec<String>> + Send {
-        std::future::ready(Vec::new())
-    }
-
-    fn sandbox_state(
-        &self,
-        _pod: &k8s_openapi::api::core::v1::Pod,
-    ) -> impl Future<Output = Result<podvisor_runtime::SandboxState, RuntimeError>> + Send {
-        std::future::ready(Ok(podvisor_runtime::SandboxState::Absent))
-    }
-
-    fn remove_dead_sandbox(
-        &self,
-        _pod: &k8s_openapi::api::core::v1::Pod,
-    ) -> impl Future<Output = Result<(), RuntimeError>> + Send {
-        std::future::ready(Ok(()))
-    }
-
-    fn pods_with_logs(&self) -> Vec<String> {
-        Vec::new()
-    }
-
-    fn remove_pod_logs(&self, _uid: &str) {}
-
-    fn pod_ip(&self, _sandbox: &()) -> String {
-        "127.0.0.1".into()
-    }
-
-    fn remove_sandbox(
-        &self,
-        _sandbox: &(),
-    ) -> impl Future<Output = Result<(), RuntimeError>> + Send {
-        std::future::ready(Ok(()))
-    }
-}
 
 fn container() -> Container {
     Container {
@@ -157,7 +49,7 @@ fn http_handler(port: u16, path: &str, scheme: &str) -> LifecycleHandler {
 }
 
 async fn hook(handler: &LifecycleHandler) -> Result<(), String> {
-    run_hook(&HostExec, &(), 1, &container(), handler, POD).await
+    run_hook(&HostExec::for_hooks(), &(), 1, &container(), handler, POD).await
 }
 
 /// A plain HTTP server answering every request with `status`, recording request heads. Like
@@ -321,7 +213,7 @@ async fn h1_https_hook_falls_back_to_http_without_authorization() {
         },
     ]);
     let outcome = run_hook_detailed(
-        &HostExec,
+        &HostExec::for_hooks(),
         &(),
         1,
         &container(),
@@ -364,8 +256,16 @@ async fn h1_sleep_hook_ends_early_when_the_container_terminates() {
     };
     let started = tokio::time::Instant::now();
     let terminated = tokio::time::sleep(Duration::from_secs(5));
-    let outcome =
-        run_hook_detailed(&HostExec, &(), 1, &container(), &handler, POD, terminated).await;
+    let outcome = run_hook_detailed(
+        &HostExec::for_hooks(),
+        &(),
+        1,
+        &container(),
+        &handler,
+        POD,
+        terminated,
+    )
+    .await;
     assert_eq!(
         outcome.result,
         Err(format!(
@@ -388,7 +288,7 @@ async fn v8_zero_sleep_returns_at_once() {
     let started = tokio::time::Instant::now();
     for _ in 0..64 {
         let outcome = run_hook_detailed(
-            &HostExec,
+            &HostExec::for_hooks(),
             &(),
             1,
             &container(),

@@ -2,172 +2,20 @@
 //! responder, a TLS wrapper around it, plain TCP listeners and a tonic gRPC health server.
 //! Exec probes run through a fake `Runtime` whose `exec` spawns the command on the host.
 
+use crate::host_exec::HostExec;
 use k8s_openapi::api::core::v1::{
     Container, ContainerPort, EnvVar, ExecAction, GRPCAction, HTTPGetAction, HTTPHeader, Probe,
     TCPSocketAction,
 };
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use podvisor_runtime::probe::{ProbeResult, run_probe};
-use podvisor_runtime::{
-    ExecResult, InstanceId, Runtime, RuntimeError, RuntimeEvent, SandboxError, StartError,
-    StartRequest, Started,
-};
-use std::future::Future;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::mpsc;
 use tokio_rustls::rustls;
-
-// ---------------------------------------------------------------------------------------------
-// A fake runtime: exec runs the command on the host, everything else is out of scope.
-
-#[derive(Default)]
-struct HostExec {
-    execs: AtomicUsize,
-}
-
-impl Runtime for HostExec {
-    type Sandbox = ();
-
-    fn create_sandbox(
-        &self,
-        _pod: &k8s_openapi::api::core::v1::Pod,
-        _events: mpsc::UnboundedSender<RuntimeEvent>,
-    ) -> impl Future<Output = Result<(), SandboxError>> + Send {
-        std::future::ready(Err(SandboxError {
-            reason: "FailedCreatePodSandBox",
-            message: "fake".into(),
-        }))
-    }
-
-    fn start_container(
-        &self,
-        _sandbox: &(),
-        _request: StartRequest,
-    ) -> impl Future<Output = Result<Started, StartError>> + Send {
-        std::future::ready(Err(StartError {
-            reason: "RunContainerError".into(),
-            message: "fake".into(),
-            created: false,
-            pulling: false,
-        }))
-    }
-
-    fn signal(
-        &self,
-        _sandbox: &(),
-        instance: InstanceId,
-        _signal: i32,
-    ) -> impl Future<Output = Result<(), RuntimeError>> + Send {
-        std::future::ready(Err(RuntimeError::NotFound(instance)))
-    }
-
-    fn exec(
-        &self,
-        _sandbox: &(),
-        _instance: InstanceId,
-        argv: Vec<String>,
-        timeout: Option<Duration>,
-    ) -> impl Future<Output = Result<ExecResult, RuntimeError>> + Send {
-        self.execs.fetch_add(1, Ordering::SeqCst);
-        host_exec(argv, timeout)
-    }
-
-    // Only exec is real here: the sandbox methods are never called by probes and hooks.
-    fn list_sandboxes(&self) -> impl Future<Output = Vec<String>> + Send {
-        std::future::ready(Vec::new())
-    }
-
-    fn sandbox_state(
-        &self,
-        _pod: &k8s_openapi::api::core::v1::Pod,
-    ) -> impl Future<Output = Result<podvisor_runtime::SandboxState, RuntimeError>> + Send {
-        std::future::ready(Ok(podvisor_runtime::SandboxState::Absent))
-    }
-
-    fn remove_dead_sandbox(
-        &self,
-        _pod: &k8s_openapi::api::core::v1::Pod,
-    ) -> impl Future<Output = Result<(), RuntimeError>> + Send {
-        std::future::ready(Ok(()))
-    }
-
-    fn pods_with_logs(&self) -> Vec<String> {
-        Vec::new()
-    }
-
-    fn remove_pod_logs(&self, _uid: &str) {}
-
-    fn pod_ip(&self, _sandbox: &()) -> String {
-        "127.0.0.1".into()
-    }
-
-    fn remove_sandbox(
-        &self,
-        _sandbox: &(),
-    ) -> impl Future<Output = Result<(), RuntimeError>> + Send {
-        std::future::ready(Ok(()))
-    }
-}
-
-/// Runs `argv` in its own process group; stdout then stderr, like CRI ExecSync's result.
-async fn host_exec(
-    argv: Vec<String>,
-    timeout: Option<Duration>,
-) -> Result<ExecResult, RuntimeError> {
-    let child = tokio::process::Command::new(&argv[0])
-        .args(&argv[1..])
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .process_group(0)
-        .kill_on_drop(true)
-        .spawn()
-        .map_err(|source| RuntimeError::Io {
-            what: format!("exec {:?}", argv[0]),
-            source,
-        })?;
-    let pgid = child
-        .id()
-        .and_then(|id| rustix::process::Pid::from_raw(id as i32));
-    let waited = match timeout {
-        None => child.wait_with_output().await,
-        Some(t) => match tokio::time::timeout(t, child.wait_with_output()).await {
-            Ok(out) => out,
-            Err(_) => {
-                if let Some(pgid) = pgid {
-                    let _ =
-                        rustix::process::kill_process_group(pgid, rustix::process::Signal::KILL);
-                }
-                return Ok(ExecResult {
-                    exit_code: 137,
-                    output: Vec::new(),
-                    stderr: Vec::new(),
-                    timed_out: true,
-                });
-            }
-        },
-    };
-    let out = waited.map_err(|source| RuntimeError::Io {
-        what: "wait".into(),
-        source,
-    })?;
-    let exit_code = out.status.code().unwrap_or_else(|| {
-        128 + std::os::unix::process::ExitStatusExt::signal(&out.status).unwrap_or(0)
-    });
-    let mut output = out.stdout;
-    output.extend_from_slice(&out.stderr);
-    Ok(ExecResult {
-        exit_code,
-        output,
-        stderr: out.stderr,
-        timed_out: false,
-    })
-}
 
 // ---------------------------------------------------------------------------------------------
 // A tiny HTTP/1.1 responder that records what it was sent.

@@ -7,6 +7,7 @@
 mod cgroup;
 mod config;
 mod hooks;
+mod host_exec;
 mod logs;
 mod probes;
 mod security_context;

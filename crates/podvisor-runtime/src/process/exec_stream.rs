@@ -117,16 +117,7 @@ pub(super) fn session(
         };
         let stdout: ExecReader =
             Box::pin(FdStream::new(master, true).map_err(io_err("registering the terminal"))?);
-        let resize: ExecResize = Box::new(move |size: TermSize| {
-            let winsize = rustix::termios::Winsize {
-                ws_row: size.height,
-                ws_col: size.width,
-                ws_xpixel: 0,
-                ws_ypixel: 0,
-            };
-            rustix::termios::tcsetwinsize(resize_fd.as_fd(), winsize)
-                .map_err(|e| io_err("resizing the terminal")(e.into()))
-        });
+        let resize = terminal_resize(resize_fd);
         return Ok(ExecSession {
             stdin,
             stdout: Some(stdout),
@@ -183,19 +174,7 @@ pub(super) fn attach_session(
     let stdout = stream(request.stdout)?.map(|s| Box::pin(s) as ExecReader);
     let stderr = stream(request.stderr && !request.tty)?.map(|s| Box::pin(s) as ExecReader);
     let resize = match fds.next() {
-        Some(terminal) if request.tty => {
-            let resize: ExecResize = Box::new(move |size: TermSize| {
-                let winsize = rustix::termios::Winsize {
-                    ws_row: size.height,
-                    ws_col: size.width,
-                    ws_xpixel: 0,
-                    ws_ypixel: 0,
-                };
-                rustix::termios::tcsetwinsize(terminal.as_fd(), winsize)
-                    .map_err(|e| io_err("resizing the terminal")(e.into()))
-            });
-            Some(resize)
-        }
+        Some(terminal) if request.tty => Some(terminal_resize(terminal)),
         _ => None,
     };
     Ok(ExecSession {
@@ -204,5 +183,19 @@ pub(super) fn attach_session(
         stderr,
         resize,
         exit,
+    })
+}
+
+/// Sets the size of the terminal `fd` is a descriptor of (`TIOCSWINSZ`).
+fn terminal_resize(fd: OwnedFd) -> ExecResize {
+    Box::new(move |size: TermSize| {
+        let winsize = rustix::termios::Winsize {
+            ws_row: size.height,
+            ws_col: size.width,
+            ws_xpixel: 0,
+            ws_ypixel: 0,
+        };
+        rustix::termios::tcsetwinsize(fd.as_fd(), winsize)
+            .map_err(|e| io_err("resizing the terminal")(e.into()))
     })
 }
