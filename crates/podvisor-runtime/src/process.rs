@@ -664,6 +664,17 @@ impl Runtime for ProcessRuntime {
             // Re-adoption: the pod's shim survived an agent restart.
             Ok(client) => client,
             Err(_) => {
+                // The containers of a shim that died (a lost sandbox) are dead too: what runc
+                // still has of them goes, with any process left in them. Never while the
+                // shim lives (a socket that did not answer in time).
+                let shim_alive = std::fs::read_to_string(layout::pid_file(&paths.pod_dir))
+                    .ok()
+                    .and_then(|pid| pid.trim().parse::<u32>().ok())
+                    .is_some_and(process_alive);
+                if let (RuntimeClass::Oci, Some(oci), false) = (class, &self.inner.oci, shim_alive)
+                {
+                    oci.remove_dead_containers(&paths).await;
+                }
                 let created_logs = !paths.log_dir.exists();
                 let started = self.start_shim(pod, &paths, &socket).await;
                 match started {

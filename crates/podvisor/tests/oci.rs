@@ -349,6 +349,33 @@ spec:
     ]);
     assert_eq!(fetched.trim(), "hello-from-web");
 
+    // A sandbox lost while serve was down (its shim killed): the pod gets a new one, and
+    // runc's state of the old container is deleted.
+    let old_peer = jsonpath(&ctx, "peer", "{.status.containerStatuses[0].containerID}");
+    let old_peer = old_peer.rsplit("://").next().unwrap().to_owned();
+    let uid = jsonpath(&ctx, "peer", "{.metadata.uid}");
+    ctx.kill9();
+    let shim_pid =
+        std::fs::read_to_string(ctx.state().join("pods").join(&uid).join("shim/shim.pid")).unwrap();
+    let killed = Command::new("kill")
+        .args(["-9", shim_pid.trim()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    assert!(
+        runc_ids(&ctx).contains(&old_peer),
+        "runc knows the container"
+    );
+    ctx.start(&["--runtime", "oci"]);
+    wait_for(&ctx, "peer restarted", Duration::from_secs(60), || {
+        jsonpath(&ctx, "peer", "{.status.containerStatuses[0].restartCount}") == "1"
+            && jsonpath(&ctx, "peer", "{.status.containerStatuses[0].ready}") == "true"
+    });
+    assert!(
+        !runc_ids(&ctx).contains(&old_peer),
+        "runc state of the lost container is left"
+    );
+
     // Nothing is left of deleted pods.
     ctx.kubectl_ok(&["delete", "pods", "--all", "--grace-period=1"]);
     wait_for(&ctx, "the pods are gone", Duration::from_secs(60), || {
@@ -375,6 +402,17 @@ spec:
         .filter(|pid| Path::new(&format!("/proc/{pid}")).exists())
         .collect();
     assert!(left.is_empty(), "PID namespace holders left: {left:?}");
+}
+
+/// The containers runc has state of (`runc --root <state>/runc list`).
+fn runc_ids(ctx: &ServeCtx) -> String {
+    let out = Command::new("runc")
+        .arg("--root")
+        .arg(ctx.state().join("runc"))
+        .args(["list", "-q"])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 /// `podvisor image ARGS --state-dir <serve's>`.

@@ -288,6 +288,35 @@ impl OciClass {
         }
     }
 
+    /// Deletes runc's state of the pod's containers whose shim died with them (a sandbox
+    /// found dead after a restart of the node): `runc delete --force` of each instance that
+    /// has a bundle under `<pod dir>/oci`, which also removes its cgroup. Best effort.
+    pub(super) async fn remove_dead_containers(&self, paths: &PodPaths) {
+        let Ok(entries) = std::fs::read_dir(paths.pod_dir.join("oci")) else {
+            return;
+        };
+        let ids: Vec<String> = entries
+            .flatten()
+            .filter_map(|e| e.file_name().to_str()?.parse::<u64>().ok())
+            .map(|instance| {
+                let id = super::container_id(paths, instance);
+                id.rsplit("://").next().unwrap_or(&id).to_owned()
+            })
+            .collect();
+        let runc = crate::oci::executor::Runc::new(&self.state_dir);
+        let _ = tokio::task::spawn_blocking(move || {
+            use crate::oci::executor::OciExecutor;
+            for id in ids {
+                if matches!(runc.state(&id), Ok(Some(_)))
+                    && let Err(e) = runc.delete(&id, true)
+                {
+                    tracing::warn!("runc delete {id} of a dead sandbox: {e}");
+                }
+            }
+        })
+        .await;
+    }
+
     /// Removes the network of the pod at `pod_dir`, if one was made.
     pub(super) async fn remove_network_of(&self, pod_dir: &Path) {
         if let Some(network) = PodNetwork::load(pod_dir) {
