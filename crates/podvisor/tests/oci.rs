@@ -26,12 +26,25 @@ fn wait_for(ctx: &ServeCtx, what: &str, limit: Duration, mut check: impl FnMut()
     }
 }
 
-fn veths() -> usize {
-    let out = Command::new("ip").args(["-o", "link"]).output().unwrap();
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter(|l| l.contains("veth"))
-        .count()
+/// The pod addresses host-local holds for sandboxes of `uids` (its files name the CNI
+/// container ID, the pod UID's hex digits, on their first line). Other pods on the shared
+/// bridge (another `serve` on this machine) do not count.
+fn addresses_held(uids: &[String]) -> Vec<String> {
+    let ids: Vec<String> = uids
+        .iter()
+        .map(|u| u.chars().filter(char::is_ascii_hexdigit).collect())
+        .collect();
+    std::fs::read_dir("/var/lib/cni/networks/podvisor")
+        .map(|d| {
+            d.flatten()
+                .filter(|e| {
+                    std::fs::read_to_string(e.path())
+                        .is_ok_and(|t| ids.iter().any(|id| t.lines().next() == Some(id)))
+                })
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 fn jsonpath(ctx: &ServeCtx, pod: &str, path: &str) -> String {
@@ -55,7 +68,6 @@ fn oci_pods_run_images_with_their_own_network() {
     assert!(made.status.success(), "{made:?}");
     let loaded = image(&ctx, &["load", "-i", layout.to_str().unwrap()]);
     assert!(loaded.status.success(), "{loaded:?}");
-    let veths_before = veths();
     ctx.start(&["--runtime", "oci"]);
     let m = ctx.marker.clone();
     let manifest = ctx.manifest(
@@ -376,14 +388,44 @@ spec:
         "runc state of the lost container is left"
     );
 
+    // The pod subnet is masqueraded by one node-wide chain, installed once however many
+    // times serve started.
+    let nat = Command::new("iptables")
+        .args(["-w", "-t", "nat", "-S"])
+        .output()
+        .unwrap();
+    let nat = String::from_utf8_lossy(&nat.stdout);
+    let jumps = nat
+        .lines()
+        .filter(|l| l.starts_with("-A POSTROUTING -s 10.244.0.0/16") && l.contains("PODVISOR-MASQ"))
+        .count();
+    assert_eq!(jumps, 1, "{nat}");
+    assert!(
+        nat.contains("-A PODVISOR-MASQ") && nat.contains("-j MASQUERADE"),
+        "{nat}"
+    );
+
     // Nothing is left of deleted pods.
+    let uids: Vec<String> = ctx
+        .kubectl_ok(&["get", "pods", "-o", "jsonpath={.items[*].metadata.uid}"])
+        .split_whitespace()
+        .map(str::to_owned)
+        .collect();
+    assert!(
+        !addresses_held(&uids).is_empty(),
+        "host-local records the pods' addresses"
+    );
     ctx.kubectl_ok(&["delete", "pods", "--all", "--grace-period=1"]);
     wait_for(&ctx, "the pods are gone", Duration::from_secs(60), || {
         ctx.kubectl_ok(&["get", "pods", "--no-headers"])
             .trim()
             .is_empty()
     });
-    assert_eq!(veths(), veths_before, "a veth is left");
+    assert_eq!(
+        addresses_held(&uids),
+        Vec::<String>::new(),
+        "pod addresses left"
+    );
     let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
     assert!(
         !mountinfo.contains(ctx.dir.to_str().unwrap()),

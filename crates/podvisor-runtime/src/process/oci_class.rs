@@ -20,7 +20,7 @@ use crate::config::BuildOptions;
 use crate::oci::launch::{OciLaunch, PidNamespace};
 use crate::sandbox::cni::{
     Attachment, Cni, DefaultNetwork, NetworkConfigList, PortMapping, kubernetes_args,
-    resolve_network,
+    load_default_network, resolve_network,
 };
 use crate::sandbox::etc_files::{NodeFacts, pod_etc_files, sandbox_hostname};
 use crate::sandbox::netns::{NsKind, PodNamespaces};
@@ -166,12 +166,15 @@ impl OciClass {
     /// bridge network, written under `<state>/cni/net.d`.
     pub(super) fn new(state_dir: &Path, options: OciOptions) -> Result<OciClass, RuntimeError> {
         let default = DefaultNetwork::new(state_dir);
-        let network = resolve_network(
-            Path::new("/etc/cni/net.d"),
-            &state_dir.join("cni").join("net.d"),
-            &default,
-        )
-        .map_err(|e| RuntimeError::Other(format!("the CNI network: {e}")))?;
+        let system = Path::new("/etc/cni/net.d");
+        let network = resolve_network(system, &state_dir.join("cni").join("net.d"), &default)
+            .map_err(|e| RuntimeError::Other(format!("the CNI network: {e}")))?;
+        // podvisor's own network masquerades node-wide (a configured one does its own).
+        if matches!(load_default_network(system), Ok(None)) {
+            default
+                .ensure_masquerade()
+                .map_err(|e| RuntimeError::Other(format!("the pod network's masquerade: {e}")))?;
+        }
         Ok(OciClass {
             images: options.images,
             registry: options.registry,
