@@ -191,6 +191,11 @@ impl ProcessRuntime {
             }
             None => None,
         };
+        // Pods run as `oci` by default: their sandboxes are made ahead from the start (else
+        // from the first `oci` pod on).
+        if let (Some(oci), RuntimeClass::Oci) = (&oci, default_class) {
+            oci.warm();
+        }
         Ok(ProcessRuntime {
             inner: Arc::new(Inner {
                 state_dir,
@@ -199,6 +204,14 @@ impl ProcessRuntime {
                 default_class,
             }),
         })
+    }
+
+    /// Releases the pod sandboxes made ahead of their pods (`OciOptions::warm_sandboxes`):
+    /// for an agent that stops. The next one would release them too.
+    pub async fn release_warm_sandboxes(&self) {
+        if let Some(oci) = &self.inner.oci {
+            oci.release_warm().await;
+        }
     }
 
     /// The class `pod` runs as: its `runtimeClassName`, else the default.

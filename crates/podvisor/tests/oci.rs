@@ -68,7 +68,7 @@ fn oci_pods_run_images_with_their_own_network() {
     assert!(made.status.success(), "{made:?}");
     let loaded = image(&ctx, &["load", "-i", layout.to_str().unwrap()]);
     assert!(loaded.status.success(), "{loaded:?}");
-    ctx.start(&["--runtime", "oci"]);
+    ctx.start(&["--runtime", "oci", "--warm-sandboxes", "2"]);
     let m = ctx.marker.clone();
     let manifest = ctx.manifest(
         "pods",
@@ -170,6 +170,15 @@ spec:
                     .any(|l| l.starts_with("peer ") && l.contains("1/1") && l.contains("Running"))
         },
     );
+
+    // Sandboxes made ahead: a pod that can take one did (its CNI attachment is the pool's),
+    // and its host name is still its own.
+    let pooled = ["web", "peer"].iter().any(|pod| {
+        let uid = jsonpath(&ctx, pod, "{.metadata.uid}");
+        std::fs::read_to_string(ctx.state().join("pods").join(uid).join("network.json"))
+            .is_ok_and(|n| n.contains("\"cni_id\":\"pool"))
+    });
+    assert!(pooled, "no pod took a warm sandbox");
 
     // Its own address on the bridge, its own host name and root.
     let web_ip = jsonpath(&ctx, "web", "{.status.podIP}");
@@ -439,6 +448,34 @@ spec:
         .map(|d| d.flatten().map(|e| e.file_name()).collect())
         .unwrap_or_default();
     assert!(pods_left.is_empty(), "pod directories left: {pods_left:?}");
+    // A serve started with warm sandboxes and stopped releases them (those of the serve
+    // killed above went at the next start).
+    ctx.stop(Duration::from_secs(30));
+    ctx.start(&["--runtime", "oci", "--warm-sandboxes", "2"]);
+    wait_for(&ctx, "the pool filled", Duration::from_secs(30), || {
+        std::fs::read_dir(ctx.state().join("sandbox-pool")).is_ok_and(|d| d.count() == 2)
+    });
+    let serve_pid = ctx.serve_pid().unwrap();
+    assert_eq!(ctx.stop(Duration::from_secs(30)), Some(0));
+    let pool_left: Vec<_> = std::fs::read_dir(ctx.state().join("sandbox-pool"))
+        .map(|d| d.flatten().map(|e| e.file_name()).collect())
+        .unwrap_or_default();
+    assert!(pool_left.is_empty(), "pooled sandboxes left: {pool_left:?}");
+    let pool_addresses: Vec<String> = std::fs::read_dir("/var/lib/cni/networks/podvisor")
+        .map(|d| {
+            d.flatten()
+                .filter(|e| {
+                    std::fs::read_to_string(e.path())
+                        .is_ok_and(|t| t.starts_with(&format!("pool{serve_pid:x}")))
+                })
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    assert!(
+        pool_addresses.is_empty(),
+        "pool addresses left: {pool_addresses:?}"
+    );
     let left: Vec<_> = holders
         .iter()
         .filter(|pid| Path::new(&format!("/proc/{pid}")).exists())

@@ -24,6 +24,7 @@ use crate::sandbox::cni::{
 };
 use crate::sandbox::etc_files::{NodeFacts, pod_etc_files, sandbox_hostname};
 use crate::sandbox::netns::{NsKind, PodNamespaces};
+use crate::sandbox::pool::{self, SandboxPool, WarmSandbox};
 use crate::{
     ImageGcOutcome, ImageGcPolicy, ImageReport, PodPaths, RuntimeError, SandboxError, StartError,
 };
@@ -33,6 +34,7 @@ use serde::{Deserialize, Serialize};
 use std::collections::HashSet;
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Instant;
 
 /// Where a pod's directory records the images its containers use (one empty file per image
@@ -68,6 +70,9 @@ pub struct OciOptions {
     pub images: ImageStore,
     /// Registry credentials (`--registry-config`).
     pub registry: Option<RegistryConfig>,
+    /// How many pod sandboxes to keep ready on podvisor's own network
+    /// ([`crate::sandbox::pool`]); 0: none.
+    pub warm_sandboxes: usize,
 }
 
 /// The `oci` class of a [`super::ProcessRuntime`].
@@ -81,6 +86,8 @@ pub(super) struct OciClass {
     state_dir: PathBuf,
     /// The kubelet pulls one image at a time (`serializeImagePulls`).
     pulls: tokio::sync::Mutex<()>,
+    /// Sandboxes made ahead of their pods (podvisor's own network only).
+    pool: Option<Arc<SandboxPool>>,
 }
 
 /// A pod sandbox's network, as made (`<pod dir>/network.json`).
@@ -169,12 +176,21 @@ impl OciClass {
         let system = Path::new("/etc/cni/net.d");
         let network = resolve_network(system, &state_dir.join("cni").join("net.d"), &default)
             .map_err(|e| RuntimeError::Other(format!("the CNI network: {e}")))?;
-        // podvisor's own network masquerades node-wide (a configured one does its own).
-        if matches!(load_default_network(system), Ok(None)) {
+        // podvisor's own network masquerades node-wide (a configured one does its own), and
+        // only its sandboxes can be made ahead: a configured network's plugins may read the
+        // pod's `CNI_ARGS`.
+        let own_network = matches!(load_default_network(system), Ok(None));
+        if own_network {
             default
                 .ensure_masquerade()
                 .map_err(|e| RuntimeError::Other(format!("the pod network's masquerade: {e}")))?;
         }
+        let pool = own_network.then(|| {
+            Arc::new(SandboxPool::new(
+                state_dir.join("sandbox-pool"),
+                options.warm_sandboxes,
+            ))
+        });
         Ok(OciClass {
             images: options.images,
             registry: options.registry,
@@ -186,7 +202,53 @@ impl OciClass {
             node: NodeFacts::read_host(Vec::new(), CLUSTER_DOMAIN),
             state_dir: state_dir.to_owned(),
             pulls: tokio::sync::Mutex::new(()),
+            pool,
         })
+    }
+
+    /// Fills the pool of ready sandboxes in the background, first releasing those an earlier
+    /// agent left (nothing without a pool, or outside a tokio runtime).
+    pub(super) fn warm(&self) {
+        let (Some(pool), Ok(handle)) = (&self.pool, tokio::runtime::Handle::try_current()) else {
+            return;
+        };
+        let (pool, cni, network) = (Arc::clone(pool), self.cni.clone(), self.network.clone());
+        handle.spawn(async move { pool.fill(&cni, &network).await });
+    }
+
+    /// Releases the ready sandboxes (the agent stops).
+    pub(super) async fn release_warm(&self) {
+        if let Some(pool) = &self.pool {
+            pool.release_all(&self.cni, &self.network).await;
+        }
+    }
+
+    /// A sandbox from the pool for a pod that can take one, moved into `ns_dir` and named
+    /// `hostname`. `None`: none ready, or the pod needs its own (see [`crate::sandbox::pool`]).
+    async fn take_warm(
+        &self,
+        kinds: &[NsKind],
+        network: &PodNetwork,
+        ns_dir: &Path,
+    ) -> Option<(PodNamespaces, WarmSandbox)> {
+        let pool = self.pool.as_ref()?;
+        if kinds != NsKind::ALL || !network.port_mappings.is_empty() {
+            return None;
+        }
+        let warm = pool.take()?;
+        self.warm();
+        let (taken, dir, name) = (warm.clone(), ns_dir.to_owned(), network.hostname.clone());
+        match tokio::task::spawn_blocking(move || pool::adopt(&taken, &dir, &name)).await {
+            Ok(Ok(namespaces)) => Some((namespaces, warm)),
+            failed => {
+                tracing::warn!("taking pooled sandbox {}: {failed:?}", warm.id);
+                if let Err(e) = self.cni.del(&self.network, &warm.attachment()).await {
+                    tracing::warn!("releasing pooled sandbox {}: {e}", warm.id);
+                }
+                let _ = warm.namespaces.remove();
+                None
+            }
+        }
     }
 
     /// Makes the pod's sandbox network before its shim starts (see the module docs). On
@@ -199,6 +261,7 @@ impl OciClass {
         if let Some(network) = PodNetwork::load(&paths.pod_dir) {
             return Ok(network);
         }
+        self.warm();
         let spec = pod.spec.clone().unwrap_or_default();
         let host_network = spec.host_network == Some(true);
         let hostname =
@@ -228,8 +291,17 @@ impl OciClass {
         };
         std::fs::create_dir_all(&paths.pod_dir).map_err(failed_sandbox)?;
         let kinds = NsKind::for_pod(host_network, spec.host_ipc == Some(true));
-        if !kinds.is_empty() {
-            let dir = paths.pod_dir.join("ns");
+        let ns_dir = paths.pod_dir.join("ns");
+        let mut attached = false;
+        if let Some((namespaces, warm)) = self.take_warm(&kinds, &network, &ns_dir).await {
+            attached = true;
+            network.namespaces = Some(namespaces.dir().to_owned());
+            network.held = Some(kinds);
+            network.ip = warm.ip;
+            network.cni_args = warm.attachment().args;
+            network.cni_id = warm.id;
+        } else if !kinds.is_empty() {
+            let dir = ns_dir.clone();
             let (name, held) = (hostname.clone(), kinds.clone());
             let made =
                 tokio::task::spawn_blocking(move || PodNamespaces::create(&dir, &name, &held))
@@ -239,7 +311,7 @@ impl OciClass {
             network.namespaces = Some(namespaces.dir().to_owned());
             network.held = Some(kinds);
         }
-        if !host_network {
+        if !host_network && !attached {
             let attachment = network
                 .attachment()
                 .ok_or_else(|| failed_sandbox("no netns"))?;

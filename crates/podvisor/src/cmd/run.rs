@@ -109,9 +109,11 @@ fn run_in(
         .build()
         .context("starting the async runtime")?;
     tokio.block_on(async {
-        let runtime = args.runtime.runtime(state_dir, images, &shim)?;
-        let agent = Agent::new(Arc::new(runtime), config);
-        supervise(&agent, pods, output, delete_grace).await
+        let runtime = Arc::new(args.runtime.runtime(state_dir, images, &shim)?);
+        let agent = Agent::new(Arc::clone(&runtime), config);
+        let code = supervise(&agent, pods, output, delete_grace).await;
+        runtime.release_warm_sandboxes().await;
+        code
     })
 }
 

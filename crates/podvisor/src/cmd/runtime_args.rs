@@ -26,6 +26,11 @@ pub struct RuntimeArgs {
     /// `username`/`password`).
     #[arg(long)]
     pub registry_config: Option<PathBuf>,
+    /// Keep this many `oci` pod sandboxes (namespaces on the CNI bridge) ready ahead of the
+    /// pods that take them: a pod without hostNetwork, hostIPC or hostPorts then starts
+    /// without waiting for the CNI plugins. Only on podvisor's own network; 0: none.
+    #[arg(long, default_value_t = 0)]
+    pub warm_sandboxes: usize,
 }
 
 impl RuntimeArgs {
@@ -61,6 +66,7 @@ impl RuntimeArgs {
                 images: ImageStore::open(images_dir)
                     .with_context(|| format!("opening the image store {}", images_dir.display()))?,
                 registry,
+                warm_sandboxes: self.warm_sandboxes,
             })
         } else {
             None

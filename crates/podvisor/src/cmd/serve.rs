@@ -177,7 +177,8 @@ async fn serve(
     let runtime = args
         .runtime
         .runtime(state_dir, &state_dir.join("images"), shim)?;
-    let agent = Arc::new(Agent::new(Arc::new(runtime), config));
+    let runtime = Arc::new(runtime);
+    let agent = Arc::new(Agent::new(Arc::clone(&runtime), config));
     let mut node = Node::start(
         agent,
         store,
@@ -245,6 +246,7 @@ async fn serve(
                 }
             };
             result.context("draining")?;
+            runtime.release_warm_sandboxes().await;
         }
         Stop::Signal => {
             // The API first: it closes its port and its watches at once, while the node agent
@@ -252,6 +254,7 @@ async fn serve(
             let _ = api_stop_tx.send(());
             control.stop();
             node.join_mut().await.context("stopping the node agent")?;
+            runtime.release_warm_sandboxes().await;
             return finish_api(api).await;
         }
         Stop::Api(result) => {
