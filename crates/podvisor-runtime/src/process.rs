@@ -671,7 +671,10 @@ impl Runtime for ProcessRuntime {
         // agent's when it starts (a re-adopted sandbox's network is read back).
         let network = match (class, &self.inner.oci) {
             (RuntimeClass::Oci, Some(oci)) => Some(oci.create_network(pod, &paths).await?),
-            _ => None,
+            _ => {
+                warn_host_processes();
+                None
+            }
         };
         let client = match ShimClient::connect(&socket).await {
             // Re-adoption: the pod's shim survived an agent restart.
@@ -1100,6 +1103,55 @@ fn remove_pod_cgroups(paths: &PodPaths) {
         {
             tracing::warn!("removing cgroup {}: {e}", dir.display());
         }
+    }
+}
+
+/// Why this process cannot run pods, if it cannot: not root, and the cgroups podvisor
+/// makes (`<root>/podvisor` of each hierarchy) are not delegated to its user. Said once at
+/// start by `run` and `serve` (else every pod's sandbox would fail with `Permission denied`).
+#[must_use]
+pub fn privileges_problem() -> Option<String> {
+    let uid = rustix::process::geteuid();
+    if uid.is_root() {
+        return None;
+    }
+    let mode = crate::cgroup::detect();
+    let denied: Vec<String> = cgroup_roots(&mode)
+        .into_iter()
+        .map(|root| {
+            let own = root.join("podvisor");
+            if own.exists() { own } else { root }
+        })
+        .filter(|dir| rustix::fs::access(dir, rustix::fs::Access::WRITE_OK).is_err())
+        .map(|dir| dir.display().to_string())
+        .collect();
+    if denied.is_empty() {
+        return None;
+    }
+    Some(format!(
+        "podvisor runs pods as root: it makes a cgroup, mount namespace and process group for \
+         every container. This process runs as uid {}, and {} {} not writable (a cgroup \
+         delegated to this user would do). Run it with sudo, e.g. `sudo \"$(command -v \
+         podvisor)\" run FILE`, or from a checkout: `cargo build --release && sudo \
+         target/release/podvisor run FILE`.",
+        uid.as_raw(),
+        denied.join(" and "),
+        if denied.len() == 1 { "is" } else { "are" }
+    ))
+}
+
+/// Says once per process that pods of the process class are host processes (they share the
+/// host's filesystem, network and processes), when they run as root.
+fn warn_host_processes() {
+    static WARNED: Once = Once::new();
+    if rustix::process::geteuid().is_root() {
+        WARNED.call_once(|| {
+            eprintln!(
+                "podvisor: warning: pods of the process runtime are host processes running as \
+                 root: they share this machine's filesystem, network and processes (the oci \
+                 runtime isolates them: --runtime oci or runtimeClassName: oci)"
+            );
+        });
     }
 }
 

@@ -43,6 +43,9 @@ impl RuntimeArgs {
         images_dir: &Path,
         shim: &Path,
     ) -> anyhow::Result<ProcessRuntime> {
+        if let Some(problem) = podvisor_runtime::process::privileges_problem() {
+            anyhow::bail!("{problem}");
+        }
         let default = match self.runtime {
             RuntimeChoice::Process => RuntimeClass::Process,
             RuntimeChoice::Oci => RuntimeClass::Oci,
