@@ -116,7 +116,10 @@ fn the_shipped_systemd_unit_verifies() {
         "/../../packaging/podvisor.service"
     ))
     .unwrap();
-    assert!(unit.contains("KillMode=process"), "serve's stop must leave the pods running");
+    assert!(
+        unit.contains("KillMode=process"),
+        "serve's stop must leave the pods running"
+    );
     let dir = std::env::temp_dir().join(format!("pv-unit-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join("podvisor.service");
