@@ -140,3 +140,37 @@ fn the_shipped_systemd_unit_verifies() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+#[test]
+fn the_client_without_a_server_says_how_to_start_one() {
+    let out = podvisor(&[
+        "get",
+        "pods",
+        "--kubeconfig",
+        "/nonexistent/podvisor/kubeconfig",
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("/nonexistent/podvisor/kubeconfig") && stderr.contains("podvisor serve"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn validate_prints_each_error_once() {
+    let example = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/invalid.yaml");
+    let out = podvisor(&["validate", example]);
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.starts_with("The Pod \"Invalid_Pod\" is invalid:\n"),
+        "{stderr}"
+    );
+    for error in [
+        "spec.containers[0].volumeMounts[0].name: Not found: \"data\"",
+        "spec.containers[1].name: Duplicate value: \"app\"",
+    ] {
+        assert_eq!(stderr.matches(error).count(), 1, "{error}: {stderr}");
+    }
+}
