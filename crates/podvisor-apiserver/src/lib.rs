@@ -64,6 +64,7 @@ mod protobuf;
 mod request;
 mod routes;
 mod runtimeclasses;
+mod scheduler;
 mod selectors;
 mod server;
 mod status;
