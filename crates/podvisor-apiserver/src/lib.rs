@@ -59,6 +59,7 @@ mod namespaces;
 mod objects;
 mod openapi;
 mod patch;
+pub mod podgc;
 mod pods;
 mod protobuf;
 mod request;
