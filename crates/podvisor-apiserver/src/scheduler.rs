@@ -14,6 +14,7 @@ use axum::response::Response;
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{Pod, PodCondition, PodSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use podvisor_api::pod::is_scheduling_gated;
 use podvisor_store::{Store, StoreError};
 use serde_json::{Value, json};
 
@@ -26,38 +27,6 @@ use crate::status::{ApiError, ApiResult, json_response};
 /// The scheduler this node's binding stands for (`spec.schedulerName`'s default).
 pub(crate) const DEFAULT_SCHEDULER: &str = "default-scheduler";
 
-/// `applySchedulingGatedCondition`'s message.
-pub(crate) const SCHEDULING_GATED_MESSAGE: &str =
-    "Scheduling is blocked due to non-empty scheduling gates";
-
-fn gated(spec: &PodSpec) -> bool {
-    spec.scheduling_gates
-        .as_ref()
-        .is_some_and(|g| !g.is_empty())
-}
-
-/// `podStrategy.PrepareForCreate`'s `applySchedulingGatedCondition`: a pod created with
-/// scheduling gates gets `PodScheduled=False`, reason `SchedulingGated`, unless it already
-/// has a `PodScheduled` condition.
-pub(crate) fn apply_scheduling_gated_condition(pod: &mut Pod) {
-    if !pod.spec.as_ref().is_some_and(gated) {
-        return;
-    }
-    let status = pod.status.get_or_insert_with(Default::default);
-    let conditions = status.conditions.get_or_insert_with(Vec::new);
-    if conditions.iter().any(|c| c.type_ == "PodScheduled") {
-        return;
-    }
-    conditions.push(PodCondition {
-        type_: "PodScheduled".to_owned(),
-        status: "False".to_owned(),
-        reason: Some("SchedulingGated".to_owned()),
-        message: Some(SCHEDULING_GATED_MESSAGE.to_owned()),
-        last_transition_time: Some(Time(now())),
-        ..PodCondition::default()
-    });
-}
-
 /// Whether the default scheduler takes this pod now: not bound, not being deleted, no
 /// scheduling gate left (the `SchedulingGates` pre-enqueue plugin), and its `schedulerName`
 /// is `default-scheduler` (pods of other schedulers wait for them).
@@ -67,7 +36,7 @@ pub(crate) fn wants_binding(pod: &Pod) -> bool {
     };
     spec.node_name.as_deref().unwrap_or("").is_empty()
         && pod.metadata.deletion_timestamp.is_none()
-        && !gated(spec)
+        && !is_scheduling_gated(spec)
         && spec.scheduler_name.as_deref().unwrap_or(DEFAULT_SCHEDULER) == DEFAULT_SCHEDULER
 }
 
@@ -100,7 +69,7 @@ fn refusal(pod: &Pod) -> Option<String> {
             podvisor_api::gotext::quote(node)
         ));
     }
-    if gated(spec) {
+    if is_scheduling_gated(spec) {
         return Some(format!("pod {name} has non-empty .spec.schedulingGates"));
     }
     None
@@ -281,6 +250,7 @@ fn binding_errors(name: &str, kind: &str, node: &str) -> ApiResult<()> {
 mod tests {
     use super::*;
     use k8s_openapi::api::core::v1::PodSchedulingGate;
+    use podvisor_api::pod::apply_scheduling_gated_condition;
 
     fn pod() -> Pod {
         let mut pod = Pod::default();
@@ -321,7 +291,7 @@ mod tests {
     #[test]
     fn m11_created_gated_pods_get_the_scheduling_gated_condition() {
         let mut gated_pod = with_gate(pod());
-        apply_scheduling_gated_condition(&mut gated_pod);
+        apply_scheduling_gated_condition(&mut gated_pod, Timestamp::UNIX_EPOCH);
         let c = &gated_pod.status.unwrap().conditions.unwrap()[0];
         assert_eq!(
             (
@@ -338,7 +308,7 @@ mod tests {
             )
         );
         let mut plain = pod();
-        apply_scheduling_gated_condition(&mut plain);
+        apply_scheduling_gated_condition(&mut plain, Timestamp::UNIX_EPOCH);
         assert!(plain.status.is_none());
     }
 

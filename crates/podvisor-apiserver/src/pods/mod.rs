@@ -207,7 +207,7 @@ fn admit_new(ns: &str, mut pod: Pod) -> ApiResult<Pod> {
         ..PodStatus::default()
     };
     pod.status = Some(status);
-    scheduler::apply_scheduling_gated_condition(&mut pod);
+    podvisor_api::pod::apply_scheduling_gated_condition(&mut pod, now);
     validate_pod(&pod).map_err(|e| ApiError::invalid(&e))?;
     Ok(pod)
 }
