@@ -178,7 +178,7 @@ fn m14_podgc_deletes_terminated_pods_beyond_the_threshold_oldest_first() {
             "--watch-only",
             "--output-watch-events",
             "-o",
-            "custom-columns=NAME:.metadata.name,PHASE:.status.phase",
+            "json",
             "--request-timeout=0",
         ])
         .stdout(Stdio::piped())
@@ -215,10 +215,14 @@ fn m14_podgc_deletes_terminated_pods_beyond_the_threshold_oldest_first() {
     let mut out = String::new();
     watch.stdout.take().unwrap().read_to_string(&mut out).unwrap();
     let _ = watch.wait();
-    let deleted: Vec<&str> = out
-        .lines()
-        .filter(|l| l.starts_with("DELETED"))
-        .filter_map(|l| l.split_whitespace().nth(1))
+    let events: Vec<Value> = serde_json::Deserializer::from_str(&out)
+        .into_iter::<Value>()
+        .map(Result::unwrap)
+        .collect();
+    let deleted: Vec<&str> = events
+        .iter()
+        .filter(|e| e["type"] == "DELETED")
+        .filter_map(|e| e["object"]["metadata"]["name"].as_str())
         .collect();
     assert_eq!(deleted, ["a", "b"], "{out}");
     assert_eq!(ctx.stop(Duration::from_secs(10)), Some(0));
