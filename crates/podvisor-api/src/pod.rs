@@ -182,7 +182,8 @@ pub fn image_pulled_message(
 }
 
 /// `applySchedulingGatedCondition`'s message (`pkg/registry/core/pod/strategy.go`).
-pub const SCHEDULING_GATED_MESSAGE: &str = "Scheduling is blocked due to non-empty scheduling gates";
+pub const SCHEDULING_GATED_MESSAGE: &str =
+    "Scheduling is blocked due to non-empty scheduling gates";
 
 /// Whether the pod has scheduling gates left (M11: the scheduler does not take it).
 #[must_use]
@@ -195,7 +196,10 @@ pub fn is_scheduling_gated(spec: &PodSpec) -> bool {
 /// `podStrategy.PrepareForCreate`'s `applySchedulingGatedCondition`: a pod created with
 /// scheduling gates gets `PodScheduled=False`, reason `SchedulingGated` (what kubectl shows as
 /// STATUS, K1), unless it already has a `PodScheduled` condition.
-pub fn apply_scheduling_gated_condition(pod: &mut k8s_openapi::api::core::v1::Pod, now: jiff::Timestamp) {
+pub fn apply_scheduling_gated_condition(
+    pod: &mut k8s_openapi::api::core::v1::Pod,
+    now: jiff::Timestamp,
+) {
     use k8s_openapi::api::core::v1::PodCondition;
     if !pod.spec.as_ref().is_some_and(is_scheduling_gated) {
         return;

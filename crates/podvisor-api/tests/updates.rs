@@ -195,7 +195,9 @@ fn m11_scheduling_gates_only_removals() {
     );
 }
 
-fn required_affinity(terms: &[&[(&str, &str)]]) -> podvisor_api::k8s_openapi::api::core::v1::Affinity {
+fn required_affinity(
+    terms: &[&[(&str, &str)]],
+) -> podvisor_api::k8s_openapi::api::core::v1::Affinity {
     use podvisor_api::k8s_openapi::api::core::v1::{
         Affinity, NodeAffinity, NodeSelector, NodeSelectorRequirement, NodeSelectorTerm,
     };
@@ -230,17 +232,24 @@ fn required_affinity(terms: &[&[(&str, &str)]]) -> podvisor_api::k8s_openapi::ap
 #[test]
 fn m11_gated_pods_may_only_extend_required_node_affinity() {
     let mut gated = base();
-    spec_mut(&mut gated).scheduling_gates =
-        Some(vec![podvisor_api::k8s_openapi::api::core::v1::PodSchedulingGate {
+    spec_mut(&mut gated).scheduling_gates = Some(vec![
+        podvisor_api::k8s_openapi::api::core::v1::PodSchedulingGate {
             name: "example.com/wait".into(),
-        }]);
+        },
+    ]);
     let mut one = gated.clone();
     spec_mut(&mut one).affinity = Some(required_affinity(&[&[("zone", "a")]]));
-    assert!(update_errors(&gated, &one).is_empty(), "set where there was none");
+    assert!(
+        update_errors(&gated, &one).is_empty(),
+        "set where there was none"
+    );
     let mut extended = gated.clone();
     spec_mut(&mut extended).affinity =
         Some(required_affinity(&[&[("zone", "a"), ("disk", "ssd")]]));
-    assert!(update_errors(&one, &extended).is_empty(), "a requirement added");
+    assert!(
+        update_errors(&one, &extended).is_empty(),
+        "a requirement added"
+    );
 
     let mut two_terms = gated.clone();
     spec_mut(&mut two_terms).affinity =

@@ -76,6 +76,7 @@ mod watch;
 pub use discovery::GIT_VERSION;
 pub use events::{EVENT_TTL, expire_events};
 pub use exec::PodExec;
+pub use scheduler::bind_pending;
 pub use server::{ApiServer, ServeConfig, ServeError, serve};
 pub use status::ApiError;
 

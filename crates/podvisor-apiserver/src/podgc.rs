@@ -71,9 +71,9 @@ fn is_terminated(pod: &Pod) -> bool {
 
 /// `eviction.PodIsEvicted`: Failed with reason `Evicted`.
 fn is_evicted(pod: &Pod) -> bool {
-    pod.status
-        .as_ref()
-        .is_some_and(|s| s.phase.as_deref() == Some("Failed") && s.reason.as_deref() == Some("Evicted"))
+    pod.status.as_ref().is_some_and(|s| {
+        s.phase.as_deref() == Some("Failed") && s.reason.as_deref() == Some("Evicted")
+    })
 }
 
 /// `byEvictionAndCreationTimestamp`: evicted pods first, then by creation time, then name.
@@ -122,9 +122,7 @@ pub fn plan(pods: &[Pod], threshold: usize) -> Vec<Collection> {
             .unwrap_or("")
             .is_empty();
         let uid = pod.metadata.uid.as_deref().unwrap_or("");
-        if pod.metadata.deletion_timestamp.is_some()
-            && unbound
-            && !out.iter().any(|c| c.uid == uid)
+        if pod.metadata.deletion_timestamp.is_some() && unbound && !out.iter().any(|c| c.uid == uid)
         {
             out.push(collection(pod, Reason::TerminatingUnscheduled));
         }
@@ -252,7 +250,10 @@ mod tests {
         ];
         let got = plan(&pods, 2);
         assert_eq!(names(&got), ["a", "b"]);
-        assert!(got.iter().all(|c| c.reason == Reason::Terminated && !c.mark_failed));
+        assert!(
+            got.iter()
+                .all(|c| c.reason == Reason::Terminated && !c.mark_failed)
+        );
         assert!(plan(&pods, 4).is_empty());
         assert!(plan(&pods, 5).is_empty());
     }
@@ -291,7 +292,10 @@ mod tests {
         bound.metadata.deletion_timestamp = Some(Time(Timestamp::from_second(100).unwrap()));
         let mut unbound_alive = pod("waiting", 3, "Pending");
         unbound_alive.spec.as_mut().unwrap().node_name = None;
-        let got = plan(&[gated, bound, unbound_alive], DEFAULT_TERMINATED_POD_GC_THRESHOLD);
+        let got = plan(
+            &[gated, bound, unbound_alive],
+            DEFAULT_TERMINATED_POD_GC_THRESHOLD,
+        );
         assert_eq!(
             got,
             [Collection {
@@ -325,12 +329,22 @@ mod tests {
         gated.metadata.deletion_timestamp = Some(Time(Timestamp::from_second(100).unwrap()));
         // Still within a grace period (a zero one would let the status write remove it).
         gated.metadata.deletion_grace_period_seconds = Some(30);
-        for p in [pod("old", 1, "Succeeded"), pod("new", 2, "Succeeded"), gated] {
+        for p in [
+            pod("old", 1, "Succeeded"),
+            pod("new", 2, "Succeeded"),
+            gated,
+        ] {
             let key = Key::new("pods", "default", p.metadata.name.as_deref().unwrap());
-            store.create(&key, serde_json::to_value(&p).unwrap()).unwrap();
+            store
+                .create(&key, serde_json::to_value(&p).unwrap())
+                .unwrap();
         }
         let mut watch = store
-            .watch("pods", None, podvisor_store::WatchFrom::After(store.resource_version()))
+            .watch(
+                "pods",
+                None,
+                podvisor_store::WatchFrom::After(store.resource_version()),
+            )
             .unwrap();
         let done = collect(&store, 1).unwrap();
         assert_eq!(names(&done), ["old", "gated"]);
@@ -348,7 +362,11 @@ mod tests {
         }
         assert_eq!(
             seen,
-            ["Deleted old Succeeded", "Modified gated Failed", "Deleted gated Failed"]
+            [
+                "Deleted old Succeeded",
+                "Modified gated Failed",
+                "Deleted gated Failed"
+            ]
         );
     }
 }

@@ -210,10 +210,9 @@ async fn subresource(
         ("pods", "binding", Method::POST) => {
             crate::scheduler::create_binding(&req, &ns, &name, &body)
         }
-        ("pods", "status" | "log" | "exec" | "attach" | "binding", m) => Err(ApiError::method_not_supported(
-            &format!("pods/{sub}"),
-            m.as_str(),
-        )),
+        ("pods", "status" | "log" | "exec" | "attach" | "binding", m) => Err(
+            ApiError::method_not_supported(&format!("pods/{sub}"), m.as_str()),
+        ),
         _ => Err(ApiError::path_not_found()),
     })
 }

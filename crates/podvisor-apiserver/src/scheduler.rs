@@ -7,7 +7,8 @@
 //! `default-scheduler`. A pod with `spec.schedulingGates` is not bound while a gate remains
 //! (the API server gave it `PodScheduled=False`, reason `SchedulingGated`, at create); the
 //! update that removes its last gate binds it. The node agent only runs pods bound to its node,
-//! whoever bound them.
+//! whoever bound them. A binding the server did not get to (stopped between the two writes)
+//! is made when `serve` starts again ([`bind_pending`]).
 
 use axum::http::StatusCode;
 use axum::response::Response;
@@ -111,7 +112,10 @@ pub(crate) fn bind(
         let spec = pod.spec.get_or_insert_with(PodSpec::default);
         spec.node_name = Some(node.to_owned());
         if !annotations.is_empty() {
-            let a = pod.metadata.annotations.get_or_insert_with(Default::default);
+            let a = pod
+                .metadata
+                .annotations
+                .get_or_insert_with(Default::default);
             for (k, v) in annotations {
                 a.insert(k.clone(), v.as_str().unwrap_or_default().to_owned());
             }
@@ -168,6 +172,25 @@ pub(crate) fn schedule(store: &Store, node: &str, pod: &Value) {
         }
         Err(e) => tracing::warn!("binding {ns}/{name} to {node}: {}", e.message),
     }
+}
+
+/// Binds every pod of the store that [`wants_binding`] (at start-up: a create or an update
+/// whose binding a stopped server did not get to); returns how many were bound.
+///
+/// # Errors
+///
+/// The pods could not be listed.
+pub fn bind_pending(store: &Store, node: &str) -> Result<usize, StoreError> {
+    let (objects, _) = store.list("pods", None)?;
+    let mut bound = 0;
+    for obj in objects {
+        let waiting = serde_json::from_value::<Pod>(obj.clone()).is_ok_and(|p| wants_binding(&p));
+        if waiting {
+            schedule(store, node, &obj);
+            bound += 1;
+        }
+    }
+    Ok(bound)
 }
 
 /// `POST /api/v1/namespaces/{ns}/pods/{name}/binding`: a `Binding` to a `Node` target
@@ -351,5 +374,39 @@ mod tests {
         assert_eq!(conditions.len(), 1);
         assert_eq!(conditions[0].reason, None);
         assert_eq!(conditions[0].last_transition_time, Some(Time(later)));
+    }
+
+    /// A pod a stopped server left unbound is bound at the next start; gated ones wait.
+    #[test]
+    fn m11_bind_pending_binds_what_a_stopped_server_left_unbound() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("store.redb")).unwrap();
+        for p in [pod(), with_gate(pod())] {
+            let mut p = p;
+            let gated = p.spec.as_ref().is_some_and(is_scheduling_gated);
+            let name = if gated { "held" } else { "web" };
+            p.metadata.name = Some(name.to_owned());
+            p.metadata.namespace = Some("default".to_owned());
+            p.metadata.uid = Some(format!("uid-{name}"));
+            store
+                .create(
+                    &db::key(PODS, "default", name),
+                    serde_json::to_value(&p).unwrap(),
+                )
+                .unwrap();
+        }
+        assert_eq!(bind_pending(&store, "node-1").unwrap(), 1);
+        let node = |name: &str| {
+            store.get(&db::key(PODS, "default", name)).unwrap().unwrap()["spec"]["nodeName"].clone()
+        };
+        assert_eq!(node("web"), "node-1");
+        assert_eq!(node("held"), Value::Null);
+        let (events, _) = store.list("events", None).unwrap();
+        assert_eq!(events.len(), 1);
+        assert_eq!(
+            events[0]["message"],
+            "Successfully assigned default/web to node-1"
+        );
+        assert_eq!(bind_pending(&store, "node-1").unwrap(), 0);
     }
 }

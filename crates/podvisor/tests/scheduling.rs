@@ -104,14 +104,17 @@ fn m11_a_gated_pod_runs_only_once_its_last_gate_goes() {
     ]);
     let node = node_name();
     let p = wait_pod(&ctx, "held", "running and ready", |p| {
-        p["status"]["phase"] == "Running"
-            && p["status"]["containerStatuses"][0]["ready"] == true
+        p["status"]["phase"] == "Running" && p["status"]["containerStatuses"][0]["ready"] == true
     });
     assert!(started.exists());
     assert_eq!(p["spec"]["nodeName"], node.as_str());
     let wide = ctx.kubectl_ok(&["get", "pods", "-o", "wide"]);
     let r = row(&wide, "held");
-    assert_eq!((r[2].as_str(), r[6].as_str()), ("Running", node.as_str()), "{wide}");
+    assert_eq!(
+        (r[2].as_str(), r[6].as_str()),
+        ("Running", node.as_str()),
+        "{wide}"
+    );
     let events = ctx.kubectl_ok(&[
         "get",
         "events",
@@ -120,7 +123,10 @@ fn m11_a_gated_pod_runs_only_once_its_last_gate_goes() {
         "-o",
         "jsonpath={.items[*].message}",
     ]);
-    assert_eq!(events, format!("Successfully assigned default/held to {node}"));
+    assert_eq!(
+        events,
+        format!("Successfully assigned default/held to {node}")
+    );
 
     // D10: the gate's removal made generation 2; the kubelet's status observes it, on every
     // condition it owns and on PodScheduled.
@@ -135,7 +141,13 @@ fn m11_a_gated_pod_runs_only_once_its_last_gate_goes() {
     let types: Vec<&str> = conditions.iter().map(|(t, _)| t.as_str()).collect();
     assert_eq!(
         types,
-        ["PodReadyToStartContainers", "Initialized", "Ready", "ContainersReady", "PodScheduled"]
+        [
+            "PodReadyToStartContainers",
+            "Initialized",
+            "Ready",
+            "ContainersReady",
+            "PodScheduled"
+        ]
     );
     // A spec change (activeDeadlineSeconds set) is generation 3, observed in turn.
     ctx.kubectl_ok(&[
@@ -194,7 +206,9 @@ fn m14_podgc_deletes_terminated_pods_beyond_the_threshold_oldest_first() {
                 ctx.marker
             ),
         );
-        wait_pod(&ctx, name, "Succeeded", |p| p["status"]["phase"] == "Succeeded");
+        wait_pod(&ctx, name, "Succeeded", |p| {
+            p["status"]["phase"] == "Succeeded"
+        });
         // Creation times are whole seconds: one pod per second keeps "oldest" unambiguous.
         std::thread::sleep(Duration::from_millis(1100));
     }
@@ -213,7 +227,12 @@ fn m14_podgc_deletes_terminated_pods_beyond_the_threshold_oldest_first() {
     }
     let _ = watch.kill();
     let mut out = String::new();
-    watch.stdout.take().unwrap().read_to_string(&mut out).unwrap();
+    watch
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut out)
+        .unwrap();
     let _ = watch.wait();
     let events: Vec<Value> = serde_json::Deserializer::from_str(&out)
         .into_iter::<Value>()

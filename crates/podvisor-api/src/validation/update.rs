@@ -311,13 +311,18 @@ fn node_affinity_mutation(
     new: Option<&NodeAffinity>,
     old: Option<&NodeAffinity>,
 ) -> Vec<FieldError> {
-    let Some(old_required) = old.and_then(|o| o.required_during_scheduling_ignored_during_execution.as_ref())
-    else {
+    let Some(old_required) = old.and_then(|o| {
+        o.required_during_scheduling_ignored_during_execution
+            .as_ref()
+    }) else {
         return Vec::new();
     };
     let old_terms = &old_required.node_selector_terms;
     let new_terms: &[NodeSelectorTerm] = new
-        .and_then(|n| n.required_during_scheduling_ignored_during_execution.as_ref())
+        .and_then(|n| {
+            n.required_during_scheduling_ignored_during_execution
+                .as_ref()
+        })
         .map_or(&[], |r| &r.node_selector_terms[..]);
     let terms_path = path
         .child("requiredDuringSchedulingIgnoredDuringExecution")
@@ -355,7 +360,10 @@ fn term_has_only_additions(new: &NodeSelectorTerm, old: &NodeSelectorTerm) -> bo
     }
     let prefix_kept = |n: &Option<Vec<NodeSelectorRequirement>>,
                        o: &Option<Vec<NodeSelectorRequirement>>| {
-        let (n, o) = (n.as_deref().unwrap_or_default(), o.as_deref().unwrap_or_default());
+        let (n, o) = (
+            n.as_deref().unwrap_or_default(),
+            o.as_deref().unwrap_or_default(),
+        );
         o.is_empty() || (n.len() >= o.len() && semantic(&n[..o.len()]) == semantic(o))
     };
     prefix_kept(&new.match_expressions, &old.match_expressions)

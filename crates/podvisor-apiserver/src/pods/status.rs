@@ -131,7 +131,10 @@ mod tests {
     /// D10: a writer that does not know `observedGeneration` does not clear it.
     #[test]
     fn d10_a_status_write_without_observed_generation_keeps_the_old_values() {
-        let old = with_status(Some(3), &[("Ready", Some(3)), ("example.com/gate", Some(2))]);
+        let old = with_status(
+            Some(3),
+            &[("Ready", Some(3)), ("example.com/gate", Some(2))],
+        );
         let mut new = with_status(None, &[("example.com/gate", None), ("Ready", Some(4))]);
         preserve_old_observed_generation(&mut new, &old);
         let status = new.status.unwrap();

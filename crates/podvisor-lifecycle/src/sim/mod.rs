@@ -561,7 +561,9 @@ enum Scheduling {
 /// `SchedulingGated` (STATUS `SchedulingGated`) until the script's `ungate`; then the
 /// scheduler binds it to [`SIM_NODE`] (its `Scheduled` event) and the kubelet starts it.
 fn schedule(mut pod: Pod, script: &Script, opts: &SimOptions) -> Scheduling {
-    use podvisor_api::pod::{apply_scheduling_gated_condition, is_scheduling_gated, scheduled_message};
+    use podvisor_api::pod::{
+        apply_scheduling_gated_condition, is_scheduling_gated, scheduled_message,
+    };
     if !pod.spec.as_ref().is_some_and(is_scheduling_gated) {
         return Scheduling::Bound {
             pod: Box::new(pod),

@@ -135,6 +135,8 @@ async fn serve(
     }
     let url = server.url();
 
+    // The scheduler's pass over pods a stopped serve created or ungated but did not bind.
+    podvisor_apiserver::bind_pending(&store, &node_name).context("binding pending pods")?;
     let runtime = args
         .runtime
         .runtime(state_dir, &state_dir.join("images"), shim)?;
