@@ -123,6 +123,7 @@ pub(crate) fn v1_resources() -> Value {
             ),
             resource("pods", "pod", true, "Pod", &all, &["po"], &["all"]),
             resource("pods/attach", "", true, "PodAttachOptions", &["create", "get"], &[], &[]),
+            resource("pods/binding", "", true, "Binding", &["create"], &[], &[]),
             resource("pods/exec", "", true, "PodExecOptions", &["create", "get"], &[], &[]),
             resource("pods/log", "", true, "Pod", &["get"], &[], &[]),
             resource("pods/status", "", true, "Pod", &["get", "patch", "update"], &[], &[]),

@@ -187,7 +187,7 @@ async fn object_watch(
 }
 
 /// `/api/v1/namespaces/{ns}/{resource}/{name}/{subresource}`: `pods/status`, `pods/log`,
-/// `pods/exec`.
+/// `pods/exec`, `pods/attach`, `pods/binding`.
 async fn subresource(
     req: Req,
     Path((ns, resource, name, sub)): Path<(String, String, String, String)>,
@@ -207,10 +207,12 @@ async fn subresource(
         ("pods", "attach", Method::GET | Method::POST) => {
             exec::exec(&req, &ns, &name, &uri, upgrade, true)
         }
-        ("pods", "status" | "log" | "exec" | "attach", m) => Err(ApiError::method_not_supported(
-            &format!("pods/{sub}"),
-            m.as_str(),
-        )),
+        ("pods", "binding", Method::POST) => {
+            crate::scheduler::create_binding(&req, &ns, &name, &body)
+        }
+        ("pods", "status" | "log" | "exec" | "attach" | "binding", m) => Err(
+            ApiError::method_not_supported(&format!("pods/{sub}"), m.as_str()),
+        ),
         _ => Err(ApiError::path_not_found()),
     })
 }

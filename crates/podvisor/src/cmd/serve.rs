@@ -60,6 +60,10 @@ pub struct Args {
     /// have held is forgotten. Without this flag an empty store file is refused.
     #[arg(long)]
     pub reset_empty_store: bool,
+    /// PodGC (kube-controller-manager's): terminated pods beyond this number are deleted,
+    /// oldest first (0: never).
+    #[arg(long, default_value_t = podvisor_apiserver::podgc::DEFAULT_TERMINATED_POD_GC_THRESHOLD)]
+    pub terminated_pod_gc_threshold: usize,
     /// The runtime.
     #[command(flatten)]
     pub runtime: super::runtime_args::RuntimeArgs,
@@ -174,6 +178,8 @@ async fn serve(
     }
     let url = server.url();
 
+    // The scheduler's pass over pods a stopped serve created or ungated but did not bind.
+    podvisor_apiserver::bind_pending(&store, &node_name).context("binding pending pods")?;
     let runtime = args
         .runtime
         .runtime(state_dir, &state_dir.join("images"), shim)?;
@@ -181,7 +187,7 @@ async fn serve(
     let agent = Arc::new(Agent::new(Arc::clone(&runtime), config));
     let mut node = Node::start(
         agent,
-        store,
+        store.clone(),
         NodeConfig {
             node_name: node_name.clone(),
             manifests: args.manifests.clone(),
@@ -223,6 +229,13 @@ async fn serve(
             bail!("the node agent stopped during start-up");
         }
     }
+
+    // PodGC, as kube-controller-manager runs it (ends with the runtime).
+    tokio::spawn(podvisor_apiserver::podgc::run(
+        store.clone(),
+        args.terminated_pod_gc_threshold,
+        std::future::pending(),
+    ));
 
     let control = node.control();
     let why = tokio::select! {
