@@ -180,3 +180,15 @@ pub fn image_pulled_message(
         crate::gotext::duration(ms(including_waiting)),
     )
 }
+
+/// The kubelet's refusal of an in-place resize that would set a container's memory limit
+/// below what it uses (1.35 allows memory limit decreases and checks the usage first; the
+/// resize stays `PodResizeInProgress` with reason `Error` and this message). Shared by the
+/// runtimes that check the usage and the simulator's fake runtime.
+#[must_use]
+pub fn memory_limit_below_usage_message(container: &str, limit: u64, usage: u64) -> String {
+    format!(
+        "attempting to set container {} memory limit ({limit}) below current usage ({usage})",
+        crate::gotext::quote(container)
+    )
+}

@@ -210,10 +210,9 @@ async fn subresource(
         ("pods", "attach", Method::GET | Method::POST) => {
             exec::exec(&req, &ns, &name, &uri, upgrade, true)
         }
-        ("pods", "status" | "resize" | "log" | "exec" | "attach", m) => Err(ApiError::method_not_supported(
-            &format!("pods/{sub}"),
-            m.as_str(),
-        )),
+        ("pods", "status" | "resize" | "log" | "exec" | "attach", m) => Err(
+            ApiError::method_not_supported(&format!("pods/{sub}"), m.as_str()),
+        ),
         _ => Err(ApiError::path_not_found()),
     })
 }

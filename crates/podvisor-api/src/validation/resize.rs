@@ -138,11 +138,19 @@ fn pod_resize_errors(new: &Pod, old: &Pod) -> Vec<FieldError> {
             errs.extend(container_resize_errors(
                 n,
                 o,
-                &spec_path.child("initContainers").index(i).child("resources"),
+                &spec_path
+                    .child("initContainers")
+                    .index(i)
+                    .child("resources"),
             ));
         }
     }
-    for (i, (n, o)) in new_spec.containers.iter().zip(&old_spec.containers).enumerate() {
+    for (i, (n, o)) in new_spec
+        .containers
+        .iter()
+        .zip(&old_spec.containers)
+        .enumerate()
+    {
         errs.extend(container_resize_errors(
             n,
             o,
@@ -159,12 +167,7 @@ fn pod_resize_errors(new: &Pod, old: &Pod) -> Vec<FieldError> {
             ));
         }
     }
-    for (c, o) in munged
-        .init_containers
-        .iter_mut()
-        .flatten()
-        .zip(old_inits)
-    {
+    for (c, o) in munged.init_containers.iter_mut().flatten().zip(old_inits) {
         if is_sidecar(o) {
             keep_old_cpu_memory(c, o);
             if c != o {

@@ -33,7 +33,8 @@ pub const REASON_READINESS_GATES_NOT_READY: &str = "ReadinessGatesNotReady";
 
 /// Condition types whose value the kubelet recomputes on every status generation. Any previous
 /// condition of these types is dropped and replaced; everything else is preserved. The resize
-/// conditions are kubelet-owned upstream too; podvisor does not resize, so they are dropped.
+/// conditions are kubelet-owned too: the machine adds them from its resize state
+/// (`machine/resize.rs`), so a previous one is never carried over.
 const KUBELET_OWNED: [&str; 7] = [
     POD_SCHEDULED,
     READY,
