@@ -21,14 +21,21 @@ pub const CONTAINERS_READY: &str = "ContainersReady";
 /// `PodScheduled`: bound to a node (written by the scheduler, or the kubelet for static pods).
 pub const POD_SCHEDULED: &str = "PodScheduled";
 
-/// The condition types whose truth the kubelet owns (D1); the status manager keeps every other
-/// type as clients wrote it.
-pub const KUBELET_CONDITIONS: [&str; 5] = [
+/// `PodResizePending`: an in-place resize the kubelet cannot grant now.
+pub const POD_RESIZE_PENDING: &str = "PodResizePending";
+/// `PodResizeInProgress`: an allocated in-place resize not yet actuated.
+pub const POD_RESIZE_IN_PROGRESS: &str = "PodResizeInProgress";
+
+/// The condition types whose truth the kubelet owns (D1, and the resize conditions,
+/// `PodConditionByKubelet`); the status manager keeps every other type as clients wrote it.
+pub const KUBELET_CONDITIONS: [&str; 7] = [
     POD_READY_TO_START_CONTAINERS,
     INITIALIZED,
     READY,
     CONTAINERS_READY,
     POD_SCHEDULED,
+    POD_RESIZE_PENDING,
+    POD_RESIZE_IN_PROGRESS,
 ];
 
 /// Whether `c` (an init container) is a sidecar: `restartPolicy: Always`

@@ -29,10 +29,7 @@ use crate::action::{Action, ContainerKind, EventType, InstanceId, KillReason};
 use crate::config::NodeResources;
 use crate::time::trunc_secs;
 
-/// Condition type: the kubelet cannot grant the resize now (reason `Infeasible`/`Deferred`).
-pub const POD_RESIZE_PENDING: &str = "PodResizePending";
-/// Condition type: the resize was allocated and is being actuated.
-pub const POD_RESIZE_IN_PROGRESS: &str = "PodResizeInProgress";
+pub use podvisor_api::pod::{POD_RESIZE_IN_PROGRESS, POD_RESIZE_PENDING};
 
 /// `cm.MinShares`: cpu requests at or below this many millicores are equal (the kernel's
 /// minimum `cpu.shares`).

@@ -41,8 +41,8 @@ const KUBELET_OWNED: [&str; 7] = [
     INITIALIZED,
     CONTAINERS_READY,
     POD_READY_TO_START_CONTAINERS,
-    "PodResizePending",
-    "PodResizeInProgress",
+    podvisor_api::pod::POD_RESIZE_PENDING,
+    podvisor_api::pod::POD_RESIZE_IN_PROGRESS,
 ];
 
 /// Everything [`generate_conditions`] looks at.
