@@ -772,7 +772,11 @@ impl<R: Runtime> PodTask<R> {
         let container = pod
             .spec
             .iter()
-            .flat_map(|s| s.containers.iter().chain(s.init_containers.iter().flatten()))
+            .flat_map(|s| {
+                s.containers
+                    .iter()
+                    .chain(s.init_containers.iter().flatten())
+            })
             .find(|c| c.name == container.name)
             .cloned()
             .unwrap_or(container);

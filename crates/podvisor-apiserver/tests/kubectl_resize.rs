@@ -15,7 +15,15 @@ fn resizable(name: &str) -> String {
 }
 
 fn patch(s: &TestServer, pod: &str, patch: &str) -> common::Run {
-    s.kubectl(&["patch", "pod", pod, "--subresource", "resize", "--patch", patch])
+    s.kubectl(&[
+        "patch",
+        "pod",
+        pod,
+        "--subresource",
+        "resize",
+        "--patch",
+        patch,
+    ])
 }
 
 #[test]
@@ -47,7 +55,13 @@ fn kubectl_patch_subresource_resize_changes_resources_and_generation() {
     assert!(r.ok, "{}", r.stderr);
     // The subresource reads as the pod.
     let got: Value = serde_json::from_str(&s.kubectl_ok(&[
-        "get", "pod", "web", "--subresource", "resize", "-o", "json",
+        "get",
+        "pod",
+        "web",
+        "--subresource",
+        "resize",
+        "-o",
+        "json",
     ]))
     .unwrap();
     assert_eq!(

@@ -268,9 +268,7 @@ fn sandbox_lost_and_re_created() {
 /// restart`, restart count 1).
 #[test]
 fn resize_in_place_refused_and_by_restart() {
-    let res = |cpu: &str, mem: &str| {
-        json!({"requests": {"cpu": cpu, "memory": mem}, "limits": {"cpu": cpu, "memory": mem}})
-    };
+    let res = |cpu: &str, mem: &str| json!({"requests": {"cpu": cpu, "memory": mem}, "limits": {"cpu": cpu, "memory": mem}});
     let report = story(
         "resize",
         json!({

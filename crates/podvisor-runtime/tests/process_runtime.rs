@@ -499,7 +499,10 @@ async fn resize_changes_the_memory_limit_in_place() {
             .unwrap_or_default()
     };
     assert_eq!(limit(), (64u64 << 20).to_string());
-    eventually("the container touched its memory", || h.log("app").contains("ready")).await;
+    eventually("the container touched its memory", || {
+        h.log("app").contains("ready")
+    })
+    .await;
     let resources = |m: &str| -> k8s_openapi::api::core::v1::ResourceRequirements {
         serde_json::from_value(json!({"limits": {"memory": m}})).unwrap()
     };
@@ -533,7 +536,10 @@ async fn resize_changes_the_memory_limit_in_place() {
     assert_eq!(limit(), (48u64 << 20).to_string());
     // The same process ran throughout.
     let procs = std::fs::read_to_string(dir.join("cgroup.procs")).unwrap();
-    assert!(procs.lines().any(|p| p.trim() == started.pid.to_string()), "{procs}");
+    assert!(
+        procs.lines().any(|p| p.trim() == started.pid.to_string()),
+        "{procs}"
+    );
     assert!(h.events.try_recv().is_err(), "no exit");
     h.remove().await;
 }

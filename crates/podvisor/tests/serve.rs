@@ -1090,7 +1090,13 @@ fn serve_resizes_a_running_container_in_place() {
         );
         w.wait_for(
             "PodResizeInProgress gone",
-            &["get", "pod", "rs", "-o", "jsonpath={.status.conditions[*].type}"],
+            &[
+                "get",
+                "pod",
+                "rs",
+                "-o",
+                "jsonpath={.status.conditions[*].type}",
+            ],
             |o| !String::from_utf8_lossy(&o.stdout).contains("PodResize"),
         );
         assert_eq!(cgroup_limit(), bytes.to_string());
@@ -1146,7 +1152,10 @@ fn serve_resizes_a_running_container_in_place() {
         },
     );
     assert_eq!(
-        w.jsonpath("rs", "{.status.containerStatuses[0].allocatedResources.cpu}"),
+        w.jsonpath(
+            "rs",
+            "{.status.containerStatuses[0].allocatedResources.cpu}"
+        ),
         "100m"
     );
     w.kubectl_ok(&["delete", "pod", "rs", "--wait=false"]);

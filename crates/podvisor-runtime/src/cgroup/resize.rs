@@ -48,7 +48,9 @@ pub enum ResizeError {
 pub fn memory_usage(mode: &CgroupMode, parent: &str, name: &str) -> io::Result<Option<u64>> {
     let rel = relative(parent, name)?;
     let file = match mode {
-        CgroupMode::Hybrid { memory_root, .. } => memory_root.join(&rel).join("memory.usage_in_bytes"),
+        CgroupMode::Hybrid { memory_root, .. } => {
+            memory_root.join(&rel).join("memory.usage_in_bytes")
+        }
         CgroupMode::Unified { root, .. } => root.join(&rel).join("memory.current"),
         CgroupMode::None => return Ok(None),
     };
@@ -91,7 +93,9 @@ pub fn update(
                 // Shares first; the period before a quota that needs it.
                 write_file(&cpu.join("cpu.shares"), &res.cpu_shares.to_string())?;
                 write_file(&cpu.join("cpu.cfs_period_us"), &res.cpu_period.to_string())?;
-                let quota = res.cpu_quota.map_or_else(|| "-1".to_owned(), |q| q.to_string());
+                let quota = res
+                    .cpu_quota
+                    .map_or_else(|| "-1".to_owned(), |q| q.to_string());
                 write_file(&cpu.join("cpu.cfs_quota_us"), &quota)?;
             }
         }
@@ -103,8 +107,13 @@ pub fn update(
                     .map_or_else(|| "max".to_owned(), |l| l.to_string());
                 write_if_present(&dir.join("memory.max"), &max)?;
             }
-            write_if_present(&dir.join("cpu.weight"), &shares_to_weight(res.cpu_shares).to_string())?;
-            let quota = res.cpu_quota.map_or_else(|| "max".to_owned(), |q| q.to_string());
+            write_if_present(
+                &dir.join("cpu.weight"),
+                &shares_to_weight(res.cpu_shares).to_string(),
+            )?;
+            let quota = res
+                .cpu_quota
+                .map_or_else(|| "max".to_owned(), |q| q.to_string());
             write_if_present(&dir.join("cpu.max"), &format!("{quota} {}", res.cpu_period))?;
         }
     }
