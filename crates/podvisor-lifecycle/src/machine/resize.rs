@@ -335,9 +335,7 @@ impl PodMachine {
     /// Why the node cannot take the desired resources now, as the kubelet's resize admission
     /// words it (`canResizePod`, then the resource-fit predicate's message).
     fn resize_blocked(&self) -> Option<(&'static str, String)> {
-        let Some(node) = self.config.allocatable else {
-            return None;
-        };
+        let node = self.config.allocatable?;
         let (cpu, memory) = pod_requests(self.spec());
         if memory > node.memory_bytes {
             return Some((
