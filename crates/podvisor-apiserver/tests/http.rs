@@ -110,6 +110,7 @@ fn tokens_kubeconfig_and_discovery() {
             "pods/attach",
             "pods/exec",
             "pods/log",
+            "pods/resize",
             "pods/status"
         ]
     );
