@@ -373,6 +373,9 @@ mod resize {
         Some(serde_json::from_value(v).unwrap())
     }
 
+    /// A change made to the request.
+    type Edit = Box<dyn FnOnce(&mut Pod)>;
+
     /// The request applied as the strategy applies it, then validated.
     fn resize_errors(edit: impl FnOnce(&mut Pod)) -> Vec<String> {
         let old = base();
@@ -412,7 +415,7 @@ mod resize {
 
     #[test]
     fn refusals_have_the_api_servers_words() {
-        let cases: Vec<(Box<dyn FnOnce(&mut Pod)>, &str)> = vec![
+        let cases: Vec<(Edit, &str)> = vec![
             (
                 Box::new(|p: &mut Pod| {
                     p.spec.as_mut().unwrap().containers[0].resources = res(

@@ -261,7 +261,7 @@ fn sandbox_lost_and_re_created() {
 }
 
 /// In-place resize (A11, A18 step 7, D10): at 5 s the app's cpu goes up in place
-/// (`ResizeStarted`, `resources updated in place`, `ResizeCompleted`, no restart); at 10 s its
+/// (`ResizeStarted`, `UpdateContainerResources`, `ResizeCompleted`, no restart); at 10 s its
 /// memory limit goes below the 96Mi it uses and is refused (`ResizeError`,
 /// `PodResizeInProgress` stays True), retried every 10 s; the sidecar's memory, policy
 /// `RestartContainer`, is resized at 15 s by a restart (`Container proxy resize requires

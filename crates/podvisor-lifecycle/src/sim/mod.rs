@@ -426,7 +426,7 @@ impl FakeRuntime for Scripted<'_> {
                 instance,
                 resources,
             } => {
-                self.runtime(t, name, "resources updated in place".to_string());
+                self.runtime(t, name, "UpdateContainerResources (in place)".to_string());
                 let usage = self
                     .container_script(name)
                     .and_then(|c| c.memory_usage.as_deref())
