@@ -38,6 +38,8 @@ pub(crate) enum Command {
     UpdateSpec(Box<Pod>),
     /// Conditions written by others (readiness gates).
     UpdateConditions(Vec<PodCondition>),
+    /// What the node's other pods have allocated (in-place resize `Deferred`).
+    NodeRequested(podvisor_lifecycle::NodeResources),
     /// A streaming exec (`kubectl exec`) in the running instance of `container`.
     Exec {
         container: String,
@@ -312,6 +314,9 @@ impl<R: Runtime> PodTask<R> {
             Wake::Command(Some(Command::UpdateSpec(pod))) => {
                 debug!("{}: spec update", self.full_name);
                 self.machine.handle_spec_update(*pod, now);
+            }
+            Wake::Command(Some(Command::NodeRequested(requested))) => {
+                self.machine.set_node_requested(requested, now);
             }
             Wake::Command(Some(Command::UpdateConditions(conditions))) => {
                 debug!("{}: conditions update", self.full_name);

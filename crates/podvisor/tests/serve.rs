@@ -1161,3 +1161,68 @@ fn serve_resizes_a_running_container_in_place() {
     w.kubectl_ok(&["delete", "pod", "rs", "--wait=false"]);
     w.wait_gone("rs");
 }
+
+/// A resize that fits the node but not beside the other pods' allocations is `Deferred`
+/// (the resource-fit predicate's message), and is allocated once the other pod is gone.
+#[test]
+#[ignore = "needs root: run as root with --include-ignored (scripts/test does)"]
+fn serve_defers_a_resize_until_the_node_has_room() {
+    let mut w = World::new("deferred");
+    w.start(&[]);
+    let capacity = std::thread::available_parallelism().unwrap().get() * 1000;
+    let big = capacity - 500;
+    let with_cpu = |name: &str, cpu: &str| {
+        looping_pod(name, &w.dir.join(format!("{name}.pid"))).replace(
+            "    image: busybox\n",
+            &format!("    image: busybox\n    resources:\n      requests: {{cpu: {cpu}}}\n"),
+        )
+    };
+    w.create(&with_cpu("big", &format!("{big}m")));
+    w.create(&with_cpu("small", "100m"));
+    w.wait_phase("big", "Running");
+    w.wait_phase("small", "Running");
+    w.kubectl_ok(&[
+        "patch",
+        "pod",
+        "small",
+        "--subresource",
+        "resize",
+        "--patch",
+        r#"{"spec":{"containers":[{"name":"app","resources":{"requests":{"cpu":"1"}}}]}}"#,
+    ]);
+    let pending = "jsonpath={.status.conditions[?(@.type==\"PodResizePending\")].reason}: {.status.conditions[?(@.type==\"PodResizePending\")].message}";
+    w.wait_for(
+        "PodResizePending Deferred",
+        &["get", "pod", "small", "-o", pending],
+        |o| {
+            String::from_utf8_lossy(&o.stdout)
+                == format!(
+                    "Deferred: Node didn't have enough resource: cpu, requested: 1000, used: {big}, capacity: {capacity}"
+                )
+        },
+    );
+    assert_eq!(
+        w.jsonpath(
+            "small",
+            "{.status.containerStatuses[0].allocatedResources.cpu}"
+        ),
+        "100m"
+    );
+    w.kubectl_ok(&["delete", "pod", "big"]);
+    w.wait_for(
+        "the deferred resize allocated",
+        &[
+            "get",
+            "pod",
+            "small",
+            "-o",
+            "jsonpath={.status.containerStatuses[0].allocatedResources.cpu} {.status.conditions[*].type}",
+        ],
+        |o| {
+            let out = String::from_utf8_lossy(&o.stdout);
+            out.starts_with("1 ") && !out.contains("PodResize")
+        },
+    );
+    w.kubectl_ok(&["delete", "pod", "small", "--wait=false"]);
+    w.wait_gone("small");
+}
