@@ -222,6 +222,12 @@ impl PodControl {
         let _ = self.commands.send(Command::UpdateConditions(conditions));
     }
 
+    /// The cpu and memory the node's other pods have allocated, against which an in-place
+    /// resize is `Deferred` (the kubelet's resize admission sees every admitted pod).
+    pub fn node_requested(&self, requested: podvisor_lifecycle::NodeResources) {
+        let _ = self.commands.send(Command::NodeRequested(requested));
+    }
+
     /// Starts a streaming exec (`kubectl exec`) in the running instance of `container`.
     ///
     /// # Errors

@@ -26,6 +26,7 @@
 //! Stopping the node stops its pod workers without touching their containers (like the
 //! kubelet): a restarted node re-adopts them. Draining deletes every pod gracefully first.
 
+mod allocation;
 mod recorder;
 mod recovery;
 mod static_pods;
@@ -39,6 +40,7 @@ pub use writer::{merge_status, write_pod_status};
 
 use crate::log::{debug, warning};
 use crate::{Agent, PodControl, PodHandle};
+use allocation::{allocated_requests, resize_deferred};
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{Pod, PodCondition};
 use podvisor_runtime::{ExecError, ExecRequest, ExecSession, ImageGcPolicy, Runtime, SandboxState};
@@ -642,8 +644,21 @@ impl<R: Runtime> NodeLoop<R> {
 
     fn on_pod(&mut self, pod: Pod, rv: u64) {
         let uid = uid(&pod);
-        if let Some(w) = self.workers.get_mut(&uid) {
-            if rv > w.rv {
+        if self.workers.contains_key(&uid) {
+            // A spec update may be a resize: the worker learns what the other pods have
+            // allocated first (its resize is `Deferred` when they leave too little).
+            let resized = self.workers.get(&uid).is_some_and(|w| {
+                rv > w.rv && w.spec.pointer("/spec") != spec_view(&pod).pointer("/spec")
+            });
+            if resized {
+                let others = self.others_requested(&uid);
+                if let Some(w) = self.workers.get(&uid) {
+                    w.control.node_requested(others);
+                }
+            }
+            if let Some(w) = self.workers.get_mut(&uid)
+                && rv > w.rv
+            {
                 w.rv = rv;
                 w.sync(&pod);
             }
@@ -742,6 +757,19 @@ impl<R: Runtime> NodeLoop<R> {
         let Some(w) = self.workers.remove(&f.uid) else {
             return;
         };
+        // What it had allocated is free: a `Deferred` resize may fit now.
+        let deferred: Vec<String> = self
+            .workers
+            .iter()
+            .filter(|(_, w)| resize_deferred(w.latest.borrow().as_deref()))
+            .map(|(uid, _)| uid.clone())
+            .collect();
+        for uid in deferred {
+            let others = self.others_requested(&uid);
+            if let Some(w) = self.workers.get(&uid) {
+                w.control.node_requested(others);
+            }
+        }
         debug!("node: {} ({}) finished", f.key, f.uid);
         // A static pod whose manifest went is gone like a deleted one.
         if w.gone || (w.is_static && !self.desired.contains_key(&f.uid)) {
@@ -764,6 +792,23 @@ impl<R: Runtime> NodeLoop<R> {
                 writer::remove_if_deleted(&store, &f.key, &f.uid);
             });
         }
+    }
+
+    /// The cpu and memory the running pods other than `uid` have allocated (their requests, with
+    /// the kubelet's allocation where a resize changed it: `allocatedResources`).
+    fn others_requested(&self, uid: &str) -> podvisor_lifecycle::NodeResources {
+        let mut total = podvisor_lifecycle::NodeResources::default();
+        for (other, w) in &self.workers {
+            if other == uid {
+                continue;
+            }
+            if let Some(pod) = w.latest.borrow().as_deref() {
+                let (cpu, memory) = allocated_requests(pod);
+                total.cpu_millis += cpu;
+                total.memory_bytes += memory;
+            }
+        }
+        total
     }
 
     /// Deletes the object `key` of pod `uid` at once (grace 0, UID precondition), in the

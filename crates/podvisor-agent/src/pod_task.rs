@@ -11,7 +11,7 @@ use crate::clock::{Clock, instant_for};
 use crate::log::{debug, warning};
 use crate::{PodUpdate, TimedEvent, executors};
 use jiff::Timestamp;
-use k8s_openapi::api::core::v1::{Container, Pod, PodCondition};
+use k8s_openapi::api::core::v1::{Container, Pod, PodCondition, ResourceRequirements};
 use podvisor_lifecycle::{
     Action, ContainerKind, Event, EventType, ExitStatus, HookKind, ImagePull, InstanceId,
     MachineConfig, PastInstance, PodMachine, ProbeKind, ProbeOutcome, RecoveredInstance,
@@ -38,6 +38,8 @@ pub(crate) enum Command {
     UpdateSpec(Box<Pod>),
     /// Conditions written by others (readiness gates).
     UpdateConditions(Vec<PodCondition>),
+    /// What the node's other pods have allocated (in-place resize `Deferred`).
+    NodeRequested(podvisor_lifecycle::NodeResources),
     /// A streaming exec (`kubectl exec`) in the running instance of `container`.
     Exec {
         container: String,
@@ -74,6 +76,11 @@ enum Input<S> {
         instance: u64,
         kind: ProbeKind,
         outcome: ProbeOutcome,
+    },
+    /// An in-place resize was applied (the resources now in effect) or refused.
+    Resized {
+        instance: u64,
+        result: Result<ResourceRequirements, RuntimeError>,
     },
     /// A stop signal or SIGKILL was delivered (or not); nothing to tell the machine.
     Signalled {
@@ -308,6 +315,9 @@ impl<R: Runtime> PodTask<R> {
                 debug!("{}: spec update", self.full_name);
                 self.machine.handle_spec_update(*pod, now);
             }
+            Wake::Command(Some(Command::NodeRequested(requested))) => {
+                self.machine.set_node_requested(requested, now);
+            }
             Wake::Command(Some(Command::UpdateConditions(conditions))) => {
                 debug!("{}: conditions update", self.full_name);
                 self.machine.handle_conditions_update(conditions, now);
@@ -504,6 +514,21 @@ impl<R: Runtime> PodTask<R> {
                 self.machine
                     .handle_probe_result(&name, InstanceId(instance), kind, outcome, now);
             }
+            Input::Resized { instance, result } => match result {
+                Ok(resources) => {
+                    debug!("{}: instance {instance} resized", self.full_name);
+                    self.machine
+                        .handle_resources_updated(InstanceId(instance), resources, now);
+                }
+                Err(e) => {
+                    warning!("{}: resizing instance {instance}: {e}", self.full_name);
+                    self.machine.handle_resources_update_failed(
+                        InstanceId(instance),
+                        e.to_string(),
+                        now,
+                    );
+                }
+            },
             Input::Signalled {
                 instance,
                 signal,
@@ -631,6 +656,36 @@ impl<R: Runtime> PodTask<R> {
                 debug!("{}: killing {name} ({instance})", self.full_name);
                 self.spawn_signal(instance.0, 9);
             }
+            Action::UpdateContainerResources {
+                name,
+                instance,
+                resources,
+            } => {
+                let id = instance.0;
+                let Some(sandbox) = self.sandbox.clone() else {
+                    self.ready.push_back(Input::Resized {
+                        instance: id,
+                        result: Err(RuntimeError::Other("the pod sandbox is gone".to_owned())),
+                    });
+                    return;
+                };
+                let rt = Arc::clone(&self.rt);
+                let on_panic = Input::Resized {
+                    instance: id,
+                    result: Err(RuntimeError::Other(
+                        "runtime task panicked while resizing the container".to_owned(),
+                    )),
+                };
+                self.spawn(Some(on_panic), async move {
+                    let result = rt
+                        .update_container_resources(&sandbox, id, &name, resources)
+                        .await;
+                    Input::Resized {
+                        instance: id,
+                        result,
+                    }
+                });
+            }
             Action::EmitEvent(event) => {
                 debug!(
                     "{}: event {} {}: {}",
@@ -716,8 +771,22 @@ impl<R: Runtime> PodTask<R> {
         self.starting.insert(instance);
         self.starting_names.insert(instance, name.to_owned());
         let rt = Arc::clone(&self.rt);
+        // The kubelet starts a container with its allocated resources (a resize still
+        // pending does not apply yet).
+        let pod = self.machine.allocated_pod();
+        let container = pod
+            .spec
+            .iter()
+            .flat_map(|s| {
+                s.containers
+                    .iter()
+                    .chain(s.init_containers.iter().flatten())
+            })
+            .find(|c| c.name == container.name)
+            .cloned()
+            .unwrap_or(container);
         let request = StartRequest {
-            pod: self.machine.pod().clone(),
+            pod,
             instance,
             container,
             restart_count,

@@ -21,14 +21,21 @@ pub const CONTAINERS_READY: &str = "ContainersReady";
 /// `PodScheduled`: bound to a node (written by the scheduler, or the kubelet for static pods).
 pub const POD_SCHEDULED: &str = "PodScheduled";
 
-/// The condition types whose truth the kubelet owns (D1); the status manager keeps every other
-/// type as clients wrote it.
-pub const KUBELET_CONDITIONS: [&str; 5] = [
+/// `PodResizePending`: an in-place resize the kubelet cannot grant now.
+pub const POD_RESIZE_PENDING: &str = "PodResizePending";
+/// `PodResizeInProgress`: an allocated in-place resize not yet actuated.
+pub const POD_RESIZE_IN_PROGRESS: &str = "PodResizeInProgress";
+
+/// The condition types whose truth the kubelet owns (D1, and the resize conditions,
+/// `PodConditionByKubelet`); the status manager keeps every other type as clients wrote it.
+pub const KUBELET_CONDITIONS: [&str; 7] = [
     POD_READY_TO_START_CONTAINERS,
     INITIALIZED,
     READY,
     CONTAINERS_READY,
     POD_SCHEDULED,
+    POD_RESIZE_PENDING,
+    POD_RESIZE_IN_PROGRESS,
 ];
 
 /// Whether `c` (an init container) is a sidecar: `restartPolicy: Always`
@@ -224,4 +231,16 @@ pub fn apply_scheduling_gated_condition(
 #[must_use]
 pub fn scheduled_message(namespace: &str, name: &str, node: &str) -> String {
     format!("Successfully assigned {namespace}/{name} to {node}")
+}
+
+/// The kubelet's refusal of an in-place resize that would set a container's memory limit
+/// below what it uses (1.35 allows memory limit decreases and checks the usage first; the
+/// resize stays `PodResizeInProgress` with reason `Error` and this message). Shared by the
+/// runtimes that check the usage and the simulator's fake runtime.
+#[must_use]
+pub fn memory_limit_below_usage_message(container: &str, limit: u64, usage: u64) -> String {
+    format!(
+        "attempting to set container {} memory limit ({limit}) below current usage ({usage})",
+        crate::gotext::quote(container)
+    )
 }

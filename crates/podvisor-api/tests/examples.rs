@@ -57,3 +57,8 @@ fn invalid_example_lists_every_error() {
     assert!(text.starts_with("The Pod \"Invalid_Pod\" is invalid: [metadata.name: Invalid value"));
     assert!(text.ends_with("supported values: \"Always\", \"OnFailure\", \"Never\"]"));
 }
+
+#[test]
+fn resize_example_is_valid() {
+    validate_example("resize.yaml").unwrap();
+}

@@ -442,3 +442,122 @@ fn m11_no_new_finalizers_on_a_pod_being_deleted() {
     new.metadata.finalizers = None;
     assert!(update_errors(&old, &new).is_empty());
 }
+
+/// The `pods/resize` subresource (`dropNonResizeUpdates` + `ValidatePodResize`, 1.35).
+mod resize {
+    use super::common::{pod, with_spec};
+    use podvisor_api::k8s_openapi::api::core::v1::{Pod, ResourceRequirements};
+    use podvisor_api::{drop_non_resize_updates, validate_pod_resize};
+
+    fn base() -> Pod {
+        pod(&with_spec(
+            "  initContainers:\n  - {name: init, image: busybox}\n  - name: proxy\n    image: busybox\n    restartPolicy: Always\n    resources: {requests: {cpu: 50m}}\n  containers:\n  - name: app\n    image: busybox\n    resources:\n      requests: {cpu: 100m, memory: 64Mi}\n      limits: {cpu: 200m, memory: 128Mi}\n",
+        ))
+    }
+
+    fn res(v: serde_json::Value) -> Option<ResourceRequirements> {
+        Some(serde_json::from_value(v).unwrap())
+    }
+
+    /// A change made to the request.
+    type Edit = Box<dyn FnOnce(&mut Pod)>;
+
+    /// The request applied as the strategy applies it, then validated.
+    fn resize_errors(edit: impl FnOnce(&mut Pod)) -> Vec<String> {
+        let old = base();
+        let mut request = base();
+        edit(&mut request);
+        let new = drop_non_resize_updates(&request, &old);
+        validate_pod_resize(&new, &old)
+            .err()
+            .map(|e| e.errors.iter().map(ToString::to_string).collect())
+            .unwrap_or_default()
+    }
+
+    #[test]
+    fn cpu_and_memory_of_containers_and_sidecars_change_and_memory_limits_may_go_down() {
+        let errs = resize_errors(|p| {
+            let spec = p.spec.as_mut().unwrap();
+            spec.containers[0].resources = res(serde_json::json!({
+                "requests": {"cpu": "300m", "memory": "32Mi"},
+                "limits": {"cpu": "400m", "memory": "64Mi"},
+            }));
+            spec.init_containers.as_mut().unwrap()[1].resources =
+                res(serde_json::json!({"requests": {"cpu": "70m"}}));
+        });
+        assert!(errs.is_empty(), "{errs:?}");
+    }
+
+    #[test]
+    fn other_fields_are_dropped_not_refused() {
+        let old = base();
+        let mut request = base();
+        request.spec.as_mut().unwrap().active_deadline_seconds = Some(5);
+        request.spec.as_mut().unwrap().containers[0].image = Some("busybox:2".into());
+        let new = drop_non_resize_updates(&request, &old);
+        assert_eq!(new.spec, old.spec);
+        assert!(validate_pod_resize(&new, &old).is_ok());
+    }
+
+    #[test]
+    fn refusals_have_the_api_servers_words() {
+        let cases: Vec<(Edit, &str)> = vec![
+            (
+                Box::new(|p: &mut Pod| {
+                    p.spec.as_mut().unwrap().containers[0].resources = res(
+                        serde_json::json!({"requests": {"cpu": "100m"}, "limits": {"cpu": "200m", "memory": "128Mi"}}),
+                    );
+                }),
+                "spec.containers[0].resources.requests: Forbidden: resource requests cannot be removed",
+            ),
+            (
+                Box::new(|p: &mut Pod| {
+                    p.spec.as_mut().unwrap().init_containers.as_mut().unwrap()[0].resources =
+                        res(serde_json::json!({"requests": {"cpu": "10m"}}));
+                }),
+                "spec: Forbidden: resources for non-sidecar init containers are immutable",
+            ),
+            (
+                Box::new(|p: &mut Pod| {
+                    p.spec.as_mut().unwrap().containers[0].resize_policy = Some(vec![
+                        serde_json::from_value(serde_json::json!(
+                            {"resourceName": "memory", "restartPolicy": "RestartContainer"}
+                        ))
+                        .unwrap(),
+                    ]);
+                }),
+                "spec: Forbidden: only cpu and memory resources are mutable",
+            ),
+        ];
+        for (edit, want) in cases {
+            assert_eq!(resize_errors(edit), vec![want.to_string()]);
+        }
+    }
+
+    #[test]
+    fn pods_with_pod_level_resources_and_static_pods_are_not_resized() {
+        let mut old = base();
+        old.spec.as_mut().unwrap().resources =
+            res(serde_json::json!({"limits": {"memory": "1Gi"}}));
+        let errs: Vec<String> = validate_pod_resize(&old.clone(), &old)
+            .unwrap_err()
+            .errors
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        assert_eq!(
+            errs,
+            [": Forbidden: pods with pod-level resources cannot be resized"]
+        );
+        let mut old = base();
+        old.metadata.annotations =
+            Some([("kubernetes.io/config.mirror".to_string(), "x".to_string())].into());
+        let errs: Vec<String> = validate_pod_resize(&old.clone(), &old)
+            .unwrap_err()
+            .errors
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        assert_eq!(errs, [": Forbidden: static pods cannot be resized"]);
+    }
+}

@@ -126,6 +126,7 @@ pub(crate) fn v1_resources() -> Value {
             resource("pods/binding", "", true, "Binding", &["create"], &[], &[]),
             resource("pods/exec", "", true, "PodExecOptions", &["create", "get"], &[], &[]),
             resource("pods/log", "", true, "Pod", &["get"], &[], &[]),
+            resource("pods/resize", "", true, "Pod", &["get", "patch", "update"], &[], &[]),
             resource("pods/status", "", true, "Pod", &["get", "patch", "update"], &[], &[]),
         ],
     })

@@ -200,6 +200,9 @@ async fn subresource(
         ("pods", "status", Method::GET) => objects::get(&req, PODS, &ns, &name),
         ("pods", "status", Method::PUT) => pods::status::update(&req, &ns, &name, &body),
         ("pods", "status", Method::PATCH) => pods::status::patch(&req, &ns, &name, &body),
+        ("pods", "resize", Method::GET) => objects::get(&req, PODS, &ns, &name),
+        ("pods", "resize", Method::PUT) => pods::resize::update(&req, &ns, &name, &body),
+        ("pods", "resize", Method::PATCH) => pods::resize::patch(&req, &ns, &name, &body),
         ("pods", "log", Method::GET) => logs::get(&req, &ns, &name).await,
         ("pods", "exec", Method::GET | Method::POST) => {
             exec::exec(&req, &ns, &name, &uri, upgrade, false)
@@ -210,7 +213,7 @@ async fn subresource(
         ("pods", "binding", Method::POST) => {
             crate::scheduler::create_binding(&req, &ns, &name, &body)
         }
-        ("pods", "status" | "log" | "exec" | "attach" | "binding", m) => Err(
+        ("pods", "status" | "resize" | "log" | "exec" | "attach" | "binding", m) => Err(
             ApiError::method_not_supported(&format!("pods/{sub}"), m.as_str()),
         ),
         _ => Err(ApiError::path_not_found()),

@@ -111,6 +111,7 @@ fn tokens_kubeconfig_and_discovery() {
             "pods/binding",
             "pods/exec",
             "pods/log",
+            "pods/resize",
             "pods/status"
         ]
     );

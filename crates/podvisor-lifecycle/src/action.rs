@@ -192,6 +192,17 @@ pub enum Action {
         /// The instance.
         instance: InstanceId,
     },
+    /// Change a running instance's cpu and memory in place (CRI `UpdateContainerResources`,
+    /// in-place resize); answer with `handle_resources_updated` (the values now applied) or
+    /// `handle_resources_update_failed`.
+    UpdateContainerResources {
+        /// Spec container name.
+        name: String,
+        /// The instance.
+        instance: InstanceId,
+        /// Its allocated requests and limits (only cpu and memory are applied).
+        resources: k8s_openapi::api::core::v1::ResourceRequirements,
+    },
     /// Record an event.
     EmitEvent(Event),
     /// The pod object changed (status, or deletion metadata): publish this snapshot. Several may

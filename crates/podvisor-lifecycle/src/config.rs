@@ -45,6 +45,16 @@ impl BackoffConfig {
     }
 }
 
+/// An amount of cpu (millicores) and memory (bytes): the node's allocatable resources, or
+/// what pods have allocated of them (in-place resize feasibility).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct NodeResources {
+    /// CPU in millicores.
+    pub cpu_millis: i64,
+    /// Memory in bytes.
+    pub memory_bytes: i64,
+}
+
 /// Settings of one [`crate::PodMachine`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MachineConfig {
@@ -63,6 +73,9 @@ pub struct MachineConfig {
     /// sidecar at its next sync, after a PLEG relist (1 s); starting the next container at once
     /// would race the sidecar's own start-up, which upstream's ordering checks rely on.
     pub sidecar_settle: Duration,
+    /// The node's allocatable cpu and memory, against which a resize is checked
+    /// (`Infeasible` beyond it); `None`: unknown, every resize fits.
+    pub allocatable: Option<NodeResources>,
 }
 
 impl Default for MachineConfig {
@@ -74,6 +87,7 @@ impl Default for MachineConfig {
             host_ip: None,
             pod_ip: None,
             sidecar_settle: Duration::from_secs(1),
+            allocatable: None,
         }
     }
 }

@@ -27,7 +27,9 @@ pub use action::{
     Action, ContainerKind, Event, EventType, ExitStatus, HookKind, ImagePull, InstanceId,
     KillReason, ProbeKind, ProbeOutcome, StartFailure,
 };
-pub use config::{BackoffConfig, MachineConfig};
-pub use machine::{PastInstance, PodMachine, RecoveredInstance};
+pub use config::{BackoffConfig, MachineConfig, NodeResources};
+pub use machine::{
+    POD_RESIZE_IN_PROGRESS, POD_RESIZE_PENDING, PastInstance, PodMachine, RecoveredInstance,
+};
 pub use status::phase::is_sidecar;
 pub mod sim;

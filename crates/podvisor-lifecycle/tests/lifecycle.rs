@@ -19,6 +19,8 @@ mod rules_actions;
 mod rules_images;
 #[path = "rules_probes_hooks_termination.rs"]
 mod rules_probes_hooks_termination;
+#[path = "rules_resize.rs"]
+mod rules_resize;
 #[path = "rules_sandbox.rs"]
 mod rules_sandbox;
 #[path = "status_conditions.rs"]

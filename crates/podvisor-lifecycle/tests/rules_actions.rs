@@ -17,7 +17,7 @@
 //! - A5's and A10's `UNKNOWN` bullets: the process runtime always observes an exit.
 //! - A5's "no record, previously initialized, sidecar" bullet: records are never lost (no
 //!   container GC of the newest instance, no agent restart inside the machine).
-//! - A11's in-place resize bullet and A18 step 7: no in-place resize.
+//! - A11's in-place resize bullet and A18 step 7: in `rules_resize.rs`.
 //! - A14 and A18 step 5: no ephemeral containers.
 //! - A17: `RestartAllContainersOnContainerExits` is alpha (off).
 //! - A19's image pull step: images are not pulled by the lifecycle core.

@@ -281,3 +281,30 @@ fn scheduling_gated_pod_starts_when_ungated() {
     let gated = story("held", spec, "", 60);
     insta::assert_snapshot!("scheduling_gated_pod_stays_gated", gated);
 }
+
+/// In-place resize (A11, A18 step 7, D10): at 5 s the app's cpu goes up in place
+/// (`ResizeStarted`, `UpdateContainerResources`, `ResizeCompleted`, no restart); at 10 s its
+/// memory limit goes below the 96Mi it uses and is refused (`ResizeError`,
+/// `PodResizeInProgress` stays True), retried every 10 s; the sidecar's memory, policy
+/// `RestartContainer`, is resized at 15 s by a restart (`Container proxy resize requires
+/// restart`, restart count 1).
+#[test]
+fn resize_in_place_refused_and_by_restart() {
+    let res = |cpu: &str, mem: &str| json!({"requests": {"cpu": cpu, "memory": mem}, "limits": {"cpu": cpu, "memory": mem}});
+    let report = story(
+        "resize",
+        json!({
+            "initContainers": [{"name": "proxy", "image": "busybox", "restartPolicy": "Always",
+                "resources": res("100m", "64Mi"),
+                "resizePolicy": [{"resourceName": "memory", "restartPolicy": "RestartContainer"}]}],
+            "containers": [{"name": "app", "image": "busybox", "resources": res("100m", "128Mi")}],
+        }),
+        "containers:\n  app:\n    memoryUsage: 96Mi\n\
+         resize:\n\
+         - at: 5s\n  containers:\n    app: {requests: {cpu: 200m, memory: 128Mi}, limits: {cpu: 200m, memory: 128Mi}}\n\
+         - at: 10s\n  containers:\n    app: {requests: {cpu: 200m, memory: 64Mi}, limits: {cpu: 200m, memory: 64Mi}}\n\
+         - at: 15s\n  containers:\n    proxy: {requests: {cpu: 100m, memory: 32Mi}, limits: {cpu: 100m, memory: 32Mi}}\n",
+        30,
+    );
+    insta::assert_snapshot!("resize_in_place_refused_and_by_restart", report);
+}

@@ -158,6 +158,31 @@ pub struct NodeAllocatable {
     pub ephemeral_storage_bytes: Option<u64>,
 }
 
+impl NodeAllocatable {
+    /// This machine's allocatable cpu and memory as a kubelet with default settings computes
+    /// them: every cpu, and the memory less the default hard eviction threshold
+    /// (`memory.available<100Mi`), nothing reserved for the system (in-place resize checks a
+    /// resize against it). Ephemeral storage is left unknown.
+    #[must_use]
+    pub fn detect() -> NodeAllocatable {
+        const EVICTION_HARD: u64 = 100 << 20;
+        let cpus = std::thread::available_parallelism().map_or(0, std::num::NonZero::get);
+        let memory = std::fs::read_to_string("/proc/meminfo")
+            .ok()
+            .and_then(|m| {
+                m.lines()
+                    .find_map(|l| l.strip_prefix("MemTotal:"))
+                    .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+            })
+            .map(|kb| (kb * 1024).saturating_sub(EVICTION_HARD));
+        NodeAllocatable {
+            cpu_millis: (cpus > 0).then(|| cpus as u64 * 1000),
+            memory_bytes: memory,
+            ephemeral_storage_bytes: None,
+        }
+    }
+}
+
 /// The default `terminationMessagePath`.
 pub const DEFAULT_TERMINATION_MESSAGE_PATH: &str = "/dev/termination-log";
 

@@ -23,6 +23,7 @@ mod exec_stream;
 mod exits;
 mod oci_class;
 mod recover;
+mod resize;
 
 pub use oci_class::OciOptions;
 pub use recover::SandboxView;
@@ -933,6 +934,27 @@ impl Runtime for ProcessRuntime {
         };
         let started = sandbox.client.exec_stream(&shim_request).await?;
         exec_stream::session(&request, started)
+    }
+
+    async fn update_container_resources(
+        &self,
+        sandbox: &ProcessSandbox,
+        instance: InstanceId,
+        name: &str,
+        resources: k8s_openapi::api::core::v1::ResourceRequirements,
+    ) -> Result<k8s_openapi::api::core::v1::ResourceRequirements, RuntimeError> {
+        let uid = sandbox
+            .paths
+            .pod_dir
+            .file_name()
+            .and_then(|u| u.to_str())
+            .unwrap_or_default()
+            .to_owned();
+        let (name, values) = (name.to_owned(), resize::cgroup_values(&resources));
+        tokio::task::spawn_blocking(move || resize::apply(&uid, &name, instance, &values))
+            .await
+            .map_err(|e| RuntimeError::Other(format!("updating container resources: {e}")))??;
+        Ok(resources)
     }
 
     fn pod_ip(&self, sandbox: &ProcessSandbox) -> String {

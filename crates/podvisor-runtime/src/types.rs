@@ -394,6 +394,24 @@ pub trait Runtime: Send + Sync + 'static {
         )))
     }
 
+    /// In-place resize (CRI `UpdateContainerResources`): applies the cpu and memory requests
+    /// and limits of `resources` to the running instance of container `name`, and returns
+    /// the resources it now runs with. A memory limit below what the container uses is not
+    /// applied: the `Err` is the kubelet's message for it.
+    fn update_container_resources(
+        &self,
+        sandbox: &Self::Sandbox,
+        instance: InstanceId,
+        name: &str,
+        resources: k8s_openapi::api::core::v1::ResourceRequirements,
+    ) -> impl Future<Output = Result<k8s_openapi::api::core::v1::ResourceRequirements, RuntimeError>>
+    + Send {
+        let _ = (sandbox, instance, name, resources);
+        std::future::ready(Err(RuntimeError::Other(
+            "in-place resize is not supported by this runtime".to_owned(),
+        )))
+    }
+
     /// The pod's address for probes and hooks without a `host` (the process runtime shares the
     /// host network: 127.0.0.1).
     fn pod_ip(&self, sandbox: &Self::Sandbox) -> String;

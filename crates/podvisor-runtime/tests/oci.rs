@@ -532,6 +532,93 @@ fn memory_limit_ends_in_an_oom_kill() {
     assert!(!out.stdout.contains("survived"));
 }
 
+/// In-place resize of a runc container (the `oci` class): the cgroup writes of
+/// `UpdateContainerResources` change its cpu quota and shares and its memory limit while it
+/// runs (the files runc made from `linux.resources`, as `runc update` would write them).
+#[test]
+#[ignore = "needs root: run as root with --include-ignored (scripts/test does)"]
+fn resize_updates_a_running_containers_cgroups() {
+    use podvisor_runtime::cgroup::resize::{CgroupResources, update};
+    let _g = guard();
+    let lab = Lab::new("resize");
+    let mut c = container("echo ready; exec sleep 60", None);
+    let q = |v: &str| Quantity(v.into());
+    c.resources = Some(ResourceRequirements {
+        limits: Some(BTreeMap::from([
+            ("cpu".to_owned(), q("500m")),
+            ("memory".to_owned(), q("64Mi")),
+        ])),
+        requests: Some(BTreeMap::from([
+            ("cpu".to_owned(), q("250m")),
+            ("memory".to_owned(), q("64Mi")),
+        ])),
+        ..Default::default()
+    });
+    let prepared = prepare(&lab, &pod(&c), &c, &image(None));
+    let Prepared {
+        id, runc, bundle, ..
+    } = &prepared;
+    let pid = runc
+        .create(bundle, id, &lab.dir.join("pid"), ProcessIo::null())
+        .unwrap();
+    runc.start(id).unwrap();
+    let read = |controller: &str, file: &str| {
+        std::fs::read_to_string(format!(
+            "/sys/fs/cgroup/{controller}/podvisor-oci-test/{id}/{file}"
+        ))
+        .unwrap()
+        .trim()
+        .to_owned()
+    };
+    assert_eq!(read("cpu", "cpu.cfs_quota_us"), "50000");
+    assert_eq!(read("cpu", "cpu.shares"), "256");
+    assert_eq!(
+        read("memory", "memory.limit_in_bytes"),
+        (64u64 << 20).to_string()
+    );
+    let mode = cgroup::detect();
+    update(
+        &mode,
+        "podvisor-oci-test",
+        id,
+        &CgroupResources {
+            memory_limit: Some(96 << 20),
+            cpu_shares: 1024,
+            cpu_quota: Some(150_000),
+            cpu_period: 100_000,
+        },
+    )
+    .unwrap();
+    assert_eq!(read("cpu", "cpu.cfs_quota_us"), "150000");
+    assert_eq!(read("cpu", "cpu.shares"), "1024");
+    assert_eq!(
+        read("memory", "memory.limit_in_bytes"),
+        (96u64 << 20).to_string()
+    );
+    // No cpu limit any more: no quota.
+    update(
+        &mode,
+        "podvisor-oci-test",
+        id,
+        &CgroupResources {
+            memory_limit: Some(96 << 20),
+            cpu_shares: 1024,
+            cpu_quota: None,
+            cpu_period: 100_000,
+        },
+    )
+    .unwrap();
+    assert_eq!(read("cpu", "cpu.cfs_quota_us"), "-1");
+    // It ran throughout.
+    assert_eq!(
+        runc.state(id).unwrap().map(|s| (s.status, s.pid)),
+        Some((podvisor_runtime::oci::executor::Status::Running, pid))
+    );
+    runc.kill(id, 9, true).unwrap();
+    assert_eq!(wait(pid), (137, Some(9)));
+    teardown(&lab, &prepared);
+}
+
 #[test]
 #[ignore = "needs root: run as root with --include-ignored (scripts/test does)"]
 fn exec_and_kill_in_a_running_container() {

@@ -475,6 +475,75 @@ async fn memory_limit_ends_in_oom_kill() {
     h.remove().await;
 }
 
+/// In-place resize (`UpdateContainerResources`): the running container's memory cgroup takes
+/// the new limit without a restart (same process, same cgroup); a limit below what the
+/// container uses is refused with the kubelet's message and leaves the limit as it was.
+#[tokio::test]
+#[ignore = "needs root: run as root with --include-ignored (scripts/test does)"]
+async fn resize_changes_the_memory_limit_in_place() {
+    require_root();
+    let mut h = Harness::new(
+        json!([{"name": "app", "image": "none",
+                "command": ["python3", "-c",
+                            "import time\ns = bytearray(24 * 1024 * 1024)\nfor i in range(0, len(s), 4096): s[i] = 1\nprint('ready', flush=True)\ntime.sleep(600)"],
+                "resources": {"limits": {"memory": "64Mi"}}}]),
+        json!([]),
+    )
+    .await;
+    let started = h.start("app", 1).await;
+    let uid = h.pod.metadata.uid.clone().unwrap();
+    let dir = PathBuf::from(format!("/sys/fs/cgroup/memory/podvisor/{uid}/app-1"));
+    let limit = || {
+        std::fs::read_to_string(dir.join("memory.limit_in_bytes"))
+            .map(|s| s.trim().to_owned())
+            .unwrap_or_default()
+    };
+    assert_eq!(limit(), (64u64 << 20).to_string());
+    eventually("the container touched its memory", || {
+        h.log("app").contains("ready")
+    })
+    .await;
+    let resources = |m: &str| -> k8s_openapi::api::core::v1::ResourceRequirements {
+        serde_json::from_value(json!({"limits": {"memory": m}})).unwrap()
+    };
+    let applied = h
+        .runtime
+        .update_container_resources(h.sandbox(), 1, "app", resources("128Mi"))
+        .await
+        .expect("resize up");
+    assert_eq!(applied, resources("128Mi"));
+    assert_eq!(limit(), (128u64 << 20).to_string());
+    // Below the ~24 MiB in use: refused, the limit stays.
+    let refused = h
+        .runtime
+        .update_container_resources(h.sandbox(), 1, "app", resources("8Mi"))
+        .await
+        .expect_err("below usage");
+    let text = refused.to_string();
+    assert!(
+        text.starts_with(&format!(
+            "attempting to set container \"app\" memory limit ({}) below current usage (",
+            8u64 << 20
+        )),
+        "{text}"
+    );
+    assert_eq!(limit(), (128u64 << 20).to_string());
+    // Down again, above the usage: applied in place.
+    h.runtime
+        .update_container_resources(h.sandbox(), 1, "app", resources("48Mi"))
+        .await
+        .expect("resize down");
+    assert_eq!(limit(), (48u64 << 20).to_string());
+    // The same process ran throughout.
+    let procs = std::fs::read_to_string(dir.join("cgroup.procs")).unwrap();
+    assert!(
+        procs.lines().any(|p| p.trim() == started.pid.to_string()),
+        "{procs}"
+    );
+    assert!(h.events.try_recv().is_err(), "no exit");
+    h.remove().await;
+}
+
 /// V15 (`PodLevelResources`): the pod's own memory limit is its cgroup's, so a container
 /// without a limit of its own is OOM-killed at it, and reported so.
 #[tokio::test]

@@ -1019,3 +1019,210 @@ fn a_shim_killed_while_serve_is_down_is_a_lost_sandbox() {
     w.signal(Signal::TERM);
     assert_eq!(w.wait_exit(WAIT), Some(0), "{}", w.logs());
 }
+
+/// In-place resize end to end: `kubectl patch --subresource resize` (kubectl 1.32, and 1.34
+/// when `PODVISOR_KUBECTL_134` names it, as `scripts/test` does) changes a running container's
+/// memory limit in its cgroup without a restart; the kubelet's `PodResizeInProgress` carries
+/// the resize's generation until the runtime reports the new values, then goes, and
+/// `status.containerStatuses[].resources`/`allocatedResources` follow; a resize beyond the
+/// node is `PodResizePending`/`Infeasible` with the kubelet's message and applies nothing.
+#[test]
+#[ignore = "needs root: run as root with --include-ignored (scripts/test does)"]
+fn serve_resizes_a_running_container_in_place() {
+    let mut w = World::new("resize");
+    w.start(&[]);
+    let pid_file = w.dir.join("rs.pid");
+    let manifest = looping_pod("rs", &pid_file).replace(
+        "    image: busybox\n",
+        "    image: busybox\n    resources:\n      requests: {cpu: 100m, memory: 32Mi}\n      limits: {cpu: 200m, memory: 64Mi}\n",
+    );
+    w.create(&manifest);
+    w.wait_phase("rs", "Running");
+    let pid = w.read_pid("rs", &pid_file);
+    let uid = w.jsonpath("rs", "{.metadata.uid}");
+    let cid = w.jsonpath("rs", "{.status.containerStatuses[0].containerID}");
+    let cgroup_limit = || {
+        let base = PathBuf::from(format!("/sys/fs/cgroup/memory/podvisor/{uid}"));
+        std::fs::read_dir(&base)
+            .unwrap()
+            .flatten()
+            .find(|e| e.file_name().to_string_lossy().starts_with("app-"))
+            .and_then(|e| std::fs::read_to_string(e.path().join("memory.limit_in_bytes")).ok())
+            .map(|s| s.trim().to_owned())
+            .unwrap_or_default()
+    };
+    assert_eq!(cgroup_limit(), (64u64 << 20).to_string());
+    let mut kubectls = vec![PathBuf::from(KUBECTL)];
+    if let Some(k) = std::env::var_os("PODVISOR_KUBECTL_134") {
+        kubectls.push(PathBuf::from(k));
+    }
+    for (i, kubectl) in kubectls.iter().enumerate() {
+        let memory = ["96Mi", "80Mi"][i];
+        let bytes = [96u64 << 20, 80 << 20][i];
+        let generation = (2 + i).to_string();
+        let out = Command::new(kubectl)
+            .arg("--kubeconfig")
+            .arg(w.kubeconfig())
+            .arg("--cache-dir")
+            .arg(w.dir.join(format!("kube-cache-{i}")))
+            .args(["patch", "pod", "rs", "--subresource", "resize", "--patch"])
+            .arg(format!(
+                r#"{{"spec":{{"containers":[{{"name":"app","resources":{{"limits":{{"memory":"{memory}"}}}}}}]}}}}"#
+            ))
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}: {}",
+            kubectl.display(),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        w.wait_for(
+            "the resized limit in the status",
+            &[
+                "get",
+                "pod",
+                "rs",
+                "-o",
+                "jsonpath={.status.containerStatuses[0].resources.limits.memory}",
+            ],
+            |o| String::from_utf8_lossy(&o.stdout) == memory,
+        );
+        w.wait_for(
+            "PodResizeInProgress gone",
+            &[
+                "get",
+                "pod",
+                "rs",
+                "-o",
+                "jsonpath={.status.conditions[*].type}",
+            ],
+            |o| !String::from_utf8_lossy(&o.stdout).contains("PodResize"),
+        );
+        assert_eq!(cgroup_limit(), bytes.to_string());
+        assert_eq!(
+            w.jsonpath(
+                "rs",
+                "{.metadata.generation} {.status.observedGeneration} {.status.containerStatuses[0].restartCount} {.status.containerStatuses[0].allocatedResources.cpu}"
+            ),
+            format!("{generation} {generation} 0 100m")
+        );
+    }
+    // The same process, the same container.
+    assert!(alive(pid));
+    assert_eq!(
+        w.jsonpath("rs", "{.status.containerStatuses[0].containerID}"),
+        cid
+    );
+    let events = w.kubectl_ok(&[
+        "get",
+        "events",
+        "--field-selector",
+        "involvedObject.name=rs",
+        "-o",
+        "jsonpath={range .items[*]}{.reason}{\"\\n\"}{end}",
+    ]);
+    assert!(events.contains("ResizeStarted"), "{events}");
+    assert!(events.contains("ResizeCompleted"), "{events}");
+    // Beyond the node: pending, Infeasible, nothing applied.
+    w.kubectl_ok(&[
+        "patch",
+        "pod",
+        "rs",
+        "--subresource",
+        "resize",
+        "--patch",
+        r#"{"spec":{"containers":[{"name":"app","resources":{"requests":{"cpu":"1000"},"limits":{"cpu":"1000"}}}]}}"#,
+    ]);
+    let cpus = std::thread::available_parallelism().unwrap().get() * 1000;
+    w.wait_for(
+        "PodResizePending Infeasible",
+        &[
+            "get",
+            "pod",
+            "rs",
+            "-o",
+            "jsonpath={.status.conditions[?(@.type==\"PodResizePending\")].reason}: {.status.conditions[?(@.type==\"PodResizePending\")].message}",
+        ],
+        |o| {
+            String::from_utf8_lossy(&o.stdout)
+                == format!(
+                    "Infeasible: Node didn't have enough capacity: cpu, requested: 1000000, capacity: {cpus}"
+                )
+        },
+    );
+    assert_eq!(
+        w.jsonpath(
+            "rs",
+            "{.status.containerStatuses[0].allocatedResources.cpu}"
+        ),
+        "100m"
+    );
+    w.kubectl_ok(&["delete", "pod", "rs", "--wait=false"]);
+    w.wait_gone("rs");
+}
+
+/// A resize that fits the node but not beside the other pods' allocations is `Deferred`
+/// (the resource-fit predicate's message), and is allocated once the other pod is gone.
+#[test]
+#[ignore = "needs root: run as root with --include-ignored (scripts/test does)"]
+fn serve_defers_a_resize_until_the_node_has_room() {
+    let mut w = World::new("deferred");
+    w.start(&[]);
+    let capacity = std::thread::available_parallelism().unwrap().get() * 1000;
+    let big = capacity - 500;
+    let with_cpu = |name: &str, cpu: &str| {
+        looping_pod(name, &w.dir.join(format!("{name}.pid"))).replace(
+            "    image: busybox\n",
+            &format!("    image: busybox\n    resources:\n      requests: {{cpu: {cpu}}}\n"),
+        )
+    };
+    w.create(&with_cpu("big", &format!("{big}m")));
+    w.create(&with_cpu("small", "100m"));
+    w.wait_phase("big", "Running");
+    w.wait_phase("small", "Running");
+    w.kubectl_ok(&[
+        "patch",
+        "pod",
+        "small",
+        "--subresource",
+        "resize",
+        "--patch",
+        r#"{"spec":{"containers":[{"name":"app","resources":{"requests":{"cpu":"1"}}}]}}"#,
+    ]);
+    let pending = "jsonpath={.status.conditions[?(@.type==\"PodResizePending\")].reason}: {.status.conditions[?(@.type==\"PodResizePending\")].message}";
+    w.wait_for(
+        "PodResizePending Deferred",
+        &["get", "pod", "small", "-o", pending],
+        |o| {
+            String::from_utf8_lossy(&o.stdout)
+                == format!(
+                    "Deferred: Node didn't have enough resource: cpu, requested: 1000, used: {big}, capacity: {capacity}"
+                )
+        },
+    );
+    assert_eq!(
+        w.jsonpath(
+            "small",
+            "{.status.containerStatuses[0].allocatedResources.cpu}"
+        ),
+        "100m"
+    );
+    w.kubectl_ok(&["delete", "pod", "big"]);
+    w.wait_for(
+        "the deferred resize allocated",
+        &[
+            "get",
+            "pod",
+            "small",
+            "-o",
+            "jsonpath={.status.containerStatuses[0].allocatedResources.cpu} {.status.conditions[*].type}",
+        ],
+        |o| {
+            let out = String::from_utf8_lossy(&o.stdout);
+            out.starts_with("1 ") && !out.contains("PodResize")
+        },
+    );
+    w.kubectl_ok(&["delete", "pod", "small", "--wait=false"]);
+    w.wait_gone("small");
+}

@@ -25,6 +25,7 @@ mod meta;
 mod names;
 mod network;
 mod paths;
+mod resize;
 mod resources;
 mod security;
 mod spec;
@@ -33,6 +34,7 @@ mod update;
 
 pub use field::{BadValue, ErrorKind, FieldError, Path, ValidationErrors, go_quote};
 pub use names::{is_dns1123_label, is_dns1123_subdomain, is_qualified_name, is_valid_label_value};
+pub use resize::{drop_non_resize_updates, validate_pod_resize};
 pub use static_pod::validate_static_pod_references;
 pub use update::{validate_pod_update, validate_status_update};
 

@@ -24,6 +24,7 @@ use crate::scheduler;
 use crate::status::{ApiError, ApiResult};
 
 mod delete;
+pub(crate) mod resize;
 pub(crate) mod status;
 
 pub(crate) use delete::{delete, delete_collection};
@@ -268,6 +269,8 @@ pub(crate) struct Write<'a> {
     pub source: Option<Value>,
     /// The status subresource (only status changes are taken).
     pub status: bool,
+    /// The resize subresource (only containers' resources and resize policies are taken).
+    pub resize: bool,
 }
 
 /// Spec update admission (`BeforeUpdate` + `PrepareForUpdate` + `ValidatePodUpdate`).
@@ -343,6 +346,8 @@ pub(crate) fn update_loop(
         );
         let new = if write.status {
             status::admit_status(&old, new)?
+        } else if write.resize {
+            resize::admit_resize(&old, new)?
         } else {
             admit_update(ns, &old, new)?
         };
@@ -350,7 +355,11 @@ pub(crate) fn update_loop(
         if same_object(&new_value, &old_value) {
             return Ok(respond(req, PODS, StatusCode::OK, &old_value, &warnings));
         }
-        let subresource = write.status.then_some("status");
+        let subresource = if write.status {
+            Some("status")
+        } else {
+            write.resize.then_some("resize")
+        };
         managed::record(
             &mut new_value,
             &manager,
@@ -400,6 +409,7 @@ pub(crate) fn update(req: &Req, ns: &str, name: &str, body: &[u8]) -> ApiResult<
         operation: "Update",
         source: Some(value.clone()),
         status: false,
+        resize: false,
     };
     update_loop(req, ns, name, client_rv, &write, |_| {
         Ok((pod.clone(), warnings.clone()))
@@ -446,6 +456,7 @@ pub(crate) fn patch(req: &Req, ns: &str, name: &str, body: &[u8]) -> ApiResult<R
         operation: "Update",
         source,
         status: false,
+        resize: false,
     };
     update_loop(req, ns, name, None, &write, |current| {
         patched_pod(req, current, patch_type, body)
@@ -481,6 +492,7 @@ fn apply(req: &Req, ns: &str, name: &str, body: &[u8]) -> ApiResult<Response> {
         operation: "Apply",
         source: Some(applied),
         status: false,
+        resize: false,
     };
     let manager = managed::manager_name(&req.params, &req.headers);
     update_loop(req, ns, name, None, &write, |current| {

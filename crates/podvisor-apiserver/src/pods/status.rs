@@ -74,6 +74,7 @@ pub(crate) fn update(req: &Req, ns: &str, name: &str, body: &[u8]) -> ApiResult<
         operation: "Update",
         source: Some(value.clone()),
         status: true,
+        resize: false,
     };
     update_loop(req, ns, name, client_rv, &write, |_| {
         Ok((pod.clone(), warnings.clone()))
@@ -96,6 +97,7 @@ pub(crate) fn patch(req: &Req, ns: &str, name: &str, body: &[u8]) -> ApiResult<R
         },
         source,
         status: true,
+        resize: false,
     };
     update_loop(req, ns, name, None, &write, |current| {
         patched_pod(req, current, patch_type, body)

@@ -1,5 +1,6 @@
 //! `computePodActions` and `SyncPod` (section 4), plus `SyncTerminatingPod` (T6).
 
+use super::resize::ResizeDecision;
 use super::{InstState, Instance, PodMachine, Sandbox, Worker};
 use crate::action::{Action, ContainerKind, EventType, InstanceId, KillReason, ProbeKind};
 use crate::backoff::BackoffCheck;
@@ -22,6 +23,8 @@ struct PodActions {
     to_kill: Vec<(usize, KillReason)>,
     /// When a settling sidecar (A8) lets initialization go on.
     settle_until: Option<Timestamp>,
+    /// In-place resizes (container index, allocated resources), in spec order.
+    to_update: Vec<(usize, k8s_openapi::api::core::v1::ResourceRequirements)>,
 }
 
 impl PodMachine {
@@ -122,6 +125,11 @@ impl PodMachine {
             let grace = self.container_grace(ci, reason.probe);
             self.begin_stop(ci, ii, reason, grace, false, now);
         }
+        // A18 step 7: in-place resizes, before the starts.
+        for (ci, resources) in actions.to_update {
+            self.update_resources(ci, resources);
+        }
+        self.finish_resize();
         self.start_containers(&actions.to_start, now);
     }
 
@@ -191,6 +199,17 @@ impl PodMachine {
                     false,
                 )
             } else {
+                match self.resize_decision(ci, inst, now) {
+                    ResizeDecision::Keep => {}
+                    ResizeDecision::Update(r) => out.to_update.push((ci, r)),
+                    ResizeDecision::Restart(reason) => {
+                        // Killed and started again whatever the restart policy, without the
+                        // `, will be restarted` suffix (`computePodResizeAction`).
+                        restart_after_kill += 1;
+                        out.to_kill.push((ci, reason));
+                        continue;
+                    }
+                }
                 keep += 1;
                 continue;
             };
@@ -268,7 +287,7 @@ impl PodMachine {
                         } else if !previously {
                             start.push(inits[pos + 1]);
                         }
-                        self.sidecar_running_checks(ci, inst, out);
+                        self.sidecar_running_checks(ci, inst, out, now);
                     }
                 }
                 InstState::Exited(e) => {
@@ -340,7 +359,13 @@ impl PodMachine {
     }
 
     /// A5: image change or liveness failure of a running sidecar.
-    fn sidecar_running_checks(&self, ci: usize, inst: &Instance, out: &mut PodActions) {
+    fn sidecar_running_checks(
+        &self,
+        ci: usize,
+        inst: &Instance,
+        out: &mut PodActions,
+        now: Timestamp,
+    ) {
         let name = &self.containers[ci].name;
         let reason = if self.image_changed(inst, ci) {
             KillReason {
@@ -355,6 +380,13 @@ impl PodMachine {
                 restart: true,
             }
         } else {
+            // Then the in-place resize of the sidecar (`computePodResizeAction` with
+            // `isRestartableInitContainer`).
+            match self.resize_decision(ci, inst, now) {
+                ResizeDecision::Keep => {}
+                ResizeDecision::Update(r) => out.to_update.push((ci, r)),
+                ResizeDecision::Restart(reason) => out.to_kill.push((ci, reason)),
+            }
             return;
         };
         out.to_kill.push((ci, reason));
@@ -495,6 +527,9 @@ impl PodMachine {
             stop: None,
             restart_on_exit: false,
             quiet_started: false,
+            // The kubelet starts a container with its allocated resources.
+            resources: self.resize.allocated[ci].clone(),
+            resize: None,
         });
         self.actions.push_back(Action::StartContainer {
             name: c.name.clone(),

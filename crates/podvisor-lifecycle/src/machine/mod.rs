@@ -9,6 +9,7 @@
 mod compute;
 mod probing;
 mod recover;
+mod resize;
 mod status;
 mod stop;
 
@@ -25,6 +26,7 @@ use k8s_openapi::api::core::v1::{Container, Pod, PodCondition, PodSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 pub use recover::{PastInstance, RecoveredInstance};
+pub use resize::{POD_RESIZE_IN_PROGRESS, POD_RESIZE_PENDING};
 use std::collections::VecDeque;
 use stop::Stop;
 
@@ -77,6 +79,10 @@ pub(crate) struct Instance {
     /// records it with `SetContainerStartup`, which sets `started` only: no status is generated
     /// again until the containers have stopped (T6), so `ready` is not re-derived from it.
     pub quiet_started: bool,
+    /// The cpu and memory the runtime applied (started with, or updated to in place).
+    pub resources: k8s_openapi::api::core::v1::ResourceRequirements,
+    /// An in-place resize of this instance in flight, or failed.
+    pub resize: Option<resize::InstanceResize>,
 }
 
 impl Instance {
@@ -183,6 +189,8 @@ pub struct PodMachine {
     containers: Vec<ContainerState>,
     next_instance: u64,
     backoff: Backoff,
+    /// In-place resize: allocated resources and the resize conditions.
+    resize: resize::ResizeState,
     /// B9: failed pulls back off per image.
     image_backoff: ImageBackoff,
     probes: Vec<ProbeWorker>,
@@ -240,6 +248,9 @@ impl PodMachine {
                 }
             }
         }
+        let kinds: Vec<(ContainerKind, usize)> =
+            containers.iter().map(|c| (c.kind, c.index)).collect();
+        let allocated = PodMachine::initial_allocation(spec, &kinds);
         let status = pod.status.get_or_insert_with(Default::default);
         status.start_time.get_or_insert(Time(trunc_secs(now)));
         let backoff = Backoff::new(config.backoff);
@@ -252,6 +263,10 @@ impl PodMachine {
             containers,
             next_instance: 1,
             backoff,
+            resize: resize::ResizeState {
+                allocated,
+                ..Default::default()
+            },
             image_backoff,
             probes,
             actions: VecDeque::new(),
@@ -336,6 +351,9 @@ impl PodMachine {
         }
         if let Some(d) = self.active_deadline() {
             consider(d);
+        }
+        if let Some(r) = self.resize_retry_at().filter(|_| may_start) {
+            consider(r);
         }
         if let (Sandbox::None { retry_at: Some(r) }, Worker::Syncing) = (self.sandbox, &self.worker)
         {
@@ -757,6 +775,8 @@ impl PodMachine {
             }
             self.pod.spec = Some(spec);
         }
+        // In-place resize: the new resources are allocated, or left pending.
+        self.handle_pod_resources_resize(now);
         self.kick_unready_readiness(now);
         self.step(now);
     }

@@ -230,6 +230,13 @@ impl PodMachine {
         } else {
             m.worker = Worker::Syncing;
         }
+        // The instances run with the resources they were started or resized with; the
+        // allocation is the spec's (no checkpoint of a resize in flight survives).
+        for (c, alloc) in m.containers.iter_mut().zip(&m.resize.allocated) {
+            for i in &mut c.instances {
+                i.resources.clone_from(alloc);
+            }
+        }
         m.step(now);
         m
     }
@@ -252,6 +259,8 @@ fn instance(id: InstanceId, container_id: &str, restart_count: i32, image: &str)
         stop: None,
         restart_on_exit: false,
         quiet_started: false,
+        resources: Default::default(),
+        resize: None,
     }
 }
 

@@ -5,7 +5,9 @@ use super::{ContainerState, InstState, Instance, PodMachine, Sandbox, Worker};
 use crate::Phase;
 use crate::action::{Action, ContainerKind, ProbeKind};
 use crate::probe::ProbeResult;
-use crate::status::conditions::{ConditionInput, generate_conditions};
+use crate::status::conditions::{
+    ConditionInput, POD_READY_TO_START_CONTAINERS, generate_conditions,
+};
 use crate::status::phase::{PhaseInput, get_phase};
 use crate::time::trunc_secs;
 use k8s_openapi::api::core::v1::{
@@ -172,6 +174,7 @@ impl PodMachine {
                     }
             }
         };
+        let (resources, allocated_resources) = self.status_resources(ci, newest);
         ContainerStatus {
             name: c.name.clone(),
             // S1/S4: the spec image until an instance exists, then the image that instance
@@ -193,12 +196,10 @@ impl PodMachine {
             state: Some(state),
             last_state: Some(last_state.unwrap_or_default()),
             volume_mounts: volume_mount_statuses(spec),
-            // S15 (InPlacePodVerticalScaling): for a container the runtime has, the allocated
-            // resources (podvisor never resizes, so they are the spec's) and their requests.
-            resources: newest.map(|_| spec.resources.clone().unwrap_or_default()),
-            allocated_resources: newest
-                .and(spec.resources.as_ref())
-                .and_then(|r| r.requests.clone()),
+            // S15 (InPlacePodVerticalScaling): for a container the runtime has, the resources
+            // it runs with and the allocated requests.
+            resources,
+            allocated_resources,
             ..Default::default()
         }
     }
@@ -295,7 +296,7 @@ impl PodMachine {
         }
         cap_messages(&mut init_statuses, &mut statuses);
         let previous_conditions = prev.conditions.clone().unwrap_or_default();
-        let conditions = generate_conditions(&ConditionInput {
+        let mut conditions = generate_conditions(&ConditionInput {
             spec,
             phase,
             init_statuses: &init_statuses,
@@ -305,6 +306,12 @@ impl PodMachine {
             now: trunc_secs(now),
             generation: self.pod.metadata.generation,
         });
+        // The resize conditions come before the kubelet's others (`generateAPIPodStatus`).
+        let at = conditions
+            .iter()
+            .position(|c| c.type_ == POD_READY_TO_START_CONTAINERS)
+            .unwrap_or(conditions.len());
+        conditions.splice(at..at, self.resize_conditions());
         let host_ip = self.config.host_ip.clone();
         let pod_ip = self.config.pod_ip.clone();
         PodStatus {

@@ -22,7 +22,7 @@ mod answers;
 mod give;
 mod read;
 
-pub use answers::Answers;
+pub use answers::{Answers, resize_answer};
 
 use crate::action::{
     Action, ExitStatus, HookKind, InstanceId, ProbeKind, ProbeOutcome, StartFailure,
@@ -126,6 +126,22 @@ pub enum Input {
         /// `Err(message)` when the hook failed.
         result: Result<(), String>,
     },
+    /// An `UpdateContainerResources` succeeded: the instance runs with these resources.
+    ResourcesUpdated {
+        /// The instance.
+        id: InstanceId,
+        /// What the runtime applied.
+        resources: k8s_openapi::api::core::v1::ResourceRequirements,
+    },
+    /// An `UpdateContainerResources` failed.
+    ResourcesUpdateFailed {
+        /// The instance.
+        id: InstanceId,
+        /// The runtime's message.
+        message: String,
+    },
+    /// The node's other pods' allocated requests (in-place resize `Deferred`).
+    NodeRequested(crate::config::NodeResources),
     /// A delete request (`None`: the pod's own grace period).
     Delete {
         /// `gracePeriodSeconds`.
@@ -505,6 +521,13 @@ impl<R: FakeRuntime> Driver<R> {
             Input::Delete { grace } => m.handle_delete(grace, now),
             Input::SpecUpdate(pod) => m.handle_spec_update(*pod, now),
             Input::Conditions(conditions) => m.handle_conditions_update(conditions, now),
+            Input::ResourcesUpdated { id, resources } => {
+                m.handle_resources_updated(id, resources, now);
+            }
+            Input::ResourcesUpdateFailed { id, message } => {
+                m.handle_resources_update_failed(id, message, now);
+            }
+            Input::NodeRequested(r) => m.set_node_requested(r, now),
         }
         self.runtime.observe(&self.machine);
         self.drain();
@@ -558,6 +581,9 @@ impl<R: FakeRuntime> Driver<R> {
             | Input::Delete { .. }
             | Input::SpecUpdate(_)
             | Input::Conditions(_)
+            | Input::ResourcesUpdated { .. }
+            | Input::ResourcesUpdateFailed { .. }
+            | Input::NodeRequested(_)
             | Input::ImagePulling { .. }
             | Input::ContainerUser { .. }
             | Input::ImagePulled { .. } => {}
@@ -635,6 +661,7 @@ impl<R: FakeRuntime> Driver<R> {
             Action::PodTerminated => self.terminated_at = Some(self.now),
             Action::StopContainer { .. }
             | Action::KillContainer { .. }
+            | Action::UpdateContainerResources { .. }
             | Action::EmitEvent(_)
             | Action::PublishStatus(_) => {}
         }

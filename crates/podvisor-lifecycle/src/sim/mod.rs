@@ -178,12 +178,18 @@ enum Happening {
     },
     /// The script's sandbox loss: everything running dies with it (SIGKILL).
     SandboxLost,
+    /// The script's resize number `n`.
+    Resize(usize),
+    /// The answer to an `UpdateContainerResources`.
+    Resized(Input),
 }
 
 /// The fake runtime of `podvisor simulate`: answers as the script says, and writes the timeline.
 #[derive(Debug)]
 struct Scripted<'a> {
     script: &'a Script,
+    /// The pod as the API has it (resizes change it).
+    pod: Pod,
     /// How many times each container started.
     runs: HashMap<String, usize>,
     records: Vec<Record>,
@@ -192,9 +198,10 @@ struct Scripted<'a> {
 
 impl<'a> Scripted<'a> {
     /// A runtime following `script`.
-    fn new(script: &'a Script) -> Scripted<'a> {
+    fn new(script: &'a Script, pod: Pod) -> Scripted<'a> {
         Scripted {
             script,
+            pod,
             runs: HashMap::new(),
             records: Vec::new(),
             last: None,
@@ -321,6 +328,9 @@ impl FakeRuntime for Scripted<'_> {
         for at in &self.script.sandbox_lost {
             ctl.schedule(start + dur(*at), Happening::SandboxLost);
         }
+        for (n, r) in self.script.resize.iter().enumerate() {
+            ctl.schedule(start + dur(r.at), Happening::Resize(n));
+        }
     }
 
     fn on_action(&mut self, action: &Action, ctl: &mut Control<'_, Happening>) {
@@ -411,6 +421,21 @@ impl FakeRuntime for Scripted<'_> {
                     self.records.push(Record::Status { t, status: snap });
                 }
             }
+            Action::UpdateContainerResources {
+                name,
+                instance,
+                resources,
+            } => {
+                self.runtime(t, name, "UpdateContainerResources (in place)".to_string());
+                let usage = self
+                    .container_script(name)
+                    .and_then(|c| c.memory_usage.as_deref())
+                    .and_then(podvisor_api::quantity::Quantity::parse)
+                    .and_then(|q| u64::try_from(q.value()).ok());
+                ctl.answer(Happening::Resized(driver::resize_answer(
+                    name, *instance, resources, usage,
+                )));
+            }
             Action::PodTerminated => {}
         }
     }
@@ -460,6 +485,22 @@ impl FakeRuntime for Scripted<'_> {
             Happening::SandboxLost => Input::SandboxLost {
                 exits: ctl.running().map(|i| (i.id, exit(137, false))).collect(),
             },
+            Happening::Resized(input) => input,
+            Happening::Resize(n) => {
+                let r = &self.script.resize[n];
+                let mut pod = self.pod.clone();
+                pod.metadata.generation = Some(pod.metadata.generation.unwrap_or(1) + 1);
+                if let Some(spec) = pod.spec.as_mut() {
+                    let inits = spec.init_containers.iter_mut().flatten();
+                    for c in spec.containers.iter_mut().chain(inits) {
+                        if let Some(res) = r.containers.get(&c.name) {
+                            c.resources = Some(res.clone());
+                        }
+                    }
+                }
+                self.pod = pod.clone();
+                Input::SpecUpdate(Box::new(pod))
+            }
         })
     }
 }
@@ -487,9 +528,11 @@ pub fn simulate_counting(
                 .collect()
         })
         .unwrap_or_default();
+    let resized = script.resize.iter().flat_map(|r| r.containers.keys());
     if let Some(unknown) = script
         .containers
         .keys()
+        .chain(resized)
         .find(|k| !names.contains(&k.as_str()))
     {
         return Err(SimError::UnknownContainer(unknown.clone()));
@@ -506,10 +549,13 @@ pub fn simulate_counting(
     for at in &mut shifted.sandbox_lost {
         *at = at.saturating_sub(bound_at);
     }
+    for r in &mut shifted.resize {
+        r.at = r.at.saturating_sub(bound_at);
+    }
     let script = &shifted;
     let origin = opts.start + dur(bound_at);
-    let machine = PodMachine::new(pod, opts.config.clone(), origin);
-    let mut d = Driver::unlogged(machine, origin, Scripted::new(script));
+    let machine = PodMachine::new(pod.clone(), opts.config.clone(), origin);
+    let mut d = Driver::unlogged(machine, origin, Scripted::new(script, pod));
     let end = opts.start + dur(opts.duration);
     let mut idle_rounds = 0u32;
     while d.terminated_at().is_none() {

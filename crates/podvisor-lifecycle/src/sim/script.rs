@@ -22,6 +22,21 @@ pub struct Script {
     /// binds it then and the kubelet starts it). Without it a gated pod stays gated.
     #[serde(default, deserialize_with = "opt_duration")]
     pub ungate: Option<Duration>,
+    /// In-place resizes (`kubectl patch --subresource resize`), in time order.
+    #[serde(default)]
+    pub resize: Vec<ResizeScript>,
+}
+
+/// One resize: the new requests and limits of some containers (a spec update through the
+/// `resize` subresource; the generation goes up by one).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct ResizeScript {
+    /// When.
+    #[serde(deserialize_with = "duration")]
+    pub at: Duration,
+    /// The new `resources` per container name (regular containers and sidecars).
+    pub containers: BTreeMap<String, k8s_openapi::api::core::v1::ResourceRequirements>,
 }
 
 /// What one container does.
@@ -45,6 +60,9 @@ pub struct ContainerScript {
     /// Hook behaviour.
     #[serde(default)]
     pub hooks: HookScripts,
+    /// Memory the container uses (a quantity, e.g. `64Mi`): an in-place resize to a lower
+    /// memory limit is refused as the kubelet refuses it.
+    pub memory_usage: Option<String>,
 }
 
 /// One run of a container.

@@ -33,15 +33,16 @@ pub const REASON_READINESS_GATES_NOT_READY: &str = "ReadinessGatesNotReady";
 
 /// Condition types whose value the kubelet recomputes on every status generation. Any previous
 /// condition of these types is dropped and replaced; everything else is preserved. The resize
-/// conditions are kubelet-owned upstream too; podvisor does not resize, so they are dropped.
+/// conditions are kubelet-owned too: the machine adds them from its resize state
+/// (`machine/resize.rs`), so a previous one is never carried over.
 const KUBELET_OWNED: [&str; 7] = [
     POD_SCHEDULED,
     READY,
     INITIALIZED,
     CONTAINERS_READY,
     POD_READY_TO_START_CONTAINERS,
-    "PodResizePending",
-    "PodResizeInProgress",
+    podvisor_api::pod::POD_RESIZE_PENDING,
+    podvisor_api::pod::POD_RESIZE_IN_PROGRESS,
 ];
 
 /// Everything [`generate_conditions`] looks at.

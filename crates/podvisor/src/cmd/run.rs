@@ -147,6 +147,7 @@ fn machine_config(args: &Args) -> anyhow::Result<MachineConfig> {
         // The process runtime shares the host's network.
         host_ip: Some("127.0.0.1".to_string()),
         pod_ip: Some("127.0.0.1".to_string()),
+        allocatable: super::serve::node_allocatable(),
         ..MachineConfig::default()
     })
 }

@@ -457,6 +457,16 @@ fn machine_config(
         // The process runtime shares the host's network.
         host_ip: Some("127.0.0.1".to_string()),
         pod_ip: Some("127.0.0.1".to_string()),
+        allocatable: node_allocatable(),
         ..MachineConfig::default()
+    })
+}
+
+/// The node's allocatable cpu and memory, against which in-place resizes are checked.
+pub(crate) fn node_allocatable() -> Option<podvisor_lifecycle::NodeResources> {
+    let node = podvisor_runtime::config::NodeAllocatable::detect();
+    Some(podvisor_lifecycle::NodeResources {
+        cpu_millis: i64::try_from(node.cpu_millis?).ok()?,
+        memory_bytes: i64::try_from(node.memory_bytes?).ok()?,
     })
 }

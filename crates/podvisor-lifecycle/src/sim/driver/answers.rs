@@ -1,7 +1,10 @@
 //! [`Answers`]: the fake runtime of the rule tests.
 
 use super::{Control, FakeRuntime, Input, container_id};
-use crate::action::{Action, ExitStatus, ProbeKind, ProbeOutcome};
+use crate::action::{Action, ExitStatus, InstanceId, ProbeKind, ProbeOutcome};
+use k8s_openapi::api::core::v1::ResourceRequirements;
+use podvisor_api::pod::memory_limit_below_usage_message;
+use podvisor_api::quantity::Quantity;
 use std::collections::{HashMap, HashSet};
 
 /// Fixed answers given at the instant of the action, each kind switched on or off; what it does
@@ -23,6 +26,12 @@ pub struct Answers {
     pub stop_code: HashMap<String, i32>,
     /// `KillContainer`: the instance exits with 137.
     pub kills: bool,
+    /// `UpdateContainerResources`: applied as asked, unless the container is in
+    /// `memory_usage` and the new memory limit is below that usage (refused with the
+    /// kubelet's message).
+    pub resizes: bool,
+    /// Memory in use by container (bytes), for refused memory limit decreases.
+    pub memory_usage: HashMap<String, u64>,
 }
 
 impl Answers {
@@ -39,6 +48,7 @@ impl Answers {
             starts: true,
             stops: true,
             kills: true,
+            resizes: true,
             ..Answers::default()
         }
     }
@@ -54,6 +64,32 @@ impl Answers {
     /// Every probe of `kind` of `name` gets `outcome` at once from now on.
     pub fn answer_probes(&mut self, name: &str, kind: ProbeKind, outcome: ProbeOutcome) {
         self.probes.insert((name.to_string(), kind), outcome);
+    }
+}
+
+/// A fake runtime's answer to `UpdateContainerResources`: applied, or refused when the new
+/// memory limit is below `usage` (as the kubelet refuses it).
+pub fn resize_answer(
+    name: &str,
+    instance: InstanceId,
+    resources: &ResourceRequirements,
+    usage: Option<u64>,
+) -> Input {
+    let limit = resources
+        .limits
+        .as_ref()
+        .and_then(|l| l.get("memory"))
+        .and_then(|q| Quantity::parse(&q.0))
+        .and_then(|q| u64::try_from(q.value()).ok());
+    match (limit, usage) {
+        (Some(limit), Some(usage)) if limit < usage => Input::ResourcesUpdateFailed {
+            id: instance,
+            message: memory_limit_below_usage_message(name, limit, usage),
+        },
+        _ => Input::ResourcesUpdated {
+            id: instance,
+            resources: resources.clone(),
+        },
     }
 }
 
@@ -107,6 +143,18 @@ impl FakeRuntime for Answers {
                     id: *instance,
                     exit,
                 });
+            }
+            Action::UpdateContainerResources {
+                name,
+                instance,
+                resources,
+            } if self.resizes => {
+                ctl.answer(resize_answer(
+                    name,
+                    *instance,
+                    resources,
+                    self.memory_usage.get(name).copied(),
+                ));
             }
             _ => {}
         }

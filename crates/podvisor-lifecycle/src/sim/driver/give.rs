@@ -3,7 +3,7 @@
 
 use super::{Driver, FakeRuntime, Input, container_id};
 use crate::action::{ExitStatus, HookKind, InstanceId, ProbeKind, ProbeOutcome, StartFailure};
-use k8s_openapi::api::core::v1::{Pod, PodCondition};
+use k8s_openapi::api::core::v1::{Pod, PodCondition, ResourceRequirements};
 use k8s_openapi::jiff::Timestamp;
 
 impl<R: FakeRuntime> Driver<R> {
@@ -180,6 +180,48 @@ impl<R: FakeRuntime> Driver<R> {
         let mut pod = self.machine.pod().clone();
         edit(&mut pod);
         self.input(Input::SpecUpdate(Box::new(pod)), now);
+    }
+
+    /// An in-place resize through the `resize` subresource: the container named `name`
+    /// (regular or sidecar) gets `resources`, and the pod's generation goes up by one.
+    pub fn resize(&mut self, name: &str, resources: ResourceRequirements, now: Timestamp) {
+        self.update(now, |pod| {
+            pod.metadata.generation = Some(pod.metadata.generation.unwrap_or(1) + 1);
+            let spec = pod.spec.as_mut().expect("spec");
+            let c = spec
+                .init_containers
+                .iter_mut()
+                .flatten()
+                .chain(spec.containers.iter_mut())
+                .find(|c| c.name == name)
+                .unwrap_or_else(|| panic!("no container {name}"));
+            c.resources = Some(resources);
+        });
+    }
+
+    /// The pending `UpdateContainerResources` actions since `mark`: (instance, resources).
+    pub fn resource_updates_since(&self, mark: usize) -> Vec<(InstanceId, ResourceRequirements)> {
+        self.log[mark..]
+            .iter()
+            .filter_map(|a| match a {
+                crate::action::Action::UpdateContainerResources {
+                    instance,
+                    resources,
+                    ..
+                } => Some((*instance, resources.clone())),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// The runtime applied `resources` to `id`.
+    pub fn resources_updated(
+        &mut self,
+        id: InstanceId,
+        resources: ResourceRequirements,
+        now: Timestamp,
+    ) {
+        self.input(Input::ResourcesUpdated { id, resources }, now);
     }
 
     /// Changes the image of the container (regular or init) named `name`.
