@@ -73,6 +73,12 @@ impl Registry {
         }
     }
 
+    /// The registry's process id.
+    #[must_use]
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// `127.0.0.1:PORT`.
     #[must_use]
     pub fn host(&self) -> String {

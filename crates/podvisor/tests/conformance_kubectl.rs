@@ -54,11 +54,13 @@ mod harness;
 mod init_sidecar;
 #[path = "conformance_kubectl/lifecycle.rs"]
 mod lifecycle;
+#[path = "conformance_kubectl/oci_run.rs"]
+mod oci_run;
 #[path = "conformance_kubectl/probes.rs"]
 mod probes;
 
 use conformance_support::{require_root, secs};
-use harness::{KUBECTL, ScenarioFn, Server};
+use harness::{KUBECTL, Runtime, ScenarioFn, Server};
 use std::path::Path;
 use std::sync::{Condvar, Mutex};
 use std::time::{Duration, Instant};
@@ -135,6 +137,20 @@ fn panic_text(e: &Box<dyn std::any::Any + Send>) -> String {
 #[test]
 #[ignore = "needs root: run as root with --include-ignored (scripts/test does)"]
 fn conformance_scenarios_through_kubectl() {
+    run_all(Runtime::Process);
+}
+
+/// The same scenarios under `serve --runtime oci` (see `oci_run.rs`), at the same time as
+/// the process run (the test binary runs both tests at once: the pods of the two runs share
+/// no port, as every oci pod has a network namespace of its own, and no scratch directory).
+#[test]
+#[ignore = "needs root: run as root with --include-ignored (scripts/test does)"]
+fn conformance_scenarios_through_kubectl_oci() {
+    run_all(Runtime::Oci);
+}
+
+/// Every scenario against one `serve --runtime <runtime>`.
+fn run_all(runtime: Runtime) {
     require_root("conformance_kubectl");
     assert!(
         Path::new(KUBECTL).exists(),
@@ -162,7 +178,7 @@ fn conformance_scenarios_through_kubectl() {
         }
     }));
     let started = Instant::now();
-    let srv = Server::start();
+    let srv = Server::start(runtime);
     let slots = Slots {
         free: Mutex::new(max_jobs()),
         freed: Condvar::new(),
@@ -252,11 +268,12 @@ fn conformance_scenarios_through_kubectl() {
     if !left.is_empty() {
         problems.push(format!("processes left 20 s after the last pod: {left:?}"));
     }
+    let pulls = (runtime == Runtime::Oci).then(|| oci_run::pull_costs(&srv));
     srv.stop();
     let leaked = srv.leftovers();
     drop(srv);
 
-    eprintln!("\nconformance scenarios through kubectl:");
+    eprintln!("\nconformance scenarios through kubectl, --runtime {runtime:?}:");
     for (id, took, r) in &results {
         eprintln!(
             "  {id:5} {:6.1} s  {}",
@@ -269,6 +286,9 @@ fn conformance_scenarios_through_kubectl() {
         scenarios_took.as_secs_f64(),
         started.elapsed().as_secs_f64()
     );
+    if let Some(p) = pulls {
+        eprintln!("  {p}");
+    }
     for f in &flaky {
         eprintln!("FLAKY {f}");
     }

@@ -1178,13 +1178,15 @@ fn s80(srv: &Server) {
         running.seen + secs(30),
         "(the HTTP retry)",
     );
-    let want = "request to HTTPS lifecycle hook 127.0.0.1:18080 got HTTP response, retry with \
-                HTTP succeeded";
+    let want = format!(
+        "request to HTTPS lifecycle hook {}:18080 got HTTP response, retry with HTTP succeeded",
+        obs.probe_host()
+    );
     let fallback = events_with(&hook, "LifecycleHTTPFallback");
     c.check(
         fallback
             .iter()
-            .any(|e| e["type"] == "Warning" && e["message"] == want),
+            .any(|e| e["type"] == "Warning" && e["message"] == want.as_str()),
         format!("EVENTS: Warning LifecycleHTTPFallback {want:?} ({fallback:?})"),
     );
     c.check(
