@@ -29,9 +29,15 @@
 //! translate the upstream tests they stand for ("should allow activeDeadlineSeconds to be
 //! updated", "should support pod readiness gates") so that UPDATE is exercised too.
 //!
-//! Needs root (`#[ignore]`d unless run as root with `--include-ignored`) and `/usr/bin/kubectl`.
+//! Two tests run the scenarios, at the same time: against `serve` with the process runtime,
+//! and against `serve --runtime oci` (runc containers from the `busybox` image, a network
+//! namespace and pod IP per pod: `oci_run.rs` says how section 0 maps onto that run).
+//!
+//! Needs root (`#[ignore]`d unless run as root with `--include-ignored`) and `/usr/bin/kubectl`;
+//! the oci run also runc, the CNI plugins, docker-registry, skopeo, python3 and dash
+//! (`scripts/install-test-deps`).
 //! The modules under `conformance_kubectl/`: `harness` (serve, watches, pods through kubectl,
-//! readers of the Pod object), `checks` (the check sequences the scenarios share, named after
+//! readers of the Pod object), `oci_run` (the oci run's image, registry and manifests), `checks` (the check sequences the scenarios share, named after
 //! what upstream asserts), and the scenarios by area: `examples` (the document's own),
 //! `init_sidecar`, `probes`, `lifecycle`.
 //!
