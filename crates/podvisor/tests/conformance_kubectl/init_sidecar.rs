@@ -35,7 +35,7 @@ fn update_init_image(c: &mut Checks, pod: &Pod, index: usize, what: &str) {
 }
 
 /// The image a test switches to (upstream's `alternateImage`).
-const NEW_IMAGE: &str = "busybox:1.36";
+pub(crate) const NEW_IMAGE: &str = "busybox:1.36";
 
 /// 24, 24b, 27: once the three sidecars and regular-1 run, `DELETE(pod, grace)`; the pod ends
 /// with `want_phase` and each `(container, exit code, reason)` of `want`. The pod, the checks

@@ -9,7 +9,10 @@
 //!   machine's python3 with its standard library, the GNU coreutils of 0.2 and dash as `sh`),
 //!   and gives `serve` a `--registry-config` whose `mirrors` send `docker.io` there, as a
 //!   containerd `hosts.toml` mirror would. Every start after the first finds the layers
-//!   stored and only asks for the manifest; [`pull_costs`] prints what the pulls took.
+//!   stored and only asks for the manifest; [`pull_costs`] prints what the pulls took. The
+//!   image's python3 ends on SIGTERM also as PID 1, as the agnhost servers it stands in for
+//!   do (see the script); without that a deleted or liveness-killed server would wait out its
+//!   grace period.
 //! - **Network (0.2).** Servers bound 127.0.0.1 and probes and hooks set `host: 127.0.0.1`
 //!   only because the process runtime's pod IP is the host's. Here each pod has its own
 //!   network namespace, where the kubelet's 127.0.0.1 would be the node's loopback, so
@@ -68,7 +71,7 @@ fn busybox_layout() -> PathBuf {
     layout
 }
 
-/// A registry under `dir` holding the image as `library/busybox:latest`, and the
+/// A registry under `dir` holding the image as `library/busybox:latest` (and `:1.36`), and the
 /// `--registry-config` that makes it `docker.io`'s mirror.
 pub(crate) fn busybox_mirror(dir: &Path) -> (Registry, PathBuf) {
     for tool in ["/usr/sbin/runc", "/usr/lib/cni/bridge", "/bin/busybox", "/bin/dash"] {
@@ -79,7 +82,11 @@ pub(crate) fn busybox_mirror(dir: &Path) -> (Registry, PathBuf) {
     }
     let layout = busybox_layout();
     let registry = Registry::start(&dir.join("registry"), None);
-    registry.push(&layout, "library/busybox:latest", &[], None);
+    // `busybox`, and the tag the image-update scenarios (8c, 17b) patch in: the same image.
+    let new_tag = crate::init_sidecar::NEW_IMAGE.rsplit(':').next().unwrap();
+    for tag in ["latest", new_tag] {
+        registry.push(&layout, &format!("library/busybox:{tag}"), &[], None);
+    }
     let config = dir.join("registry-config.json");
     std::fs::write(
         &config,
