@@ -845,10 +845,11 @@ impl Pod<'_> {
 
     /// `status.podIP` (waits up to 30 s for it).
     pub(crate) fn ip(&self) -> String {
-        let (_, o) = self.wait("a pod IP", secs(30), |p| {
-            p["status"]["podIP"].is_string()
-        });
-        o.pod["status"]["podIP"].as_str().unwrap_or_default().to_string()
+        let (_, o) = self.wait("a pod IP", secs(30), |p| p["status"]["podIP"].is_string());
+        o.pod["status"]["podIP"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string()
     }
 
     /// The address a probe or hook of this pod without `host` dials, as its Go error text

@@ -46,8 +46,7 @@ fn busybox_layout() -> PathBuf {
     let layout = cache.join("layout");
     let stamp = cache.join("script");
     let script = std::fs::read(IMAGE_SCRIPT).expect("scripts/busybox-image");
-    if std::fs::read(&stamp).ok().as_ref() == Some(&script) && layout.join("index.json").exists()
-    {
+    if std::fs::read(&stamp).ok().as_ref() == Some(&script) && layout.join("index.json").exists() {
         return layout;
     }
     let _ = std::fs::remove_dir_all(&cache);
@@ -74,7 +73,12 @@ fn busybox_layout() -> PathBuf {
 /// A registry under `dir` holding the image as `library/busybox:latest` (and `:1.36`), and the
 /// `--registry-config` that makes it `docker.io`'s mirror.
 pub(crate) fn busybox_mirror(dir: &Path) -> (Registry, PathBuf) {
-    for tool in ["/usr/sbin/runc", "/usr/lib/cni/bridge", "/bin/busybox", "/bin/dash"] {
+    for tool in [
+        "/usr/sbin/runc",
+        "/usr/lib/cni/bridge",
+        "/bin/busybox",
+        "/bin/dash",
+    ] {
         assert!(
             Path::new(tool).exists(),
             "{tool} is missing: run scripts/install-test-deps as root"
