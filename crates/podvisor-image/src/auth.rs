@@ -19,7 +19,7 @@ use crate::error::{Error, Result};
 use crate::reference::Reference;
 
 /// How to authenticate to one registry.
-#[derive(Clone, Default, PartialEq, Eq)]
+#[derive(Clone, Default, PartialEq, Eq, Hash)]
 pub enum Credentials {
     /// No credentials (a registry's anonymous token flow still works).
     #[default]

@@ -276,6 +276,37 @@ impl ImageStore {
     }
 }
 
+/// The registry client for plain HTTP or HTTPS with these credentials, made once per process.
+/// Making one loads the system's root certificates (0.8 s in a debug build, under load more),
+/// which the pull of a present image — the kubelet's `Always` pulls at every start — must not
+/// pay each time. Only pulls with the same credentials share a client: its auth and token
+/// caches are per registry, not per identity.
+fn shared_client(plain: bool, credentials: &Credentials) -> Client {
+    static CLIENTS: std::sync::LazyLock<
+        std::sync::Mutex<std::collections::HashMap<(bool, Credentials), Client>>,
+    > = std::sync::LazyLock::new(Default::default);
+    let mut clients = CLIENTS
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    clients
+        .entry((plain, credentials.clone()))
+        .or_insert_with(|| {
+            Client::new(ClientConfig {
+                protocol: if plain {
+                    ClientProtocol::Http
+                } else {
+                    ClientProtocol::Https
+                },
+                platform_resolver: None,
+                connect_timeout: Some(Duration::from_secs(30)),
+                read_timeout: Some(Duration::from_secs(60)),
+                user_agent: concat!("podvisor/", env!("CARGO_PKG_VERSION")),
+                ..ClientConfig::default()
+            })
+        })
+        .clone()
+}
+
 fn registry_error(reference: &Reference, e: impl std::fmt::Display) -> Error {
     Error::Registry {
         reference: reference.to_string(),
@@ -335,19 +366,8 @@ impl<'a> Puller<'a> {
                 .plain_http
                 .unwrap_or_else(|| reference.is_loopback_registry()),
         };
-        let config = ClientConfig {
-            protocol: if plain {
-                ClientProtocol::Http
-            } else {
-                ClientProtocol::Https
-            },
-            platform_resolver: None,
-            connect_timeout: Some(Duration::from_secs(30)),
-            read_timeout: Some(Duration::from_secs(60)),
-            user_agent: concat!("podvisor/", env!("CARGO_PKG_VERSION")),
-            ..ClientConfig::default()
-        };
-        let client = Client::new(config);
+        let credentials = mirror.map_or(&options.credentials, |m| &m.credentials);
+        let client = shared_client(plain, credentials);
         let domain = reference.domain().to_owned();
         let path = reference.path().to_owned();
         let mut oci_ref = match (reference.tag(), reference.digest()) {
@@ -362,7 +382,6 @@ impl<'a> Puller<'a> {
         if let Some(m) = mirror {
             oci_ref.set_mirror_registry(m.host.clone());
         }
-        let credentials = mirror.map_or(&options.credentials, |m| &m.credentials);
         let auth = match credentials {
             Credentials::Anonymous => RegistryAuth::Anonymous,
             Credentials::Basic { username, password } => {

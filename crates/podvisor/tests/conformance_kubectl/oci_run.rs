@@ -8,8 +8,9 @@
 //!   `scripts/busybox-image --with-python` as `library/busybox:latest` (busybox-static plus this
 //!   machine's python3 with its standard library, the GNU coreutils of 0.2 and dash as `sh`),
 //!   and gives `serve` a `--registry-config` whose `mirrors` send `docker.io` there, as a
-//!   containerd `hosts.toml` mirror would. Every start after the first finds the layers
-//!   stored and only asks for the manifest; [`pull_costs`] prints what the pulls took. The
+//!   containerd `hosts.toml` mirror would. `podvisor image pull` fetches it once before
+//!   `serve` starts ([`pre_pull`]), so every start finds the layers stored and only asks for
+//!   the manifest; [`pull_costs`] prints what the pulls took. The
 //!   image's python3 ends on SIGTERM also as PID 1, as the agnhost servers it stands in for
 //!   do (see the script); without that a deleted or liveness-killed server would wait out its
 //!   grace period.
@@ -228,7 +229,7 @@ pub(crate) fn pull_costs(srv: &Server) -> String {
             .next()
             .and_then(|w| go_duration(w.trim_start_matches('(')));
         if let (Some(p), Some(t)) = (p, t) {
-            // Events of the same message are counted once each: the sample repeats.
+            // An event seen `count` times stands for that many pulls of the same timing.
             for _ in 0..count {
                 pull.push(p);
                 total.push(t);
