@@ -992,6 +992,29 @@ pub(crate) fn wait_observed(obs: &Pod, line: &str, deadline: Instant) -> Option<
     }
 }
 
+/// Polls the event log until `pred` holds (at most `within`); the log at that moment.
+pub(crate) fn wait_ev(
+    pod: &Pod,
+    what: &str,
+    within: Duration,
+    pred: impl Fn(&EvLog) -> bool,
+) -> EvLog {
+    let deadline = Instant::now() + within;
+    loop {
+        let ev = pod.ev_log();
+        if pred(&ev) {
+            return ev;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{}: {what}: not within {within:?}{}",
+            pod.name,
+            pod.diag()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
 /// The scratch directory of a scenario, removed before and after.
 pub(crate) struct Scratch(String);
 

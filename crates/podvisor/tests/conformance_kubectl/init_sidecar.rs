@@ -616,7 +616,11 @@ fn s17b(srv: &Server) {
             state_kind(cs) == "running" && cs["image"] == NEW_IMAGE && restart_count(cs) >= 1
         },
     );
-    let ev = pod.ev_log();
+    // The status shows the new instance running once runc started it; its script logs
+    // `Starting` a moment later.
+    let ev = wait_ev(&pod, "the new instance's Starting line", secs(10), |ev| {
+        ev.restarted(RI1)
+    });
     EvChecks::new(&mut c, &ev)
         .restarted(RI1)
         .not_restarted(&[RI2, "regular-1"]);
