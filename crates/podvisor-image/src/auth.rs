@@ -1,5 +1,13 @@
 //! Registry credentials: a Docker `config.json` (`--registry-config`, and the
-//! `.dockerconfigjson` of `imagePullSecrets` has the same `auths` shape).
+//! `.dockerconfigjson` of `imagePullSecrets` has the same `auths` shape), and registry mirrors.
+//!
+//! Mirrors are podvisor's own key in the same file (Docker ignores keys it does not know), with
+//! containerd's `hosts.toml` semantics: `"mirrors": {"docker.io": ["http://127.0.0.1:5000"]}`
+//! sends pulls of `docker.io/...` images to each mirror in turn, then to the registry itself
+//! (containerd's `server`). The image keeps its own name (`docker.io/library/busybox:latest`);
+//! the mirror is asked for the same repository with `?ns=docker.io`, as containerd asks. A URL's
+//! scheme picks HTTP or HTTPS (no scheme: HTTPS, but plain HTTP on this machine's loopback, as
+//! for registries); a mirror's credentials are its own `auths` entry.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -11,7 +19,7 @@ use crate::error::{Error, Result};
 use crate::reference::Reference;
 
 /// How to authenticate to one registry.
-#[derive(Clone, Default, PartialEq, Eq)]
+#[derive(Clone, Default, PartialEq, Eq, Hash)]
 pub enum Credentials {
     /// No credentials (a registry's anonymous token flow still works).
     #[default]
@@ -39,17 +47,33 @@ impl fmt::Debug for Credentials {
     }
 }
 
-/// The `auths` of a Docker `config.json`, matched against image references.
+/// The `auths` of a Docker `config.json`, matched against image references, and the
+/// registries' mirrors.
 #[derive(Clone, Debug, Default)]
 pub struct RegistryConfig {
     /// `host[/path]` (normalised) → credentials.
     auths: BTreeMap<String, Credentials>,
+    /// Registry host (normalised) → its mirrors' `host[:port]` and scheme, in order.
+    mirrors: BTreeMap<String, Vec<(String, Option<bool>)>>,
+}
+
+/// A mirror of an image's registry: a pull tries it before the registry.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Mirror {
+    /// `host[:port]`.
+    pub host: String,
+    /// Plain HTTP (`http://`), HTTPS (`https://`), or by the loopback rule (no scheme).
+    pub plain_http: Option<bool>,
+    /// The mirror's own credentials.
+    pub credentials: Credentials,
 }
 
 #[derive(serde::Deserialize)]
 struct ConfigFile {
     #[serde(default)]
     auths: BTreeMap<String, AuthEntry>,
+    #[serde(default)]
+    mirrors: BTreeMap<String, Vec<String>>,
 }
 
 #[derive(serde::Deserialize)]
@@ -112,18 +136,46 @@ impl RegistryConfig {
             };
             auths.insert(normalise_key(&key), creds);
         }
-        Ok(RegistryConfig { auths })
+        let mut mirrors = BTreeMap::new();
+        for (registry, urls) in file.mirrors {
+            let endpoints = urls
+                .iter()
+                .map(|url| mirror_endpoint(url).map_err(|e| format!("mirrors[{registry:?}]: {e}")))
+                .collect::<std::result::Result<Vec<_>, _>>()?;
+            mirrors.insert(normalise_key(&registry), endpoints);
+        }
+        Ok(RegistryConfig { auths, mirrors })
     }
 
     /// The credentials for `reference`: the entry of its registry with the longest path
     /// prefix of its repository, else anonymous.
     #[must_use]
     pub fn credentials_for(&self, reference: &Reference) -> Credentials {
-        let repo = reference.path();
+        self.credentials_at(reference.domain(), reference.path())
+    }
+
+    /// The mirrors of `reference`'s registry, in the order to try them, each with its
+    /// credentials for the image's repository.
+    #[must_use]
+    pub fn mirrors_for(&self, reference: &Reference) -> Vec<Mirror> {
+        self.mirrors
+            .get(reference.domain())
+            .into_iter()
+            .flatten()
+            .map(|(host, plain_http)| Mirror {
+                host: host.clone(),
+                plain_http: *plain_http,
+                credentials: self.credentials_at(host, reference.path()),
+            })
+            .collect()
+    }
+
+    /// The `auths` entry of registry `domain` with the longest path prefix of `repo`.
+    fn credentials_at(&self, domain: &str, repo: &str) -> Credentials {
         let mut best: Option<(usize, &Credentials)> = None;
         for (key, creds) in &self.auths {
             let (host, path) = key.split_once('/').unwrap_or((key.as_str(), ""));
-            if host != reference.domain() {
+            if host != domain {
                 continue;
             }
             let matches = path.is_empty() || repo == path || repo.starts_with(&format!("{path}/"));
@@ -133,6 +185,28 @@ impl RegistryConfig {
         }
         best.map(|(_, c)| c.clone()).unwrap_or_default()
     }
+}
+
+/// A mirror URL: `http://host:port` (plain), `https://host` or `host` → (host, scheme).
+fn mirror_endpoint(url: &str) -> std::result::Result<(String, Option<bool>), String> {
+    let url = url.trim();
+    let (rest, plain) = if let Some(r) = url.strip_prefix("http://") {
+        (r, Some(true))
+    } else if let Some(r) = url.strip_prefix("https://") {
+        (r, Some(false))
+    } else if url.contains("://") {
+        return Err(format!("{url:?}: only http:// and https:// mirrors"));
+    } else {
+        (url, None)
+    };
+    let rest = rest.trim_end_matches('/');
+    let host = rest.strip_suffix("/v2").unwrap_or(rest);
+    if host.is_empty() || host.contains('/') {
+        return Err(format!(
+            "{url:?}: a mirror is a host[:port], with no path but /v2"
+        ));
+    }
+    Ok((host.to_owned(), plain))
 }
 
 /// `https://index.docker.io/v1/` → `docker.io`; `http://host:5000/x` → `host:5000/x`.

@@ -31,7 +31,7 @@ mod unpack;
 /// The OCI image types [`Image::config`] is made of (the version this crate uses).
 pub use oci_spec;
 
-pub use auth::{Credentials, RegistryConfig};
+pub use auth::{Credentials, Mirror, RegistryConfig};
 pub use digest::{Digest, chain_id};
 pub use error::{Error, Result};
 pub use events::pulled_message;

@@ -14,7 +14,7 @@ use oci_client::{Client, RegistryOperation};
 use sha2::{Digest as _, Sha256};
 use tokio::io::AsyncWriteExt;
 
-use crate::auth::Credentials;
+use crate::auth::{Credentials, Mirror, RegistryConfig};
 use crate::digest::Digest;
 use crate::error::{Error, Result};
 use crate::fsutil::{self, FileLock};
@@ -37,6 +37,24 @@ pub struct PullOptions {
     pub max_concurrent_layers: usize,
     /// Attempts per blob when a transfer breaks (each resumes where the last stopped).
     pub attempts: u32,
+    /// Mirrors of the image's registry, tried in order before it (a mirror that fails to
+    /// answer, or does not have the image, passes to the next).
+    pub mirrors: Vec<Mirror>,
+}
+
+impl PullOptions {
+    /// The options for pulling `reference` with `config` (`--registry-config`): its
+    /// registry's credentials and mirrors.
+    #[must_use]
+    pub fn for_reference(config: Option<&RegistryConfig>, reference: &Reference) -> PullOptions {
+        PullOptions {
+            credentials: config
+                .map(|c| c.credentials_for(reference))
+                .unwrap_or_default(),
+            mirrors: config.map(|c| c.mirrors_for(reference)).unwrap_or_default(),
+            ..PullOptions::default()
+        }
+    }
 }
 
 impl Default for PullOptions {
@@ -47,6 +65,7 @@ impl Default for PullOptions {
             platform: MachinePlatform::current(),
             max_concurrent_layers: 3,
             attempts: 3,
+            mirrors: Vec::new(),
         }
     }
 }
@@ -85,7 +104,49 @@ impl ImageStore {
                 .await
                 .map_err(|e| registry_error(reference, e))??
         };
-        let puller = Puller::new(self, reference, options)?;
+        // Each mirror, then the registry: a mirror's registry error (unreachable, refused,
+        // no such image) passes to the next; content that does not verify stops the pull.
+        let mut failed = Vec::new();
+        for mirror in &options.mirrors {
+            match self
+                .pull_from(reference, options, Some(mirror), progress, started)
+                .await
+            {
+                Err(Error::Registry { message, .. }) => {
+                    tracing::debug!(mirror = %mirror.host, %message, "mirror failed; next");
+                    failed.push(format!("mirror {}: {message}", mirror.host));
+                }
+                done => {
+                    drop(lease);
+                    return done;
+                }
+            }
+        }
+        let done = self
+            .pull_from(reference, options, None, progress, started)
+            .await;
+        drop(lease);
+        match done {
+            Err(Error::Registry { reference, message }) if !failed.is_empty() => {
+                Err(Error::Registry {
+                    reference,
+                    message: format!("{}; {message}", failed.join("; ")),
+                })
+            }
+            done => done,
+        }
+    }
+
+    /// One pull of `reference` from `mirror`, or from its registry.
+    async fn pull_from(
+        &self,
+        reference: &Reference,
+        options: &PullOptions,
+        mirror: Option<&Mirror>,
+        progress: &dyn Progress,
+        started: Instant,
+    ) -> Result<PullReport> {
+        let puller = Puller::new(self, reference, options, mirror)?;
         puller.authenticate().await?;
         // The manifest the reference names, then this platform's if it is an index.
         let (top_bytes, top_digest) = puller.manifest(&puller.oci_ref, None).await?;
@@ -203,7 +264,6 @@ impl ImageStore {
         tokio::task::spawn_blocking(move || store.commit(record))
             .await
             .map_err(|e| registry_error(reference, e))??;
-        drop(lease);
         let image = self
             .get(&Reference::parse(&reference.with_digest(&top_digest))?)?
             .ok_or_else(|| Error::NotFound(reference.to_string()))?;
@@ -214,6 +274,37 @@ impl ImageStore {
             duration: started.elapsed(),
         })
     }
+}
+
+/// The registry client for plain HTTP or HTTPS with these credentials, made once per process.
+/// Making one loads the system's root certificates (0.8 s in a debug build, under load more),
+/// which the pull of a present image — the kubelet's `Always` pulls at every start — must not
+/// pay each time. Only pulls with the same credentials share a client: its auth and token
+/// caches are per registry, not per identity.
+fn shared_client(plain: bool, credentials: &Credentials) -> Client {
+    static CLIENTS: std::sync::LazyLock<
+        std::sync::Mutex<std::collections::HashMap<(bool, Credentials), Client>>,
+    > = std::sync::LazyLock::new(Default::default);
+    let mut clients = CLIENTS
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    clients
+        .entry((plain, credentials.clone()))
+        .or_insert_with(|| {
+            Client::new(ClientConfig {
+                protocol: if plain {
+                    ClientProtocol::Http
+                } else {
+                    ClientProtocol::Https
+                },
+                platform_resolver: None,
+                connect_timeout: Some(Duration::from_secs(30)),
+                read_timeout: Some(Duration::from_secs(60)),
+                user_agent: concat!("podvisor/", env!("CARGO_PKG_VERSION")),
+                ..ClientConfig::default()
+            })
+        })
+        .clone()
 }
 
 fn registry_error(reference: &Reference, e: impl std::fmt::Display) -> Error {
@@ -254,6 +345,8 @@ struct Puller<'a> {
     oci_ref: oci_client::Reference,
     auth: RegistryAuth,
     attempts: u32,
+    /// The mirror asked instead of the registry (`host[:port]`).
+    mirror: Option<String>,
 }
 
 impl<'a> Puller<'a> {
@@ -261,28 +354,23 @@ impl<'a> Puller<'a> {
         store: &'a ImageStore,
         reference: &'a Reference,
         options: &PullOptions,
+        mirror: Option<&Mirror>,
     ) -> Result<Puller<'a>> {
         // reqwest's rustls needs a process-wide provider: ring, as the API server's TLS.
         let _ = rustls::crypto::ring::default_provider().install_default();
-        let plain = options
-            .plain_http
-            .unwrap_or_else(|| reference.is_loopback_registry());
-        let config = ClientConfig {
-            protocol: if plain {
-                ClientProtocol::Http
-            } else {
-                ClientProtocol::Https
-            },
-            platform_resolver: None,
-            connect_timeout: Some(Duration::from_secs(30)),
-            read_timeout: Some(Duration::from_secs(60)),
-            user_agent: concat!("podvisor/", env!("CARGO_PKG_VERSION")),
-            ..ClientConfig::default()
+        let plain = match mirror {
+            Some(m) => m
+                .plain_http
+                .unwrap_or_else(|| crate::reference::is_loopback_host(&m.host)),
+            None => options
+                .plain_http
+                .unwrap_or_else(|| reference.is_loopback_registry()),
         };
-        let client = Client::new(config);
+        let credentials = mirror.map_or(&options.credentials, |m| &m.credentials);
+        let client = shared_client(plain, credentials);
         let domain = reference.domain().to_owned();
         let path = reference.path().to_owned();
-        let oci_ref = match (reference.tag(), reference.digest()) {
+        let mut oci_ref = match (reference.tag(), reference.digest()) {
             (_, Some(d)) => oci_client::Reference::with_digest(domain, path, d.to_string()),
             (Some(t), None) => oci_client::Reference::with_tag(domain, path, t.to_owned()),
             (None, None) => oci_client::Reference::with_tag(
@@ -291,7 +379,10 @@ impl<'a> Puller<'a> {
                 crate::reference::DEFAULT_TAG.to_owned(),
             ),
         };
-        let auth = match &options.credentials {
+        if let Some(m) = mirror {
+            oci_ref.set_mirror_registry(m.host.clone());
+        }
+        let auth = match credentials {
             Credentials::Anonymous => RegistryAuth::Anonymous,
             Credentials::Basic { username, password } => {
                 RegistryAuth::Basic(username.clone(), password.clone())
@@ -305,6 +396,7 @@ impl<'a> Puller<'a> {
             oci_ref,
             auth,
             attempts: options.attempts.max(1),
+            mirror: mirror.map(|m| m.host.clone()),
         })
     }
 
@@ -313,11 +405,15 @@ impl<'a> Puller<'a> {
     }
 
     fn by_digest(&self, d: &Digest) -> oci_client::Reference {
-        oci_client::Reference::with_digest(
+        let mut r = oci_client::Reference::with_digest(
             self.reference.domain().to_owned(),
             self.reference.path().to_owned(),
             d.to_string(),
-        )
+        );
+        if let Some(m) = &self.mirror {
+            r.set_mirror_registry(m.clone());
+        }
+        r
     }
 
     /// The registry's token flow (or Basic auth), up front: its failure is the error, not

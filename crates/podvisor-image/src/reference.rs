@@ -176,16 +176,21 @@ impl Reference {
     /// treats those as insecure (plain HTTP allowed) by default, and so does the store.
     #[must_use]
     pub fn is_loopback_registry(&self) -> bool {
-        let host = match self.domain.strip_prefix('[') {
-            Some(v6) => v6.split(']').next().unwrap_or(""),
-            None => self.domain.split(':').next().unwrap_or(""),
-        };
-        host == "localhost"
-            || host == "::1"
-            || host
-                .parse::<std::net::Ipv4Addr>()
-                .is_ok_and(|ip| ip.is_loopback())
+        is_loopback_host(&self.domain)
     }
+}
+
+/// Whether `host[:port]` is this machine's loopback (`localhost`, `127.0.0.0/8`, `[::1]`).
+pub(crate) fn is_loopback_host(domain: &str) -> bool {
+    let host = match domain.strip_prefix('[') {
+        Some(v6) => v6.split(']').next().unwrap_or(""),
+        None => domain.split(':').next().unwrap_or(""),
+    };
+    host == "localhost"
+        || host == "::1"
+        || host
+            .parse::<std::net::Ipv4Addr>()
+            .is_ok_and(|ip| ip.is_loopback())
 }
 
 impl fmt::Display for Reference {

@@ -9,6 +9,9 @@
 //! clean-up then SIGKILLs them with [`kill_marked`] and removes the pods' cgroups with
 //! [`remove_pod_cgroups`].
 //!
+//! [`registry::Registry`] is a real `docker-registry` on 127.0.0.1 for pull tests, with
+//! `skopeo` pushes.
+//!
 //! What it does not do: start podvisor, talk to its API or judge a test. Everything here reads
 //! `/proc` and `/sys/fs/cgroup` as it is at the moment of the call, so a process may come or go
 //! between two calls; callers poll where that matters.
@@ -16,6 +19,7 @@
 pub mod cgroups;
 pub mod numbers;
 pub mod procs;
+pub mod registry;
 
 pub use cgroups::{remove_pod_cgroup, remove_pod_cgroups};
 pub use procs::{

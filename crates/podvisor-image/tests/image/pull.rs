@@ -422,3 +422,61 @@ fn pulls_a_docker_schema2_image() {
         b"pulled\n"
     );
 }
+
+#[test]
+fn pulls_through_a_registry_mirror_and_a_second_pull_transfers_nothing() {
+    let tmp = TempDir::new("pull-mirror");
+    let registry = Registry::start(None);
+    let (layout, built) = busybox_layout(&tmp);
+    registry.push(&layout.dir, "library/busybox:latest", false);
+    // A mirror that does not answer comes first: the pull passes to the next one.
+    let dead = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let dead_port = dead.local_addr().unwrap().port();
+    drop(dead);
+    let config_path = tmp.path().join("config.json");
+    std::fs::write(
+        &config_path,
+        format!(
+            r#"{{"mirrors": {{"docker.io": ["http://127.0.0.1:{dead_port}", "http://{}"]}}}}"#,
+            registry.host()
+        ),
+    )
+    .unwrap();
+    let config = RegistryConfig::load(&config_path).unwrap();
+    let store = ImageStore::open(tmp.path().join("images")).unwrap();
+    let reference = Reference::parse("busybox").unwrap();
+    let options = PullOptions::for_reference(Some(&config), &reference);
+    assert_eq!(options.mirrors.len(), 2);
+    let rt = runtime();
+    let report = rt
+        .block_on(store.pull(&reference, &options, &NoProgress))
+        .unwrap();
+    // The image keeps its own name; it came from the mirror.
+    assert_eq!(report.image.id.as_str(), built.config_digest);
+    assert_eq!(
+        report.image.repo_tags,
+        ["docker.io/library/busybox:latest".to_string()]
+    );
+    assert_eq!(
+        report.image.repo_digest.as_deref(),
+        Some(format!("docker.io/library/busybox@{}", built.manifest_digest).as_str())
+    );
+    assert_eq!(report.layers_fetched, 2);
+    assert!(report.downloaded > 0);
+    // Pulled again (imagePullPolicy Always): the manifest is asked for, nothing else moves.
+    let again = rt
+        .block_on(store.pull(&reference, &options, &NoProgress))
+        .unwrap();
+    assert_eq!(again.image.id, report.image.id);
+    assert_eq!((again.downloaded, again.layers_fetched), (0, 0));
+    // With every mirror gone, the error names each attempt (docker.io is not reachable here).
+    drop(registry);
+    let e = rt
+        .block_on(store.pull(&reference, &options, &NoProgress))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains(&format!("mirror 127.0.0.1:{dead_port}")) && e.contains("docker.io"),
+        "{e}"
+    );
+}

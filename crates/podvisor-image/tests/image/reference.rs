@@ -183,6 +183,45 @@ fn docker_config_credentials() {
 }
 
 #[test]
+fn registry_mirrors_from_the_config() {
+    let c = RegistryConfig::parse(
+        br#"{"auths": {"mirror.example:5000": {"username": "m", "password": "p"}},
+             "mirrors": {"https://index.docker.io/v1/": ["http://127.0.0.1:5000/", "mirror.example:5000"],
+                         "quay.io": ["https://q.example/v2"]}}"#,
+    )
+    .unwrap();
+    let mirrors = |r: &str| c.mirrors_for(&Reference::parse(r).unwrap());
+    let hub = mirrors("busybox");
+    assert_eq!(
+        hub.iter()
+            .map(|m| (m.host.as_str(), m.plain_http))
+            .collect::<Vec<_>>(),
+        [
+            ("127.0.0.1:5000", Some(true)),
+            ("mirror.example:5000", None)
+        ]
+    );
+    assert_eq!(hub[0].credentials, Credentials::Anonymous);
+    assert_eq!(
+        hub[1].credentials,
+        Credentials::Basic {
+            username: "m".into(),
+            password: "p".into()
+        }
+    );
+    assert_eq!(mirrors("quay.io/a/b")[0].host, "q.example");
+    assert_eq!(mirrors("quay.io/a/b")[0].plain_http, Some(false));
+    assert!(mirrors("ghcr.io/a/b").is_empty());
+    for bad in [
+        r#"{"mirrors": {"docker.io": ["ftp://x"]}}"#,
+        r#"{"mirrors": {"docker.io": ["http://x/some/path"]}}"#,
+    ] {
+        let e = RegistryConfig::parse(bad.as_bytes()).unwrap_err();
+        assert!(e.contains("mirrors[\"docker.io\"]"), "{e}");
+    }
+}
+
+#[test]
 fn pulled_event_message() {
     assert_eq!(
         podvisor_image::pulled_message(

@@ -3,10 +3,7 @@
 #![allow(dead_code, missing_docs)]
 
 use std::io::Write;
-use std::net::TcpStream;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
 
 use sha2::{Digest as _, Sha256};
 
@@ -327,9 +324,10 @@ pub fn tar_dir(dir: &Path, out: &Path) {
     b.finish().unwrap();
 }
 
-/// A `docker-registry` (distribution v2) on 127.0.0.1, stopped on drop.
+/// A `docker-registry` (distribution v2) on 127.0.0.1 (`podvisor_testkit::registry`), its
+/// storage in a temporary directory, stopped on drop.
 pub struct Registry {
-    child: Child,
+    inner: podvisor_testkit::registry::Registry,
     pub port: u16,
     pub root: TempDir,
     pub creds: Option<(String, String)>,
@@ -337,57 +335,20 @@ pub struct Registry {
 
 impl Registry {
     pub fn start(creds: Option<(&str, &str)>) -> Registry {
-        let bin = "/usr/bin/docker-registry";
-        assert!(
-            Path::new(bin).exists(),
-            "Debian's docker-registry is required ({bin}): scripts/install-test-deps"
-        );
         let root = TempDir::new("registry");
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let mut config = format!(
-            "version: 0.1\nlog:\n  level: error\n  accesslog:\n    disabled: true\nstorage:\n  filesystem:\n    rootdirectory: {}\n  delete:\n    enabled: true\nhttp:\n  addr: 127.0.0.1:{port}\n",
-            root.path().join("data").display()
-        );
-        if let Some((user, pass)) = creds {
-            let hash = bcrypt::hash(pass, 5).unwrap();
-            let htpasswd = root.path().join("htpasswd");
-            std::fs::write(&htpasswd, format!("{user}:{hash}\n")).unwrap();
-            config.push_str(&format!(
-                "auth:\n  htpasswd:\n    realm: podvisor-test\n    path: {}\n",
-                htpasswd.display()
-            ));
-        }
-        let config_path = root.path().join("config.yml");
-        std::fs::write(&config_path, config).unwrap();
-        let child = Command::new(bin)
-            .arg("serve")
-            .arg(&config_path)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(
-                Instant::now() < deadline,
-                "docker-registry did not listen on {port}"
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        let htpasswd =
+            creds.map(|(user, pass)| format!("{user}:{}", bcrypt::hash(pass, 5).unwrap()));
+        let inner = podvisor_testkit::registry::Registry::start(root.path(), htpasswd.as_deref());
         Registry {
-            child,
-            port,
+            port: inner.port,
+            inner,
             root,
             creds: creds.map(|(u, p)| (u.to_owned(), p.to_owned())),
         }
     }
 
     pub fn host(&self) -> String {
-        format!("127.0.0.1:{}", self.port)
+        self.inner.host()
     }
 
     /// `skopeo copy [--all] oci:LAYOUT docker://127.0.0.1:PORT/NAME`.
@@ -397,44 +358,12 @@ impl Registry {
 
     /// `skopeo copy EXTRA… oci:LAYOUT docker://127.0.0.1:PORT/NAME`.
     pub fn push_with(&self, layout: &Path, name: &str, extra: &[&str]) {
-        let skopeo = "/usr/bin/skopeo";
-        assert!(
-            Path::new(skopeo).exists(),
-            "skopeo is required ({skopeo}): scripts/install-test-deps"
-        );
-        let mut cmd = Command::new(skopeo);
-        cmd.args(["--insecure-policy", "copy", "-q", "--dest-tls-verify=false"]);
-        cmd.args(extra);
-        if let Some((u, p)) = &self.creds {
-            cmd.arg(format!("--dest-creds={u}:{p}"));
-        }
-        let out = cmd
-            .arg(format!("oci:{}", layout.display()))
-            .arg(format!("docker://{}/{name}", self.host()))
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "skopeo copy failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        let creds = self.creds.as_ref().map(|(u, p)| (u.as_str(), p.as_str()));
+        self.inner.push(layout, name, extra, creds);
     }
 
     /// Where the registry keeps a blob (to corrupt it).
     pub fn blob_data(&self, digest: &str) -> PathBuf {
-        let hex = &digest[7..];
-        self.root
-            .path()
-            .join("data/docker/registry/v2/blobs/sha256")
-            .join(&hex[..2])
-            .join(hex)
-            .join("data")
-    }
-}
-
-impl Drop for Registry {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        self.inner.blob_data(digest)
     }
 }

@@ -68,7 +68,7 @@ const CLUSTER_DOMAIN: &str = "cluster.local";
 pub struct OciOptions {
     /// The image store (`<state>/images`).
     pub images: ImageStore,
-    /// Registry credentials (`--registry-config`).
+    /// Registry credentials and mirrors (`--registry-config`).
     pub registry: Option<RegistryConfig>,
     /// How many pod sandboxes to keep ready on podvisor's own network
     /// ([`crate::sandbox::pool`]); 0: none.
@@ -500,14 +500,7 @@ impl OciClass {
             _ => {
                 let requested = Instant::now();
                 let _one_at_a_time = self.pulls.lock().await;
-                let options = PullOptions {
-                    credentials: self
-                        .registry
-                        .as_ref()
-                        .map(|r| r.credentials_for(&reference))
-                        .unwrap_or_default(),
-                    ..PullOptions::default()
-                };
+                let options = PullOptions::for_reference(self.registry.as_ref(), &reference);
                 // On a blocking thread of its own: the pull's future is not provably `Send`
                 // (its layer stream's closures borrow), which the `Runtime` trait requires.
                 let (store, wanted) = (self.images.clone(), reference.clone());

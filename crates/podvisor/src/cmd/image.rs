@@ -199,14 +199,10 @@ fn pull(
             return Ok(2);
         }
     };
-    let credentials = match registry_config {
-        Some(path) => RegistryConfig::load(path)?.credentials_for(&reference),
-        None => podvisor_image::Credentials::Anonymous,
-    };
+    let config = registry_config.map(RegistryConfig::load).transpose()?;
     let options = PullOptions {
-        credentials,
         plain_http: plain_http.then_some(true),
-        ..PullOptions::default()
+        ..PullOptions::for_reference(config.as_ref(), &reference)
     };
     let terminal = std::io::stderr().is_terminal();
     let progress = LineProgress::new(!terminal);

@@ -146,7 +146,10 @@ fn machine_config(args: &Args) -> anyhow::Result<MachineConfig> {
         node_name: hostname,
         // The process runtime shares the host's network.
         host_ip: Some("127.0.0.1".to_string()),
-        pod_ip: Some("127.0.0.1".to_string()),
+        // None until the pod's sandbox exists, as the kubelet reports it: the runtime gives
+        // its address then (`PodMachine::set_pod_ip`: 127.0.0.1 for a process pod, the CNI
+        // address for an oci pod, which must never show the host's loopback first).
+        pod_ip: None,
         allocatable: super::serve::node_allocatable(),
         ..MachineConfig::default()
     })

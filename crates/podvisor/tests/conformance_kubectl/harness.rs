@@ -17,6 +17,16 @@ pub(crate) const KUBECTL: &str = "/usr/bin/kubectl";
 /// A scenario: runs against the shared server, panics on a failed check.
 pub(crate) type ScenarioFn = fn(&Server);
 
+/// How the run's `serve` runs pods (`--runtime`): the same scenarios pass with both.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Runtime {
+    /// Host processes on the host's network (the default runtime).
+    Process,
+    /// runc containers from the `busybox` image, each pod with its own network namespace and
+    /// pod IP on the CNI bridge. See [`crate::oci_run`] for how section 0's conventions map.
+    Oci,
+}
+
 // ----------------------------------------------------------------------------------------------
 // The server
 
@@ -24,25 +34,45 @@ pub(crate) type ScenarioFn = fn(&Server);
 pub(crate) struct Server {
     pub(crate) dir: PathBuf,
     pub(crate) serve: Mutex<Option<Child>>,
+    pub(crate) runtime: Runtime,
+    /// The oci run's registry, the `docker.io` mirror (stopped with the server).
+    pub(crate) registry: Option<podvisor_testkit::registry::Registry>,
 }
 
 impl Server {
-    /// Starts `podvisor serve` on a free port with a fresh state directory; returns once the
-    /// kubeconfig is written (the API answers).
-    pub(crate) fn start() -> Server {
+    /// Starts `podvisor serve --runtime <runtime>` on a free port with a fresh state
+    /// directory; returns once the kubeconfig is written (the API answers).
+    pub(crate) fn start(runtime: Runtime) -> Server {
         let nanos = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .unwrap()
             .subsec_nanos();
         // Short: shim sockets live deep under the state directory.
-        let dir = std::env::temp_dir().join(format!("pvkc-{}-{nanos:x}", std::process::id()));
+        let tag = match runtime {
+            Runtime::Process => "pvkc",
+            Runtime::Oci => "pvko",
+        };
+        let dir = std::env::temp_dir().join(format!("{tag}-{}-{nanos:x}", std::process::id()));
         std::fs::create_dir_all(dir.join("state")).unwrap();
         let log = std::fs::File::create(dir.join("serve.log")).unwrap();
-        let child = Command::new(env!("CARGO_BIN_EXE_podvisor"))
+        let mut serve = Command::new(env!("CARGO_BIN_EXE_podvisor"));
+        serve
             .arg("serve")
             .arg("--state-dir")
             .arg(dir.join("state"))
-            .args(["--listen", "127.0.0.1:0", "--drain-on-exit"])
+            .args(["--listen", "127.0.0.1:0", "--drain-on-exit"]);
+        let registry = match runtime {
+            Runtime::Process => None,
+            Runtime::Oci => {
+                let (registry, config) = crate::oci_run::busybox_mirror(&dir);
+                crate::oci_run::pre_pull(&dir.join("state"), &config);
+                serve
+                    .args(["--runtime", "oci", "--registry-config"])
+                    .arg(config);
+                Some(registry)
+            }
+        };
+        let child = serve
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(log)
@@ -51,6 +81,8 @@ impl Server {
         let srv = Server {
             dir,
             serve: Mutex::new(Some(child)),
+            runtime,
+            registry,
         };
         let started = Instant::now();
         while !srv.kubeconfig().exists() {
@@ -73,7 +105,7 @@ impl Server {
             std::thread::sleep(Duration::from_millis(5));
         }
         eprintln!(
-            "podvisor serve answered after {} ms ({})",
+            "podvisor serve --runtime {runtime:?} answered after {} ms ({})",
             started.elapsed().as_millis(),
             srv.dir.display()
         );
@@ -155,9 +187,12 @@ impl Server {
 
     /// As [`Server::create_scenario`], with the manifest `file` (a variant of the scenario).
     pub(crate) fn create_scenario_file(&self, id: &str, file: &str) -> Pod<'_> {
-        let scratch = Scratch::new(id);
+        // Under oci the emptyDir's mount point is inside the container's root, never on the
+        // host: `/tmp/kpl` there is the process run's (removing a directory another mount
+        // namespace mounts on would detach that mount).
+        let scratch = (self.runtime == Runtime::Process).then(|| Scratch::new(id));
         let mut pod = self.create(id, &manifest(file));
-        pod.scratch = Some(scratch);
+        pod.scratch = scratch;
         pod
     }
 
@@ -174,7 +209,27 @@ impl Server {
     /// `CREATE(manifest)`, watched with the kubectl selector arguments `selector` (which must
     /// select this pod only).
     pub(crate) fn create_watched(&self, id: &str, manifest: &str, selector: &[String]) -> Pod<'_> {
+        self.create_with_peer(id, manifest, selector, None)
+    }
+
+    /// `CREATE(manifest)` of a pod whose hooks call `peer` (the pod IP of the observer under
+    /// oci, see [`crate::oci_run::adapt`]).
+    pub(crate) fn create_with_peer(
+        &self,
+        id: &str,
+        manifest: &str,
+        selector: &[String],
+        peer: Option<&str>,
+    ) -> Pod<'_> {
         let name = pod_name(manifest);
+        let adapted;
+        let manifest = match self.runtime {
+            Runtime::Process => manifest,
+            Runtime::Oci => {
+                adapted = crate::oci_run::adapt(manifest, peer);
+                &adapted
+            }
+        };
         let watch = Watch::start(self, &name, selector);
         let created = Instant::now();
         let out = self.kubectl(&["create", "-f", "-"], Some(manifest));
@@ -229,7 +284,8 @@ impl Server {
         );
     }
 
-    /// Processes (pid, command line) that carry the directory, but serve itself.
+    /// Processes (pid, command line) that carry the directory, but serve itself and the
+    /// registry.
     pub(crate) fn leftovers(&self) -> Vec<(i32, String)> {
         let marker = self.dir.display().to_string();
         let serve = self
@@ -238,9 +294,15 @@ impl Server {
             .unwrap()
             .as_ref()
             .map(|c| i32::try_from(c.id()).unwrap());
+        let registry = self
+            .registry
+            .as_ref()
+            .map(|r| i32::try_from(r.pid()).unwrap());
         podvisor_testkit::all_processes()
             .into_iter()
-            .filter(|p| p.cmdline.contains(&marker) && Some(p.pid) != serve)
+            .filter(|p| {
+                p.cmdline.contains(&marker) && Some(p.pid) != serve && Some(p.pid) != registry
+            })
             .map(|p| (p.pid, p.cmdline))
             .collect()
     }
@@ -772,12 +834,31 @@ impl Pod<'_> {
     /// The event log `/tmp/kpl/<id>/ev.log` as it is now.
     pub(crate) fn ev_log(&self) -> EvLog {
         let host = scratch_dir(&self.id).join("ev.log");
-        let text = std::fs::read_to_string(host)
-            .ok()
+        let text = (self.srv.runtime == Runtime::Process)
+            .then(|| std::fs::read_to_string(host).ok())
+            .flatten()
             .filter(|t| !t.is_empty())
             .or_else(|| std::fs::read_to_string(&self.ev_copy).ok())
             .unwrap_or_default();
         EvLog::parse(&text)
+    }
+
+    /// `status.podIP` (waits up to 30 s for it).
+    pub(crate) fn ip(&self) -> String {
+        let (_, o) = self.wait("a pod IP", secs(30), |p| p["status"]["podIP"].is_string());
+        o.pod["status"]["podIP"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string()
+    }
+
+    /// The address a probe or hook of this pod without `host` dials, as its Go error text
+    /// shows it: 127.0.0.1 where the manifest names it (process run), else the pod IP.
+    pub(crate) fn probe_host(&self) -> String {
+        match self.srv.runtime {
+            Runtime::Process => "127.0.0.1".to_string(),
+            Runtime::Oci => self.ip(),
+        }
     }
 
     /// What to print when a check fails: the observed updates, events, event log, notes.
@@ -863,11 +944,12 @@ impl Drop for Pod<'_> {
 pub(crate) fn start_observer<'a>(srv: &'a Server, id: &str, file: &str, port: u16) -> Pod<'a> {
     let obs = srv.create(id, &manifest(file));
     obs.wait_phase("Running", secs(60));
+    let host = obs.probe_host();
     let deadline = Instant::now() + secs(30);
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+    while let Err(e) = std::net::TcpStream::connect((host.as_str(), port)) {
         assert!(
             Instant::now() < deadline,
-            "observer not listening on {port}{}",
+            "observer not listening on {host}:{port} ({e}){}",
             obs.diag()
         );
         std::thread::sleep(Duration::from_millis(50));
@@ -883,7 +965,13 @@ pub(crate) fn observed_hook_pod<'a>(
     port: u16,
 ) -> (Pod<'a>, Pod<'a>, Obs) {
     let obs = start_observer(srv, id, &format!("{id}-observer.yaml"), port);
-    let hook = srv.create(id, &manifest(&format!("{id}.yaml")));
+    let text = manifest(&format!("{id}.yaml"));
+    let selector = [
+        "--field-selector".to_string(),
+        format!("metadata.name={}", pod_name(&text)),
+    ];
+    let peer = obs.probe_host();
+    let hook = srv.create_with_peer(id, &text, &selector, Some(&peer));
     let (_, running) = hook.wait("hook pod Running", secs(60), |p| phase(p) == "Running");
     (obs, hook, running)
 }
@@ -901,6 +989,29 @@ pub(crate) fn wait_observed(obs: &Pod, line: &str, deadline: Instant) -> Option<
             return None;
         }
         std::thread::sleep(Duration::from_millis(500));
+    }
+}
+
+/// Polls the event log until `pred` holds (at most `within`); the log at that moment.
+pub(crate) fn wait_ev(
+    pod: &Pod,
+    what: &str,
+    within: Duration,
+    pred: impl Fn(&EvLog) -> bool,
+) -> EvLog {
+    let deadline = Instant::now() + within;
+    loop {
+        let ev = pod.ev_log();
+        if pred(&ev) {
+            return ev;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{}: {what}: not within {within:?}{}",
+            pod.name,
+            pod.diag()
+        );
+        std::thread::sleep(Duration::from_millis(100));
     }
 }
 

@@ -35,7 +35,7 @@ fn update_init_image(c: &mut Checks, pod: &Pod, index: usize, what: &str) {
 }
 
 /// The image a test switches to (upstream's `alternateImage`).
-const NEW_IMAGE: &str = "busybox:1.36";
+pub(crate) const NEW_IMAGE: &str = "busybox:1.36";
 
 /// 24, 24b, 27: once the three sidecars and regular-1 run, `DELETE(pod, grace)`; the pod ends
 /// with `want_phase` and each `(container, exit code, reason)` of `want`. The pod, the checks
@@ -616,7 +616,11 @@ fn s17b(srv: &Server) {
             state_kind(cs) == "running" && cs["image"] == NEW_IMAGE && restart_count(cs) >= 1
         },
     );
-    let ev = pod.ev_log();
+    // The status shows the new instance running once runc started it; its script logs
+    // `Starting` a moment later.
+    let ev = wait_ev(&pod, "the new instance's Starting line", secs(10), |ev| {
+        ev.restarted(RI1)
+    });
     EvChecks::new(&mut c, &ev)
         .restarted(RI1)
         .not_restarted(&[RI2, "regular-1"]);

@@ -35,24 +35,6 @@ fn pod_ref(pod: &Pod) -> String {
     format!("{}_default({})", pod.name, pod.uid)
 }
 
-/// Polls the event log until `pred` holds (at most `within`); the log at that moment.
-fn wait_ev(pod: &Pod, what: &str, within: Duration, pred: impl Fn(&EvLog) -> bool) -> EvLog {
-    let deadline = Instant::now() + within;
-    loop {
-        let ev = pod.ev_log();
-        if pred(&ev) {
-            return ev;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{}: {what}: not within {within:?}{}",
-            pod.name,
-            pod.diag()
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
-
 /// Timestamps of every line of `actor` `word` in the event log.
 fn times_of(ev: &EvLog, actor: &str, word: &str) -> Vec<f64> {
     ev.lines
@@ -1178,13 +1160,15 @@ fn s80(srv: &Server) {
         running.seen + secs(30),
         "(the HTTP retry)",
     );
-    let want = "request to HTTPS lifecycle hook 127.0.0.1:18080 got HTTP response, retry with \
-                HTTP succeeded";
+    let want = format!(
+        "request to HTTPS lifecycle hook {}:18080 got HTTP response, retry with HTTP succeeded",
+        obs.probe_host()
+    );
     let fallback = events_with(&hook, "LifecycleHTTPFallback");
     c.check(
         fallback
             .iter()
-            .any(|e| e["type"] == "Warning" && e["message"] == want),
+            .any(|e| e["type"] == "Warning" && e["message"] == want.as_str()),
         format!("EVENTS: Warning LifecycleHTTPFallback {want:?} ({fallback:?})"),
     );
     c.check(

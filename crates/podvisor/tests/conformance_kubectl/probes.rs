@@ -179,9 +179,10 @@ fn readiness_fails(srv: &Server, id: &str, port: u16) {
     let mut c = Checks::new();
     expect_never_ready(&mut c, &pod, "test-webserver", secs(20));
     // R19: a transport error is a failure with Go's error text.
+    let host = pod.probe_host();
     let want = format!(
-        "Readiness probe failed: Get \"http://127.0.0.1:{port}/\": dial tcp \
-         127.0.0.1:{port}: connect: connection refused"
+        "Readiness probe failed: Get \"http://{host}:{port}/\": dial tcp \
+         {host}:{port}: connect: connection refused"
     );
     check_unhealthy(&mut c, &pod, "test-webserver", &want, |m| m == want);
     pod.delete_and_wait_gone(secs(60));
