@@ -53,6 +53,8 @@ pub struct ContainerSnapshot {
     pub name: String,
     /// From `initContainers`.
     pub init: bool,
+    /// From `ephemeralContainers` (A14).
+    pub ephemeral: bool,
     /// `waiting`, `running` or `terminated`.
     pub state: &'static str,
     /// Waiting or terminated reason.
@@ -178,12 +180,16 @@ enum Happening {
     },
     /// The script's sandbox loss: everything running dies with it (SIGKILL).
     SandboxLost,
+    /// The script adds an ephemeral container (`kubectl debug`).
+    AddEphemeral(Box<k8s_openapi::api::core::v1::EphemeralContainer>),
 }
 
 /// The fake runtime of `podvisor simulate`: answers as the script says, and writes the timeline.
 #[derive(Debug)]
 struct Scripted<'a> {
     script: &'a Script,
+    /// The pod as the API holds it (the script's ephemeral containers are added to it).
+    pod: Pod,
     /// How many times each container started.
     runs: HashMap<String, usize>,
     records: Vec<Record>,
@@ -192,9 +198,10 @@ struct Scripted<'a> {
 
 impl<'a> Scripted<'a> {
     /// A runtime following `script`.
-    fn new(script: &'a Script) -> Scripted<'a> {
+    fn new(script: &'a Script, pod: Pod) -> Scripted<'a> {
         Scripted {
             script,
+            pod,
             runs: HashMap::new(),
             records: Vec::new(),
             last: None,
@@ -320,6 +327,12 @@ impl FakeRuntime for Scripted<'_> {
         }
         for at in &self.script.sandbox_lost {
             ctl.schedule(start + dur(*at), Happening::SandboxLost);
+        }
+        for e in &self.script.ephemeral_containers {
+            ctl.schedule(
+                start + dur(e.at),
+                Happening::AddEphemeral(Box::new(e.container.clone())),
+            );
         }
     }
 
@@ -460,6 +473,19 @@ impl FakeRuntime for Scripted<'_> {
             Happening::SandboxLost => Input::SandboxLost {
                 exits: ctl.running().map(|i| (i.id, exit(137, false))).collect(),
             },
+            Happening::AddEphemeral(container) => {
+                // What the `ephemeralcontainers` subresource stores: the pod with one more
+                // ephemeral container (defaulted) and the next generation.
+                let mut container = *container;
+                podvisor_api::defaults::default_ephemeral_container(&mut container);
+                let pod = &mut self.pod;
+                let spec = pod.spec.get_or_insert_with(Default::default);
+                spec.ephemeral_containers
+                    .get_or_insert_with(Vec::new)
+                    .push(container);
+                pod.metadata.generation = Some(pod.metadata.generation.unwrap_or(1) + 1);
+                Input::SpecUpdate(Box::new(pod.clone()))
+            }
         })
     }
 }
@@ -484,6 +510,7 @@ pub fn simulate_counting(
                 .flatten()
                 .chain(s.containers.iter())
                 .map(|c| c.name.as_str())
+                .chain(script.ephemeral_containers.iter().map(|e| e.container.name.as_str()))
                 .collect()
         })
         .unwrap_or_default();
@@ -494,8 +521,8 @@ pub fn simulate_counting(
     {
         return Err(SimError::UnknownContainer(unknown.clone()));
     }
-    let machine = PodMachine::new(pod, opts.config.clone(), opts.start);
-    let mut d = Driver::unlogged(machine, opts.start, Scripted::new(script));
+    let machine = PodMachine::new(pod.clone(), opts.config.clone(), opts.start);
+    let mut d = Driver::unlogged(machine, opts.start, Scripted::new(script, pod));
     let end = opts.start + dur(opts.duration);
     let mut idle_rounds = 0u32;
     while d.terminated_at().is_none() {
@@ -582,10 +609,15 @@ pub fn snapshot(pod: &Pod, now: Timestamp) -> StatusSnapshot {
         .unwrap_or(0);
     let mut containers = Vec::new();
     let lists = [
-        (true, status.init_container_statuses.unwrap_or_default()),
-        (false, status.container_statuses.unwrap_or_default()),
+        (true, false, status.init_container_statuses.unwrap_or_default()),
+        (false, false, status.container_statuses.unwrap_or_default()),
+        (
+            false,
+            true,
+            status.ephemeral_container_statuses.unwrap_or_default(),
+        ),
     ];
-    for (init, list) in lists {
+    for (init, ephemeral, list) in lists {
         for s in list {
             let st = s.state.unwrap_or_default();
             let (state, reason, exit_code, message) = if st.running.is_some() {
@@ -600,6 +632,7 @@ pub fn snapshot(pod: &Pod, now: Timestamp) -> StatusSnapshot {
             containers.push(ContainerSnapshot {
                 name: s.name,
                 init,
+                ephemeral,
                 state,
                 reason,
                 exit_code,

@@ -18,6 +18,21 @@ pub struct Script {
     /// ends with 137 and the kubelet's A2 handling follows.
     #[serde(default, deserialize_with = "durations")]
     pub sandbox_lost: Vec<Duration>,
+    /// Ephemeral containers added during the run, as `kubectl debug` adds them through the
+    /// `pods/ephemeralcontainers` subresource; what each then does is its `containers` entry.
+    #[serde(default)]
+    pub ephemeral_containers: Vec<EphemeralScript>,
+}
+
+/// One ephemeral container added at `at`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct EphemeralScript {
+    /// When it is added.
+    #[serde(deserialize_with = "duration")]
+    pub at: Duration,
+    /// The ephemeral container (as in `spec.ephemeralContainers`).
+    pub container: k8s_openapi::api::core::v1::EphemeralContainer,
 }
 
 /// What one container does.
