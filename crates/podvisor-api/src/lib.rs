@@ -54,6 +54,5 @@ pub use defaults::apply_defaults;
 pub use gates::drop_disabled_fields;
 pub use validation::{
     ErrorKind, FieldError, ValidationErrors, validate_ephemeral_containers_update, validate_pod,
-    validate_pod_update,
-    validate_static_pod_references, validate_status_update,
+    validate_pod_update, validate_static_pod_references, validate_status_update,
 };

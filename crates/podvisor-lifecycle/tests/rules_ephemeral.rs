@@ -27,7 +27,9 @@ fn add_ephemeral(h: &mut Harness, e: Value, now: k8s_openapi::jiff::Timestamp) {
     podvisor_api::defaults::default_ephemeral_container(&mut e);
     h.update(now, |pod| {
         let spec = pod.spec.as_mut().expect("spec");
-        spec.ephemeral_containers.get_or_insert_with(Vec::new).push(e);
+        spec.ephemeral_containers
+            .get_or_insert_with(Vec::new)
+            .push(e);
     });
 }
 
@@ -59,7 +61,10 @@ fn a14_ephemeral_container_is_started_once_it_is_added() {
     add_ephemeral(&mut h, debug(), t(5));
     assert_eq!(ephemeral_starts(&h), ["debug"]);
     let s = h.status_of("debug");
-    assert_eq!(h.waiting("debug").map(|w| w.0).as_deref(), Some("ContainerCreating"));
+    assert_eq!(
+        h.waiting("debug").map(|w| w.0).as_deref(),
+        Some("ContainerCreating")
+    );
     assert!(!s.ready);
     h.start("debug", t(6));
     let s = h.status_of("debug");
@@ -167,7 +172,10 @@ fn a14_ephemeral_container_starts_before_initialization_completes() {
     );
     // Before its start the status says what every waiting container of a pod with init
     // containers says.
-    assert_eq!(h.waiting("debug").map(|w| w.0).as_deref(), Some("PodInitializing"));
+    assert_eq!(
+        h.waiting("debug").map(|w| w.0).as_deref(),
+        Some("PodInitializing")
+    );
     h.start("debug", t(3));
     assert_eq!(h.state_kind("debug"), "running");
     assert_eq!(h.state_kind("init"), "running");
@@ -185,12 +193,24 @@ fn a14_failed_starts_retry_only_without_a_record() {
     let mut h = running_pod("Always");
     add_ephemeral(&mut h, debug(), t(5));
     h.fail_start("debug", "ErrImagePull", "pull access denied", false, t(6));
-    assert_eq!(h.waiting("debug").map(|w| w.0).as_deref(), Some("ErrImagePull"));
+    assert_eq!(
+        h.waiting("debug").map(|w| w.0).as_deref(),
+        Some("ErrImagePull")
+    );
     h.advance_to(t(30));
     assert_eq!(ephemeral_starts(&h).len(), 2);
-    h.fail_start("debug", "RunContainerError", "exec: no such file", true, t(30));
+    h.fail_start(
+        "debug",
+        "RunContainerError",
+        "exec: no such file",
+        true,
+        t(30),
+    );
     let term = h.terminated("debug").expect("terminated");
-    assert_eq!((term.exit_code, term.reason.as_deref()), (128, Some("StartError")));
+    assert_eq!(
+        (term.exit_code, term.reason.as_deref()),
+        (128, Some("StartError"))
+    );
     h.advance_to(t(600));
     assert_eq!(ephemeral_starts(&h).len(), 2);
     assert_eq!(h.phase(), Phase::Running);
@@ -204,11 +224,7 @@ fn a14_each_added_ephemeral_container_starts_once() {
     add_ephemeral(&mut h, debug(), t(5));
     h.start("debug", t(5));
     h.exit("debug", 0, t(6));
-    add_ephemeral(
-        &mut h,
-        json!({"name": "debug2", "image": "busybox"}),
-        t(7),
-    );
+    add_ephemeral(&mut h, json!({"name": "debug2", "image": "busybox"}), t(7));
     h.update(t(8), |pod| {
         pod.spec
             .as_mut()

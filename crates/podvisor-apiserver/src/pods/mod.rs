@@ -22,6 +22,7 @@ use crate::routes::Req;
 use crate::status::{ApiError, ApiResult};
 
 mod delete;
+pub(crate) mod ephemeral;
 pub(crate) mod status;
 
 pub(crate) use delete::{delete, delete_collection};
@@ -283,8 +284,30 @@ pub(crate) struct Write<'a> {
     /// What the request set (the object, the patch, the applied configuration): the fields
     /// of it that the decoded pod kept are recorded. `None` records none (a JSON patch).
     pub source: Option<Value>,
-    /// The status subresource (only status changes are taken).
-    pub status: bool,
+    /// Which part of the pod the request may change.
+    pub subresource: Subresource,
+}
+
+/// The pod itself or one of its subresources that write it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Subresource {
+    /// The pod (spec mutability, M11).
+    Pod,
+    /// `pods/status`: only status changes are taken.
+    Status,
+    /// `pods/ephemeralcontainers`: only `spec.ephemeralContainers` changes are taken.
+    EphemeralContainers,
+}
+
+impl Subresource {
+    /// Its name in `managedFields[].subresource`.
+    fn name(self) -> Option<&'static str> {
+        match self {
+            Subresource::Pod => None,
+            Subresource::Status => Some("status"),
+            Subresource::EphemeralContainers => Some("ephemeralcontainers"),
+        }
+    }
 }
 
 /// Spec update admission (`BeforeUpdate` + `PrepareForUpdate` + `ValidatePodUpdate`).
@@ -363,19 +386,23 @@ pub(crate) fn update_loop(
             || json!({}),
             |source| {
                 let known = managed::known_only(source, &value_of(&new), pod_lists);
-                managed::fields_v1(&known, write.status, pod_lists)
+                match write.subresource {
+                    Subresource::Pod => managed::fields_v1(&known, false, pod_lists),
+                    Subresource::Status => managed::fields_v1(&known, true, pod_lists),
+                    Subresource::EphemeralContainers => ephemeral::fields_v1(&known, pod_lists),
+                }
             },
         );
-        let new = if write.status {
-            status::admit_status(&old, new)?
-        } else {
-            admit_update(req, ns, &old, new)?
+        let new = match write.subresource {
+            Subresource::Pod => admit_update(req, ns, &old, new)?,
+            Subresource::Status => status::admit_status(&old, new)?,
+            Subresource::EphemeralContainers => ephemeral::admit(&old, new)?,
         };
         let mut new_value = value_of(&new);
         if same_object(&new_value, &old_value) {
             return Ok(respond(req, PODS, StatusCode::OK, &old_value, &warnings));
         }
-        let subresource = write.status.then_some("status");
+        let subresource = write.subresource.name();
         managed::record(
             &mut new_value,
             &manager,
@@ -418,7 +445,7 @@ pub(crate) fn update(req: &Req, ns: &str, name: &str, body: &[u8]) -> ApiResult<
     let write = Write {
         operation: "Update",
         source: Some(value.clone()),
-        status: false,
+        subresource: Subresource::Pod,
     };
     update_loop(req, ns, name, client_rv, &write, |_| {
         Ok((pod.clone(), warnings.clone()))
@@ -464,7 +491,7 @@ pub(crate) fn patch(req: &Req, ns: &str, name: &str, body: &[u8]) -> ApiResult<R
     let write = Write {
         operation: "Update",
         source,
-        status: false,
+        subresource: Subresource::Pod,
     };
     update_loop(req, ns, name, None, &write, |current| {
         patched_pod(req, current, patch_type, body)
@@ -499,7 +526,7 @@ fn apply(req: &Req, ns: &str, name: &str, body: &[u8]) -> ApiResult<Response> {
     let write = Write {
         operation: "Apply",
         source: Some(applied),
-        status: false,
+        subresource: Subresource::Pod,
     };
     let manager = managed::manager_name(&req.params, &req.headers);
     update_loop(req, ns, name, None, &write, |current| {

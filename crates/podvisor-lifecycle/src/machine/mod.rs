@@ -236,7 +236,11 @@ impl PodMachine {
         }
         let ephemeral = ephemeral_specs(spec);
         for (index, c) in ephemeral.iter().enumerate() {
-            containers.push(ContainerState::new(&c.name, ContainerKind::Ephemeral, index));
+            containers.push(ContainerState::new(
+                &c.name,
+                ContainerKind::Ephemeral,
+                index,
+            ));
         }
         let mut probes = Vec::new();
         // Ephemeral containers have no probes (V12).
@@ -763,10 +767,13 @@ impl PodMachine {
             let ephemeral = ephemeral_specs(&spec);
             for c in &self.containers {
                 let image = match c.kind {
-                    ContainerKind::Ephemeral => ephemeral.get(c.index).and_then(|e| e.image.clone()),
+                    ContainerKind::Ephemeral => {
+                        ephemeral.get(c.index).and_then(|e| e.image.clone())
+                    }
                     _ => container_spec(&spec, c.kind, c.index).image.clone(),
                 };
-                self.backoff.retain_image(&c.name, &image.unwrap_or_default());
+                self.backoff
+                    .retain_image(&c.name, &image.unwrap_or_default());
             }
             // A14: ephemeral containers are only ever added (the subresource's validation; a
             // patch may reorder the list, so they are matched by name): each new one gets its

@@ -510,7 +510,12 @@ pub fn simulate_counting(
                 .flatten()
                 .chain(s.containers.iter())
                 .map(|c| c.name.as_str())
-                .chain(script.ephemeral_containers.iter().map(|e| e.container.name.as_str()))
+                .chain(
+                    script
+                        .ephemeral_containers
+                        .iter()
+                        .map(|e| e.container.name.as_str()),
+                )
                 .collect()
         })
         .unwrap_or_default();
@@ -609,7 +614,11 @@ pub fn snapshot(pod: &Pod, now: Timestamp) -> StatusSnapshot {
         .unwrap_or(0);
     let mut containers = Vec::new();
     let lists = [
-        (true, false, status.init_container_statuses.unwrap_or_default()),
+        (
+            true,
+            false,
+            status.init_container_statuses.unwrap_or_default(),
+        ),
         (false, false, status.container_statuses.unwrap_or_default()),
         (
             false,
