@@ -38,7 +38,7 @@ use crate::log::{debug, warning};
 use crate::{Agent, PodControl, PodHandle};
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{Pod, PodCondition};
-use podvisor_runtime::{ExecError, ExecRequest, ExecSession, Runtime, SandboxState};
+use podvisor_runtime::{ExecError, ExecRequest, ExecSession, ImageGcPolicy, Runtime, SandboxState};
 use podvisor_store::{EventType, Key, Store, StoreError, Value, Watch, WatchEvent, WatchFrom};
 use static_pods::{StaticPod, StaticSource, is_mirror, pod_key};
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -61,7 +61,13 @@ pub struct NodeConfig {
     pub manifests: Option<PathBuf>,
     /// How often the manifests directory is read.
     pub manifest_poll: Duration,
+    /// Image garbage collection: the policy, and how often it runs (the kubelet's
+    /// `ImageGCPeriod`, 5 minutes; `None`: never).
+    pub image_gc: Option<(ImageGcPolicy, Duration)>,
 }
+
+/// The kubelet's `ImageGCPeriod`.
+pub const IMAGE_GC_PERIOD: Duration = Duration::from_secs(300);
 
 /// What the start-up recovery found.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -371,6 +377,13 @@ impl<R: Runtime> NodeLoop<R> {
         let _ = recovered.send(report);
         let mut tick = tokio::time::interval(self.config.manifest_poll);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let (gc_policy, gc_period) = self.config.image_gc.unwrap_or_default();
+        // The kubelet's first collection comes one period after its start.
+        let mut image_gc = tokio::time::interval_at(
+            tokio::time::Instant::now() + gc_period,
+            gc_period.max(Duration::from_millis(1)),
+        );
+        image_gc.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             if self.draining && self.workers.is_empty() {
                 debug!("node: drained");
@@ -390,11 +403,36 @@ impl<R: Runtime> NodeLoop<R> {
                 },
                 Some(f) = finished.recv() => self.on_finished(f).await,
                 _ = tick.tick(), if self.statics.is_some() => self.sync_static().await,
+                _ = image_gc.tick(), if self.config.image_gc.is_some() => {
+                    self.collect_images(gc_policy);
+                }
                 Some(_) = self.background.join_next(), if !self.background.is_empty() => {}
             }
         }
         self.shutdown().await;
         Ok(())
+    }
+
+    /// One image garbage collection, in the background (the kubelet's
+    /// `StartGarbageCollection` loop); a shortfall is the kubelet's `FreeDiskSpaceFailed`.
+    fn collect_images(&mut self, policy: ImageGcPolicy) {
+        let runtime = Arc::clone(self.agent.runtime());
+        self.background.spawn(async move {
+            match runtime.garbage_collect_images(policy).await {
+                Ok(outcome) => {
+                    if !outcome.removed.is_empty() {
+                        debug!(
+                            "image garbage collection: {}% used, freed {} bytes: removed {:?}",
+                            outcome.usage_percent, outcome.freed, outcome.removed
+                        );
+                    }
+                    if let Some(message) = outcome.shortfall() {
+                        warning!("FreeDiskSpaceFailed: {message}");
+                    }
+                }
+                Err(e) => warning!("ImageGCFailed: Image garbage collection failed: {e}"),
+            }
+        });
     }
 
     // ----- start-up -----

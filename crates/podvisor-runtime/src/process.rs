@@ -915,6 +915,16 @@ impl Runtime for ProcessRuntime {
         }
     }
 
+    async fn garbage_collect_images(
+        &self,
+        policy: crate::ImageGcPolicy,
+    ) -> Result<crate::ImageGcOutcome, RuntimeError> {
+        match &self.inner.oci {
+            Some(oci) => oci.garbage_collect_images(policy).await,
+            None => Ok(crate::ImageGcOutcome::default()),
+        }
+    }
+
     async fn remove_sandbox(&self, sandbox: &ProcessSandbox) -> Result<(), RuntimeError> {
         sandbox.watch.removing();
         sandbox.forwarder.abort();

@@ -288,6 +288,56 @@ pub enum SandboxState {
     Lost(Vec<InstanceRecord>),
 }
 
+/// The kubelet's image garbage-collection policy (`imageGCHighThresholdPercent`,
+/// `imageGCLowThresholdPercent`, `imageMinimumGCAge`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ImageGcPolicy {
+    /// Disk use (percent of the image file system) at which collection starts.
+    pub high_threshold_percent: u8,
+    /// Disk use collection frees down to.
+    pub low_threshold_percent: u8,
+    /// Images first seen more recently than this are never collected.
+    pub min_age: Duration,
+}
+
+impl Default for ImageGcPolicy {
+    /// The kubelet's defaults: 85 %, 80 %, 2 minutes.
+    fn default() -> Self {
+        ImageGcPolicy {
+            high_threshold_percent: 85,
+            low_threshold_percent: 80,
+            min_age: Duration::from_secs(120),
+        }
+    }
+}
+
+/// What one image garbage collection did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ImageGcOutcome {
+    /// Disk use of the image file system before, in percent.
+    pub usage_percent: u64,
+    /// Bytes it had to free to reach the low threshold (0 under the high one).
+    pub wanted: u64,
+    /// Bytes freed.
+    pub freed: u64,
+    /// The images removed (their ids), least recently used first.
+    pub removed: Vec<String>,
+}
+
+impl ImageGcOutcome {
+    /// The kubelet's error when not enough could be freed (`FreeDiskSpaceFailed`), if so.
+    #[must_use]
+    pub fn shortfall(&self) -> Option<String> {
+        (self.freed < self.wanted).then(|| {
+            format!(
+                "Failed to garbage collect required amount of images. Attempted to free {} \
+                 bytes, but only found {} bytes eligible to free.",
+                self.wanted, self.freed
+            )
+        })
+    }
+}
+
 /// A container runtime. Implementations must be cheap to share (`Arc` inside) and must never
 /// leave a process behind: signals and kills go to a container's whole process group / cgroup.
 pub trait Runtime: Send + Sync + 'static {
@@ -374,6 +424,19 @@ pub trait Runtime: Send + Sync + 'static {
     /// Removes the container logs of pod `uid`, once its object is gone (the kubelet's
     /// container GC removes the logs of pods that no longer exist).
     fn remove_pod_logs(&self, uid: &str);
+
+    /// The kubelet's image garbage collection (`ImageGCManager.GarbageCollect`): when the
+    /// image file system is at least `policy.high_threshold_percent` full, removes images no
+    /// container of the node uses and older than `policy.min_age`, least recently used
+    /// first, until it is at `policy.low_threshold_percent`. A runtime without images has
+    /// nothing to collect.
+    fn garbage_collect_images(
+        &self,
+        policy: ImageGcPolicy,
+    ) -> impl Future<Output = Result<ImageGcOutcome, RuntimeError>> + Send {
+        let _ = policy;
+        std::future::ready(Ok(ImageGcOutcome::default()))
+    }
 
     /// Tears the pod down once every container is dead: stops the shim, removes cgroups and
     /// the pod directory (emptyDirs). Logs are kept.

@@ -101,7 +101,8 @@ impl Env {
     fn pod(&mut self, name: &str, hostname: &str, ports: Vec<PortMapping>) -> (usize, Duration) {
         let dir = self.state.join("pods").join(name).join("ns");
         let start = Instant::now();
-        let (ns, created) = PodNamespaces::create(&dir, hostname).expect("create namespaces");
+        let (ns, created) =
+            PodNamespaces::create(&dir, hostname, &NsKind::ALL).expect("create namespaces");
         let took = start.elapsed();
         assert_eq!(created, Creation::Created);
         let att = Attachment {
@@ -251,7 +252,7 @@ async fn two_pods_on_the_bridge_reach_each_other_and_leave_nothing_behind() {
     );
 
     // A second create of the same pod adopts its namespaces.
-    let (_, again) = PodNamespaces::create(env.pods[a].ns.dir(), "pod-a").unwrap();
+    let (_, again) = PodNamespaces::create(env.pods[a].ns.dir(), "pod-a", &NsKind::ALL).unwrap();
     assert_eq!(again, Creation::Adopted);
     assert_eq!(env.pods[a].ns.hostname().unwrap(), "pod-a");
     assert_eq!(env.pods[b].ns.hostname().unwrap(), "pod-b");

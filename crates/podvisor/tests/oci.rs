@@ -53,13 +53,7 @@ fn oci_pods_run_images_with_their_own_network() {
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../../scripts/busybox-image");
     let made = Command::new(script).arg(&layout).output().unwrap();
     assert!(made.status.success(), "{made:?}");
-    let loaded = Command::new(env!("CARGO_BIN_EXE_podvisor"))
-        .args(["image", "load", "-i"])
-        .arg(&layout)
-        .arg("--state-dir")
-        .arg(ctx.state())
-        .output()
-        .unwrap();
+    let loaded = image(&ctx, &["load", "-i", layout.to_str().unwrap()]);
     assert!(loaded.status.success(), "{loaded:?}");
     let veths_before = veths();
     ctx.start(&["--runtime", "oci"]);
@@ -95,6 +89,47 @@ spec:
     image: busybox:latest
     imagePullPolicy: IfNotPresent
     args: [sleep, '1000']
+---
+apiVersion: v1
+kind: Pod
+metadata:
+  name: shared
+spec:
+  shareProcessNamespace: true
+  containers:
+  - name: a
+    image: busybox:latest
+    imagePullPolicy: IfNotPresent
+    args: [sleep, '1001']
+  - name: b
+    image: busybox:latest
+    imagePullPolicy: IfNotPresent
+    args: [sleep, '1002']
+---
+apiVersion: v1
+kind: Pod
+metadata:
+  name: hostns
+spec:
+  hostPID: true
+  hostIPC: true
+  containers:
+  - name: app
+    image: busybox:latest
+    imagePullPolicy: IfNotPresent
+    args: [sleep, '1003']
+---
+apiVersion: v1
+kind: Pod
+metadata:
+  name: hostnet
+spec:
+  hostNetwork: true
+  containers:
+  - name: app
+    image: busybox:latest
+    imagePullPolicy: IfNotPresent
+    args: [sleep, '1004']
 ---
 apiVersion: v1
 kind: Pod
@@ -198,11 +233,102 @@ spec:
     let image_id = jsonpath(&ctx, "peer", "{.status.containerStatuses[0].imageID}");
     assert!(image_id.starts_with("sha256:"), "imageID {image_id:?}");
 
+    // The namespaces a pod shares (kubelet `NamespacesForPod`): `shareProcessNamespace` puts
+    // both containers in one PID namespace whose PID 1 is the shim's holder; `hostPID` and
+    // `hostIPC` are the host's; `hostNetwork` keeps a private IPC namespace.
+    wait_for(
+        &ctx,
+        "the namespace pods run",
+        Duration::from_secs(60),
+        || {
+            let out = ctx.kubectl_ok(&["get", "pods", "--no-headers"]);
+            ["shared ", "hostns ", "hostnet "].iter().all(|p| {
+                out.lines()
+                    .any(|l| l.starts_with(p) && l.contains("Running") && !l.contains("0/"))
+            })
+        },
+    );
+    let init = ctx.kubectl_ok(&["exec", "shared", "-c", "b", "--", "cat", "/proc/1/cmdline"]);
+    assert_eq!(init, "podvisor\u{0}shim\u{0}--pid-holder\u{0}");
+    let ps = ctx.kubectl_ok(&["exec", "shared", "-c", "b", "--", "ps", "-o", "args"]);
+    assert!(
+        ps.contains("sleep 1001") && ps.contains("sleep 1002"),
+        "the pod's processes: {ps}"
+    );
+    let own = ctx.kubectl_ok(&["exec", "peer", "--", "ps", "-o", "args"]);
+    assert!(
+        !own.contains("sleep 1001"),
+        "a private PID namespace: {own}"
+    );
+    // `ls -l` (the image has no `readlink`): `... /proc/self/ns/pid -> pid:[4026531836]`.
+    let ns = |pod: &str, kind: &str| {
+        let out = ctx.kubectl_ok(&[
+            "exec",
+            pod,
+            "--",
+            "ls",
+            "-l",
+            &format!("/proc/self/ns/{kind}"),
+        ]);
+        out.rsplit("-> ")
+            .next()
+            .unwrap_or_default()
+            .trim()
+            .to_owned()
+    };
+    let host_ns = |kind: &str| {
+        std::fs::read_link(format!("/proc/self/ns/{kind}"))
+            .unwrap()
+            .to_string_lossy()
+            .into_owned()
+    };
+    assert_eq!(ns("hostns", "pid"), host_ns("pid"));
+    assert_eq!(ns("hostns", "ipc"), host_ns("ipc"));
+    assert_ne!(ns("hostns", "net"), host_ns("net"));
+    assert_eq!(ns("hostnet", "net"), host_ns("net"));
+    assert_ne!(ns("hostnet", "ipc"), host_ns("ipc"));
+    assert_ne!(ns("hostnet", "pid"), host_ns("pid"));
+    let holders = pid_holders();
+    assert!(!holders.is_empty(), "no PID namespace holder runs");
+
     // serve killed and started again: the containers go on (same IDs, no restart).
     let ids = |ctx: &ServeCtx| jsonpath(ctx, "web", "{.status.containerStatuses[*].containerID}");
     let before = ids(&ctx);
+    // ... and with image garbage collection at every second down to an empty disk: an image
+    // no container uses goes, the one the pods use stays.
+    let spare = ctx.path("spare-layout");
+    let made = Command::new(script)
+        .arg(&spare)
+        .arg("spare:1")
+        .output()
+        .unwrap();
+    assert!(made.status.success(), "{made:?}");
+    let loaded = image(&ctx, &["load", "-i", spare.to_str().unwrap()]);
+    assert!(loaded.status.success(), "{loaded:?}");
+    assert!(image_names(&ctx).contains("spare"));
     ctx.kill9();
-    ctx.start(&["--runtime", "oci"]);
+    ctx.start(&[
+        "--runtime",
+        "oci",
+        "--image-gc-high-threshold",
+        "1",
+        "--image-gc-low-threshold",
+        "0",
+        "--minimum-image-ttl-duration",
+        "0s",
+        "--image-gc-period",
+        "1s",
+    ]);
+    wait_for(
+        &ctx,
+        "the unused image collected",
+        Duration::from_secs(30),
+        || !image_names(&ctx).contains("spare"),
+    );
+    assert!(
+        image_names(&ctx).contains("busybox"),
+        "the image in use was collected"
+    );
     wait_for(&ctx, "web Ready again", Duration::from_secs(30), || {
         ctx.kubectl_ok(&["get", "pod", "web", "--no-headers"])
             .contains("2/2")
@@ -244,4 +370,40 @@ spec:
         .map(|d| d.flatten().map(|e| e.file_name()).collect())
         .unwrap_or_default();
     assert!(pods_left.is_empty(), "pod directories left: {pods_left:?}");
+    let left: Vec<_> = holders
+        .iter()
+        .filter(|pid| Path::new(&format!("/proc/{pid}")).exists())
+        .collect();
+    assert!(left.is_empty(), "PID namespace holders left: {left:?}");
+}
+
+/// `podvisor image ARGS --state-dir <serve's>`.
+fn image(ctx: &ServeCtx, args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_podvisor"))
+        .arg("image")
+        .args(args)
+        .arg("--state-dir")
+        .arg(ctx.state())
+        .output()
+        .unwrap()
+}
+
+/// What `podvisor image ls` lists.
+fn image_names(ctx: &ServeCtx) -> String {
+    let out = image(ctx, &["ls"]);
+    assert!(out.status.success(), "{out:?}");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// The processes that are PID namespace holders (`podvisor shim --pid-holder`).
+fn pid_holders() -> Vec<u32> {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline"))
+                .is_ok_and(|c| c.ends_with(b"shim\0--pid-holder\0"))
+        })
+        .collect()
 }

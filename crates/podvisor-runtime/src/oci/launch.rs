@@ -47,6 +47,9 @@ pub struct OciLaunch {
     pub ipc: Option<PathBuf>,
     /// The pod's UTS namespace.
     pub uts: Option<PathBuf>,
+    /// The PID namespace the container runs in.
+    #[serde(default)]
+    pub pid: PidNamespace,
     /// The pod's host name.
     pub hostname: String,
     /// The pod's `/etc/hosts`, `/etc/resolv.conf` and `/etc/hostname`.
@@ -55,6 +58,39 @@ pub struct OciLaunch {
     pub resolv_conf: Option<PathBuf>,
     /// The pod's `/etc/hostname`.
     pub hostname_file: Option<PathBuf>,
+}
+
+/// The PID namespace of a container, as the kubelet asks the runtime for it (CRI
+/// `NamespaceOption.pid`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum PidNamespace {
+    /// Its own (`CONTAINER`): the container's process is PID 1 there.
+    #[default]
+    Container,
+    /// The pod's (`POD`, `shareProcessNamespace: true`): one namespace for all the pod's
+    /// containers, whose PID 1 is the shim's holder process (the pause container's part).
+    Pod,
+    /// The host's (`NODE`, `hostPID: true`).
+    Node,
+    /// The namespace of the pod's running container of this name (`TARGET`: an ephemeral
+    /// container's `targetContainerName`).
+    Target(String),
+}
+
+impl PidNamespace {
+    /// The PID namespace of `pod`'s containers (the kubelet's `pidNamespaceForPod`):
+    /// `hostPID` wins over `shareProcessNamespace`.
+    #[must_use]
+    pub fn for_pod(pod: &Pod) -> PidNamespace {
+        let spec = pod.spec.as_ref();
+        if spec.and_then(|s| s.host_pid) == Some(true) {
+            PidNamespace::Node
+        } else if spec.and_then(|s| s.share_process_namespace) == Some(true) {
+            PidNamespace::Pod
+        } else {
+            PidNamespace::Container
+        }
+    }
 }
 
 /// Why a bundle could not be prepared: the waiting reason and message.
@@ -114,7 +150,8 @@ impl OciLaunch {
 
 /// Prepares the bundle of `launch` for `config` (in the shim): the root filesystem, the
 /// `subPath` sources, the spec written as `<dir>/config.json`, and the termination-message
-/// file made the container user's. On error nothing of the root filesystem is left.
+/// file made the container user's. `pid` is the container's PID namespace, resolved by the
+/// shim from [`OciLaunch::pid`]. On error nothing of the root filesystem is left.
 ///
 /// # Errors
 ///
@@ -124,8 +161,9 @@ pub fn prepare(
     launch: &OciLaunch,
     config: &ContainerConfig,
     cgroups_path: &str,
+    pid: Namespace,
 ) -> Result<Prepared, LaunchError> {
-    let result = prepare_inner(launch, config, cgroups_path);
+    let result = prepare_inner(launch, config, cgroups_path, pid);
     if result.is_err() {
         let _ = rootfs::remove_rootfs(&launch.dir);
     }
@@ -136,6 +174,7 @@ fn prepare_inner(
     launch: &OciLaunch,
     config: &ContainerConfig,
     cgroups_path: &str,
+    pid: Namespace,
 ) -> Result<Prepared, LaunchError> {
     let fs = rootfs::mount_rootfs(&launch.dir, &launch.layers, Strategy::Overlay).map_err(|e| {
         LaunchError::create(format!(
@@ -179,7 +218,7 @@ fn prepare_inner(
         network: join(&launch.network),
         ipc: join(&launch.ipc),
         uts: join(&launch.uts),
-        pid: Namespace::Private,
+        pid,
     };
     let pod_files = PodFiles {
         hostname: launch.hostname_file.clone(),

@@ -5,8 +5,11 @@
 //! pod's directory (no pause process) and made before the pod's shim starts (the shim's mount
 //! namespace is a copy of the agent's), with an address from the CNI network (`/etc/cni/net.d`,
 //! else podvisor's bridge) and the pod's `/etc/hosts`, `/etc/resolv.conf` and `/etc/hostname`.
-//! A `hostNetwork` pod keeps the host's network and UTS namespaces. What was made is recorded
-//! in `<pod dir>/network.json`, read again by a restarted agent and at tear-down.
+//! A `hostNetwork` pod keeps the host's network and UTS namespaces, a `hostIPC` pod the host's
+//! IPC namespace ([`NsKind::for_pod`]). The PID namespace is each container's own, the
+//! pod's with `shareProcessNamespace` (held by the shim: `shim/pid_holder.rs`) or the host's
+//! with `hostPID` ([`PidNamespace::for_pod`]). What was made is recorded in
+//! `<pod dir>/network.json`, read again by a restarted agent and at tear-down.
 //!
 //! Each container's image is resolved as the kubelet's image manager does (pull policy, one
 //! pull at a time, the report for the `Pulling`/`Pulled` events, the image error reasons), and
@@ -14,20 +17,46 @@
 //! runs with runc (`shim/supervisor.rs`).
 
 use crate::config::BuildOptions;
-use crate::oci::launch::OciLaunch;
+use crate::oci::launch::{OciLaunch, PidNamespace};
 use crate::sandbox::cni::{
     Attachment, Cni, DefaultNetwork, NetworkConfigList, PortMapping, kubernetes_args,
     resolve_network,
 };
 use crate::sandbox::etc_files::{NodeFacts, pod_etc_files, sandbox_hostname};
-use crate::sandbox::netns::PodNamespaces;
-use crate::{ImageReport, PodPaths, RuntimeError, SandboxError, StartError};
+use crate::sandbox::netns::{NsKind, PodNamespaces};
+use crate::{
+    ImageGcOutcome, ImageGcPolicy, ImageReport, PodPaths, RuntimeError, SandboxError, StartError,
+};
 use k8s_openapi::api::core::v1::{Container, Pod};
-use podvisor_image::{ImageStore, NoProgress, PullOptions, Reference, RegistryConfig};
+use podvisor_image::{ImageId, ImageStore, NoProgress, PullOptions, Reference, RegistryConfig};
 use serde::{Deserialize, Serialize};
+use std::collections::HashSet;
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
+
+/// Where a pod's directory records the images its containers use (one empty file per image
+/// id): image garbage collection keeps them while the pod's directory exists, across agent
+/// restarts, as the kubelet keeps the images of every container the runtime still lists.
+const IMAGES_IN_USE: &str = "images";
+
+fn record_image_use(pod_dir: &Path, id: &ImageId) -> std::io::Result<()> {
+    let dir = pod_dir.join(IMAGES_IN_USE);
+    std::fs::create_dir_all(&dir)?;
+    std::fs::write(dir.join(id.as_str()), b"")
+}
+
+/// The images recorded by the pods under `pods_dir`.
+fn images_in_use(pods_dir: &Path) -> HashSet<String> {
+    let Ok(pods) = std::fs::read_dir(pods_dir) else {
+        return HashSet::new();
+    };
+    pods.flatten()
+        .filter_map(|pod| std::fs::read_dir(pod.path().join(IMAGES_IN_USE)).ok())
+        .flat_map(|images| images.flatten())
+        .filter_map(|image| image.file_name().to_str().map(str::to_owned))
+        .collect()
+}
 
 /// The cluster domain pods' FQDNs end in.
 const CLUSTER_DOMAIN: &str = "cluster.local";
@@ -63,8 +92,12 @@ pub(super) struct PodNetwork {
     pub ip: Option<IpAddr>,
     /// The pod's host name.
     pub hostname: String,
-    /// The pod's namespaces (`<pod dir>/ns`), when it has its own.
+    /// The directory holding the pod's namespaces (`<pod dir>/ns`), when it has any.
     pub namespaces: Option<PathBuf>,
+    /// Which namespaces are held there ([`NsKind::for_pod`]). Absent in the records of
+    /// sandboxes made before `hostIPC` was honoured: all three whenever `namespaces` is set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub held: Option<Vec<NsKind>>,
     /// `/etc/hosts`, `/etc/resolv.conf`, `/etc/hostname` of the pod.
     pub hosts: PathBuf,
     /// `/etc/resolv.conf`.
@@ -91,8 +124,16 @@ fn failed_sandbox(message: impl std::fmt::Display) -> SandboxError {
 }
 
 impl PodNetwork {
+    /// The file the pod's namespace of `kind` is held at, if the sandbox holds one (`None`:
+    /// the host's).
+    pub(super) fn namespace(&self, kind: NsKind) -> Option<PathBuf> {
+        let dir = self.namespaces.as_ref()?;
+        let held = self.held.as_ref().is_none_or(|held| held.contains(&kind));
+        held.then(|| dir.join(kind.name()))
+    }
+
     fn attachment(&self) -> Option<Attachment> {
-        let netns = self.namespaces.as_ref()?.join("net");
+        let netns = self.namespace(NsKind::Net)?;
         Some(Attachment {
             container_id: self.cni_id.clone(),
             netns,
@@ -166,6 +207,7 @@ impl OciClass {
             ip: None,
             hostname: hostname.clone(),
             namespaces: None,
+            held: None,
             hosts: paths.pod_dir.join("etc").join("hosts"),
             resolv_conf: paths.pod_dir.join("etc").join("resolv.conf"),
             hostname_file: paths.pod_dir.join("etc").join("hostname"),
@@ -182,14 +224,19 @@ impl OciClass {
                 .collect(),
         };
         std::fs::create_dir_all(&paths.pod_dir).map_err(failed_sandbox)?;
-        if !host_network {
+        let kinds = NsKind::for_pod(host_network, spec.host_ipc == Some(true));
+        if !kinds.is_empty() {
             let dir = paths.pod_dir.join("ns");
-            let name = hostname.clone();
-            let made = tokio::task::spawn_blocking(move || PodNamespaces::create(&dir, &name))
-                .await
-                .map_err(failed_sandbox)?;
+            let (name, held) = (hostname.clone(), kinds.clone());
+            let made =
+                tokio::task::spawn_blocking(move || PodNamespaces::create(&dir, &name, &held))
+                    .await
+                    .map_err(failed_sandbox)?;
             let (namespaces, _) = made.map_err(failed_sandbox)?;
             network.namespaces = Some(namespaces.dir().to_owned());
+            network.held = Some(kinds);
+        }
+        if !host_network {
             let attachment = network
                 .attachment()
                 .ok_or_else(|| failed_sandbox("no netns"))?;
@@ -246,6 +293,50 @@ impl OciClass {
         if let Some(network) = PodNetwork::load(pod_dir) {
             self.remove_network(&network).await;
         }
+    }
+
+    /// Image garbage collection ([`crate::Runtime::garbage_collect_images`]): the images in
+    /// use are those recorded by the pods' directories; images stored or used within
+    /// `policy.min_age` are kept too (the kubelet's `imageMinimumGCAge`, counted from the
+    /// image's first detection, which here is its pull or load, or its last use).
+    pub(super) async fn garbage_collect_images(
+        &self,
+        policy: ImageGcPolicy,
+    ) -> Result<ImageGcOutcome, RuntimeError> {
+        let (store, pods) = (self.images.clone(), self.state_dir.join("pods"));
+        let collected = tokio::task::spawn_blocking(move || {
+            let recorded = images_in_use(&pods);
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_secs());
+            let young = |t: u64| now.saturating_sub(t) < policy.min_age.as_secs();
+            let in_use: HashSet<ImageId> = store
+                .list()?
+                .into_iter()
+                .filter(|i| {
+                    recorded.contains(i.id.as_str()) || young(i.created_at) || young(i.last_used)
+                })
+                .map(|i| i.id)
+                .collect();
+            store.gc(
+                policy.high_threshold_percent,
+                policy.low_threshold_percent,
+                &in_use,
+            )
+        })
+        .await
+        .map_err(|e| RuntimeError::Other(e.to_string()))?
+        .map_err(|e| RuntimeError::Other(format!("image garbage collection: {e}")))?;
+        Ok(ImageGcOutcome {
+            usage_percent: collected.usage_percent,
+            wanted: collected.wanted,
+            freed: collected.freed,
+            removed: collected
+                .removed
+                .into_iter()
+                .map(|r| r.id.as_str().to_owned())
+                .collect(),
+        })
     }
 
     /// Resolves the container's image as the kubelet's image manager does and describes the
@@ -334,11 +425,23 @@ impl OciClass {
         {
             let store = self.images.clone();
             let id = image.id.clone();
-            let _ = tokio::task::spawn_blocking(move || store.mark_used(&id)).await;
+            let pod_dir = paths.pod_dir.clone();
+            let recorded = tokio::task::spawn_blocking(move || {
+                let _ = store.mark_used(&id);
+                record_image_use(&pod_dir, &id)
+            })
+            .await;
+            if let Ok(Err(e)) = recorded {
+                // Without the record the image could be collected under the pod: no start.
+                return Err(fail(
+                    "CreateContainerError",
+                    format!("recording the image's use: {e}"),
+                    false,
+                ));
+            }
         }
         let env = crate::config::kubelet_environment(pod, container, &BuildOptions::default())
             .map_err(|m| fail("CreateContainerConfigError", m, false))?;
-        let ns = |kind: &str| network.namespaces.as_ref().map(|d| d.join(kind));
         let launch = OciLaunch {
             id: container_id
                 .rsplit("://")
@@ -352,9 +455,10 @@ impl OciClass {
             image: image.config.config().clone(),
             layers: image.layers.clone(),
             env,
-            network: ns("net"),
-            ipc: ns("ipc"),
-            uts: ns("uts"),
+            network: network.namespace(NsKind::Net),
+            ipc: network.namespace(NsKind::Ipc),
+            uts: network.namespace(NsKind::Uts),
+            pid: PidNamespace::for_pod(pod),
             hostname: network.hostname.clone(),
             hosts: Some(network.hosts.clone()),
             resolv_conf: Some(network.resolv_conf.clone()),

@@ -46,7 +46,8 @@ const HOST_NAME_MAX: usize = 64;
 const NSFS_MAGIC: i64 = 0x6e73_6673;
 
 /// One of the namespaces a pod sandbox holds.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum NsKind {
     /// The network namespace (`CLONE_NEWNET`): interfaces, addresses, routes, ports.
     Net,
@@ -77,6 +78,28 @@ impl NsKind {
             NsKind::Net => "network",
             NsKind::Ipc => "ipc",
             NsKind::Uts => "uts",
+        }
+    }
+
+    /// Which namespaces a pod's sandbox holds, as the kubelet asks containerd's CRI plugin
+    /// (`NamespaceOption`): the network and UTS namespaces unless `hostNetwork`, the IPC
+    /// namespace unless `hostIPC`.
+    #[must_use]
+    pub fn for_pod(host_network: bool, host_ipc: bool) -> Vec<NsKind> {
+        NsKind::ALL
+            .into_iter()
+            .filter(|kind| match kind {
+                NsKind::Net | NsKind::Uts => !host_network,
+                NsKind::Ipc => !host_ipc,
+            })
+            .collect()
+    }
+
+    fn flag(self) -> UnshareFlags {
+        match self {
+            NsKind::Net => UnshareFlags::NEWNET,
+            NsKind::Ipc => UnshareFlags::NEWIPC,
+            NsKind::Uts => UnshareFlags::NEWUTS,
         }
     }
 
@@ -179,16 +202,17 @@ impl PodNamespaces {
         self.path(NsKind::Net)
     }
 
-    /// Whether all three namespaces are held (each file is an `nsfs` mount).
+    /// Whether the namespaces of `kinds` are all held (each file is an `nsfs` mount).
     #[must_use]
-    pub fn exists(&self) -> bool {
-        NsKind::ALL.iter().all(|&k| is_nsfs(&self.path(k)))
+    pub fn exists(&self, kinds: &[NsKind]) -> bool {
+        kinds.iter().all(|&k| is_nsfs(&self.path(k)))
     }
 
-    /// Creates the pod's network, IPC and UTS namespaces under `dir` (created if missing),
-    /// sets `hostname` in the UTS namespace and brings loopback up in the network namespace.
-    /// Idempotent: when all three are already held there they are adopted unchanged; a
-    /// partial set (a crash between mounts) is released and made again.
+    /// Creates the pod's namespaces of `kinds` (a set of network, IPC and UTS: see
+    /// [`NsKind::for_pod`]) under `dir` (created if missing), sets `hostname` in the UTS
+    /// namespace and brings loopback up in the network namespace. Idempotent: when they are
+    /// all already held there they are adopted unchanged; a partial set (a crash between
+    /// mounts) is released and made again.
     ///
     /// Blocking but short (a thread start, a few system calls); call it from
     /// `spawn_blocking` in async code. One caller per directory at a time (the pod's owner):
@@ -196,8 +220,12 @@ impl PodNamespaces {
     ///
     /// # Errors
     /// An invalid host name, or the failing system call with its path.
-    pub fn create(dir: &Path, hostname: &str) -> Result<(PodNamespaces, Creation), NetnsError> {
-        if hostname.is_empty() || hostname.len() > HOST_NAME_MAX {
+    pub fn create(
+        dir: &Path,
+        hostname: &str,
+        kinds: &[NsKind],
+    ) -> Result<(PodNamespaces, Creation), NetnsError> {
+        if kinds.contains(&NsKind::Uts) && (hostname.is_empty() || hostname.len() > HOST_NAME_MAX) {
             return Err(NetnsError::InvalidHostname {
                 hostname: hostname.to_owned(),
             });
@@ -205,14 +233,14 @@ impl PodNamespaces {
         let ns = PodNamespaces::new(dir);
         fs::create_dir_all(dir).map_err(io_err("create namespace directory", dir))?;
         make_unbindable_mount(dir)?;
-        if ns.exists() {
+        if ns.exists(kinds) {
             return Ok((ns, Creation::Adopted));
         }
         ns.release_files()?;
-        let (dir_owned, name) = (dir.to_owned(), hostname.to_owned());
+        let (dir_owned, name, kinds) = (dir.to_owned(), hostname.to_owned(), kinds.to_vec());
         let joined = std::thread::Builder::new()
             .name("pv-sandbox-ns".to_owned())
-            .spawn(move || unshare_and_hold(&dir_owned, &name))
+            .spawn(move || unshare_and_hold(&dir_owned, &name, &kinds))
             .map_err(|e| NetnsError::Thread {
                 path: dir.to_owned(),
                 reason: e.to_string(),
@@ -345,19 +373,25 @@ where
         })?
 }
 
-/// The helper thread's work: new namespaces for this thread only, host name, loopback up,
-/// then one bind mount per namespace. Runs on a thread that ends right after.
-fn unshare_and_hold(dir: &Path, hostname: &str) -> Result<(), NetnsError> {
-    let flags = UnshareFlags::NEWNET | UnshareFlags::NEWIPC | UnshareFlags::NEWUTS;
+/// The helper thread's work: new namespaces of `kinds` for this thread only, host name,
+/// loopback up, then one bind mount per namespace. Runs on a thread that ends right after.
+fn unshare_and_hold(dir: &Path, hostname: &str, kinds: &[NsKind]) -> Result<(), NetnsError> {
+    let flags = kinds
+        .iter()
+        .fold(UnshareFlags::empty(), |flags, kind| flags | kind.flag());
     // SAFETY: `unshare_unsafe` is unsafe only for `CLONE_FILES` (a private fd table would
     // make other threads' descriptors invalid here); these flags do not include it, and the
     // namespaces they unshare belong to this thread alone, which ends after this function.
     #[allow(unsafe_code)]
     unsafe { rustix::thread::unshare_unsafe(flags) }.map_err(errno_err("unshare", dir))?;
-    rustix::system::sethostname(hostname.as_bytes()).map_err(errno_err("sethostname", dir))?;
-    loopback_up().map_err(io_err("bring loopback up", dir))?;
+    if kinds.contains(&NsKind::Uts) {
+        rustix::system::sethostname(hostname.as_bytes()).map_err(errno_err("sethostname", dir))?;
+    }
+    if kinds.contains(&NsKind::Net) {
+        loopback_up().map_err(io_err("bring loopback up", dir))?;
+    }
     let tid = rustix::thread::gettid().as_raw_nonzero();
-    for kind in NsKind::ALL {
+    for &kind in kinds {
         let target = dir.join(kind.name());
         File::create(&target).map_err(io_err("create namespace file", &target))?;
         let source = format!("/proc/self/task/{tid}/ns/{}", kind.name());
@@ -480,10 +514,21 @@ mod tests {
     #[test]
     fn a_host_name_longer_than_the_kernel_allows_is_refused_before_any_io() {
         let long = "a".repeat(65);
-        let err = PodNamespaces::create(Path::new("/nonexistent/ns"), &long).unwrap_err();
+        let err =
+            PodNamespaces::create(Path::new("/nonexistent/ns"), &long, &NsKind::ALL).unwrap_err();
         assert!(matches!(err, NetnsError::InvalidHostname { .. }), "{err}");
-        let err = PodNamespaces::create(Path::new("/nonexistent/ns"), "").unwrap_err();
+        let err =
+            PodNamespaces::create(Path::new("/nonexistent/ns"), "", &NsKind::ALL).unwrap_err();
         assert!(matches!(err, NetnsError::InvalidHostname { .. }), "{err}");
+    }
+
+    #[test]
+    fn the_sandbox_holds_what_the_pod_does_not_share_with_the_host() {
+        use NsKind::{Ipc, Net, Uts};
+        assert_eq!(NsKind::for_pod(false, false), [Net, Ipc, Uts]);
+        assert_eq!(NsKind::for_pod(true, false), [Ipc]);
+        assert_eq!(NsKind::for_pod(false, true), [Net, Uts]);
+        assert!(NsKind::for_pod(true, true).is_empty());
     }
 
     #[test]

@@ -12,6 +12,7 @@ mod child;
 pub mod client;
 mod exec;
 mod exec_stream;
+mod pid_holder;
 pub mod protocol;
 mod resident;
 pub(crate) mod safe_path;

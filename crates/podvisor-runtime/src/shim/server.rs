@@ -29,6 +29,9 @@ const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Entry point of `podvisor shim ARGS...`; returns the exit code.
 pub fn main(args: &[String]) -> i32 {
+    if args.first().map(String::as_str) == Some(super::pid_holder::ARG) {
+        super::pid_holder::run();
+    }
     match try_main(args) {
         Ok(()) => 0,
         Err(e) => {

@@ -86,6 +86,9 @@ struct State {
     /// Bumped after every fork, so the reaper does not sleep through a new child.
     forks: u64,
     tmpfs_mounted: HashSet<PathBuf>,
+    /// The holder of the pod's PID namespace ([`super::pid_holder`]), once a container
+    /// asked for it.
+    pid_holder: Option<u32>,
 }
 
 /// A subscription to exits: each goes down the channel, then a byte on the pipe wakes the
@@ -329,6 +332,9 @@ impl Shim {
                 let _ = tx.send(status);
                 let _ = rustix::io::write(&wake, &[1]);
             }
+            // The PID namespace's holder died (killed from outside): a later container gets a
+            // new one.
+            None if state.pid_holder == Some(pid.cast_unsigned()) => state.pid_holder = None,
             // A re-parented descendant: reaping it is all there is to do.
             None => {}
         }
@@ -445,6 +451,11 @@ impl Shim {
         let idle = self.busy.load(std::sync::atomic::Ordering::SeqCst) == 0;
         if idle && state.shutdown && state.instances.values().all(|i| i.exit.is_some()) {
             let _ = std::fs::remove_file(&self.socket);
+            if let Some(pid) = state.pid_holder.and_then(pid_of) {
+                // Killed and reaped here: orphaned, it would be a zombie of the node's init.
+                let _ = rustix::process::kill_process(pid, Signal::KILL);
+                let _ = rustix::process::waitpid(Some(pid), WaitOptions::empty());
+            }
             std::process::exit(0);
         }
     }
@@ -717,6 +728,16 @@ impl Shim {
         if self.shared_tmpfs {
             self.mount_shared_tmpfs(&config)?;
         }
+        let pid_namespace = match self.pid_namespace(&launch.pid) {
+            Ok(ns) => ns,
+            Err(message) => {
+                return Ok(Response::StartFailed {
+                    reason: "CreateContainerError".into(),
+                    message,
+                    created: false,
+                });
+            }
+        };
         let cgroups_path = format!("/{}/{}-{instance}", config.cgroup_parent, config.name);
         // On a thread with a full-size stack: building and serialising a runtime spec takes
         // far more than a connection thread's.
@@ -725,7 +746,9 @@ impl Shim {
             thread::Builder::new()
                 .name(format!("bundle-{instance}"))
                 .stack_size(BUNDLE_STACK)
-                .spawn(move || crate::oci::launch::prepare(&launch, &config, &cgroups_path))?
+                .spawn(move || {
+                    crate::oci::launch::prepare(&launch, &config, &cgroups_path, pid_namespace)
+                })?
                 .join()
                 .map_err(|_| io::Error::other("preparing the bundle panicked"))?
         };
@@ -820,6 +843,52 @@ impl Shim {
             started_at,
             user: Some(user),
         })
+    }
+
+    /// The PID namespace an OCI container asks for, as a spec namespace: the pod's is the
+    /// holder's (started on first use), a target's that of the named container's running
+    /// instance.
+    fn pid_namespace(
+        &self,
+        wanted: &crate::oci::launch::PidNamespace,
+    ) -> Result<crate::oci::spec::Namespace, String> {
+        use crate::oci::launch::PidNamespace;
+        use crate::oci::spec::Namespace;
+        match wanted {
+            PidNamespace::Container => Ok(Namespace::Private),
+            PidNamespace::Node => Ok(Namespace::Host),
+            PidNamespace::Pod => {
+                let _fork = self
+                    .fork_lock
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner);
+                let mut state = self.state();
+                let pid = match state.pid_holder {
+                    Some(pid) => pid,
+                    None => {
+                        let pid = super::pid_holder::spawn().map_err(|e| {
+                            format!("failed to create the pod's PID namespace: {e}")
+                        })?;
+                        state.pid_holder = Some(pid);
+                        state.forks += 1;
+                        pid
+                    }
+                };
+                drop(state);
+                self.forked.notify_all();
+                Ok(Namespace::Join(super::pid_holder::namespace_path(pid)))
+            }
+            PidNamespace::Target(name) => {
+                let state = self.state();
+                state
+                    .instances
+                    .values()
+                    .rev()
+                    .find(|i| &i.name == name && !i.reaped && i.oci.is_some())
+                    .map(|i| Namespace::Join(super::pid_holder::namespace_path(i.pid)))
+                    .ok_or_else(|| format!("the target container {name:?} is not running"))
+            }
+        }
     }
 
     fn mount_shared_tmpfs(&self, config: &ContainerConfig) -> io::Result<()> {

@@ -63,6 +63,48 @@ pub struct Args {
     /// The runtime.
     #[command(flatten)]
     pub runtime: super::runtime_args::RuntimeArgs,
+    /// Image garbage collection starts when the image file system is this full (percent;
+    /// 100 turns it off), as the kubelet's `--image-gc-high-threshold`.
+    #[arg(long, default_value_t = 85, value_parser = clap::value_parser!(u8).range(0..=100))]
+    pub image_gc_high_threshold: u8,
+    /// ... and frees down to this (percent, below the high threshold), as the kubelet's
+    /// `--image-gc-low-threshold`.
+    #[arg(long, default_value_t = 80, value_parser = clap::value_parser!(u8).range(0..=100))]
+    pub image_gc_low_threshold: u8,
+    /// Unused images younger than this are never collected (the kubelet's
+    /// `--minimum-image-ttl-duration`).
+    #[arg(long, default_value = "2m")]
+    pub minimum_image_ttl_duration: String,
+    /// How often image garbage collection runs (the kubelet's fixed 5m).
+    #[arg(long, default_value = "5m")]
+    pub image_gc_period: String,
+}
+
+/// The image garbage collection of `args`, checked as the kubelet checks its configuration
+/// (`None`: turned off with a high threshold of 100).
+fn image_gc(args: &Args) -> anyhow::Result<Option<(podvisor_runtime::ImageGcPolicy, Duration)>> {
+    let (high, low) = (args.image_gc_high_threshold, args.image_gc_low_threshold);
+    if low >= high && high != 100 {
+        bail!(
+            "--image-gc-low-threshold ({low}) must be less than --image-gc-high-threshold \
+             ({high})"
+        );
+    }
+    let min_age = parse_duration(&args.minimum_image_ttl_duration)
+        .map_err(|e| anyhow::anyhow!("--minimum-image-ttl-duration: {e}"))?;
+    let period = parse_duration(&args.image_gc_period)
+        .map_err(|e| anyhow::anyhow!("--image-gc-period: {e}"))?;
+    if period.is_zero() {
+        bail!("--image-gc-period must be positive");
+    }
+    Ok((high != 100).then_some((
+        podvisor_runtime::ImageGcPolicy {
+            high_threshold_percent: high,
+            low_threshold_percent: low,
+            min_age,
+        },
+        period,
+    )))
 }
 
 /// How often the manifests directory is read.
@@ -76,6 +118,7 @@ const MANIFEST_POLL: Duration = Duration::from_secs(1);
 pub fn run(args: &Args) -> anyhow::Result<i32> {
     let started = Instant::now();
     let config = machine_config(args.backoff, args.max_restart_period.as_deref())?;
+    image_gc(args)?;
     let state_dir = match &args.state_dir {
         Some(dir) => dir.clone(),
         None => default_state_dir()?,
@@ -142,6 +185,7 @@ async fn serve(
             node_name: node_name.clone(),
             manifests: args.manifests.clone(),
             manifest_poll: MANIFEST_POLL,
+            image_gc: image_gc(args)?,
         },
     );
     // `pods/exec` reaches the pod workers through the node.
