@@ -91,6 +91,27 @@ impl PidNamespace {
             PidNamespace::Container
         }
     }
+
+    /// The PID namespace of `pod`'s container `name`: the pod's, except that an ephemeral
+    /// container with a `targetContainerName` joins its target's where the pod's containers
+    /// each have their own (the kubelet's `generateLinuxContainerConfig`: `TARGET` replaces
+    /// `CONTAINER` only; with `shareProcessNamespace` or `hostPID` every container already
+    /// sees the target).
+    #[must_use]
+    pub fn for_container(pod: &Pod, name: &str) -> PidNamespace {
+        let pod_wide = PidNamespace::for_pod(pod);
+        let target = pod
+            .spec
+            .as_ref()
+            .and_then(|s| s.ephemeral_containers.as_ref())
+            .and_then(|list| list.iter().find(|e| e.name == name))
+            .and_then(|e| e.target_container_name.as_deref())
+            .filter(|t| !t.is_empty());
+        match (pod_wide, target) {
+            (PidNamespace::Container, Some(t)) => PidNamespace::Target(t.to_owned()),
+            (pod_wide, _) => pod_wide,
+        }
+    }
 }
 
 /// Why a bundle could not be prepared: the waiting reason and message.
