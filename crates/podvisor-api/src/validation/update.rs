@@ -220,9 +220,9 @@ pub fn validate_ephemeral_containers_update(old: &Pod, new: &Pod) -> Result<(), 
         .as_ref()
         .is_some_and(|a| a.contains_key(super::meta::MIRROR_POD_ANNOTATION))
     {
-        // kubernetes#113935
+        // kubernetes#113935; Go prints the empty root path as `[]`.
         let errs = vec![FieldError::forbidden(
-            &Path::new(""),
+            &Path::new("[]"),
             "static pods do not support ephemeral containers",
         )];
         return into_result(new, errs);
