@@ -244,9 +244,10 @@ pub fn validate_ephemeral_containers_update(old: &Pod, new: &Pod) -> Result<(), 
             )),
             Some(n) => {
                 let as_value = |e| {
-                    let mut spec = PodSpec::default();
-                    spec.ephemeral_containers = Some(vec![e]);
-                    normalized(&spec)
+                    normalized(&PodSpec {
+                        ephemeral_containers: Some(vec![e]),
+                        ..PodSpec::default()
+                    })
                 };
                 let (ov, nv) = (as_value(o.clone()), as_value(n.clone()));
                 if ov != nv {
