@@ -1,7 +1,7 @@
 //! `kubectl debug` against a real server (no node agent: what runs is the e2e tests'): the
 //! `pods/ephemeralcontainers` subresource as kubectl patches it (a strategic merge patch of
 //! `spec.ephemeralContainers`), the API server's validation of it
-//! (`ValidatePodEphemeralContainersUpdate`, M11, V12), and `--copy-to`.
+//! (`ValidatePodEphemeralContainersUpdate`, M11, V12), and `--copy-to` (a protobuf create).
 
 use crate::common;
 
@@ -248,27 +248,41 @@ fn static_pods_take_no_ephemeral_containers() {
     );
 }
 
-/// `kubectl debug --copy-to` creates the copy with a protobuf body, which this server does not
-/// decode for pods: a 415 naming the media types a create takes (kubectl falls back to JSON
-/// only after a 415 to CBOR, so it reports the error).
+/// `kubectl debug --copy-to` creates the copy with a protobuf body (kubectl's typed client
+/// does not fall back to JSON on a 415 but after CBOR): decoded through the Pod's wire schema,
+/// admitted as any create. The copy has the original's container and the debugger, with the
+/// original's probe (an int-or-string port, an inlined handler), resources (quantities) and
+/// security context (a pointer field's zero kept).
 #[test]
-fn kubectl_debug_copy_to_is_refused_with_the_create_media_types() {
+fn kubectl_debug_copy_to_creates_the_copy() {
     let s = TestServer::start();
-    s.create(&pod_yaml("web"));
+    s.create(
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: web\n  labels: {app: web}\nspec:\n  containers:\n  - name: app\n    image: busybox\n    command: [sleep, '3600']\n    resources: {limits: {cpu: 500m, memory: 64Mi}}\n    readinessProbe:\n      httpGet: {path: /ready, port: 8080}\n      periodSeconds: 3\n    securityContext: {runAsUser: 0, allowPrivilegeEscalation: false}\n",
+    );
     let out = s.kubectl(&[
         "debug",
         "web",
         "--image=busybox",
         "--copy-to=web-copy",
+        "-c",
+        "dbg",
         "--",
         "sh",
+        "-c",
+        "echo hi",
     ]);
-    assert!(!out.ok, "{}", out.stdout);
-    assert!(
-        out.stderr.contains(
-            "the body of the request was in an unknown format - accepted media types include: application/json, application/yaml"
-        ),
-        "{}",
-        out.stderr
+    assert!(out.ok, "{}{}", out.stdout, out.stderr);
+    let copy = pod_json(&s, "web-copy");
+    let original = pod_json(&s, "web");
+    assert_eq!(
+        copy["spec"]["containers"][0],
+        original["spec"]["containers"][0]
     );
+    assert_eq!(copy["spec"]["containers"][1]["name"], "dbg");
+    assert_eq!(
+        copy["spec"]["containers"][1]["command"],
+        json!(["sh", "-c", "echo hi"])
+    );
+    assert_eq!(copy["spec"]["containers"].as_array().map(Vec::len), Some(2));
+    assert_eq!(copy["status"]["phase"], "Pending");
 }
