@@ -26,6 +26,15 @@ fn wait_for(ctx: &ServeCtx, what: &str, limit: Duration, mut check: impl FnMut()
     }
 }
 
+/// The OCI tests run one at a time: each counts the host's veths and mounts before and after.
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    ONE_AT_A_TIME
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 fn veths() -> usize {
     let out = Command::new("ip").args(["-o", "link"]).output().unwrap();
     String::from_utf8_lossy(&out.stdout)
@@ -41,6 +50,7 @@ fn jsonpath(ctx: &ServeCtx, pod: &str, path: &str) -> String {
 #[test]
 #[ignore = "needs root: run as root with --include-ignored (scripts/test does)"]
 fn oci_pods_run_images_with_their_own_network() {
+    let _one = one_at_a_time();
     let mut ctx = ServeCtx::new("oc");
     for tool in ["/usr/sbin/runc", "/usr/lib/cni/bridge", "/bin/busybox"] {
         assert!(
@@ -416,6 +426,7 @@ fn pid_holders() -> Vec<u32> {
 #[test]
 #[ignore = "needs root: run as root with --include-ignored (scripts/test does)"]
 fn oci_kubectl_debug_joins_the_target_pid_namespace() {
+    let _one = one_at_a_time();
     let mut ctx = ServeCtx::new("od");
     for tool in ["/usr/sbin/runc", "/usr/lib/cni/bridge", "/bin/busybox"] {
         assert!(
