@@ -104,7 +104,7 @@ const PHASES: [&str; 6] = ["podman", "start", "exit", "burst", "exec", "http"];
 
 fn usage() -> String {
     format!(
-        "usage: cargo bench -p podvisor-agent --bench runtime -- [--quick] [--oci] [--shim PATH] [--only {}] [--no-podman] \
+        "usage: cargo bench -p podvisor-agent --bench runtime -- [--quick] [--oci] [--warm-sandboxes N] [--shim PATH] [--only {}] [--no-podman] \
          [--probe-seconds N]",
         PHASES.join(",")
     )
@@ -112,6 +112,9 @@ fn usage() -> String {
 
 /// Set by `--oci`: the pods run from the busybox image on the CNI bridge.
 static OCI: AtomicBool = AtomicBool::new(false);
+
+/// `--warm-sandboxes N`: oci sandboxes kept ready ahead of their pods.
+static WARM: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
 
 /// The spec lines that differ between the classes: the process runtime's pods share the host
 /// network (as podman's do); the `oci` ones get their own on the bridge.
@@ -140,6 +143,10 @@ fn parse_options(args: &[String]) -> Result<Options> {
                 OCI.store(true, Ordering::Relaxed);
             }
             "--no-podman" => podman = false,
+            "--warm-sandboxes" => {
+                let n: usize = it.next().context("--warm-sandboxes needs N")?.parse()?;
+                WARM.store(n, Ordering::Relaxed);
+            }
             "--shim" => shim = Some(PathBuf::from(it.next().context("--shim needs a path")?)),
             "--probe-seconds" => {
                 let n: u64 = it.next().context("--probe-seconds needs N")?.parse()?;
@@ -680,6 +687,7 @@ fn oci_runtime(state_dir: &Path, shim: &Path) -> Result<ProcessRuntime> {
         Some(OciOptions {
             images,
             registry: None,
+            warm_sandboxes: WARM.load(Ordering::Relaxed),
         }),
         RuntimeClass::Oci,
     )
@@ -756,6 +764,7 @@ fn run_agent_phases(opts: &Options, exe: &Path, base: &Path, results: &mut Resul
     };
     let outcome = tokio.block_on(phases);
     let cleanup = tokio.block_on(cleanup(&ctx));
+    tokio.block_on(ctx.runtime.release_warm_sandboxes());
     {
         let mut shared = shared.lock().expect("results");
         let r = std::mem::take(&mut *shared);

@@ -1,7 +1,10 @@
 //! The node agent: runs the pods of the store on this machine, as the kubelet runs the pods
 //! the API server binds to its node.
 //!
-//! One task (the *node loop*) lists and watches the pods of every namespace and reconciles:
+//! One task (the *node loop*) lists and watches the pods of every namespace and reconciles
+//! those bound to this node (`spec.nodeName`, as the kubelet's `spec.nodeName=<node>` field
+//! selector; whoever binds them — a scheduler's binding or a create with `nodeName` — is not
+//! its concern, and an unbound or scheduling-gated pod is never run):
 //! a pod not running yet gets a pod worker ([`Agent::spawn_admitted`], keeping the API's UID);
 //! a pod gaining a `deletionTimestamp` is deleted with its `deletionGracePeriodSeconds`; a pod
 //! removed from the store while it runs (a forced delete) is deleted with grace 0 (T10: each
@@ -324,6 +327,12 @@ fn uid(pod: &Pod) -> String {
     pod.metadata.uid.clone().unwrap_or_default()
 }
 
+/// The pod is bound to the node `node` (the kubelet's pod source lists and watches only
+/// `spec.nodeName=<node>`).
+fn bound_to(pod: &Pod, node: &str) -> bool {
+    pod.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(node)
+}
+
 fn decode(obj: Value) -> Option<Pod> {
     match serde_json::from_value::<Pod>(obj) {
         Ok(pod) if pod.metadata.uid.as_deref().is_some_and(|u| !u.is_empty()) => Some(pod),
@@ -456,6 +465,9 @@ impl<R: Runtime> NodeLoop<R> {
         for obj in objects {
             let rv = resource_version(&obj);
             let Some(pod) = decode(obj) else { continue };
+            if !bound_to(&pod, &self.config.node_name) {
+                continue;
+            }
             let uid = uid(&pod);
             if is_mirror(&pod) {
                 if let Some(sp) = self.desired.get(&uid) {
@@ -613,6 +625,11 @@ impl<R: Runtime> NodeLoop<R> {
     }
 
     async fn on_pod_event(&mut self, type_: EventType, pod: Pod, rv: u64) {
+        // `spec.nodeName` is immutable once set: a pod not bound here never becomes ours
+        // through an update other than its binding, which this sees as the first event.
+        if !bound_to(&pod, &self.config.node_name) {
+            return;
+        }
         if is_mirror(&pod) {
             self.on_mirror(type_, &pod).await;
             return;
@@ -786,7 +803,7 @@ impl<R: Runtime> NodeLoop<R> {
         let now = self.agent.now();
         for obj in objects {
             let Some(pod) = decode(obj) else { continue };
-            if is_mirror(&pod) {
+            if is_mirror(&pod) || !bound_to(&pod, &self.config.node_name) {
                 continue;
             }
             let uid = uid(&pod);

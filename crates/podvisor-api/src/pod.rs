@@ -213,3 +213,48 @@ pub fn ephemeral_as_container(e: &EphemeralContainer) -> Container {
         working_dir: e.working_dir.clone(),
     }
 }
+
+/// `applySchedulingGatedCondition`'s message (`pkg/registry/core/pod/strategy.go`).
+pub const SCHEDULING_GATED_MESSAGE: &str =
+    "Scheduling is blocked due to non-empty scheduling gates";
+
+/// Whether the pod has scheduling gates left (M11: the scheduler does not take it).
+#[must_use]
+pub fn is_scheduling_gated(spec: &PodSpec) -> bool {
+    spec.scheduling_gates
+        .as_ref()
+        .is_some_and(|g| !g.is_empty())
+}
+
+/// `podStrategy.PrepareForCreate`'s `applySchedulingGatedCondition`: a pod created with
+/// scheduling gates gets `PodScheduled=False`, reason `SchedulingGated` (what kubectl shows as
+/// STATUS, K1), unless it already has a `PodScheduled` condition.
+pub fn apply_scheduling_gated_condition(
+    pod: &mut k8s_openapi::api::core::v1::Pod,
+    now: jiff::Timestamp,
+) {
+    use k8s_openapi::api::core::v1::PodCondition;
+    if !pod.spec.as_ref().is_some_and(is_scheduling_gated) {
+        return;
+    }
+    let status = pod.status.get_or_insert_with(Default::default);
+    let conditions = status.conditions.get_or_insert_with(Vec::new);
+    if conditions.iter().any(|c| c.type_ == POD_SCHEDULED) {
+        return;
+    }
+    conditions.push(PodCondition {
+        type_: POD_SCHEDULED.to_owned(),
+        status: "False".to_owned(),
+        reason: Some("SchedulingGated".to_owned()),
+        message: Some(SCHEDULING_GATED_MESSAGE.to_owned()),
+        last_transition_time: Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(now)),
+        ..PodCondition::default()
+    });
+}
+
+/// The default scheduler's `Scheduled` event message once it bound a pod
+/// (`Successfully assigned <ns>/<name> to <node>`).
+#[must_use]
+pub fn scheduled_message(namespace: &str, name: &str, node: &str) -> String {
+    format!("Successfully assigned {namespace}/{name} to {node}")
+}

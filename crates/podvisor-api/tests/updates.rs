@@ -195,6 +195,92 @@ fn m11_scheduling_gates_only_removals() {
     );
 }
 
+fn required_affinity(
+    terms: &[&[(&str, &str)]],
+) -> podvisor_api::k8s_openapi::api::core::v1::Affinity {
+    use podvisor_api::k8s_openapi::api::core::v1::{
+        Affinity, NodeAffinity, NodeSelector, NodeSelectorRequirement, NodeSelectorTerm,
+    };
+    Affinity {
+        node_affinity: Some(NodeAffinity {
+            required_during_scheduling_ignored_during_execution: Some(NodeSelector {
+                node_selector_terms: terms
+                    .iter()
+                    .map(|reqs| NodeSelectorTerm {
+                        match_expressions: Some(
+                            reqs.iter()
+                                .map(|(k, v)| NodeSelectorRequirement {
+                                    key: (*k).to_owned(),
+                                    operator: "In".to_owned(),
+                                    values: Some(vec![(*v).to_owned()]),
+                                })
+                                .collect(),
+                        ),
+                        match_fields: None,
+                    })
+                    .collect(),
+            }),
+            ..NodeAffinity::default()
+        }),
+        ..Affinity::default()
+    }
+}
+
+/// M11 (`validateNodeAffinityMutation`): while gated, required node affinity may be set
+/// where there was none and its terms may gain requirements; terms may not be added,
+/// removed or changed. Once ungated, node affinity is immutable like the rest of the spec.
+#[test]
+fn m11_gated_pods_may_only_extend_required_node_affinity() {
+    let mut gated = base();
+    spec_mut(&mut gated).scheduling_gates = Some(vec![
+        podvisor_api::k8s_openapi::api::core::v1::PodSchedulingGate {
+            name: "example.com/wait".into(),
+        },
+    ]);
+    let mut one = gated.clone();
+    spec_mut(&mut one).affinity = Some(required_affinity(&[&[("zone", "a")]]));
+    assert!(
+        update_errors(&gated, &one).is_empty(),
+        "set where there was none"
+    );
+    let mut extended = gated.clone();
+    spec_mut(&mut extended).affinity =
+        Some(required_affinity(&[&[("zone", "a"), ("disk", "ssd")]]));
+    assert!(
+        update_errors(&one, &extended).is_empty(),
+        "a requirement added"
+    );
+
+    let mut two_terms = gated.clone();
+    spec_mut(&mut two_terms).affinity =
+        Some(required_affinity(&[&[("zone", "a")], &[("zone", "b")]]));
+    assert_eq!(
+        update_errors(&one, &two_terms),
+        [
+            "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms: Invalid value: []core.NodeSelectorTerm{core.NodeSelectorTerm{MatchExpressions:[]core.NodeSelectorRequirement{core.NodeSelectorRequirement{Key:\"zone\", Operator:\"In\", Values:[]string{\"a\"}}}, MatchFields:[]core.NodeSelectorRequirement(nil)}, core.NodeSelectorTerm{MatchExpressions:[]core.NodeSelectorRequirement{core.NodeSelectorRequirement{Key:\"zone\", Operator:\"In\", Values:[]string{\"b\"}}}, MatchFields:[]core.NodeSelectorRequirement(nil)}}: no additions/deletions to non-empty NodeSelectorTerms list are allowed"
+        ]
+    );
+    let mut changed = gated.clone();
+    spec_mut(&mut changed).affinity = Some(required_affinity(&[&[("zone", "b")]]));
+    assert_eq!(
+        update_errors(&one, &changed),
+        [
+            "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[0]: Invalid value: core.NodeSelectorTerm{MatchExpressions:[]core.NodeSelectorRequirement{core.NodeSelectorRequirement{Key:\"zone\", Operator:\"In\", Values:[]string{\"b\"}}}, MatchFields:[]core.NodeSelectorRequirement(nil)}: only additions are allowed (no mutations or deletions)"
+        ]
+    );
+
+    // Not gated: any affinity change is a forbidden spec change.
+    let ungated = base();
+    let mut with_affinity = ungated.clone();
+    spec_mut(&mut with_affinity).affinity = Some(required_affinity(&[&[("zone", "a")]]));
+    let errs = update_errors(&ungated, &with_affinity);
+    assert_eq!(errs.len(), 1, "{errs:?}");
+    assert!(
+        errs[0].starts_with("spec: Forbidden: pod updates may not change fields other than"),
+        "{errs:?}"
+    );
+}
+
 #[test]
 fn m11_labels_mutable_but_not_name_or_mirror_annotation() {
     let old = base();

@@ -123,6 +123,7 @@ pub(crate) fn v1_resources() -> Value {
             ),
             resource("pods", "pod", true, "Pod", &all, &["po"], &["all"]),
             resource("pods/attach", "", true, "PodAttachOptions", &["create", "get"], &[], &[]),
+            resource("pods/binding", "", true, "Binding", &["create"], &[], &[]),
             resource(
                 "pods/ephemeralcontainers", "", true, "Pod", &["get", "patch", "update"], &[], &[],
             ),

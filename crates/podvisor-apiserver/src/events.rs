@@ -20,7 +20,7 @@ use crate::routes::Req;
 use crate::status::{ApiError, ApiResult, json_response};
 use podvisor_lifecycle::event_object::event_object;
 
-/// Records the scheduler's `Scheduled` event for a pod bound to `node` at admission
+/// Records the scheduler's `Scheduled` event for a pod bound to `node`
 /// (`Successfully assigned <ns>/<name> to <node>`, source `default-scheduler`), named as the
 /// recorders name events, `<pod>.<unix nanoseconds in hex>`.
 pub fn record_scheduled(
@@ -35,7 +35,7 @@ pub fn record_scheduled(
     let event = Event {
         type_: podvisor_lifecycle::EventType::Normal,
         reason: "Scheduled",
-        message: format!("Successfully assigned {ns}/{name} to {node}"),
+        message: podvisor_api::pod::scheduled_message(ns, name, node),
         container: None,
     };
     let mut fresh = event_object("default-scheduler", "", pod, &event, now);

@@ -13,7 +13,10 @@
 //! - `meta.k8s.io/v1` `Table` output with kubectl's columns, so `kubectl get` prints READY,
 //!   STATUS and RESTARTS as for a real cluster;
 //! - errors as `Status` objects shaped like the API server's, so kubectl prints the same
-//!   text.
+//!   text;
+//! - beside the API, the control plane's part for one node: binding (`pods/binding` and a
+//!   one-node default scheduler that honours scheduling gates; [`bind_pending`]) and
+//!   kube-controller-manager's PodGC ([`podgc`]).
 //!
 //! What it does not do: hold lifecycle state or run anything (the agent watches the store
 //! and writes status and events back through it), authorization beyond one token,
@@ -59,11 +62,13 @@ mod namespaces;
 mod objects;
 mod openapi;
 mod patch;
+pub mod podgc;
 mod pods;
 mod protobuf;
 mod request;
 mod routes;
 mod runtimeclasses;
+mod scheduler;
 mod selectors;
 mod server;
 mod status;
@@ -74,6 +79,7 @@ mod watch;
 pub use discovery::GIT_VERSION;
 pub use events::{EVENT_TTL, expire_events};
 pub use exec::PodExec;
+pub use scheduler::bind_pending;
 pub use server::{ApiServer, ServeConfig, ServeError, serve};
 pub use status::ApiError;
 

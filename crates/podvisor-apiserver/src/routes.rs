@@ -187,7 +187,7 @@ async fn object_watch(
 }
 
 /// `/api/v1/namespaces/{ns}/{resource}/{name}/{subresource}`: `pods/status`, `pods/log`,
-/// `pods/exec`, `pods/attach`, `pods/ephemeralcontainers`.
+/// `pods/exec`, `pods/attach`, `pods/binding`, `pods/ephemeralcontainers`.
 async fn subresource(
     req: Req,
     Path((ns, resource, name, sub)): Path<(String, String, String, String)>,
@@ -207,6 +207,9 @@ async fn subresource(
         ("pods", "attach", Method::GET | Method::POST) => {
             exec::exec(&req, &ns, &name, &uri, upgrade, true)
         }
+        ("pods", "binding", Method::POST) => {
+            crate::scheduler::create_binding(&req, &ns, &name, &body)
+        }
         ("pods", "ephemeralcontainers", Method::GET) => objects::get(&req, PODS, &ns, &name),
         ("pods", "ephemeralcontainers", Method::PUT) => {
             pods::ephemeral::update(&req, &ns, &name, &body)
@@ -214,7 +217,7 @@ async fn subresource(
         ("pods", "ephemeralcontainers", Method::PATCH) => {
             pods::ephemeral::patch(&req, &ns, &name, &body)
         }
-        ("pods", "status" | "log" | "exec" | "attach" | "ephemeralcontainers", m) => Err(
+        ("pods", "status" | "log" | "exec" | "attach" | "binding" | "ephemeralcontainers", m) => Err(
             ApiError::method_not_supported(&format!("pods/{sub}"), m.as_str()),
         ),
         _ => Err(ApiError::path_not_found()),

@@ -108,6 +108,7 @@ fn tokens_kubeconfig_and_discovery() {
             "namespaces",
             "pods",
             "pods/attach",
+            "pods/binding",
             "pods/ephemeralcontainers",
             "pods/exec",
             "pods/log",

@@ -7,4 +7,5 @@ mod common;
 mod kubectl_debug;
 mod kubectl_logs_events;
 mod kubectl_pods;
+mod kubectl_scheduling;
 mod kubectl_watch;

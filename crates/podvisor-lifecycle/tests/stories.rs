@@ -286,3 +286,25 @@ delete:
     );
     insta::assert_snapshot!("ephemeral_debug_containers", report);
 }
+
+/// M11/K1: a pod with scheduling gates is `Pending`, STATUS `SchedulingGated`, with
+/// `PodScheduled=False` and no container, until its last gate goes at 20 s; then the
+/// scheduler's `Scheduled` event (`Successfully assigned default/held to sim-node`) and the
+/// kubelet starts it (`Created`/`Started` at 20 s, PodScheduled True). The delete at 30 s
+/// counts from the simulation's start. Without `ungate` it stays gated for the whole run.
+#[test]
+fn scheduling_gated_pod_starts_when_ungated() {
+    let spec = json!({
+        "schedulingGates": [{"name": "example.com/quota"}],
+        "containers": [{"name": "app", "image": "busybox"}],
+    });
+    let report = story(
+        "held",
+        spec.clone(),
+        "ungate: 20s\ndelete: {at: 30s, gracePeriodSeconds: 5}\n",
+        60,
+    );
+    insta::assert_snapshot!("scheduling_gated_pod_starts_when_ungated", report);
+    let gated = story("held", spec, "", 60);
+    insta::assert_snapshot!("scheduling_gated_pod_stays_gated", gated);
+}

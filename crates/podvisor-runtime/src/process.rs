@@ -196,6 +196,11 @@ impl ProcessRuntime {
             }
             None => None,
         };
+        // Pods run as `oci` by default: their sandboxes are made ahead from the start (else
+        // from the first `oci` pod on).
+        if let (Some(oci), RuntimeClass::Oci) = (&oci, default_class) {
+            oci.warm();
+        }
         Ok(ProcessRuntime {
             inner: Arc::new(Inner {
                 state_dir,
@@ -204,6 +209,14 @@ impl ProcessRuntime {
                 default_class,
             }),
         })
+    }
+
+    /// Releases the pod sandboxes made ahead of their pods (`OciOptions::warm_sandboxes`):
+    /// for an agent that stops. The next one would release them too.
+    pub async fn release_warm_sandboxes(&self) {
+        if let Some(oci) = &self.inner.oci {
+            oci.release_warm().await;
+        }
     }
 
     /// The class `pod` runs as: its `runtimeClassName`, else the default.
@@ -663,12 +676,26 @@ impl Runtime for ProcessRuntime {
         // agent's when it starts (a re-adopted sandbox's network is read back).
         let network = match (class, &self.inner.oci) {
             (RuntimeClass::Oci, Some(oci)) => Some(oci.create_network(pod, &paths).await?),
-            _ => None,
+            _ => {
+                warn_host_processes();
+                None
+            }
         };
         let client = match ShimClient::connect(&socket).await {
             // Re-adoption: the pod's shim survived an agent restart.
             Ok(client) => client,
             Err(_) => {
+                // The containers of a shim that died (a lost sandbox) are dead too: what runc
+                // still has of them goes, with any process left in them. Never while the
+                // shim lives (a socket that did not answer in time).
+                let shim_alive = std::fs::read_to_string(layout::pid_file(&paths.pod_dir))
+                    .ok()
+                    .and_then(|pid| pid.trim().parse::<u32>().ok())
+                    .is_some_and(process_alive);
+                if let (RuntimeClass::Oci, Some(oci), false) = (class, &self.inner.oci, shim_alive)
+                {
+                    oci.remove_dead_containers(&paths).await;
+                }
                 let created_logs = !paths.log_dir.exists();
                 let started = self.start_shim(pod, &paths, &socket).await;
                 match started {
@@ -1081,6 +1108,55 @@ fn remove_pod_cgroups(paths: &PodPaths) {
         {
             tracing::warn!("removing cgroup {}: {e}", dir.display());
         }
+    }
+}
+
+/// Why this process cannot run pods, if it cannot: not root, and the cgroups podvisor
+/// makes (`<root>/podvisor` of each hierarchy) are not delegated to its user. Said once at
+/// start by `run` and `serve` (else every pod's sandbox would fail with `Permission denied`).
+#[must_use]
+pub fn privileges_problem() -> Option<String> {
+    let uid = rustix::process::geteuid();
+    if uid.is_root() {
+        return None;
+    }
+    let mode = crate::cgroup::detect();
+    let denied: Vec<String> = cgroup_roots(&mode)
+        .into_iter()
+        .map(|root| {
+            let own = root.join("podvisor");
+            if own.exists() { own } else { root }
+        })
+        .filter(|dir| rustix::fs::access(dir, rustix::fs::Access::WRITE_OK).is_err())
+        .map(|dir| dir.display().to_string())
+        .collect();
+    if denied.is_empty() {
+        return None;
+    }
+    Some(format!(
+        "podvisor runs pods as root: it makes a cgroup, mount namespace and process group for \
+         every container. This process runs as uid {}, and {} {} not writable (a cgroup \
+         delegated to this user would do). Run it with sudo, e.g. `sudo \"$(command -v \
+         podvisor)\" run FILE`, or from a checkout: `cargo build --release && sudo \
+         target/release/podvisor run FILE`.",
+        uid.as_raw(),
+        denied.join(" and "),
+        if denied.len() == 1 { "is" } else { "are" }
+    ))
+}
+
+/// Says once per process that pods of the process class are host processes (they share the
+/// host's filesystem, network and processes), when they run as root.
+fn warn_host_processes() {
+    static WARNED: Once = Once::new();
+    if rustix::process::geteuid().is_root() {
+        WARNED.call_once(|| {
+            eprintln!(
+                "podvisor: warning: pods of the process runtime are host processes running as \
+                 root: they share this machine's filesystem, network and processes (the oci \
+                 runtime isolates them: --runtime oci or runtimeClassName: oci)"
+            );
+        });
     }
 }
 

@@ -12,3 +12,4 @@
 pub mod cni;
 pub mod etc_files;
 pub mod netns;
+pub mod pool;

@@ -54,8 +54,15 @@ impl ConnArgs {
             std::env::var_os("XDG_STATE_HOME").as_deref(),
             std::env::var_os("HOME").as_deref(),
         );
-        let text = std::fs::read_to_string(&path)
-            .with_context(|| format!("reading kubeconfig {}", path.display()))?;
+        let text = match std::fs::read_to_string(&path) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => anyhow::bail!(
+                "no kubeconfig at {}: is `podvisor serve` running? Start it with `podvisor \
+                 serve` (as root; it writes that file once its API answers), or say where \
+                 its kubeconfig is with --kubeconfig or $KUBECONFIG",
+                path.display()
+            ),
+            read => read.with_context(|| format!("reading kubeconfig {}", path.display()))?,
+        };
         let config = Kubeconfig::parse(&text, path.parent().unwrap_or(Path::new(".")))
             .with_context(|| format!("kubeconfig {}", path.display()))?;
         Client::new(config)
@@ -446,6 +453,7 @@ pub fn report(err: &anyhow::Error) -> i32 {
             "The connection to the server {} was refused - did you specify the right host or port?",
             refused.0
         );
+        eprintln!("(is `podvisor serve` running? Start it with `podvisor serve`.)");
     } else {
         eprintln!("error: {err:#}");
     }

@@ -97,6 +97,17 @@ enum Command {
     Delete(cmd::delete::Args),
     /// Pull, load, list, remove and inspect container images.
     Image(cmd::image::Args),
+    /// Print podvisor's version and the Kubernetes version whose lifecycle it follows.
+    Version,
+    /// Print a shell completion script (bash, zsh, fish, elvish or powershell) to stdout.
+    ///
+    /// bash: `podvisor completion bash > /etc/bash_completion.d/podvisor`;
+    /// zsh: `podvisor completion zsh > "${fpath[1]}/_podvisor"`;
+    /// fish: `podvisor completion fish > ~/.config/fish/completions/podvisor.fish`.
+    Completion {
+        /// The shell.
+        shell: clap_complete::Shell,
+    },
     /// Internal: the per-pod shim (started by podvisor itself).
     #[command(hide = true)]
     Shim {
@@ -155,6 +166,25 @@ fn main() -> ExitCode {
         Command::Delete(args) => cmd::delete::run(&args),
         Command::Image(args) => cmd::image::run(&args),
         Command::Validate { files } => cmd::validate::run(&files),
+        Command::Version => {
+            println!(
+                "podvisor {} (the kubelet's pod lifecycle of Kubernetes; serves {} to clients)",
+                env!("CARGO_PKG_VERSION"),
+                podvisor_apiserver::GIT_VERSION
+            );
+            Ok(0)
+        }
+        Command::Completion { shell } => {
+            use clap::CommandFactory;
+            use std::io::Write;
+            let mut script = Vec::new();
+            clap_complete::generate(shell, &mut Cli::command(), "podvisor", &mut script);
+            // A closed pipe (`| head`) is the reader's choice, not an error.
+            match std::io::stdout().write_all(&script) {
+                Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(e.into()),
+                _ => Ok(0),
+            }
+        }
         Command::Simulate {
             pod,
             script,

@@ -1,8 +1,9 @@
 //! The binary's commands for people without kubectl, linked as one test binary: `podvisor
 //! run` (`run`) and `apply/get/describe/logs/delete` against a real `serve` compared with
-//! kubectl (`cli`).
+//! kubectl (`cli`), and what a new user meets first (`first_hour`).
 
 mod common;
 
 mod cli;
+mod first_hour;
 mod run;

@@ -17,4 +17,5 @@ mod e2e_sandbox;
 mod exec;
 mod oci;
 mod python_client;
+mod scheduling;
 mod serve;

@@ -26,7 +26,7 @@ fn wait_for(ctx: &ServeCtx, what: &str, limit: Duration, mut check: impl FnMut()
     }
 }
 
-/// The OCI tests run one at a time: each counts the host's veths and mounts before and after.
+/// The OCI tests run one at a time: each checks the host for what its pods left behind.
 static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
@@ -35,12 +35,25 @@ fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
         .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
-fn veths() -> usize {
-    let out = Command::new("ip").args(["-o", "link"]).output().unwrap();
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter(|l| l.contains("veth"))
-        .count()
+/// The pod addresses host-local holds for sandboxes of `uids` (its files name the CNI
+/// container ID, the pod UID's hex digits, on their first line). Other pods on the shared
+/// bridge (another `serve` on this machine) do not count.
+fn addresses_held(uids: &[String]) -> Vec<String> {
+    let ids: Vec<String> = uids
+        .iter()
+        .map(|u| u.chars().filter(char::is_ascii_hexdigit).collect())
+        .collect();
+    std::fs::read_dir("/var/lib/cni/networks/podvisor")
+        .map(|d| {
+            d.flatten()
+                .filter(|e| {
+                    std::fs::read_to_string(e.path())
+                        .is_ok_and(|t| ids.iter().any(|id| t.lines().next() == Some(id)))
+                })
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 fn jsonpath(ctx: &ServeCtx, pod: &str, path: &str) -> String {
@@ -65,8 +78,7 @@ fn oci_pods_run_images_with_their_own_network() {
     assert!(made.status.success(), "{made:?}");
     let loaded = image(&ctx, &["load", "-i", layout.to_str().unwrap()]);
     assert!(loaded.status.success(), "{loaded:?}");
-    let veths_before = veths();
-    ctx.start(&["--runtime", "oci"]);
+    ctx.start(&["--runtime", "oci", "--warm-sandboxes", "2"]);
     let m = ctx.marker.clone();
     let manifest = ctx.manifest(
         "pods",
@@ -168,6 +180,15 @@ spec:
                     .any(|l| l.starts_with("peer ") && l.contains("1/1") && l.contains("Running"))
         },
     );
+
+    // Sandboxes made ahead: a pod that can take one did (its CNI attachment is the pool's),
+    // and its host name is still its own.
+    let pooled = ["web", "peer"].iter().any(|pod| {
+        let uid = jsonpath(&ctx, pod, "{.metadata.uid}");
+        std::fs::read_to_string(ctx.state().join("pods").join(uid).join("network.json"))
+            .is_ok_and(|n| n.contains("\"cni_id\":\"pool"))
+    });
+    assert!(pooled, "no pod took a warm sandbox");
 
     // Its own address on the bridge, its own host name and root.
     let web_ip = jsonpath(&ctx, "web", "{.status.podIP}");
@@ -359,14 +380,71 @@ spec:
     ]);
     assert_eq!(fetched.trim(), "hello-from-web");
 
+    // A sandbox lost while serve was down (its shim killed): the pod gets a new one, and
+    // runc's state of the old container is deleted.
+    let old_peer = jsonpath(&ctx, "peer", "{.status.containerStatuses[0].containerID}");
+    let old_peer = old_peer.rsplit("://").next().unwrap().to_owned();
+    let uid = jsonpath(&ctx, "peer", "{.metadata.uid}");
+    ctx.kill9();
+    let shim_pid =
+        std::fs::read_to_string(ctx.state().join("pods").join(&uid).join("shim/shim.pid")).unwrap();
+    let killed = Command::new("kill")
+        .args(["-9", shim_pid.trim()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    assert!(
+        runc_ids(&ctx).contains(&old_peer),
+        "runc knows the container"
+    );
+    ctx.start(&["--runtime", "oci"]);
+    wait_for(&ctx, "peer restarted", Duration::from_secs(60), || {
+        jsonpath(&ctx, "peer", "{.status.containerStatuses[0].restartCount}") == "1"
+            && jsonpath(&ctx, "peer", "{.status.containerStatuses[0].ready}") == "true"
+    });
+    assert!(
+        !runc_ids(&ctx).contains(&old_peer),
+        "runc state of the lost container is left"
+    );
+
+    // The pod subnet is masqueraded by one node-wide chain, installed once however many
+    // times serve started.
+    let nat = Command::new("iptables")
+        .args(["-w", "-t", "nat", "-S"])
+        .output()
+        .unwrap();
+    let nat = String::from_utf8_lossy(&nat.stdout);
+    let jumps = nat
+        .lines()
+        .filter(|l| l.starts_with("-A POSTROUTING -s 10.244.0.0/16") && l.contains("PODVISOR-MASQ"))
+        .count();
+    assert_eq!(jumps, 1, "{nat}");
+    assert!(
+        nat.contains("-A PODVISOR-MASQ") && nat.contains("-j MASQUERADE"),
+        "{nat}"
+    );
+
     // Nothing is left of deleted pods.
+    let uids: Vec<String> = ctx
+        .kubectl_ok(&["get", "pods", "-o", "jsonpath={.items[*].metadata.uid}"])
+        .split_whitespace()
+        .map(str::to_owned)
+        .collect();
+    assert!(
+        !addresses_held(&uids).is_empty(),
+        "host-local records the pods' addresses"
+    );
     ctx.kubectl_ok(&["delete", "pods", "--all", "--grace-period=1"]);
     wait_for(&ctx, "the pods are gone", Duration::from_secs(60), || {
         ctx.kubectl_ok(&["get", "pods", "--no-headers"])
             .trim()
             .is_empty()
     });
-    assert_eq!(veths(), veths_before, "a veth is left");
+    assert_eq!(
+        addresses_held(&uids),
+        Vec::<String>::new(),
+        "pod addresses left"
+    );
     let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
     assert!(
         !mountinfo.contains(ctx.dir.to_str().unwrap()),
@@ -380,11 +458,50 @@ spec:
         .map(|d| d.flatten().map(|e| e.file_name()).collect())
         .unwrap_or_default();
     assert!(pods_left.is_empty(), "pod directories left: {pods_left:?}");
+    // A serve started with warm sandboxes and stopped releases them (those of the serve
+    // killed above went at the next start).
+    ctx.stop(Duration::from_secs(30));
+    ctx.start(&["--runtime", "oci", "--warm-sandboxes", "2"]);
+    wait_for(&ctx, "the pool filled", Duration::from_secs(30), || {
+        std::fs::read_dir(ctx.state().join("sandbox-pool")).is_ok_and(|d| d.count() == 2)
+    });
+    let serve_pid = ctx.serve_pid().unwrap();
+    assert_eq!(ctx.stop(Duration::from_secs(30)), Some(0));
+    let pool_left: Vec<_> = std::fs::read_dir(ctx.state().join("sandbox-pool"))
+        .map(|d| d.flatten().map(|e| e.file_name()).collect())
+        .unwrap_or_default();
+    assert!(pool_left.is_empty(), "pooled sandboxes left: {pool_left:?}");
+    let pool_addresses: Vec<String> = std::fs::read_dir("/var/lib/cni/networks/podvisor")
+        .map(|d| {
+            d.flatten()
+                .filter(|e| {
+                    std::fs::read_to_string(e.path())
+                        .is_ok_and(|t| t.starts_with(&format!("pool{serve_pid:x}")))
+                })
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    assert!(
+        pool_addresses.is_empty(),
+        "pool addresses left: {pool_addresses:?}"
+    );
     let left: Vec<_> = holders
         .iter()
         .filter(|pid| Path::new(&format!("/proc/{pid}")).exists())
         .collect();
     assert!(left.is_empty(), "PID namespace holders left: {left:?}");
+}
+
+/// The containers runc has state of (`runc --root <state>/runc list`).
+fn runc_ids(ctx: &ServeCtx) -> String {
+    let out = Command::new("runc")
+        .arg("--root")
+        .arg(ctx.state().join("runc"))
+        .args(["list", "-q"])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 /// `podvisor image ARGS --state-dir <serve's>`.

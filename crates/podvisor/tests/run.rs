@@ -98,6 +98,20 @@ fn a_pod_that_succeeds_ends_the_run_with_0() {
         .map(|l| l["reason"].as_str().unwrap())
         .collect();
     assert_eq!(reasons, ["Created", "Started"]);
+    assert!(
+        !String::from_utf8_lossy(&out.stdout).contains("| hi"),
+        "JSON output carries no container output"
+    );
+    // Text output shows what the container wrote, prefixed with its name; --no-logs hides it.
+    let text = run(&pod("ok", "Never", "echo hi; echo there >&2; exit 0"), &[]);
+    assert_eq!(text.status.code(), Some(0));
+    let stdout = String::from_utf8_lossy(&text.stdout);
+    assert!(
+        stdout.contains("\napp | hi\n") && stdout.contains("\napp | there\n"),
+        "{stdout}"
+    );
+    let quiet = run(&pod("ok", "Never", "echo hi; exit 0"), &["--no-logs"]);
+    assert!(!String::from_utf8_lossy(&quiet.stdout).contains("| hi"));
 }
 
 #[test]

@@ -3,7 +3,11 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::{Container, ContainerStatus, Pod, PodSpec};
+use k8s_openapi::api::core::v1::{
+    Affinity, Container, ContainerStatus, NodeAffinity, NodeSelectorRequirement, NodeSelectorTerm,
+    Pod, PodSpec,
+};
+use serde::Serialize;
 use serde_json::Value;
 
 use super::field::{FieldError, Path};
@@ -178,6 +182,40 @@ fn pod_update_errors(old: &Pod, new: &Pod) -> Vec<FieldError> {
         ));
         munged.node_selector.clone_from(&old_spec.node_selector);
     }
+    if gated {
+        let old_na = old_spec
+            .affinity
+            .as_ref()
+            .and_then(|a| a.node_affinity.clone());
+        let munged_na = munged
+            .affinity
+            .as_ref()
+            .and_then(|a| a.node_affinity.clone());
+        if semantic(&old_na) != semantic(&munged_na) {
+            errs.extend(node_affinity_mutation(
+                &spec_path.child("affinity").child("nodeAffinity"),
+                munged_na.as_ref(),
+                old_na.as_ref(),
+            ));
+            match (&mut munged.affinity, &old_na) {
+                (None, None) => {}
+                (None, Some(_)) => {
+                    munged.affinity = Some(Affinity {
+                        node_affinity: old_na,
+                        ..Affinity::default()
+                    });
+                }
+                (Some(a), _)
+                    if old_spec.affinity.is_none()
+                        && a.pod_anti_affinity.is_none()
+                        && a.pod_affinity.is_none() =>
+                {
+                    munged.affinity = None;
+                }
+                (Some(a), _) => a.node_affinity = old_na,
+            }
+        }
+    }
 
     let (old_v, new_v) = (normalized(old_spec), normalized(&munged));
     if old_v != new_v {
@@ -337,9 +375,117 @@ fn node_selector_mutation(
     Vec::new()
 }
 
-/// The spec as JSON with empty lists dropped: Kubernetes' semantic
+/// `validateNodeAffinityMutation`: while gated, required node affinity may
+/// only grow: no term added to or removed from a non-empty list, and each
+/// term may only gain `matchExpressions`/`matchFields` at the end.
+fn node_affinity_mutation(
+    path: &Path,
+    new: Option<&NodeAffinity>,
+    old: Option<&NodeAffinity>,
+) -> Vec<FieldError> {
+    let Some(old_required) = old.and_then(|o| {
+        o.required_during_scheduling_ignored_during_execution
+            .as_ref()
+    }) else {
+        return Vec::new();
+    };
+    let old_terms = &old_required.node_selector_terms;
+    let new_terms: &[NodeSelectorTerm] = new
+        .and_then(|n| {
+            n.required_during_scheduling_ignored_during_execution
+                .as_ref()
+        })
+        .map_or(&[], |r| &r.node_selector_terms[..]);
+    let terms_path = path
+        .child("requiredDuringSchedulingIgnoredDuringExecution")
+        .child("nodeSelectorTerms");
+    if !old_terms.is_empty() && old_terms.len() != new_terms.len() {
+        return vec![FieldError::invalid(
+            &terms_path,
+            super::field::BadValue::Raw(go_terms(new_terms)),
+            "no additions/deletions to non-empty NodeSelectorTerms list are allowed",
+        )];
+    }
+    old_terms
+        .iter()
+        .zip(new_terms)
+        .enumerate()
+        .filter(|(_, (o, n))| !term_has_only_additions(n, o))
+        .map(|(i, (_, n))| {
+            FieldError::invalid(
+                &terms_path.index(i),
+                super::field::BadValue::Raw(go_term(n)),
+                "only additions are allowed (no mutations or deletions)",
+            )
+        })
+        .collect()
+}
+
+/// `validateNodeSelectorTermHasOnlyAdditions`.
+fn term_has_only_additions(new: &NodeSelectorTerm, old: &NodeSelectorTerm) -> bool {
+    let len = |v: &Option<Vec<NodeSelectorRequirement>>| v.as_ref().map_or(0, Vec::len);
+    if len(&old.match_expressions) == 0
+        && len(&old.match_fields) == 0
+        && (len(&new.match_expressions) > 0 || len(&new.match_fields) > 0)
+    {
+        return false;
+    }
+    let prefix_kept = |n: &Option<Vec<NodeSelectorRequirement>>,
+                       o: &Option<Vec<NodeSelectorRequirement>>| {
+        let (n, o) = (
+            n.as_deref().unwrap_or_default(),
+            o.as_deref().unwrap_or_default(),
+        );
+        o.is_empty() || (n.len() >= o.len() && semantic(&n[..o.len()]) == semantic(o))
+    };
+    prefix_kept(&new.match_expressions, &old.match_expressions)
+        && prefix_kept(&new.match_fields, &old.match_fields)
+}
+
+/// Go's `%#v` of an internal `[]core.NodeSelectorTerm`.
+fn go_terms(terms: &[NodeSelectorTerm]) -> String {
+    if terms.is_empty() {
+        return "[]core.NodeSelectorTerm(nil)".to_owned();
+    }
+    let items: Vec<String> = terms.iter().map(go_term).collect();
+    format!("[]core.NodeSelectorTerm{{{}}}", items.join(", "))
+}
+
+/// Go's `%#v` of an internal `core.NodeSelectorTerm`.
+fn go_term(term: &NodeSelectorTerm) -> String {
+    fn requirements(r: Option<&Vec<NodeSelectorRequirement>>) -> String {
+        let Some(r) = r.filter(|r| !r.is_empty()) else {
+            return "[]core.NodeSelectorRequirement(nil)".to_owned();
+        };
+        let items: Vec<String> = r
+            .iter()
+            .map(|q| {
+                let values = match q.values.as_deref() {
+                    None | Some([]) => "[]string(nil)".to_owned(),
+                    Some(v) => {
+                        let quoted: Vec<String> = v.iter().map(|s| super::go_quote(s)).collect();
+                        format!("[]string{{{}}}", quoted.join(", "))
+                    }
+                };
+                format!(
+                    "core.NodeSelectorRequirement{{Key:{}, Operator:{}, Values:{values}}}",
+                    super::go_quote(&q.key),
+                    super::go_quote(&q.operator)
+                )
+            })
+            .collect();
+        format!("[]core.NodeSelectorRequirement{{{}}}", items.join(", "))
+    }
+    format!(
+        "core.NodeSelectorTerm{{MatchExpressions:{}, MatchFields:{}}}",
+        requirements(term.match_expressions.as_ref()),
+        requirements(term.match_fields.as_ref())
+    )
+}
+
+/// A value as JSON with empty lists and nulls dropped: Kubernetes' semantic
 /// equality treats nil and empty slices alike.
-fn normalized(spec: &PodSpec) -> Value {
+fn semantic<T: Serialize + ?Sized>(value: &T) -> Value {
     fn strip(v: &mut Value) {
         match v {
             Value::Object(m) => {
@@ -350,9 +496,15 @@ fn normalized(spec: &PodSpec) -> Value {
             _ => {}
         }
     }
-    let mut v = serde_json::to_value(spec).unwrap_or(Value::Null);
+    let mut v = serde_json::to_value(value).unwrap_or(Value::Null);
     strip(&mut v);
     v
+}
+
+/// The spec as JSON with empty lists dropped: Kubernetes' semantic
+/// equality treats nil and empty slices alike.
+fn normalized(spec: &PodSpec) -> Value {
+    semantic(spec)
 }
 
 /// A line-per-leaf diff, `- path: old` / `+ path: new`.

@@ -1,10 +1,11 @@
-//! Pods: create (admission: defaulting, name generation, node binding, validation), update
+//! Pods: create (admission: defaulting, name generation, validation; then the scheduler's
+//! binding), update
 //! and patch (spec mutability, M11), server-side apply; delete and the status subresource
 //! live in the submodules.
 
 use axum::http::StatusCode;
 use axum::response::Response;
-use k8s_openapi::api::core::v1::{Pod, PodCondition, PodSpec, PodStatus};
+use k8s_openapi::api::core::v1::{Pod, PodSpec, PodStatus};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use podvisor_api::validation::go_quote;
 use podvisor_api::{
@@ -19,6 +20,7 @@ use crate::objects::respond;
 use crate::patch::{PatchType, apply_patch, pod_lists, strategic_merge};
 use crate::request::{content_type, duplicate_fields, name_suffix, new_uid, now, parse_body};
 use crate::routes::Req;
+use crate::scheduler;
 use crate::status::{ApiError, ApiResult};
 
 mod delete;
@@ -144,14 +146,6 @@ pub(crate) fn value_of(pod: &Pod) -> Value {
     serde_json::to_value(pod).unwrap_or(Value::Null)
 }
 
-fn has_gates(spec: &PodSpec) -> bool {
-    spec.scheduling_gates
-        .as_ref()
-        .is_some_and(|g| !g.is_empty())
-}
-
-/// Admission of a new pod: name generation, system metadata, defaults, binding to this
-/// node (unless scheduling-gated), the initial status, validation.
 /// The `RuntimeClass` admission plugin: a pod naming a class the node does not have is
 /// refused (`process` and `oci` are podvisor's; the kubelet's handler is the class's name).
 fn runtime_class_admission(pod: &Pod) -> ApiResult<()> {
@@ -175,7 +169,10 @@ fn runtime_class_admission(pod: &Pod) -> ApiResult<()> {
     ))
 }
 
-fn admit_new(req: &Req, ns: &str, mut pod: Pod) -> ApiResult<Pod> {
+/// Admission of a new pod: name generation, system metadata, defaults, the initial status
+/// (with `PodScheduled=False` `SchedulingGated` when gated), validation. Binding is the
+/// scheduler's, after the create.
+fn admit_new(ns: &str, mut pod: Pod) -> ApiResult<Pod> {
     let now = now();
     let meta = &mut pod.metadata;
     meta.namespace = Some(ns.to_owned());
@@ -204,25 +201,14 @@ fn admit_new(req: &Req, ns: &str, mut pod: Pod) -> ApiResult<Pod> {
     drop_disabled_fields(&mut pod, None);
     runtime_class_admission(&pod)?;
     let spec = pod.spec.get_or_insert_with(PodSpec::default);
-    let gated = has_gates(spec);
-    if spec.node_name.as_deref().unwrap_or("").is_empty() && !gated {
-        spec.node_name = Some(req.state.node_name().to_owned());
-    }
-    let mut status = PodStatus {
+    // No binding here: the scheduler binds after the create (`scheduler::schedule`).
+    let status = PodStatus {
         phase: Some("Pending".to_owned()),
         qos_class: Some(podvisor_api::pod::qos_class(spec).as_str().to_owned()),
         ..PodStatus::default()
     };
-    if gated {
-        status.conditions = Some(vec![PodCondition {
-            type_: "PodScheduled".to_owned(),
-            status: "False".to_owned(),
-            reason: Some("SchedulingGated".to_owned()),
-            message: Some("Scheduling is blocked due to non-empty scheduling gates".to_owned()),
-            ..PodCondition::default()
-        }]);
-    }
     pod.status = Some(status);
+    podvisor_api::pod::apply_scheduling_gated_condition(&mut pod, now);
     validate_pod(&pod).map_err(|e| ApiError::invalid(&e))?;
     Ok(pod)
 }
@@ -245,7 +231,7 @@ fn create_value(
         return Err(ApiError::not_found("namespaces", ns));
     }
     let known = managed::known_only(&value, &value_of(&pod), pod_lists);
-    let pod = admit_new(req, ns, pod)?;
+    let pod = admit_new(ns, pod)?;
     let name = pod.metadata.name.clone().unwrap_or_default();
     let mut obj = value_of(&pod);
     let manager = managed::manager_name(&req.params, &req.headers);
@@ -255,12 +241,9 @@ fn create_value(
         obj
     } else {
         let stored = db::create(store, PODS, ns, &name, obj)?;
-        // Binding happens at admission (spec.nodeName); record it as the scheduler would.
-        if let Ok(created) =
-            serde_json::from_value::<k8s_openapi::api::core::v1::Pod>(stored.clone())
-        {
-            let _ = crate::events::record_scheduled(store, req.state.node_name(), &created, now());
-        }
+        // The response is the pod as created (unbound, as the API server answers); the
+        // scheduler binds it next.
+        scheduler::schedule(store, req.state.node_name(), &stored);
         stored
     };
     Ok(respond(req, PODS, StatusCode::CREATED, &stored, &warnings))
@@ -311,7 +294,7 @@ impl Subresource {
 }
 
 /// Spec update admission (`BeforeUpdate` + `PrepareForUpdate` + `ValidatePodUpdate`).
-fn admit_update(req: &Req, ns: &str, old: &Pod, mut new: Pod) -> ApiResult<Pod> {
+fn admit_update(ns: &str, old: &Pod, mut new: Pod) -> ApiResult<Pod> {
     new.metadata.namespace = Some(ns.to_owned());
     apply_defaults(&mut new);
     drop_disabled_fields(&mut new, Some(old));
@@ -333,14 +316,6 @@ fn admit_update(req: &Req, ns: &str, old: &Pod, mut new: Pod) -> ApiResult<Pod> 
         new.metadata.generation = Some(old.metadata.generation.unwrap_or(0) + 1);
     }
     validate_pod_update(old, &new).map_err(|e| ApiError::invalid(&e))?;
-    // The last scheduling gate removed: bind to this node now.
-    let spec = new.spec.get_or_insert_with(PodSpec::default);
-    if spec.node_name.as_deref().unwrap_or("").is_empty() && !has_gates(spec) {
-        spec.node_name = Some(req.state.node_name().to_owned());
-        if let Some(conds) = new.status.as_mut().and_then(|s| s.conditions.as_mut()) {
-            conds.retain(|c| c.type_ != "PodScheduled");
-        }
-    }
     Ok(new)
 }
 
@@ -394,7 +369,7 @@ pub(crate) fn update_loop(
             },
         );
         let new = match write.subresource {
-            Subresource::Pod => admit_update(req, ns, &old, new)?,
+            Subresource::Pod => admit_update(ns, &old, new)?,
             Subresource::Status => status::admit_status(&old, new)?,
             Subresource::EphemeralContainers => ephemeral::admit(&old, new)?,
         };
@@ -415,7 +390,13 @@ pub(crate) fn update_loop(
             return Ok(respond(req, PODS, StatusCode::OK, &new_value, &warnings));
         }
         match db::update(store, PODS, ns, name, new_value, old_rv) {
-            Ok(stored) => return Ok(respond(req, PODS, StatusCode::OK, &stored, &warnings)),
+            Ok(stored) => {
+                // The update that removed the last scheduling gate: the scheduler binds now.
+                if write.subresource == Subresource::Pod {
+                    scheduler::schedule(store, req.state.node_name(), &stored);
+                }
+                return Ok(respond(req, PODS, StatusCode::OK, &stored, &warnings));
+            }
             Err(e) if e.code == 409 && client_rv.is_none() && attempt < MAX_RETRIES => {}
             Err(e) => return Err(e),
         }

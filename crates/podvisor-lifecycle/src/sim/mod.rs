@@ -526,8 +526,25 @@ pub fn simulate_counting(
     {
         return Err(SimError::UnknownContainer(unknown.clone()));
     }
-    let machine = PodMachine::new(pod.clone(), opts.config.clone(), opts.start);
-    let mut d = Driver::unlogged(machine, opts.start, Scripted::new(script, pod));
+    let (pod, mut records, bound_at) = match schedule(pod, script, opts) {
+        Scheduling::Bound { pod, records, at } => (*pod, records, at),
+        Scheduling::Gated(records) => return Ok((records, 0)),
+    };
+    // Script times are the simulation's: those of a pod bound late count from its binding.
+    let mut shifted = script.clone();
+    if let Some(d) = &mut shifted.delete {
+        d.at = d.at.saturating_sub(bound_at);
+    }
+    for at in &mut shifted.sandbox_lost {
+        *at = at.saturating_sub(bound_at);
+    }
+    for e in &mut shifted.ephemeral_containers {
+        e.at = e.at.saturating_sub(bound_at);
+    }
+    let script = &shifted;
+    let origin = opts.start + dur(bound_at);
+    let machine = PodMachine::new(pod.clone(), opts.config.clone(), origin);
+    let mut d = Driver::unlogged(machine, origin, Scripted::new(script, pod));
     let end = opts.start + dur(opts.duration);
     let mut idle_rounds = 0u32;
     while d.terminated_at().is_none() {
@@ -547,7 +564,84 @@ pub fn simulate_counting(
         }
     }
     let steps = d.inputs();
-    Ok((d.into_runtime().into_records(), steps))
+    let offset = bound_at.as_secs_f64();
+    records.extend(d.into_runtime().into_records().into_iter().map(|mut r| {
+        match &mut r {
+            Record::Event { t, .. } | Record::Runtime { t, .. } | Record::Status { t, .. } => {
+                *t += offset;
+            }
+        }
+        r
+    }));
+    Ok((records, steps))
+}
+
+/// The node name of the simulated binding.
+pub const SIM_NODE: &str = "sim-node";
+
+/// How the pod reaches the kubelet.
+enum Scheduling {
+    /// Bound at `at` (0 for a pod without gates: the kubelet gets it at once, as before);
+    /// `records` is what happened before.
+    Bound {
+        pod: Box<Pod>,
+        records: Vec<Record>,
+        at: Duration,
+    },
+    /// Gated for the whole run: the API server's view of it, once.
+    Gated(Vec<Record>),
+}
+
+/// M11/K1: a pod with scheduling gates is `Pending` with `PodScheduled=False`
+/// `SchedulingGated` (STATUS `SchedulingGated`) until the script's `ungate`; then the
+/// scheduler binds it to [`SIM_NODE`] (its `Scheduled` event) and the kubelet starts it.
+fn schedule(mut pod: Pod, script: &Script, opts: &SimOptions) -> Scheduling {
+    use podvisor_api::pod::{
+        apply_scheduling_gated_condition, is_scheduling_gated, scheduled_message,
+    };
+    if !pod.spec.as_ref().is_some_and(is_scheduling_gated) {
+        return Scheduling::Bound {
+            pod: Box::new(pod),
+            records: Vec::new(),
+            at: Duration::ZERO,
+        };
+    }
+    let mut view = pod.clone();
+    view.status = Some(k8s_openapi::api::core::v1::PodStatus {
+        phase: Some("Pending".to_owned()),
+        ..Default::default()
+    });
+    apply_scheduling_gated_condition(&mut view, opts.start);
+    let mut records = vec![Record::Status {
+        t: 0.0,
+        status: snapshot(&view, opts.start),
+    }];
+    let Some(at) = script.ungate.filter(|at| *at <= opts.duration) else {
+        return Scheduling::Gated(records);
+    };
+    if let Some(spec) = pod.spec.as_mut() {
+        spec.scheduling_gates = None;
+        spec.node_name = Some(SIM_NODE.to_owned());
+    }
+    let meta = &pod.metadata;
+    records.push(Record::Event {
+        t: at.as_secs_f64(),
+        event: Event {
+            type_: crate::action::EventType::Normal,
+            reason: "Scheduled",
+            message: scheduled_message(
+                meta.namespace.as_deref().unwrap_or("default"),
+                meta.name.as_deref().unwrap_or(""),
+                SIM_NODE,
+            ),
+            container: None,
+        },
+    });
+    Scheduling::Bound {
+        pod: Box::new(pod),
+        records,
+        at,
+    }
 }
 
 /// Gives the pod what the API server would (uid, namespace, creationTimestamp).

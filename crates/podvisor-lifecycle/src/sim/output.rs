@@ -70,8 +70,36 @@ fn fmt_t(t: f64) -> String {
     format!("{t:>9.3}s")
 }
 
+/// An event repeated with nothing printed in between, folded as `kubectl describe` folds it.
+struct Repeats {
+    first: f64,
+    last: f64,
+    count: u32,
+    /// The event's line without its time.
+    text: String,
+}
+
+impl Repeats {
+    /// The fold's line, at the last repeat: `... (x30 over 4m50s)`; nothing for one.
+    fn flush(&self, out: &mut String) {
+        if self.count > 1 {
+            let over = std::time::Duration::from_secs_f64((self.last - self.first).max(0.0));
+            let _ = writeln!(
+                out,
+                "{}{} (x{} over {})",
+                fmt_t(self.last),
+                self.text,
+                self.count,
+                crate::duration::human_duration(over)
+            );
+        }
+    }
+}
+
 /// A readable timeline: a `kubectl get pods -w`-like table for status changes, and events in
-/// `kubectl describe` style, interleaved in time order.
+/// `kubectl describe` style, interleaved in time order. An event repeated with no other line
+/// in between (a `BackOff` every ten seconds) shows once, then once more folded at its last
+/// repeat as `kubectl describe` counts it: `(x30 over 4m50s)`.
 pub fn text_report(pod_name: &str, records: &[Record]) -> String {
     let mut out = String::new();
     let _ = writeln!(
@@ -80,6 +108,7 @@ pub fn text_report(pod_name: &str, records: &[Record]) -> String {
         "TIME", "NAME", "READY", "STATUS", "RESTARTS", "PHASE"
     );
     let mut last_line = String::new();
+    let mut repeats: Option<Repeats> = None;
     for r in records {
         match r {
             Record::Status { t, status } => {
@@ -115,11 +144,17 @@ pub fn text_report(pod_name: &str, records: &[Record]) -> String {
                 );
                 // Changes the table does not show (conditions, messages) make no new row.
                 if line != last_line {
+                    if let Some(r) = repeats.take() {
+                        r.flush(&mut out);
+                    }
                     let _ = writeln!(out, "{}  {line}", fmt_t(*t));
                     last_line = line;
                 }
             }
             Record::Runtime { t, container, what } => {
+                if let Some(r) = repeats.take() {
+                    r.flush(&mut out);
+                }
                 let _ = writeln!(out, "{}    runtime [{container}] {what}", fmt_t(*t));
             }
             Record::Event { t, event } => {
@@ -128,17 +163,36 @@ pub fn text_report(pod_name: &str, records: &[Record]) -> String {
                     .as_ref()
                     .map(|(_, n)| format!(" [{n}]"))
                     .unwrap_or_default();
-                let _ = writeln!(
-                    out,
-                    "{}    event {:<7} {:<20}{} {}",
-                    fmt_t(*t),
+                let text = format!(
+                    "    event {:<7} {:<20}{} {}",
                     event.type_.as_str(),
                     event.reason,
                     from,
                     event.message
                 );
+                match &mut repeats {
+                    Some(r) if r.text == text => {
+                        r.count += 1;
+                        r.last = *t;
+                    }
+                    _ => {
+                        if let Some(r) = repeats.take() {
+                            r.flush(&mut out);
+                        }
+                        let _ = writeln!(out, "{}{text}", fmt_t(*t));
+                        repeats = Some(Repeats {
+                            first: *t,
+                            last: *t,
+                            count: 1,
+                            text,
+                        });
+                    }
+                }
             }
         }
+    }
+    if let Some(r) = repeats {
+        r.flush(&mut out);
     }
     out
 }

@@ -18,6 +18,10 @@ pub struct Script {
     /// ends with 137 and the kubelet's A2 handling follows.
     #[serde(default, deserialize_with = "durations")]
     pub sandbox_lost: Vec<Duration>,
+    /// For a pod with `spec.schedulingGates`: when its last gate is removed (the scheduler
+    /// binds it then and the kubelet starts it). Without it a gated pod stays gated.
+    #[serde(default, deserialize_with = "opt_duration")]
+    pub ungate: Option<Duration>,
     /// Ephemeral containers added during the run, as `kubectl debug` adds them through the
     /// `pods/ephemeralcontainers` subresource; what each then does is its `containers` entry.
     #[serde(default)]

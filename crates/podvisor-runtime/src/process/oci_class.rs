@@ -22,10 +22,11 @@ use crate::config::BuildOptions;
 use crate::oci::launch::{OciLaunch, PidNamespace};
 use crate::sandbox::cni::{
     Attachment, Cni, DefaultNetwork, NetworkConfigList, PortMapping, kubernetes_args,
-    resolve_network,
+    load_default_network, resolve_network,
 };
 use crate::sandbox::etc_files::{NodeFacts, pod_etc_files, sandbox_hostname};
 use crate::sandbox::netns::{NsKind, PodNamespaces};
+use crate::sandbox::pool::{self, SandboxPool, WarmSandbox};
 use crate::{
     ImageGcOutcome, ImageGcPolicy, ImageReport, PodPaths, RuntimeError, SandboxError, StartError,
 };
@@ -35,6 +36,7 @@ use serde::{Deserialize, Serialize};
 use std::collections::HashSet;
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Instant;
 
 /// Where a pod's directory records the images its containers use (one empty file per image
@@ -70,6 +72,9 @@ pub struct OciOptions {
     pub images: ImageStore,
     /// Registry credentials (`--registry-config`).
     pub registry: Option<RegistryConfig>,
+    /// How many pod sandboxes to keep ready on podvisor's own network
+    /// ([`crate::sandbox::pool`]); 0: none.
+    pub warm_sandboxes: usize,
 }
 
 /// The `oci` class of a [`super::ProcessRuntime`].
@@ -83,6 +88,8 @@ pub(super) struct OciClass {
     state_dir: PathBuf,
     /// The kubelet pulls one image at a time (`serializeImagePulls`).
     pulls: tokio::sync::Mutex<()>,
+    /// Sandboxes made ahead of their pods (podvisor's own network only).
+    pool: Option<Arc<SandboxPool>>,
 }
 
 /// A pod sandbox's network, as made (`<pod dir>/network.json`).
@@ -168,12 +175,24 @@ impl OciClass {
     /// bridge network, written under `<state>/cni/net.d`.
     pub(super) fn new(state_dir: &Path, options: OciOptions) -> Result<OciClass, RuntimeError> {
         let default = DefaultNetwork::new(state_dir);
-        let network = resolve_network(
-            Path::new("/etc/cni/net.d"),
-            &state_dir.join("cni").join("net.d"),
-            &default,
-        )
-        .map_err(|e| RuntimeError::Other(format!("the CNI network: {e}")))?;
+        let system = Path::new("/etc/cni/net.d");
+        let network = resolve_network(system, &state_dir.join("cni").join("net.d"), &default)
+            .map_err(|e| RuntimeError::Other(format!("the CNI network: {e}")))?;
+        // podvisor's own network masquerades node-wide (a configured one does its own), and
+        // only its sandboxes can be made ahead: a configured network's plugins may read the
+        // pod's `CNI_ARGS`.
+        let own_network = matches!(load_default_network(system), Ok(None));
+        if own_network {
+            default
+                .ensure_masquerade()
+                .map_err(|e| RuntimeError::Other(format!("the pod network's masquerade: {e}")))?;
+        }
+        let pool = own_network.then(|| {
+            Arc::new(SandboxPool::new(
+                state_dir.join("sandbox-pool"),
+                options.warm_sandboxes,
+            ))
+        });
         Ok(OciClass {
             images: options.images,
             registry: options.registry,
@@ -185,7 +204,53 @@ impl OciClass {
             node: NodeFacts::read_host(Vec::new(), CLUSTER_DOMAIN),
             state_dir: state_dir.to_owned(),
             pulls: tokio::sync::Mutex::new(()),
+            pool,
         })
+    }
+
+    /// Fills the pool of ready sandboxes in the background, first releasing those an earlier
+    /// agent left (nothing without a pool, or outside a tokio runtime).
+    pub(super) fn warm(&self) {
+        let (Some(pool), Ok(handle)) = (&self.pool, tokio::runtime::Handle::try_current()) else {
+            return;
+        };
+        let (pool, cni, network) = (Arc::clone(pool), self.cni.clone(), self.network.clone());
+        handle.spawn(async move { pool.fill(&cni, &network).await });
+    }
+
+    /// Releases the ready sandboxes (the agent stops).
+    pub(super) async fn release_warm(&self) {
+        if let Some(pool) = &self.pool {
+            pool.release_all(&self.cni, &self.network).await;
+        }
+    }
+
+    /// A sandbox from the pool for a pod that can take one, moved into `ns_dir` and named
+    /// `hostname`. `None`: none ready, or the pod needs its own (see [`crate::sandbox::pool`]).
+    async fn take_warm(
+        &self,
+        kinds: &[NsKind],
+        network: &PodNetwork,
+        ns_dir: &Path,
+    ) -> Option<(PodNamespaces, WarmSandbox)> {
+        let pool = self.pool.as_ref()?;
+        if kinds != NsKind::ALL || !network.port_mappings.is_empty() {
+            return None;
+        }
+        let warm = pool.take()?;
+        self.warm();
+        let (taken, dir, name) = (warm.clone(), ns_dir.to_owned(), network.hostname.clone());
+        match tokio::task::spawn_blocking(move || pool::adopt(&taken, &dir, &name)).await {
+            Ok(Ok(namespaces)) => Some((namespaces, warm)),
+            failed => {
+                tracing::warn!("taking pooled sandbox {}: {failed:?}", warm.id);
+                if let Err(e) = self.cni.del(&self.network, &warm.attachment()).await {
+                    tracing::warn!("releasing pooled sandbox {}: {e}", warm.id);
+                }
+                let _ = warm.namespaces.remove();
+                None
+            }
+        }
     }
 
     /// Makes the pod's sandbox network before its shim starts (see the module docs). On
@@ -198,6 +263,7 @@ impl OciClass {
         if let Some(network) = PodNetwork::load(&paths.pod_dir) {
             return Ok(network);
         }
+        self.warm();
         let spec = pod.spec.clone().unwrap_or_default();
         let host_network = spec.host_network == Some(true);
         let hostname =
@@ -227,8 +293,17 @@ impl OciClass {
         };
         std::fs::create_dir_all(&paths.pod_dir).map_err(failed_sandbox)?;
         let kinds = NsKind::for_pod(host_network, spec.host_ipc == Some(true));
-        if !kinds.is_empty() {
-            let dir = paths.pod_dir.join("ns");
+        let ns_dir = paths.pod_dir.join("ns");
+        let mut attached = false;
+        if let Some((namespaces, warm)) = self.take_warm(&kinds, &network, &ns_dir).await {
+            attached = true;
+            network.namespaces = Some(namespaces.dir().to_owned());
+            network.held = Some(kinds);
+            network.ip = warm.ip;
+            network.cni_args = warm.attachment().args;
+            network.cni_id = warm.id;
+        } else if !kinds.is_empty() {
+            let dir = ns_dir.clone();
             let (name, held) = (hostname.clone(), kinds.clone());
             let made =
                 tokio::task::spawn_blocking(move || PodNamespaces::create(&dir, &name, &held))
@@ -238,7 +313,7 @@ impl OciClass {
             network.namespaces = Some(namespaces.dir().to_owned());
             network.held = Some(kinds);
         }
-        if !host_network {
+        if !host_network && !attached {
             let attachment = network
                 .attachment()
                 .ok_or_else(|| failed_sandbox("no netns"))?;
@@ -288,6 +363,35 @@ impl OciClass {
                 tracing::warn!("removing the namespaces of sandbox {}: {e}", network.cni_id);
             }
         }
+    }
+
+    /// Deletes runc's state of the pod's containers whose shim died with them (a sandbox
+    /// found dead after a restart of the node): `runc delete --force` of each instance that
+    /// has a bundle under `<pod dir>/oci`, which also removes its cgroup. Best effort.
+    pub(super) async fn remove_dead_containers(&self, paths: &PodPaths) {
+        let Ok(entries) = std::fs::read_dir(paths.pod_dir.join("oci")) else {
+            return;
+        };
+        let ids: Vec<String> = entries
+            .flatten()
+            .filter_map(|e| e.file_name().to_str()?.parse::<u64>().ok())
+            .map(|instance| {
+                let id = super::container_id(paths, instance);
+                id.rsplit("://").next().unwrap_or(&id).to_owned()
+            })
+            .collect();
+        let runc = crate::oci::executor::Runc::new(&self.state_dir);
+        let _ = tokio::task::spawn_blocking(move || {
+            use crate::oci::executor::OciExecutor;
+            for id in ids {
+                if matches!(runc.state(&id), Ok(Some(_)))
+                    && let Err(e) = runc.delete(&id, true)
+                {
+                    tracing::warn!("runc delete {id} of a dead sandbox: {e}");
+                }
+            }
+        })
+        .await;
     }
 
     /// Removes the network of the pod at `pod_dir`, if one was made.

@@ -94,6 +94,7 @@ impl ProcessRuntime {
             return Ok(());
         };
         if let Some(oci) = &self.inner.oci {
+            oci.remove_dead_containers(&paths).await;
             oci.remove_network_of(&paths.pod_dir).await;
         }
         let dir = paths.clone();

@@ -36,7 +36,8 @@ use serde_json::{Map, Value, json};
 use tokio::io::AsyncWriteExt;
 
 pub use config::{
-    DefaultNetwork, NetworkConfigList, load_default_network, resolve_network, version_at_least,
+    DefaultNetwork, MASQ_CHAIN, NetworkConfigList, load_default_network, resolve_network,
+    version_at_least,
 };
 pub use result::{CniResult, Dns, Interface, IpConfig, PluginError, Route};
 

@@ -279,6 +279,32 @@ impl PodNamespaces {
         }
     }
 
+    /// Moves the namespaces of `kinds` held here to `dir` (`MS_MOVE` of each mount: the
+    /// namespaces and everything in them stay as they are), then removes this directory.
+    /// How a sandbox made ahead of its pod (a warm pool) becomes the pod's.
+    ///
+    /// # Errors
+    /// A namespace is not held here, or a mount cannot be moved.
+    pub fn move_to(&self, dir: &Path, kinds: &[NsKind]) -> Result<PodNamespaces, NetnsError> {
+        let target = PodNamespaces::new(dir);
+        fs::create_dir_all(dir).map_err(io_err("create namespace directory", dir))?;
+        make_unbindable_mount(dir)?;
+        for &kind in kinds {
+            let (from, to) = (self.path(kind), target.path(kind));
+            if !is_nsfs(&from) {
+                return Err(NetnsError::Io {
+                    what: "move namespace",
+                    path: from,
+                    source: io::Error::from(io::ErrorKind::NotFound),
+                });
+            }
+            File::create(&to).map_err(io_err("create namespace file", &to))?;
+            rustix::mount::mount_move(&from, &to).map_err(errno_err("move namespace to", &to))?;
+        }
+        self.remove()?;
+        Ok(target)
+    }
+
     /// Runs `f` on a fresh thread that has joined this pod's namespace of `kind`, and returns
     /// its value. Sockets made in `f` stay in that network namespace after it returns (a
     /// listener for a test, a probe's connection).

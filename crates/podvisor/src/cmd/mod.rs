@@ -7,6 +7,7 @@ pub mod get;
 pub mod image;
 pub mod logs;
 pub mod run;
+pub mod run_logs;
 pub mod runtime_args;
 pub mod serve;
 pub mod simulate;

@@ -59,6 +59,10 @@ pub struct Args {
     /// pod's `terminationGracePeriodSeconds`).
     #[arg(long, hide = true, value_parser = clap::value_parser!(i64).range(0..))]
     pub delete_grace: Option<i64>,
+    /// Do not show the containers' output (text output shows each line, prefixed with its
+    /// container's name).
+    #[arg(long)]
+    pub no_logs: bool,
     /// The runtime (images come from `<state-dir>/images`, or `serve`'s default state
     /// directory's when the state directory is temporary).
     #[command(flatten)]
@@ -109,9 +113,13 @@ fn run_in(
         .build()
         .context("starting the async runtime")?;
     tokio.block_on(async {
-        let runtime = args.runtime.runtime(state_dir, images, &shim)?;
-        let agent = Agent::new(Arc::new(runtime), config);
-        supervise(&agent, pods, output, delete_grace).await
+        let runtime = Arc::new(args.runtime.runtime(state_dir, images, &shim)?);
+        let agent = Agent::new(Arc::clone(&runtime), config);
+        let logs = (output == OutputFormat::Text && !args.no_logs)
+            .then(|| super::run_logs::LogTail::new(state_dir, pods.len() > 1));
+        let code = supervise(&agent, pods, output, delete_grace, logs).await;
+        runtime.release_warm_sandboxes().await;
+        code
     })
 }
 
@@ -223,6 +231,7 @@ async fn supervise<R: Runtime>(
     pods: Vec<Pod>,
     output: OutputFormat,
     delete_grace: Option<i64>,
+    mut logs: Option<super::run_logs::LogTail>,
 ) -> anyhow::Result<i32> {
     let mut interrupt = signal(SignalKind::interrupt()).context("handling SIGINT")?;
     let mut terminate = signal(SignalKind::terminate()).context("handling SIGTERM")?;
@@ -255,6 +264,7 @@ async fn supervise<R: Runtime>(
     let mut printer = Printer::new(output, start, names);
     let mut interrupts = 0u32;
     let mut tick = tokio::time::interval(Duration::from_secs(1));
+    let mut log_poll = tokio::time::interval(LOG_POLL);
     loop {
         let wake = tokio::select! {
             update = rx.recv() => match update {
@@ -266,6 +276,7 @@ async fn supervise<R: Runtime>(
             _ = terminate.recv() => Wake::Interrupt,
             _ = hangup.recv() => Wake::Interrupt,
             _ = tick.tick() => Wake::Tick,
+            _ = log_poll.tick(), if logs.is_some() => Wake::Logs,
         };
         match wake {
             Wake::Update((i, PodUpdate::Status(pod))) => {
@@ -286,20 +297,33 @@ async fn supervise<R: Runtime>(
                 delete_grace,
             ),
             Wake::Tick => printer.tick(),
+            Wake::Logs => {
+                if let Some(tail) = logs.as_mut() {
+                    printer.output_lines(&tail.poll());
+                }
+            }
         }
     }
     while let Some(joined) = workers.join_next().await {
         joined.context("a pod forwarder task failed")??;
     }
+    // What the last containers wrote before they ended.
+    if let Some(tail) = logs.as_mut() {
+        printer.output_lines(&tail.poll());
+    }
     printer.finish();
     Ok(exit_code(&tracked))
 }
+
+/// How often `run` shows what the containers wrote.
+const LOG_POLL: Duration = Duration::from_millis(100);
 
 /// What woke `supervise`.
 enum Wake {
     Update((usize, PodUpdate)),
     Interrupt,
     Tick,
+    Logs,
 }
 
 /// First interrupt: delete every pod gracefully (with `grace`, or each pod's own grace period);
@@ -483,6 +507,20 @@ impl Printer {
                     write_out(&format!("{line}\n"));
                 }
             }
+        }
+    }
+
+    /// Lines the containers wrote (text output only), above the live table.
+    fn output_lines(&mut self, lines: &[String]) {
+        if lines.is_empty() || self.format != OutputFormat::Text {
+            return;
+        }
+        if self.live {
+            self.redraw(lines);
+        } else {
+            let mut text = lines.join("\n");
+            text.push('\n');
+            write_out(&text);
         }
     }
 

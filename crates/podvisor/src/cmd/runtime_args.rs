@@ -26,6 +26,11 @@ pub struct RuntimeArgs {
     /// `username`/`password`).
     #[arg(long)]
     pub registry_config: Option<PathBuf>,
+    /// Keep this many `oci` pod sandboxes (namespaces on the CNI bridge) ready ahead of the
+    /// pods that take them: a pod without hostNetwork, hostIPC or hostPorts then starts
+    /// without waiting for the CNI plugins. Only on podvisor's own network; 0: none.
+    #[arg(long, default_value_t = 0)]
+    pub warm_sandboxes: usize,
 }
 
 impl RuntimeArgs {
@@ -38,6 +43,9 @@ impl RuntimeArgs {
         images_dir: &Path,
         shim: &Path,
     ) -> anyhow::Result<ProcessRuntime> {
+        if let Some(problem) = podvisor_runtime::process::privileges_problem() {
+            anyhow::bail!("{problem}");
+        }
         let default = match self.runtime {
             RuntimeChoice::Process => RuntimeClass::Process,
             RuntimeChoice::Oci => RuntimeClass::Oci,
@@ -61,6 +69,7 @@ impl RuntimeArgs {
                 images: ImageStore::open(images_dir)
                     .with_context(|| format!("opening the image store {}", images_dir.display()))?,
                 registry,
+                warm_sandboxes: self.warm_sandboxes,
             })
         } else {
             None

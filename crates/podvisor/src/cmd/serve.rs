@@ -60,6 +60,10 @@ pub struct Args {
     /// have held is forgotten. Without this flag an empty store file is refused.
     #[arg(long)]
     pub reset_empty_store: bool,
+    /// PodGC (kube-controller-manager's): terminated pods beyond this number are deleted,
+    /// oldest first (0: never).
+    #[arg(long, default_value_t = podvisor_apiserver::podgc::DEFAULT_TERMINATED_POD_GC_THRESHOLD)]
+    pub terminated_pod_gc_threshold: usize,
     /// The runtime.
     #[command(flatten)]
     pub runtime: super::runtime_args::RuntimeArgs,
@@ -174,13 +178,16 @@ async fn serve(
     }
     let url = server.url();
 
+    // The scheduler's pass over pods a stopped serve created or ungated but did not bind.
+    podvisor_apiserver::bind_pending(&store, &node_name).context("binding pending pods")?;
     let runtime = args
         .runtime
         .runtime(state_dir, &state_dir.join("images"), shim)?;
-    let agent = Arc::new(Agent::new(Arc::new(runtime), config));
+    let runtime = Arc::new(runtime);
+    let agent = Arc::new(Agent::new(Arc::clone(&runtime), config));
     let mut node = Node::start(
         agent,
-        store,
+        store.clone(),
         NodeConfig {
             node_name: node_name.clone(),
             manifests: args.manifests.clone(),
@@ -223,6 +230,13 @@ async fn serve(
         }
     }
 
+    // PodGC, as kube-controller-manager runs it (ends with the runtime).
+    tokio::spawn(podvisor_apiserver::podgc::run(
+        store.clone(),
+        args.terminated_pod_gc_threshold,
+        std::future::pending(),
+    ));
+
     let control = node.control();
     let why = tokio::select! {
         () = next_signal(&mut term, &mut int) => Stop::Signal,
@@ -245,6 +259,7 @@ async fn serve(
                 }
             };
             result.context("draining")?;
+            runtime.release_warm_sandboxes().await;
         }
         Stop::Signal => {
             // The API first: it closes its port and its watches at once, while the node agent
@@ -252,6 +267,7 @@ async fn serve(
             let _ = api_stop_tx.send(());
             control.stop();
             node.join_mut().await.context("stopping the node agent")?;
+            runtime.release_warm_sandboxes().await;
             return finish_api(api).await;
         }
         Stop::Api(result) => {

@@ -69,9 +69,19 @@ fn check_file(file: &Path) -> bool {
                     .unwrap_or("");
                 println!("pod/{name} valid ({source})");
             }
-            Err(e) => {
+            // One error: kubectl's line. Several: its head, then one error per line (each
+            // printed once).
+            Err(e) if e.errors.len() == 1 => {
                 ok = false;
                 eprintln!("{e}");
+            }
+            Err(e) => {
+                ok = false;
+                eprintln!(
+                    "The {} {} is invalid:",
+                    e.kind,
+                    podvisor_api::validation::go_quote(&e.name)
+                );
                 for err in &e.errors {
                     // A forbidden-update diff spans lines; keep it indented.
                     eprintln!("  * {}", err.to_string().replace('\n', "\n    "));

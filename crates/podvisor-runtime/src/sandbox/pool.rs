@@ -1,0 +1,233 @@
+//! A warm pool of pod sandboxes: network, IPC and UTS namespaces made and attached to the
+//! CNI network ahead of the pods that will take them.
+//!
+//! Attaching a namespace to a bridge network costs a process start per plugin (`bridge`,
+//! `host-local`, `portmap`) and their netlink work: most of an OCI pod's start here. A pool
+//! does that work before the pod exists, so a pod that can take a pooled sandbox starts with
+//! a host name set and a few mount moves. Which pods can: those whose sandbox does not depend
+//! on the pod, i.e. their own network, IPC and UTS namespaces (no `hostNetwork`, no
+//! `hostIPC`), no `hostPort` (`portmap` maps ports at ADD), on a network whose plugins do not
+//! read the pod's `CNI_ARGS` (podvisor's own bridge network; the caller decides).
+//!
+//! Each pooled sandbox lives under `<pool dir>/<id>/ns` and is attached with CNI container ID
+//! `<id>`; a pod that takes one moves the namespace mounts into its own directory
+//! ([`PodNamespaces::move_to`]) and keeps the ID for the DEL at its tear-down. What is still in
+//! the pool when the agent stops is released by the next one ([`SandboxPool::release_all`]):
+//! nothing of the pool outlives the agent's interest in it.
+
+use std::collections::VecDeque;
+use std::net::IpAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+use super::cni::{Attachment, Cni, NetworkConfigList, POD_IFNAME};
+use super::netns::{NsKind, PodNamespaces};
+
+/// The host name of a pooled sandbox until a pod takes it.
+const POOL_HOSTNAME: &str = "podvisor-pool";
+
+/// A sandbox in the pool.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WarmSandbox {
+    /// The CNI container ID it was attached with (DEL needs the same).
+    pub id: String,
+    /// Its namespaces (`<pool dir>/<id>/ns`).
+    pub namespaces: PodNamespaces,
+    /// Its address on the network.
+    pub ip: Option<IpAddr>,
+}
+
+impl WarmSandbox {
+    /// The CNI attachment it was made with.
+    #[must_use]
+    pub fn attachment(&self) -> Attachment {
+        attachment(&self.id, self.namespaces.net_path())
+    }
+}
+
+fn attachment(id: &str, netns: PathBuf) -> Attachment {
+    Attachment {
+        container_id: id.to_owned(),
+        netns,
+        ifname: POD_IFNAME.to_owned(),
+        args: vec![("IgnoreUnknown".to_owned(), "1".to_owned())],
+        port_mappings: Vec::new(),
+    }
+}
+
+/// The pool: up to `size` ready sandboxes, refilled in the background after each take.
+#[derive(Debug)]
+pub struct SandboxPool {
+    dir: PathBuf,
+    size: usize,
+    ready: Mutex<VecDeque<WarmSandbox>>,
+    filling: AtomicBool,
+    /// The leftovers of an earlier agent were released (by the first fill).
+    swept: AtomicBool,
+    seq: AtomicU64,
+}
+
+impl SandboxPool {
+    /// A pool of `size` sandboxes under `dir` (nothing is made yet: see [`SandboxPool::fill`]).
+    #[must_use]
+    pub fn new(dir: impl Into<PathBuf>, size: usize) -> SandboxPool {
+        SandboxPool {
+            dir: dir.into(),
+            size,
+            ready: Mutex::new(VecDeque::new()),
+            filling: AtomicBool::new(false),
+            swept: AtomicBool::new(false),
+            seq: AtomicU64::new(0),
+        }
+    }
+
+    /// Takes a ready sandbox, if there is one.
+    pub fn take(&self) -> Option<WarmSandbox> {
+        self.ready
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .pop_front()
+    }
+
+    /// How many sandboxes are ready.
+    pub fn ready(&self) -> usize {
+        self.ready
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .len()
+    }
+
+    /// Makes sandboxes until the pool is full (a pool of 0 never has any); one filler at a time (a second call while one
+    /// runs returns at once). The first fill releases what an earlier agent left in the
+    /// pool's directory. A failure stops the filling quietly: pods then make their own.
+    pub async fn fill(&self, cni: &Cni, network: &NetworkConfigList) {
+        if self.filling.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        // Also with a size of 0: an earlier agent may have kept some.
+        if !self.swept.swap(true, Ordering::AcqRel) {
+            self.release_all(cni, network).await;
+        }
+        while self.ready() < self.size {
+            match self.make_one(cni, network).await {
+                Ok(sandbox) => self
+                    .ready
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .push_back(sandbox),
+                Err(e) => {
+                    tracing::warn!("warming a pod sandbox: {e}");
+                    break;
+                }
+            }
+        }
+        self.filling.store(false, Ordering::Release);
+    }
+
+    async fn make_one(
+        &self,
+        cni: &Cni,
+        network: &NetworkConfigList,
+    ) -> Result<WarmSandbox, String> {
+        let id = format!(
+            "pool{:x}{:x}{:x}",
+            std::process::id(),
+            jiff::Timestamp::now().as_nanosecond(),
+            self.seq.fetch_add(1, Ordering::Relaxed)
+        );
+        let ns_dir = self.dir.join(&id).join("ns");
+        let made = tokio::task::spawn_blocking(move || {
+            PodNamespaces::create(&ns_dir, POOL_HOSTNAME, &NsKind::ALL)
+        })
+        .await
+        .map_err(|e| e.to_string())?;
+        let (namespaces, _) = made.map_err(|e| e.to_string())?;
+        let att = attachment(&id, namespaces.net_path());
+        match cni.add(network, &att).await {
+            Ok(result) => Ok(WarmSandbox {
+                ip: result.pod_ips().first().copied(),
+                id,
+                namespaces,
+            }),
+            Err(e) => {
+                let sandbox = WarmSandbox {
+                    id,
+                    namespaces,
+                    ip: None,
+                };
+                release(cni, network, &sandbox, &self.dir).await;
+                Err(e.to_string())
+            }
+        }
+    }
+
+    /// Releases the ready sandboxes and every one left under the pool's directory by an
+    /// earlier agent (none of those was taken: a taken one lives in its pod's directory). At
+    /// the agent's stop, and by the first fill.
+    pub async fn release_all(&self, cni: &Cni, network: &NetworkConfigList) {
+        let ready: Vec<WarmSandbox> = self
+            .ready
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .drain(..)
+            .collect();
+        for sandbox in &ready {
+            release(cni, network, sandbox, &self.dir).await;
+        }
+        let Ok(entries) = std::fs::read_dir(&self.dir) else {
+            return;
+        };
+        for entry in entries.flatten() {
+            let Some(id) = entry.file_name().to_str().map(str::to_owned) else {
+                continue;
+            };
+            let sandbox = WarmSandbox {
+                namespaces: PodNamespaces::new(entry.path().join("ns")),
+                id,
+                ip: None,
+            };
+            release(cni, network, &sandbox, &self.dir).await;
+        }
+    }
+}
+
+/// CNI DEL of `sandbox`, then its namespaces and directory.
+async fn release(cni: &Cni, network: &NetworkConfigList, sandbox: &WarmSandbox, pool_dir: &Path) {
+    if let Err(e) = cni.del(network, &sandbox.attachment()).await {
+        tracing::warn!("releasing pooled sandbox {}: {e}", sandbox.id);
+    }
+    let namespaces = sandbox.namespaces.clone();
+    let dir = pool_dir.join(&sandbox.id);
+    let _ = tokio::task::spawn_blocking(move || {
+        if let Err(e) = namespaces.remove() {
+            tracing::warn!(
+                "removing pooled namespaces {}: {e}",
+                namespaces.dir().display()
+            );
+        }
+        let _ = std::fs::remove_dir(&dir);
+    })
+    .await;
+}
+
+/// Moves a taken sandbox's namespaces into `ns_dir` (the pod's) and names its host
+/// `hostname`; its pool directory goes.
+///
+/// # Errors
+/// The namespaces cannot be moved or the host name set.
+pub fn adopt(
+    sandbox: &WarmSandbox,
+    ns_dir: &Path,
+    hostname: &str,
+) -> Result<PodNamespaces, String> {
+    let moved = sandbox
+        .namespaces
+        .move_to(ns_dir, &NsKind::ALL)
+        .map_err(|e| e.to_string())?;
+    moved.set_hostname(hostname).map_err(|e| e.to_string())?;
+    if let Some(parent) = sandbox.namespaces.dir().parent() {
+        let _ = std::fs::remove_dir(parent);
+    }
+    Ok(moved)
+}

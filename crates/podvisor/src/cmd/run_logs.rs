@@ -1,0 +1,183 @@
+//! `podvisor run`'s view of the containers' output: every line of every container's CRI log
+//! file, as it is written, prefixed with the container's name (`pod/container` when the run
+//! has several pods), as `docker compose up` shows its services' output.
+//!
+//! The files are the runtime's (`<state>/logs/<ns>_<pod>_<uid>/<container>/<attempt>.log`),
+//! read from where the last poll stopped; a line split into partial (`P`) records is shown
+//! once whole. Polled, not watched: a tenth of a second behind at most, and nothing to set
+//! up per file.
+
+use std::collections::{BTreeMap, HashMap};
+use std::io::{Read, Seek, SeekFrom};
+use std::path::{Path, PathBuf};
+
+use podvisor_runtime::logs::parse_line;
+
+/// How far each log file has been read.
+#[derive(Debug, Default)]
+struct Cursor {
+    offset: u64,
+    /// Bytes after the last newline (a record being written).
+    pending: Vec<u8>,
+    /// The content of `P` records waiting for their line's end, per stream.
+    partial: HashMap<&'static str, String>,
+}
+
+/// Tails the log files under a state directory's `logs`.
+#[derive(Debug)]
+pub struct LogTail {
+    dir: PathBuf,
+    /// Show `pod/container` rather than `container`.
+    with_pod: bool,
+    cursors: HashMap<PathBuf, Cursor>,
+}
+
+impl LogTail {
+    /// Tails `<state_dir>/logs`; `with_pod` when the run has several pods.
+    #[must_use]
+    pub fn new(state_dir: &Path, with_pod: bool) -> LogTail {
+        LogTail {
+            dir: state_dir.join("logs"),
+            with_pod,
+            cursors: HashMap::new(),
+        }
+    }
+
+    /// The lines written since the last poll, prefixed (`name | line`), oldest attempt of each
+    /// container first.
+    pub fn poll(&mut self) -> Vec<String> {
+        let mut out = Vec::new();
+        for (prefix, files) in self.files() {
+            for path in files {
+                let cursor = self.cursors.entry(path.clone()).or_default();
+                for line in read_new(&path, cursor) {
+                    out.push(format!("{prefix} | {line}"));
+                }
+            }
+        }
+        out
+    }
+
+    /// Every log file by its prefix, each container's in attempt order.
+    fn files(&self) -> BTreeMap<String, Vec<PathBuf>> {
+        let mut found: BTreeMap<String, Vec<(u64, PathBuf)>> = BTreeMap::new();
+        let Ok(pods) = std::fs::read_dir(&self.dir) else {
+            return BTreeMap::new();
+        };
+        for pod in pods.flatten() {
+            let dir_name = pod.file_name().to_string_lossy().into_owned();
+            // `<namespace>_<name>_<uid>`: names and namespaces have no `_`.
+            let pod_name = dir_name.split('_').nth(1).unwrap_or(&dir_name).to_owned();
+            let Ok(containers) = std::fs::read_dir(pod.path()) else {
+                continue;
+            };
+            for container in containers.flatten() {
+                let name = container.file_name().to_string_lossy().into_owned();
+                let prefix = if self.with_pod {
+                    format!("{pod_name}/{name}")
+                } else {
+                    name
+                };
+                let Ok(logs) = std::fs::read_dir(container.path()) else {
+                    continue;
+                };
+                for log in logs.flatten() {
+                    let file = log.file_name().to_string_lossy().into_owned();
+                    if let Some(attempt) = file
+                        .strip_suffix(".log")
+                        .and_then(|n| n.parse::<u64>().ok())
+                    {
+                        found
+                            .entry(prefix.clone())
+                            .or_default()
+                            .push((attempt, log.path()));
+                    }
+                }
+            }
+        }
+        found
+            .into_iter()
+            .map(|(prefix, mut files)| {
+                files.sort();
+                (prefix, files.into_iter().map(|(_, p)| p).collect())
+            })
+            .collect()
+    }
+}
+
+/// The whole lines appended to `path` since `cursor`, as the container wrote them.
+fn read_new(path: &Path, cursor: &mut Cursor) -> Vec<String> {
+    let Ok(mut file) = std::fs::File::open(path) else {
+        return Vec::new();
+    };
+    let len = file.metadata().map(|m| m.len()).unwrap_or(0);
+    if len < cursor.offset {
+        // Rewritten from the start (it never is today): read it again.
+        *cursor = Cursor::default();
+    }
+    if len == cursor.offset || file.seek(SeekFrom::Start(cursor.offset)).is_err() {
+        return Vec::new();
+    }
+    let mut bytes = Vec::new();
+    if file.read_to_end(&mut bytes).is_err() {
+        return Vec::new();
+    }
+    cursor.offset += bytes.len() as u64;
+    cursor.pending.extend_from_slice(&bytes);
+    let mut lines = Vec::new();
+    while let Some(end) = cursor.pending.iter().position(|b| *b == b'\n') {
+        let record: Vec<u8> = cursor.pending.drain(..=end).collect();
+        let Some(parsed) = parse_line(&String::from_utf8_lossy(&record)) else {
+            continue;
+        };
+        let stream = parsed.stream.as_str();
+        let partial = cursor.partial.entry(stream).or_default();
+        partial.push_str(&parsed.content);
+        if !parsed.partial {
+            lines.push(std::mem::take(partial));
+        }
+    }
+    lines
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lines_are_prefixed_by_container_and_joined_from_partial_records() {
+        let dir = std::env::temp_dir().join(format!("pv-run-logs-{}", std::process::id()));
+        let c = dir.join("logs/default_web_0123/app");
+        std::fs::create_dir_all(&c).unwrap();
+        std::fs::write(
+            c.join("0.log"),
+            "2026-11-26T00:00:00.000000000Z stdout F hello\n\
+             2026-11-26T00:00:00.100000000Z stderr P par\n",
+        )
+        .unwrap();
+        let mut tail = LogTail::new(&dir, false);
+        assert_eq!(tail.poll(), ["app | hello"]);
+        assert!(tail.poll().is_empty(), "read once");
+        let mut f = std::fs::OpenOptions::new()
+            .append(true)
+            .open(c.join("0.log"))
+            .unwrap();
+        std::io::Write::write_all(
+            &mut f,
+            b"2026-11-26T00:00:00.200000000Z stderr F tial\n2026-11-26T00:00:00",
+        )
+        .unwrap();
+        assert_eq!(tail.poll(), ["app | partial"]);
+        std::fs::write(
+            c.join("1.log"),
+            "2026-11-26T00:00:01.000000000Z stdout F again\n",
+        )
+        .unwrap();
+        let mut several = LogTail::new(&dir, true);
+        assert_eq!(
+            several.poll(),
+            ["web/app | hello", "web/app | partial", "web/app | again"]
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}

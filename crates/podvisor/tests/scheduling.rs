@@ -1,0 +1,248 @@
+//! `podvisor serve` with the real kubectl: scheduling gates (M11, K1: a gated pod does not
+//! run until its last gate goes, then it is bound and starts), pod generation (D10:
+//! `observedGeneration` follows `metadata.generation`), and PodGC (M14: terminated pods
+//! beyond `--terminated-pod-gc-threshold` are deleted oldest first, seen by a watch).
+
+use crate::serve_common::ServeCtx;
+use serde_json::Value;
+use std::io::Read;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+fn node_name() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_lowercase())
+        .ok()
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "localhost".to_string())
+}
+
+fn create(ctx: &ServeCtx, manifest: &str) {
+    let path = ctx.manifest(&format!("m{}", manifest.len()), manifest);
+    ctx.kubectl_ok(&["create", "-f", path.to_str().unwrap()]);
+}
+
+fn pod(ctx: &ServeCtx, name: &str) -> Value {
+    serde_json::from_str(&ctx.kubectl_ok(&["get", "pod", name, "-o", "json"])).unwrap()
+}
+
+/// Polls `check` on the pod's JSON until it holds (30 s at most).
+fn wait_pod(ctx: &ServeCtx, name: &str, what: &str, check: impl Fn(&Value) -> bool) -> Value {
+    let start = Instant::now();
+    loop {
+        let p = pod(ctx, name);
+        if check(&p) {
+            return p;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "{name}: {what} did not happen: {p}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+fn row(table: &str, name: &str) -> Vec<String> {
+    table
+        .lines()
+        .find(|l| l.split_whitespace().next() == Some(name))
+        .unwrap_or_else(|| panic!("no row {name}: {table}"))
+        .split_whitespace()
+        .map(str::to_owned)
+        .collect()
+}
+
+fn generations(p: &Value) -> (Value, Vec<(String, Value)>) {
+    let conditions = p["status"]["conditions"]
+        .as_array()
+        .map(|cs| {
+            cs.iter()
+                .map(|c| {
+                    (
+                        c["type"].as_str().unwrap_or("").to_owned(),
+                        c["observedGeneration"].clone(),
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    (p["status"]["observedGeneration"].clone(), conditions)
+}
+
+#[test]
+#[ignore = "needs root: run as root with --include-ignored (scripts/test does)"]
+fn m11_a_gated_pod_runs_only_once_its_last_gate_goes() {
+    let mut ctx = ServeCtx::new("sg");
+    ctx.start(&[]);
+    let started = ctx.path("started");
+    create(
+        &ctx,
+        &format!(
+            "apiVersion: v1\nkind: Pod\nmetadata: {{name: held}}\nspec:\n  schedulingGates:\n  \
+             - name: example.com/quota\n  containers:\n  - name: app\n    image: busybox\n    \
+             command: [sh, -c, 'touch {} && exec sleep 3600']\n",
+            started.display()
+        ),
+    );
+    std::thread::sleep(Duration::from_millis(1500));
+    assert!(!started.exists(), "a gated pod must not start");
+    let wide = ctx.kubectl_ok(&["get", "pods", "-o", "wide"]);
+    let r = row(&wide, "held");
+    assert_eq!(
+        (r[1].as_str(), r[2].as_str(), r[6].as_str()),
+        ("0/1", "SchedulingGated", "<none>"),
+        "{wide}"
+    );
+
+    ctx.kubectl_ok(&[
+        "patch",
+        "pod",
+        "held",
+        "--type=json",
+        "-p",
+        r#"[{"op":"remove","path":"/spec/schedulingGates"}]"#,
+    ]);
+    let node = node_name();
+    let p = wait_pod(&ctx, "held", "running and ready", |p| {
+        p["status"]["phase"] == "Running" && p["status"]["containerStatuses"][0]["ready"] == true
+    });
+    assert!(started.exists());
+    assert_eq!(p["spec"]["nodeName"], node.as_str());
+    let wide = ctx.kubectl_ok(&["get", "pods", "-o", "wide"]);
+    let r = row(&wide, "held");
+    assert_eq!(
+        (r[2].as_str(), r[6].as_str()),
+        ("Running", node.as_str()),
+        "{wide}"
+    );
+    let events = ctx.kubectl_ok(&[
+        "get",
+        "events",
+        "--field-selector",
+        "reason=Scheduled",
+        "-o",
+        "jsonpath={.items[*].message}",
+    ]);
+    assert_eq!(
+        events,
+        format!("Successfully assigned default/held to {node}")
+    );
+
+    // D10: the gate's removal made generation 2; the kubelet's status observes it, on every
+    // condition it owns and on PodScheduled.
+    let p = wait_pod(&ctx, "held", "observedGeneration 2", |p| {
+        p["status"]["observedGeneration"] == 2
+    });
+    assert_eq!(p["metadata"]["generation"], 2);
+    let (_, conditions) = generations(&p);
+    for (t, g) in &conditions {
+        assert_eq!(g, &Value::from(2), "{t}: {p}");
+    }
+    let types: Vec<&str> = conditions.iter().map(|(t, _)| t.as_str()).collect();
+    assert_eq!(
+        types,
+        [
+            "PodReadyToStartContainers",
+            "Initialized",
+            "Ready",
+            "ContainersReady",
+            "PodScheduled"
+        ]
+    );
+    // A spec change (activeDeadlineSeconds set) is generation 3, observed in turn.
+    ctx.kubectl_ok(&[
+        "patch",
+        "pod",
+        "held",
+        "-p",
+        r#"{"spec":{"activeDeadlineSeconds":3600}}"#,
+    ]);
+    wait_pod(&ctx, "held", "observedGeneration 3", |p| {
+        p["metadata"]["generation"] == 3
+            && generations(p).0 == 3
+            && generations(p).1.iter().all(|(_, g)| g == 3)
+    });
+
+    // An unbound pod is deleted at once (grace 0: no kubelet will ever stop it).
+    create(
+        &ctx,
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: never}\nspec:\n  schedulingGates:\n  \
+         - name: example.com/never\n  containers:\n  - name: app\n    image: busybox\n    \
+         command: [sleep, '3600']\n",
+    );
+    let deleted = Instant::now();
+    ctx.kubectl_ok(&["delete", "pod", "never", "--timeout=10s"]);
+    assert!(deleted.elapsed() < Duration::from_secs(5));
+    ctx.kubectl_ok(&["delete", "pod", "held", "--grace-period=1", "--timeout=30s"]);
+    assert_eq!(ctx.stop(Duration::from_secs(10)), Some(0));
+}
+
+#[test]
+#[ignore = "needs root: run as root with --include-ignored (scripts/test does)"]
+fn m14_podgc_deletes_terminated_pods_beyond_the_threshold_oldest_first() {
+    let mut ctx = ServeCtx::new("gc");
+    ctx.start(&["--terminated-pod-gc-threshold", "1"]);
+    // A watch from now on: PodGC's deletions are DELETED events.
+    let mut watch = ctx
+        .kubectl_command(&[
+            "get",
+            "pods",
+            "--watch-only",
+            "--output-watch-events",
+            "-o",
+            "json",
+            "--request-timeout=0",
+        ])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    for name in ["a", "b", "c"] {
+        create(
+            &ctx,
+            &format!(
+                "apiVersion: v1\nkind: Pod\nmetadata: {{name: {name}}}\nspec:\n  restartPolicy: \
+                 Never\n  containers:\n  - name: app\n    image: busybox\n    command: [sh, -c, \
+                 'echo {} {name}']\n",
+                ctx.marker
+            ),
+        );
+        wait_pod(&ctx, name, "Succeeded", |p| {
+            p["status"]["phase"] == "Succeeded"
+        });
+        // Creation times are whole seconds: one pod per second keeps "oldest" unambiguous.
+        std::thread::sleep(Duration::from_millis(1100));
+    }
+    // PodGC runs every 20 s.
+    let start = Instant::now();
+    loop {
+        let left = ctx.kubectl_ok(&["get", "pods", "-o", "name"]);
+        if left.trim() == "pod/c" {
+            break;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(45),
+            "PodGC did not collect a and b: {left}"
+        );
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    let _ = watch.kill();
+    let mut out = String::new();
+    watch
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut out)
+        .unwrap();
+    let _ = watch.wait();
+    let events: Vec<Value> = serde_json::Deserializer::from_str(&out)
+        .into_iter::<Value>()
+        .map(Result::unwrap)
+        .collect();
+    let deleted: Vec<&str> = events
+        .iter()
+        .filter(|e| e["type"] == "DELETED")
+        .filter_map(|e| e["object"]["metadata"]["name"].as_str())
+        .collect();
+    assert_eq!(deleted, ["a", "b"], "{out}");
+    assert_eq!(ctx.stop(Duration::from_secs(10)), Some(0));
+}
