@@ -217,9 +217,12 @@ async fn subresource(
         ("pods", "ephemeralcontainers", Method::PATCH) => {
             pods::ephemeral::patch(&req, &ns, &name, &body)
         }
-        ("pods", "status" | "log" | "exec" | "attach" | "binding" | "ephemeralcontainers", m) => Err(
-            ApiError::method_not_supported(&format!("pods/{sub}"), m.as_str()),
-        ),
+        ("pods", "status" | "log" | "exec" | "attach" | "binding" | "ephemeralcontainers", m) => {
+            Err(ApiError::method_not_supported(
+                &format!("pods/{sub}"),
+                m.as_str(),
+            ))
+        }
         _ => Err(ApiError::path_not_found()),
     })
 }

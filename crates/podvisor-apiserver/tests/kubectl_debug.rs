@@ -5,7 +5,7 @@
 
 use crate::common;
 
-use common::{TestServer, pod_yaml};
+use common::{NODE, TestServer, pod_yaml};
 use serde_json::{Value, json};
 
 const SUB: &str = "/api/v1/namespaces/default/pods/web/ephemeralcontainers";
@@ -232,9 +232,9 @@ fn ephemeral_containers_change_only_through_their_subresource() {
 #[test]
 fn static_pods_take_no_ephemeral_containers() {
     let s = TestServer::start();
-    s.create(
-        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: web\n  annotations:\n    kubernetes.io/config.mirror: abc\nspec:\n  containers:\n  - name: app\n    image: busybox\n",
-    );
+    s.create(&format!(
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: web\n  annotations:\n    kubernetes.io/config.mirror: abc\nspec:\n  nodeName: {NODE}\n  containers:\n  - name: app\n    image: busybox\n"
+    ));
     let (code, st) = patch(
         &s,
         SUB,
