@@ -718,6 +718,13 @@ impl<R: Runtime> PodTask<R> {
             .chain(spec.init_containers.iter().flatten())
             .find(|c| c.name == name)
             .cloned()
+            .or_else(|| {
+                spec.ephemeral_containers
+                    .iter()
+                    .flatten()
+                    .find(|e| e.name == name)
+                    .map(podvisor_api::pod::ephemeral_as_container)
+            })
     }
 
     fn spawn<F>(&mut self, on_panic: Option<Input<R::Sandbox>>, task: F) -> Id

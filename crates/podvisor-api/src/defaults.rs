@@ -187,7 +187,9 @@ fn default_container(c: &mut Container) {
     }
 }
 
-fn default_ephemeral_container(e: &mut EphemeralContainer) {
+/// The API server's defaults for one ephemeral container (pull policy, termination message
+/// path and policy), as [`apply_defaults`] applies them to `spec.ephemeralContainers`.
+pub fn default_ephemeral_container(e: &mut EphemeralContainer) {
     if e.image_pull_policy.as_deref().unwrap_or("").is_empty() {
         e.image_pull_policy =
             Some(default_pull_policy(e.image.as_deref().unwrap_or("")).to_owned());

@@ -4,7 +4,7 @@
 //! the QoS class, and the condition types the kubelet owns.
 
 use crate::quantity::Quantity;
-use k8s_openapi::api::core::v1::{Container, PodSpec, ResourceRequirements};
+use k8s_openapi::api::core::v1::{Container, EphemeralContainer, PodSpec, ResourceRequirements};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity as ApiQuantity;
 use std::collections::BTreeMap;
 
@@ -186,6 +186,39 @@ pub fn image_pulled_message(
         crate::gotext::duration(ms(pull)),
         crate::gotext::duration(ms(including_waiting)),
     )
+}
+
+/// An ephemeral container as a [`Container`] (its `EphemeralContainerCommon`, as the kubelet
+/// converts it to start it and the API server to validate it): every field it shares, so
+/// the container rules, the runtime's config and the status apply unchanged.
+pub fn ephemeral_as_container(e: &EphemeralContainer) -> Container {
+    Container {
+        args: e.args.clone(),
+        command: e.command.clone(),
+        env: e.env.clone(),
+        env_from: e.env_from.clone(),
+        image: e.image.clone(),
+        image_pull_policy: e.image_pull_policy.clone(),
+        lifecycle: e.lifecycle.clone(),
+        liveness_probe: e.liveness_probe.clone(),
+        name: e.name.clone(),
+        ports: e.ports.clone(),
+        readiness_probe: e.readiness_probe.clone(),
+        resize_policy: e.resize_policy.clone(),
+        resources: e.resources.clone(),
+        restart_policy: e.restart_policy.clone(),
+        restart_policy_rules: e.restart_policy_rules.clone(),
+        security_context: e.security_context.clone(),
+        startup_probe: e.startup_probe.clone(),
+        stdin: e.stdin,
+        stdin_once: e.stdin_once,
+        termination_message_path: e.termination_message_path.clone(),
+        termination_message_policy: e.termination_message_policy.clone(),
+        tty: e.tty,
+        volume_devices: e.volume_devices.clone(),
+        volume_mounts: e.volume_mounts.clone(),
+        working_dir: e.working_dir.clone(),
+    }
 }
 
 /// `applySchedulingGatedCondition`'s message (`pkg/registry/core/pod/strategy.go`).

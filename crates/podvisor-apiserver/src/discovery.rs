@@ -124,6 +124,9 @@ pub(crate) fn v1_resources() -> Value {
             resource("pods", "pod", true, "Pod", &all, &["po"], &["all"]),
             resource("pods/attach", "", true, "PodAttachOptions", &["create", "get"], &[], &[]),
             resource("pods/binding", "", true, "Binding", &["create"], &[], &[]),
+            resource(
+                "pods/ephemeralcontainers", "", true, "Pod", &["get", "patch", "update"], &[], &[],
+            ),
             resource("pods/exec", "", true, "PodExecOptions", &["create", "get"], &[], &[]),
             resource("pods/log", "", true, "Pod", &["get"], &[], &[]),
             resource("pods/resize", "", true, "Pod", &["get", "patch", "update"], &[], &[]),

@@ -1,17 +1,20 @@
 //! Just enough of the Kubernetes protobuf encoding to accept what kubectl's typed clients
-//! send that way: `kubectl create namespace` posts a protobuf `Namespace` (and does not fall
-//! back to JSON on 415). The envelope (`k8s\0` + `runtime.Unknown`) is decoded, and of the
-//! object its `ObjectMeta` name, generateName, labels and annotations; every other kind is
-//! refused with 415.
+//! send that way (they do not fall back to JSON on 415): `kubectl create namespace` posts a
+//! protobuf `Namespace`, `kubectl debug --copy-to` a `Pod`. The envelope (`k8s\0` +
+//! `runtime.Unknown`) is decoded; of a Namespace its `ObjectMeta` name, generateName, labels
+//! and annotations; a Pod whole, through its wire schema (`protobuf/pod.rs`); every other kind
+//! is refused with 415.
 
 use serde_json::{Map, Value, json};
+
+mod pod;
 
 /// The envelope's magic prefix.
 pub(crate) const MAGIC: &[u8] = b"k8s\0";
 
 /// One field of a protobuf message.
 enum Field<'a> {
-    Varint,
+    Varint(u64),
     Bytes(&'a [u8]),
     Other,
 }
@@ -37,10 +40,7 @@ fn fields(buf: &[u8]) -> Result<Vec<(u64, Field<'_>)>, String> {
         let key = varint(buf, &mut pos)?;
         let (number, wire) = (key >> 3, key & 7);
         let field = match wire {
-            0 => {
-                varint(buf, &mut pos)?;
-                Field::Varint
-            }
+            0 => Field::Varint(varint(buf, &mut pos)?),
             1 => {
                 pos += 8;
                 Field::Other
@@ -145,9 +145,15 @@ pub(crate) fn decode(body: &[u8]) -> Result<Value, String> {
             _ => {}
         }
     }
+    if api_version == "v1" && kind == "Pod" {
+        let mut pod = pod::decode(raw)?;
+        pod.insert("apiVersion".to_owned(), json!(api_version));
+        pod.insert("kind".to_owned(), json!(kind));
+        return Ok(Value::Object(pod));
+    }
     if api_version != "v1" || kind != "Namespace" {
         return Err(format!(
-            "protobuf is only accepted for v1 Namespace, not {api_version} {kind}"
+            "protobuf is only accepted for v1 Namespace and Pod, not {api_version} {kind}"
         ));
     }
     let mut metadata = json!({});
@@ -193,11 +199,26 @@ mod tests {
             json!({"apiVersion": "v1", "kind": "Namespace",
                    "metadata": {"name": "other", "labels": {"team": "a"}}})
         );
+        let service = [
+            MAGIC.to_vec(),
+            bytes_field(
+                1,
+                &[bytes_field(1, b"v1"), bytes_field(2, b"Service")].concat(),
+            ),
+        ]
+        .concat();
+        assert_eq!(
+            decode(&service).unwrap_err(),
+            "protobuf is only accepted for v1 Namespace and Pod, not v1 Service"
+        );
         let pod = [
             MAGIC.to_vec(),
             bytes_field(1, &[bytes_field(1, b"v1"), bytes_field(2, b"Pod")].concat()),
         ]
         .concat();
-        assert!(decode(&pod).is_err());
+        assert_eq!(
+            decode(&pod).unwrap(),
+            json!({"apiVersion": "v1", "kind": "Pod"})
+        );
     }
 }

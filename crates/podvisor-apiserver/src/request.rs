@@ -156,7 +156,8 @@ pub(crate) fn content_type(headers: &HeaderMap) -> String {
 pub(crate) fn parse_body(body: &[u8]) -> ApiResult<Value> {
     if body.starts_with(crate::protobuf::MAGIC) {
         return crate::protobuf::decode(body).map_err(|why| {
-            let mut e = ApiError::unsupported_media_type("application/vnd.kubernetes.protobuf");
+            let mut e =
+                ApiError::unsupported_body_media_type("application/vnd.kubernetes.protobuf");
             e.message = format!("{}: {why}", e.message);
             e
         });

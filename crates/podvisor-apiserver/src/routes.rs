@@ -187,7 +187,7 @@ async fn object_watch(
 }
 
 /// `/api/v1/namespaces/{ns}/{resource}/{name}/{subresource}`: `pods/status`, `pods/log`,
-/// `pods/exec`, `pods/attach`, `pods/binding`.
+/// `pods/exec`, `pods/attach`, `pods/binding`, `pods/ephemeralcontainers`.
 async fn subresource(
     req: Req,
     Path((ns, resource, name, sub)): Path<(String, String, String, String)>,
@@ -213,9 +213,21 @@ async fn subresource(
         ("pods", "binding", Method::POST) => {
             crate::scheduler::create_binding(&req, &ns, &name, &body)
         }
-        ("pods", "status" | "resize" | "log" | "exec" | "attach" | "binding", m) => Err(
-            ApiError::method_not_supported(&format!("pods/{sub}"), m.as_str()),
-        ),
+        ("pods", "ephemeralcontainers", Method::GET) => objects::get(&req, PODS, &ns, &name),
+        ("pods", "ephemeralcontainers", Method::PUT) => {
+            pods::ephemeral::update(&req, &ns, &name, &body)
+        }
+        ("pods", "ephemeralcontainers", Method::PATCH) => {
+            pods::ephemeral::patch(&req, &ns, &name, &body)
+        }
+        (
+            "pods",
+            "status" | "resize" | "log" | "exec" | "attach" | "binding" | "ephemeralcontainers",
+            m,
+        ) => Err(ApiError::method_not_supported(
+            &format!("pods/{sub}"),
+            m.as_str(),
+        )),
         _ => Err(ApiError::path_not_found()),
     })
 }

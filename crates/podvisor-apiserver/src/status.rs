@@ -170,6 +170,18 @@ impl ApiError {
         )
     }
 
+    /// 415 for a create or update body in a format the server does not decode, with the
+    /// media types it takes for those.
+    pub fn unsupported_body_media_type(content_type: &str) -> Self {
+        Self::new(
+            415,
+            "UnsupportedMediaType",
+            format!(
+                "the body of the request was in an unknown format - accepted media types include: application/json, application/yaml; got {content_type}"
+            ),
+        )
+    }
+
     /// 500 for the server's own failures (the store, the file system).
     pub fn internal(message: impl Into<String>) -> Self {
         Self::new(500, "InternalError", message)

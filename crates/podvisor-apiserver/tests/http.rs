@@ -109,6 +109,7 @@ fn tokens_kubeconfig_and_discovery() {
             "pods",
             "pods/attach",
             "pods/binding",
+            "pods/ephemeralcontainers",
             "pods/exec",
             "pods/log",
             "pods/resize",

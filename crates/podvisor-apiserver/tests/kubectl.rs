@@ -4,8 +4,9 @@
 
 mod common;
 
+mod kubectl_debug;
 mod kubectl_logs_events;
 mod kubectl_pods;
-mod kubectl_scheduling;
 mod kubectl_resize;
+mod kubectl_scheduling;
 mod kubectl_watch;

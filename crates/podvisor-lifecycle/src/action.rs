@@ -25,14 +25,25 @@ pub enum ContainerKind {
     Sidecar,
     /// A regular container (`containers`).
     Regular,
+    /// An ephemeral container (`ephemeralContainers`, added through the
+    /// `pods/ephemeralcontainers` subresource): started once, never restarted (A14).
+    Ephemeral,
 }
 
 impl ContainerKind {
+    /// An init container: a regular one or a sidecar.
+    pub fn is_init(self) -> bool {
+        matches!(self, ContainerKind::Init | ContainerKind::Sidecar)
+    }
+
     /// The event `involvedObject.fieldPath` for a container of this kind.
     pub fn field_path(self, name: &str) -> String {
         match self {
             ContainerKind::Regular => format!("spec.containers{{{name}}}"),
-            _ => format!("spec.initContainers{{{name}}}"),
+            ContainerKind::Ephemeral => format!("spec.ephemeralContainers{{{name}}}"),
+            ContainerKind::Init | ContainerKind::Sidecar => {
+                format!("spec.initContainers{{{name}}}")
+            }
         }
     }
 }

@@ -15,6 +15,8 @@ mod proptest_machine;
 mod recovery;
 #[path = "rules_actions.rs"]
 mod rules_actions;
+#[path = "rules_ephemeral.rs"]
+mod rules_ephemeral;
 #[path = "rules_images.rs"]
 mod rules_images;
 #[path = "rules_probes_hooks_termination.rs"]

@@ -260,6 +260,33 @@ fn sandbox_lost_and_re_created() {
     insta::assert_snapshot!("sandbox_lost_and_re_created", format!("{always}\n{never}"));
 }
 
+/// A14 (`kubectl debug`): a debugger is added at 10 s (`ephemeralContainers`), runs 5 s and
+/// exits 1; a second one added at 20 s runs until the delete at 40 s. Neither is ever
+/// restarted nor counts for READY (1/1 throughout) or the phase; each shows `(ephem)`; the
+/// second is stopped with the app when the pod is deleted.
+#[test]
+fn ephemeral_debug_containers() {
+    let report = story(
+        "debugged",
+        json!({"containers": [{"name": "app", "image": "busybox"}]}),
+        "containers:
+  debugger:
+    runs:
+      - exitAfter: 5s
+        exitCode: 1
+ephemeralContainers:
+  - at: 10s
+    container: {name: debugger, image: busybox, targetContainerName: app, stdin: true, tty: true}
+  - at: 20s
+    container: {name: shell, image: busybox}
+delete:
+  at: 40s
+",
+        60,
+    );
+    insta::assert_snapshot!("ephemeral_debug_containers", report);
+}
+
 /// M11/K1: a pod with scheduling gates is `Pending`, STATUS `SchedulingGated`, with
 /// `PodScheduled=False` and no container, until its last gate goes at 20 s; then the
 /// scheduler's `Scheduled` event (`Successfully assigned default/held to sim-node`) and the

@@ -18,6 +18,11 @@
 //! A shim that dies on its own (kill -9, OOM) is a lost sandbox ([`exits`]): what it left
 //! running is killed, every instance gets its exit, and the agent hears
 //! [`RuntimeEvent::SandboxLost`].
+//!
+//! Ephemeral containers (`kubectl debug`) start as any other container. The `process` class
+//! has no PID namespaces: every container, a debugger included, sees every process of the
+//! host, so an ephemeral container's `targetContainerName` needs nothing here (in the `oci`
+//! class it joins the target's PID namespace: `oci::launch::PidNamespace::for_container`).
 
 mod exec_stream;
 mod exits;

@@ -27,7 +27,8 @@ fn kubectls() -> Vec<PathBuf> {
     all
 }
 
-fn kubectl(ctx: &ServeCtx, bin: &Path, args: &[&str], stdin: Option<&[u8]>) -> Output {
+/// `bin` with this serve's kubeconfig and a cache directory of its own.
+fn ctx_kubectl_command(ctx: &ServeCtx, bin: &Path) -> Command {
     let mut cmd = Command::new(bin);
     cmd.arg("--kubeconfig")
         .arg(ctx.kubeconfig())
@@ -36,8 +37,13 @@ fn kubectl(ctx: &ServeCtx, bin: &Path, args: &[&str], stdin: Option<&[u8]>) -> O
             ctx.dir
                 .join(format!("cache-{}", bin.to_string_lossy().len())),
         )
-        .args(args)
-        .env_remove("KUBECONFIG")
+        .env_remove("KUBECONFIG");
+    cmd
+}
+
+fn kubectl(ctx: &ServeCtx, bin: &Path, args: &[&str], stdin: Option<&[u8]>) -> Output {
+    let mut cmd = ctx_kubectl_command(ctx, bin);
+    cmd.args(args)
         .stdin(if stdin.is_some() {
             Stdio::piped()
         } else {
@@ -438,4 +444,176 @@ spec:
             });
         }
     }
+}
+
+/// The `jsonpath` of the ephemeral container `name`'s status field `field`.
+fn ephemeral_status(ctx: &ServeCtx, pod: &str, name: &str, field: &str) -> String {
+    let path =
+        format!("jsonpath={{.status.ephemeralContainerStatuses[?(@.name==\"{name}\")]{field}}}");
+    ctx.kubectl_ok(&["get", "pod", pod, "-o", &path])
+}
+
+/// `kubectl debug` (A14, `pods/ephemeralcontainers`): a debugger with a command runs once in
+/// the running pod, its output is `kubectl logs -c`, its status is in
+/// `ephemeralContainerStatuses` (terminated, never ready, never restarted) while the pod stays
+/// `Running` 1/1; `kubectl debug -i` attaches to a shell fed through stdin; a name that is
+/// already taken is refused with the API server's words; the debugger dies with the pod. The
+/// process runtime has no PID namespaces: `--target` changes nothing of what a host process
+/// sees (every process of the host, the target's included).
+#[test]
+#[ignore = "needs root: run as root with --include-ignored (scripts/test does)"]
+fn kubectl_debug_ephemeral_containers() {
+    let mut ctx = ServeCtx::new("dbg");
+    let kubectls = kubectls();
+    assert!(
+        !kubectls.is_empty(),
+        "no kubectl (scripts/test installs kubectl 1.34)"
+    );
+    ctx.start(&[]);
+    let m = ctx.marker.clone();
+    let manifest = ctx.manifest(
+        "dbg",
+        &format!(
+            r#"apiVersion: v1
+kind: Pod
+metadata:
+  name: dbg
+spec:
+  containers:
+  - name: app
+    image: busybox
+    command: [sh, -c, 'sleep 1000; : {m} app']
+"#
+        ),
+    );
+    ctx.kubectl_ok(&["apply", "-f", manifest.to_str().unwrap()]);
+    wait_for(&ctx, "the pod runs", || {
+        ctx.kubectl_ok(&["get", "pod", "dbg", "--no-headers"])
+            .contains("Running")
+    });
+    for (n, bin) in kubectls.iter().enumerate() {
+        let run = |args: &[&str], stdin: Option<&[u8]>| kubectl(&ctx, bin, args, stdin);
+        let label = bin.display();
+        eprintln!("kubectl debug with {label}");
+
+        // Non-interactive, with a command: kubectl patches the subresource and returns.
+        let name = format!("debugger{n}");
+        let script =
+            format!("echo hello from $0; pgrep -f '{m} app' >/dev/null && echo sees app; exit 3");
+        let out = run(
+            &[
+                "debug",
+                "dbg",
+                "--image=busybox",
+                "--target=app",
+                "-c",
+                &name,
+                "--",
+                "sh",
+                "-c",
+                &script,
+                &name,
+            ],
+            None,
+        );
+        assert!(out.status.success(), "{label}: {out:?}");
+        wait_for(&ctx, "the debugger ends", || {
+            ephemeral_status(&ctx, "dbg", &name, ".state.terminated.exitCode") == "3"
+        });
+        let logs = ctx.kubectl_ok(&["logs", "dbg", "-c", &name]);
+        assert_eq!(logs, format!("hello from {name}\nsees app\n"), "{label}");
+        assert_eq!(
+            ephemeral_status(&ctx, "dbg", &name, ".state.terminated.reason"),
+            "Error"
+        );
+        assert_eq!(ephemeral_status(&ctx, "dbg", &name, ".ready"), "false");
+        assert_eq!(ephemeral_status(&ctx, "dbg", &name, ".restartCount"), "0");
+        let pod: serde_json::Value =
+            serde_json::from_str(&ctx.kubectl_ok(&["get", "pod", "dbg", "-o", "json"])).unwrap();
+        let spec = &pod["spec"]["ephemeralContainers"][n * 2];
+        assert_eq!(spec["name"], name.as_str(), "{label}");
+        assert_eq!(spec["targetContainerName"], "app", "{label}");
+        let row = ctx.kubectl_ok(&["get", "pod", "dbg", "--no-headers"]);
+        assert!(
+            row.contains("1/1") && row.contains("Running"),
+            "{label}: {row}"
+        );
+
+        // Interactive: `-i` waits for the container to run and attaches to its stdin. kubectl
+        // debug sets no `stdinOnce`, so the end of the client's input would detach it (as
+        // containerd's attach does): the input stays open until the shell has exited.
+        let shell = format!("shell{n}");
+        let mut child = ctx_kubectl_command(&ctx, bin)
+            .args([
+                "debug",
+                "-i",
+                "dbg",
+                "--image=busybox",
+                "-c",
+                &shell,
+                "--",
+                "sh",
+            ])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("kubectl runs");
+        let mut keys = child.stdin.take().unwrap();
+        keys.write_all(b"echo typed in; exit 0\n").unwrap();
+        let out = child.wait_with_output().unwrap();
+        drop(keys);
+        assert!(out.status.success(), "{label}: {out:?}");
+        assert!(text(&out.stdout).contains("typed in\n"), "{label}: {out:?}");
+        wait_for(&ctx, "the shell ends", || {
+            ephemeral_status(&ctx, "dbg", &shell, ".state.terminated.exitCode") == "0"
+        });
+        assert_eq!(ctx.kubectl_ok(&["logs", "dbg", "-c", &shell]), "typed in\n");
+
+        // A taken name: the API server's validation, through kubectl.
+        let out = run(
+            &["debug", "dbg", "--image=busybox", "-c", "app", "--", "true"],
+            None,
+        );
+        assert!(!out.status.success(), "{label}: {out:?}");
+        let err = text(&out.stderr);
+        assert!(err.contains("Duplicate value: \"app\""), "{label}: {err}");
+    }
+    // Never restarted, however long the pod runs on.
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(
+        ephemeral_status(&ctx, "dbg", "debugger0", ".restartCount"),
+        "0"
+    );
+    // A debugger still running dies with the pod.
+    let out = kubectl(
+        &ctx,
+        &kubectls[0],
+        &[
+            "debug",
+            "dbg",
+            "--image=busybox",
+            "-c",
+            "last",
+            "--",
+            "sh",
+            "-c",
+            &format!("sleep 1000; : {m} last"),
+        ],
+        None,
+    );
+    assert!(out.status.success(), "{out:?}");
+    wait_for(&ctx, "the last debugger runs", || {
+        !ephemeral_status(&ctx, "dbg", "last", ".state.running.startedAt").is_empty()
+    });
+    ctx.kubectl_ok(&["delete", "pod", "dbg", "--grace-period=1"]);
+    let (app, last) = (format!("{m} app"), format!("{m} last"));
+    wait_for(&ctx, "the app and the debugger are gone", || {
+        !podvisor_testkit::all_processes()
+            .iter()
+            .any(|p| p.cmdline.contains(&app) || p.cmdline.contains(&last))
+    });
+    wait_for(&ctx, "the pod is gone", || {
+        !ctx.kubectl(&["get", "pod", "dbg"]).status.success()
+    });
 }

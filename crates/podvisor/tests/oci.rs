@@ -26,6 +26,15 @@ fn wait_for(ctx: &ServeCtx, what: &str, limit: Duration, mut check: impl FnMut()
     }
 }
 
+/// The OCI tests run one at a time: each checks the host for what its pods left behind.
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    ONE_AT_A_TIME
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 /// The pod addresses host-local holds for sandboxes of `uids` (its files name the CNI
 /// container ID, the pod UID's hex digits, on their first line). Other pods on the shared
 /// bridge (another `serve` on this machine) do not count.
@@ -54,6 +63,7 @@ fn jsonpath(ctx: &ServeCtx, pod: &str, path: &str) -> String {
 #[test]
 #[ignore = "needs root: run as root with --include-ignored (scripts/test does)"]
 fn oci_pods_run_images_with_their_own_network() {
+    let _one = one_at_a_time();
     let mut ctx = ServeCtx::new("oc");
     for tool in ["/usr/sbin/runc", "/usr/lib/cni/bridge", "/bin/busybox"] {
         assert!(
@@ -523,4 +533,138 @@ fn pid_holders() -> Vec<u32> {
                 .is_ok_and(|c| c.ends_with(b"shim\0--pid-holder\0"))
         })
         .collect()
+}
+
+/// `kubectl debug --target` in the `oci` class (A14; the kubelet's `TARGET` PID namespace): the
+/// debugger, a runc container of its own image, joins the PID namespace of the target's
+/// init process, so `ps` shows the app (as PID 1) and itself; without `--target` it has its
+/// own. `kubectl debug -it` gives a shell on a terminal; `kubectl logs -c` and
+/// `ephemeralContainerStatuses` follow; deleting the pod stops it.
+#[test]
+#[ignore = "needs root: run as root with --include-ignored (scripts/test does)"]
+fn oci_kubectl_debug_joins_the_target_pid_namespace() {
+    let _one = one_at_a_time();
+    let mut ctx = ServeCtx::new("od");
+    for tool in ["/usr/sbin/runc", "/usr/lib/cni/bridge", "/bin/busybox"] {
+        assert!(
+            Path::new(tool).exists(),
+            "{tool} is missing: run scripts/install-test-deps as root"
+        );
+    }
+    let layout = ctx.path("busybox-layout");
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../../scripts/busybox-image");
+    let made = Command::new(script).arg(&layout).output().unwrap();
+    assert!(made.status.success(), "{made:?}");
+    let loaded = image(&ctx, &["load", "-i", layout.to_str().unwrap()]);
+    assert!(loaded.status.success(), "{loaded:?}");
+    ctx.start(&["--runtime", "oci"]);
+    let m = ctx.marker.clone();
+    let manifest = ctx.manifest(
+        "app",
+        &format!(
+            r#"apiVersion: v1
+kind: Pod
+metadata:
+  name: app
+spec:
+  containers:
+  - name: app
+    image: busybox:latest
+    imagePullPolicy: IfNotPresent
+    command: [sh, -c, 'exec sleep 1003; : {m}']
+"#
+        ),
+    );
+    ctx.kubectl_ok(&["apply", "-f", manifest.to_str().unwrap()]);
+    wait_for(&ctx, "the app runs", Duration::from_secs(60), || {
+        ctx.kubectl_ok(&["get", "pod", "app", "--no-headers"])
+            .contains("Running")
+    });
+    let status = |name: &str, field: &str| {
+        jsonpath(
+            &ctx,
+            "app",
+            &format!("{{.status.ephemeralContainerStatuses[?(@.name==\"{name}\")]{field}}}"),
+        )
+    };
+    for (name, target) in [("targeted", true), ("alone", false)] {
+        let mut args = vec![
+            "debug",
+            "app",
+            "--image=busybox:latest",
+            "--image-pull-policy=IfNotPresent",
+            "-c",
+            name,
+        ];
+        if target {
+            args.push("--target=app");
+        }
+        args.extend(["--", "ps", "-o", "pid,args"]);
+        ctx.kubectl_ok(&args);
+        wait_for(&ctx, "the debugger ends", Duration::from_secs(60), || {
+            status(name, ".state.terminated.exitCode") == "0"
+        });
+        let ps = ctx.kubectl_ok(&["logs", "app", "-c", name]);
+        if target {
+            assert!(
+                ps.lines().any(|l| l.trim() == "1 sleep 1003"),
+                "the target's PID namespace: {ps}"
+            );
+        } else {
+            assert!(
+                !ps.contains("sleep 1003"),
+                "a PID namespace of its own: {ps}"
+            );
+        }
+        assert!(ps.contains("ps -o pid,args"), "{ps}");
+    }
+    // `kubectl debug -it` (a terminal through `script`, kubectl needs one for -t).
+    if Path::new("/usr/bin/script").exists() {
+        let line = format!(
+            "stty rows 23 cols 71; {} --kubeconfig {} --cache-dir {} debug -it app --image=busybox:latest --image-pull-policy=IfNotPresent --target=app -c shell -- sh",
+            serve_common_kubectl().display(),
+            ctx.kubeconfig().display(),
+            ctx.dir.join("cache-it").display()
+        );
+        let mut child = Command::new("script")
+            .args(["-qec", &line, "/dev/null"])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        wait_for(&ctx, "the shell runs", Duration::from_secs(60), || {
+            !status("shell", ".state.running.startedAt").is_empty()
+        });
+        std::thread::sleep(Duration::from_secs(2));
+        let mut keys = child.stdin.take().unwrap();
+        use std::io::Write;
+        keys.write_all(b"stty size; ps -o args | grep -c 'sleep 1003'; exit 5\r")
+            .unwrap();
+        let out = child.wait_with_output().unwrap();
+        drop(keys);
+        let shown = String::from_utf8_lossy(&out.stdout);
+        assert!(shown.contains("23 71\r\n"), "{shown:?}");
+        wait_for(&ctx, "the shell ends", Duration::from_secs(30), || {
+            status("shell", ".state.terminated.exitCode") == "5"
+        });
+    }
+    assert_eq!(status("targeted", ".restartCount"), "0");
+    assert_eq!(
+        jsonpath(&ctx, "app", "{.status.containerStatuses[0].ready}"),
+        "true"
+    );
+    ctx.kubectl_ok(&["delete", "pod", "app", "--grace-period=1"]);
+    wait_for(&ctx, "the pod is gone", Duration::from_secs(60), || {
+        ctx.kubectl_ok(&["get", "pods", "--no-headers"])
+            .trim()
+            .is_empty()
+    });
+    let runc_state: Vec<_> = std::fs::read_dir(ctx.state().join("runc"))
+        .map(|d| d.flatten().map(|e| e.file_name()).collect())
+        .unwrap_or_default();
+    assert!(runc_state.is_empty(), "runc state left: {runc_state:?}");
+}
+
+fn serve_common_kubectl() -> std::path::PathBuf {
+    crate::serve_common::kubectl_binary()
 }

@@ -5,41 +5,11 @@ use std::collections::HashSet;
 
 use k8s_openapi::api::core::v1::{Container, EphemeralContainer, ResourceRequirements};
 
+use crate::pod::ephemeral_as_container;
+
 use super::Ctx;
 use super::containers::{validate_container_common, validate_image_whitespace};
 use super::field::{FieldError, Path};
-
-/// The fields of an ephemeral container as a [`Container`], so the common
-/// checks apply unchanged.
-pub(crate) fn ephemeral_as_container(e: &EphemeralContainer) -> Container {
-    Container {
-        args: e.args.clone(),
-        command: e.command.clone(),
-        env: e.env.clone(),
-        env_from: e.env_from.clone(),
-        image: e.image.clone(),
-        image_pull_policy: e.image_pull_policy.clone(),
-        lifecycle: e.lifecycle.clone(),
-        liveness_probe: e.liveness_probe.clone(),
-        name: e.name.clone(),
-        ports: e.ports.clone(),
-        readiness_probe: e.readiness_probe.clone(),
-        resize_policy: e.resize_policy.clone(),
-        resources: e.resources.clone(),
-        restart_policy: e.restart_policy.clone(),
-        restart_policy_rules: e.restart_policy_rules.clone(),
-        security_context: e.security_context.clone(),
-        startup_probe: e.startup_probe.clone(),
-        stdin: e.stdin,
-        stdin_once: e.stdin_once,
-        termination_message_path: e.termination_message_path.clone(),
-        termination_message_policy: e.termination_message_policy.clone(),
-        tty: e.tty,
-        volume_devices: e.volume_devices.clone(),
-        volume_mounts: e.volume_mounts.clone(),
-        working_dir: e.working_dir.clone(),
-    }
-}
 
 /// `spec.ephemeralContainers` contents (V12); whether they may be set at all
 /// is decided by the caller (never on create).

@@ -36,7 +36,9 @@ pub use field::{BadValue, ErrorKind, FieldError, Path, ValidationErrors, go_quot
 pub use names::{is_dns1123_label, is_dns1123_subdomain, is_qualified_name, is_valid_label_value};
 pub use resize::{drop_non_resize_updates, validate_pod_resize};
 pub use static_pod::validate_static_pod_references;
-pub use update::{validate_pod_update, validate_status_update};
+pub use update::{
+    validate_ephemeral_containers_update, validate_pod_update, validate_status_update,
+};
 
 /// What container-level checks need to know about the pod around them.
 pub(crate) struct Ctx<'a> {

@@ -233,6 +233,78 @@ fn pod_update_errors(old: &Pod, new: &Pod) -> Vec<FieldError> {
     errs
 }
 
+/// Validates an update through the `ephemeralcontainers` subresource as the API server does
+/// (`ValidatePodEphemeralContainersUpdate`, M11/V12): the new pod must be valid (names unique
+/// across every container list, `targetContainerName` naming a container, no forbidden
+/// fields), a static pod's mirror takes none, and existing ephemeral containers may be neither
+/// removed nor changed (order does not matter: a patch may reorder them). The caller keeps
+/// everything of the old pod but `spec.ephemeralContainers` (`dropNonEphemeralContainerUpdates`).
+///
+/// # Errors
+///
+/// Every problem found, in the API server's order.
+pub fn validate_ephemeral_containers_update(old: &Pod, new: &Pod) -> Result<(), ValidationErrors> {
+    let meta_path = Path::new("metadata");
+    let mut errs = validate_object_meta_update(&new.metadata, &old.metadata, &meta_path);
+    errs.extend(pod_metadata_and_spec_errors(new));
+    errs.extend(validate_mirror_annotation_update(
+        &new.metadata,
+        &old.metadata,
+        &meta_path,
+    ));
+    if old
+        .metadata
+        .annotations
+        .as_ref()
+        .is_some_and(|a| a.contains_key(super::meta::MIRROR_POD_ANNOTATION))
+    {
+        // kubernetes#113935; Go prints the empty root path as `[]`.
+        let errs = vec![FieldError::forbidden(
+            &Path::new("[]"),
+            "static pods do not support ephemeral containers",
+        )];
+        return into_result(new, errs);
+    }
+    let ephemeral = |p: &Pod| {
+        p.spec
+            .as_ref()
+            .and_then(|s| s.ephemeral_containers.clone())
+            .unwrap_or_default()
+    };
+    let (old_list, new_list) = (ephemeral(old), ephemeral(new));
+    let path = Path::new("spec").child("ephemeralContainers");
+    for o in &old_list {
+        let quoted = super::go_quote(&o.name);
+        match new_list.iter().find(|n| n.name == o.name) {
+            None => errs.push(FieldError::forbidden(
+                &path,
+                format!("existing ephemeral containers {quoted} may not be removed\n"),
+            )),
+            Some(n) => {
+                let as_value = |e| {
+                    normalized(&PodSpec {
+                        ephemeral_containers: Some(vec![e]),
+                        ..PodSpec::default()
+                    })
+                };
+                let (ov, nv) = (as_value(o.clone()), as_value(n.clone()));
+                if ov != nv {
+                    let mut diff = Vec::new();
+                    diff_values("spec", &ov, &nv, &mut diff);
+                    errs.push(FieldError::forbidden(
+                        &path,
+                        format!(
+                            "existing ephemeral containers {quoted} may not be changed\n{}",
+                            diff.join("\n")
+                        ),
+                    ));
+                }
+            }
+        }
+    }
+    into_result(new, errs)
+}
+
 fn only_added_tolerations(new: &PodSpec, old: &PodSpec, path: &Path) -> Vec<FieldError> {
     let new_t = new.tolerations.as_deref().unwrap_or_default();
     for o in old.tolerations.iter().flatten() {

@@ -24,6 +24,7 @@ use crate::scheduler;
 use crate::status::{ApiError, ApiResult};
 
 mod delete;
+pub(crate) mod ephemeral;
 pub(crate) mod resize;
 pub(crate) mod status;
 
@@ -267,10 +268,33 @@ pub(crate) struct Write<'a> {
     /// What the request set (the object, the patch, the applied configuration): the fields
     /// of it that the decoded pod kept are recorded. `None` records none (a JSON patch).
     pub source: Option<Value>,
-    /// The status subresource (only status changes are taken).
-    pub status: bool,
-    /// The resize subresource (only containers' resources and resize policies are taken).
-    pub resize: bool,
+    /// Which part of the pod the request may change.
+    pub subresource: Subresource,
+}
+
+/// The pod itself or one of its subresources that write it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Subresource {
+    /// The pod (spec mutability, M11).
+    Pod,
+    /// `pods/status`: only status changes are taken.
+    Status,
+    /// `pods/ephemeralcontainers`: only `spec.ephemeralContainers` changes are taken.
+    EphemeralContainers,
+    /// `pods/resize`: only containers' resources and resize policies are taken.
+    Resize,
+}
+
+impl Subresource {
+    /// Its name in `managedFields[].subresource`.
+    fn name(self) -> Option<&'static str> {
+        match self {
+            Subresource::Pod => None,
+            Subresource::Status => Some("status"),
+            Subresource::EphemeralContainers => Some("ephemeralcontainers"),
+            Subresource::Resize => Some("resize"),
+        }
+    }
 }
 
 /// Spec update admission (`BeforeUpdate` + `PrepareForUpdate` + `ValidatePodUpdate`).
@@ -341,25 +365,26 @@ pub(crate) fn update_loop(
             || json!({}),
             |source| {
                 let known = managed::known_only(source, &value_of(&new), pod_lists);
-                managed::fields_v1(&known, write.status, pod_lists)
+                match write.subresource {
+                    Subresource::Pod | Subresource::Resize => {
+                        managed::fields_v1(&known, false, pod_lists)
+                    }
+                    Subresource::Status => managed::fields_v1(&known, true, pod_lists),
+                    Subresource::EphemeralContainers => ephemeral::fields_v1(&known, pod_lists),
+                }
             },
         );
-        let new = if write.status {
-            status::admit_status(&old, new)?
-        } else if write.resize {
-            resize::admit_resize(&old, new)?
-        } else {
-            admit_update(ns, &old, new)?
+        let new = match write.subresource {
+            Subresource::Pod => admit_update(ns, &old, new)?,
+            Subresource::Status => status::admit_status(&old, new)?,
+            Subresource::EphemeralContainers => ephemeral::admit(&old, new)?,
+            Subresource::Resize => resize::admit_resize(&old, new)?,
         };
         let mut new_value = value_of(&new);
         if same_object(&new_value, &old_value) {
             return Ok(respond(req, PODS, StatusCode::OK, &old_value, &warnings));
         }
-        let subresource = if write.status {
-            Some("status")
-        } else {
-            write.resize.then_some("resize")
-        };
+        let subresource = write.subresource.name();
         managed::record(
             &mut new_value,
             &manager,
@@ -374,7 +399,7 @@ pub(crate) fn update_loop(
         match db::update(store, PODS, ns, name, new_value, old_rv) {
             Ok(stored) => {
                 // The update that removed the last scheduling gate: the scheduler binds now.
-                if !write.status {
+                if write.subresource == Subresource::Pod {
                     scheduler::schedule(store, req.state.node_name(), &stored);
                 }
                 return Ok(respond(req, PODS, StatusCode::OK, &stored, &warnings));
@@ -408,8 +433,7 @@ pub(crate) fn update(req: &Req, ns: &str, name: &str, body: &[u8]) -> ApiResult<
     let write = Write {
         operation: "Update",
         source: Some(value.clone()),
-        status: false,
-        resize: false,
+        subresource: Subresource::Pod,
     };
     update_loop(req, ns, name, client_rv, &write, |_| {
         Ok((pod.clone(), warnings.clone()))
@@ -455,8 +479,7 @@ pub(crate) fn patch(req: &Req, ns: &str, name: &str, body: &[u8]) -> ApiResult<R
     let write = Write {
         operation: "Update",
         source,
-        status: false,
-        resize: false,
+        subresource: Subresource::Pod,
     };
     update_loop(req, ns, name, None, &write, |current| {
         patched_pod(req, current, patch_type, body)
@@ -491,8 +514,7 @@ fn apply(req: &Req, ns: &str, name: &str, body: &[u8]) -> ApiResult<Response> {
     let write = Write {
         operation: "Apply",
         source: Some(applied),
-        status: false,
-        resize: false,
+        subresource: Subresource::Pod,
     };
     let manager = managed::manager_name(&req.params, &req.headers);
     update_loop(req, ns, name, None, &write, |current| {

@@ -45,8 +45,7 @@ pub(crate) fn update(req: &Req, ns: &str, name: &str, body: &[u8]) -> ApiResult<
     let write = Write {
         operation: "Update",
         source: Some(value.clone()),
-        status: false,
-        resize: true,
+        subresource: super::Subresource::Resize,
     };
     update_loop(req, ns, name, client_rv, &write, |_| {
         Ok((pod.clone(), warnings.clone()))
@@ -68,8 +67,7 @@ pub(crate) fn patch(req: &Req, ns: &str, name: &str, body: &[u8]) -> ApiResult<R
             "Update"
         },
         source,
-        status: false,
-        resize: true,
+        subresource: super::Subresource::Resize,
     };
     update_loop(req, ns, name, None, &write, |current| {
         patched_pod(req, current, patch_type, body)

@@ -8,8 +8,8 @@ use k8s_openapi::api::core::v1::Pod;
 use podvisor_api::validate_status_update;
 
 use super::{
-    CREATE_PREFIX, Write, check_name, check_namespace, decode_pod, patched_pod, pinned_rv,
-    type_meta, update_loop,
+    CREATE_PREFIX, Subresource, Write, check_name, check_namespace, decode_pod, patched_pod,
+    pinned_rv, type_meta, update_loop,
 };
 
 use crate::patch::PatchType;
@@ -73,8 +73,7 @@ pub(crate) fn update(req: &Req, ns: &str, name: &str, body: &[u8]) -> ApiResult<
     let write = Write {
         operation: "Update",
         source: Some(value.clone()),
-        status: true,
-        resize: false,
+        subresource: Subresource::Status,
     };
     update_loop(req, ns, name, client_rv, &write, |_| {
         Ok((pod.clone(), warnings.clone()))
@@ -96,8 +95,7 @@ pub(crate) fn patch(req: &Req, ns: &str, name: &str, body: &[u8]) -> ApiResult<R
             "Update"
         },
         source,
-        status: true,
-        resize: false,
+        subresource: Subresource::Status,
     };
     update_loop(req, ns, name, None, &write, |current| {
         patched_pod(req, current, patch_type, body)

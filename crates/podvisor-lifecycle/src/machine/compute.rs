@@ -36,6 +36,10 @@ impl PodMachine {
         let Some(newest) = self.containers[ci].newest() else {
             return true;
         };
+        // A14: an ephemeral container with a record is never restarted.
+        if self.containers[ci].kind == ContainerKind::Ephemeral {
+            return false;
+        }
         match &newest.state {
             InstState::Exited(e) => {
                 newest.restart_on_exit
@@ -130,7 +134,16 @@ impl PodMachine {
             self.update_resources(ci, resources);
         }
         self.finish_resize();
-        self.start_containers(&actions.to_start, now);
+        // A14/A18 step 5: ephemeral containers without a record start before the init and
+        // regular containers, initialized or not (`EphemeralContainersToStart`).
+        let mut to_start: Vec<usize> = (0..self.containers.len())
+            .filter(|&ci| {
+                let c = &self.containers[ci];
+                c.kind == ContainerKind::Ephemeral && c.instances.is_empty()
+            })
+            .collect();
+        to_start.extend(actions.to_start);
+        self.start_containers(&to_start, now);
     }
 
     /// A2 a/b: whether a sandbox that is no longer READY is created again. Not under `Never`
@@ -240,7 +253,7 @@ impl PodMachine {
     /// `computeInitContainerActions` (A3–A9). Returns whether the pod has initialized.
     fn compute_init_actions(&self, out: &mut PodActions, now: Timestamp) -> bool {
         let inits: Vec<usize> = (0..self.containers.len())
-            .filter(|&ci| self.containers[ci].kind != ContainerKind::Regular)
+            .filter(|&ci| self.containers[ci].kind.is_init())
             .collect();
         if inits.is_empty() {
             return true;
@@ -409,7 +422,7 @@ impl PodMachine {
             // A2: the sync that purges init-container records still sees them when it starts
             // the first init container; later syncs do not.
             let c = &self.containers[ci];
-            let purged = c.kind != ContainerKind::Regular
+            let purged = c.kind.is_init()
                 && c.index != 0
                 && c.newest().is_some_and(|i| i.id.0 < self.sandbox_floor);
             let finished = if purged {

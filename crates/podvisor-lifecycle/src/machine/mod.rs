@@ -184,6 +184,9 @@ pub(crate) enum Sandbox {
 pub struct PodMachine {
     config: MachineConfig,
     pod: Pod,
+    /// `spec.ephemeralContainers` as containers (`EphemeralContainerCommon`), by index: what
+    /// [`PodMachine::container_spec_of`] answers for a [`ContainerKind::Ephemeral`].
+    ephemeral: Vec<Container>,
     worker: Worker,
     sandbox: Sandbox,
     containers: Vec<ContainerState>,
@@ -239,8 +242,20 @@ impl PodMachine {
         for (index, c) in spec.containers.iter().enumerate() {
             containers.push(ContainerState::new(&c.name, ContainerKind::Regular, index));
         }
+        let ephemeral = ephemeral_specs(spec);
+        for (index, c) in ephemeral.iter().enumerate() {
+            containers.push(ContainerState::new(
+                &c.name,
+                ContainerKind::Ephemeral,
+                index,
+            ));
+        }
         let mut probes = Vec::new();
-        for c in containers.iter().filter(|c| c.kind != ContainerKind::Init) {
+        // Ephemeral containers have no probes (V12).
+        for c in containers
+            .iter()
+            .filter(|c| matches!(c.kind, ContainerKind::Regular | ContainerKind::Sidecar))
+        {
             let spec_c = container_spec(spec, c.kind, c.index);
             for kind in ProbeKind::ALL {
                 if let Some(p) = probe_of(spec_c, kind) {
@@ -258,6 +273,7 @@ impl PodMachine {
         PodMachine {
             config,
             pod,
+            ephemeral,
             worker: Worker::Syncing,
             sandbox: Sandbox::None { retry_at: None },
             containers,
@@ -766,13 +782,39 @@ impl PodMachine {
         self.pod.metadata.annotations = pod.metadata.annotations;
         if let Some(mut spec) = pod.spec {
             spec.node_name = node;
+            let ephemeral = ephemeral_specs(&spec);
             for c in &self.containers {
-                let image = container_spec(&spec, c.kind, c.index)
-                    .image
-                    .clone()
-                    .unwrap_or_default();
-                self.backoff.retain_image(&c.name, &image);
+                let image = match c.kind {
+                    ContainerKind::Ephemeral => {
+                        ephemeral.get(c.index).and_then(|e| e.image.clone())
+                    }
+                    _ => container_spec(&spec, c.kind, c.index).image.clone(),
+                };
+                self.backoff
+                    .retain_image(&c.name, &image.unwrap_or_default());
             }
+            // A14: ephemeral containers are only ever added (the subresource's validation; a
+            // patch may reorder the list, so they are matched by name): each new one gets its
+            // bookkeeping and is started by the next sync.
+            for (index, e) in ephemeral.iter().enumerate() {
+                let known = self
+                    .containers
+                    .iter_mut()
+                    .find(|c| c.kind == ContainerKind::Ephemeral && c.name == e.name);
+                match known {
+                    Some(c) => c.index = index,
+                    None => {
+                        self.containers.push(ContainerState::new(
+                            &e.name,
+                            ContainerKind::Ephemeral,
+                            index,
+                        ));
+                        // No resources (V12), none allocated: never part of a resize.
+                        self.resize.allocated.push(Default::default());
+                    }
+                }
+            }
+            self.ephemeral = ephemeral;
             self.pod.spec = Some(spec);
         }
         // In-place resize: the new resources are allocated, or left pending.
@@ -898,7 +940,10 @@ impl PodMachine {
 
     pub(crate) fn container_spec_of(&self, ci: usize) -> &Container {
         let c = &self.containers[ci];
-        container_spec(self.spec(), c.kind, c.index)
+        match c.kind {
+            ContainerKind::Ephemeral => &self.ephemeral[c.index],
+            _ => container_spec(self.spec(), c.kind, c.index),
+        }
     }
 
     fn find_instance(&self, id: InstanceId) -> Option<(usize, usize)> {
@@ -993,11 +1038,25 @@ impl ContainerState {
     }
 }
 
+/// The init or regular container `index` of its list (ephemeral containers are the machine's
+/// converted copies, [`PodMachine::container_spec_of`]).
 pub(crate) fn container_spec(spec: &PodSpec, kind: ContainerKind, index: usize) -> &Container {
     match kind {
         ContainerKind::Regular => &spec.containers[index],
-        _ => &spec.init_containers.as_ref().expect("init container index")[index],
+        ContainerKind::Init | ContainerKind::Sidecar => {
+            &spec.init_containers.as_ref().expect("init container index")[index]
+        }
+        ContainerKind::Ephemeral => unreachable!("ephemeral containers are the machine's copies"),
     }
+}
+
+/// `spec.ephemeralContainers` as containers, in spec order.
+fn ephemeral_specs(spec: &PodSpec) -> Vec<Container> {
+    spec.ephemeral_containers
+        .iter()
+        .flatten()
+        .map(podvisor_api::pod::ephemeral_as_container)
+        .collect()
 }
 
 pub(crate) fn probe_of(

@@ -210,11 +210,13 @@ impl PodMachine {
     ) -> Vec<ResourceRequirements> {
         kinds
             .iter()
-            .map(|&(kind, index)| {
-                container_spec(spec, kind, index)
+            .map(|&(kind, index)| match kind {
+                // No resources (V12), none allocated: never part of a resize.
+                ContainerKind::Ephemeral => ResourceRequirements::default(),
+                _ => container_spec(spec, kind, index)
                     .resources
                     .clone()
-                    .unwrap_or_default()
+                    .unwrap_or_default(),
             })
             .collect()
     }

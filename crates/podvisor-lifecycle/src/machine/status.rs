@@ -159,9 +159,13 @@ impl PodMachine {
         }
         let running = state.running.is_some();
         let started = running && self.instance_started(ci);
+        let ephemeral = c.kind == ContainerKind::Ephemeral;
         let ready = match c.kind {
             // S13
             ContainerKind::Init => state.terminated.as_ref().is_some_and(|t| t.exit_code == 0),
+            // The prober's `UpdatePodStatus` sets `ready` and `started` of init and regular
+            // containers only: an ephemeral container is never ready.
+            ContainerKind::Ephemeral => false,
             _ => {
                 started
                     && match spec.readiness_probe {
@@ -192,14 +196,15 @@ impl PodMachine {
                 .filter(|s| !s.is_empty()),
             restart_count: newest.map_or(0, |i| i.restart_count),
             ready,
-            started: Some(started),
+            started: (!ephemeral).then_some(started),
             state: Some(state),
             last_state: Some(last_state.unwrap_or_default()),
             volume_mounts: volume_mount_statuses(spec),
             // S15 (InPlacePodVerticalScaling): for a container the runtime has, the resources
-            // it runs with and the allocated requests.
-            resources,
-            allocated_resources,
+            // it runs with and the allocated requests. Ephemeral containers have no resources
+            // (V12) and none are allocated to them.
+            resources: resources.filter(|_| !ephemeral),
+            allocated_resources: allocated_resources.filter(|_| !ephemeral),
             ..Default::default()
         }
     }
@@ -208,27 +213,27 @@ impl PodMachine {
         let prev = self.pod.status.clone().unwrap_or_default();
         let spec = self.spec();
         let terminal = self.worker == Worker::Terminated;
-        let default_reason = if self
-            .containers
-            .iter()
-            .any(|c| c.kind != ContainerKind::Regular)
-        {
+        let default_reason = if self.containers.iter().any(|c| c.kind.is_init()) {
             "PodInitializing"
         } else {
             "ContainerCreating"
         };
         let mut init_statuses = Vec::new();
         let mut statuses = Vec::new();
+        let mut ephemeral_statuses = Vec::new();
         for (ci, c) in self.containers.iter().enumerate() {
             let s = self.container_status(ci, default_reason, terminal);
-            if c.kind == ContainerKind::Regular {
-                statuses.push(s);
-            } else {
-                init_statuses.push(s);
+            match c.kind {
+                ContainerKind::Regular => statuses.push(s),
+                ContainerKind::Ephemeral => ephemeral_statuses.push(s),
+                ContainerKind::Init | ContainerKind::Sidecar => init_statuses.push(s),
             }
         }
-        // S1: regular container statuses are sorted by name.
+        // S1: regular container statuses are sorted by name; so are the ephemeral ones
+        // (`convertToAPIContainerStatuses` sorts every non-init list), which count for neither
+        // the phase nor the conditions (A14).
         statuses.sort_by(|a, b| a.name.cmp(&b.name));
+        ephemeral_statuses.sort_by(|a, b| a.name.cmp(&b.name));
         if let (Worker::Terminating { .. }, Some((init, regular))) =
             (&self.worker, &self.terminating_view)
         {
@@ -327,6 +332,8 @@ impl PodMachine {
             qos_class: Some(podvisor_api::pod::qos_class(spec).as_str().to_string()),
             init_container_statuses: (!init_statuses.is_empty()).then_some(init_statuses),
             container_statuses: Some(statuses),
+            ephemeral_container_statuses: (!ephemeral_statuses.is_empty())
+                .then_some(ephemeral_statuses),
             // D10: the generation of the pod this status was built from.
             observed_generation: self.pod.metadata.generation,
             ..Default::default()

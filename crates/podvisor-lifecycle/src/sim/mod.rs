@@ -53,6 +53,8 @@ pub struct ContainerSnapshot {
     pub name: String,
     /// From `initContainers`.
     pub init: bool,
+    /// From `ephemeralContainers` (A14).
+    pub ephemeral: bool,
     /// `waiting`, `running` or `terminated`.
     pub state: &'static str,
     /// Waiting or terminated reason.
@@ -182,13 +184,16 @@ enum Happening {
     Resize(usize),
     /// The answer to an `UpdateContainerResources`.
     Resized(Input),
+    /// The script adds an ephemeral container (`kubectl debug`).
+    AddEphemeral(Box<k8s_openapi::api::core::v1::EphemeralContainer>),
 }
 
 /// The fake runtime of `podvisor simulate`: answers as the script says, and writes the timeline.
 #[derive(Debug)]
 struct Scripted<'a> {
     script: &'a Script,
-    /// The pod as the API has it (resizes change it).
+    /// The pod as the API holds it (resizes change it; the script's ephemeral containers are
+    /// added to it).
     pod: Pod,
     /// How many times each container started.
     runs: HashMap<String, usize>,
@@ -330,6 +335,12 @@ impl FakeRuntime for Scripted<'_> {
         }
         for (n, r) in self.script.resize.iter().enumerate() {
             ctl.schedule(start + dur(r.at), Happening::Resize(n));
+        }
+        for e in &self.script.ephemeral_containers {
+            ctl.schedule(
+                start + dur(e.at),
+                Happening::AddEphemeral(Box::new(e.container.clone())),
+            );
         }
     }
 
@@ -501,6 +512,19 @@ impl FakeRuntime for Scripted<'_> {
                 self.pod = pod.clone();
                 Input::SpecUpdate(Box::new(pod))
             }
+            Happening::AddEphemeral(container) => {
+                // What the `ephemeralcontainers` subresource stores: the pod with one more
+                // ephemeral container (defaulted) and the next generation.
+                let mut container = *container;
+                podvisor_api::defaults::default_ephemeral_container(&mut container);
+                let pod = &mut self.pod;
+                let spec = pod.spec.get_or_insert_with(Default::default);
+                spec.ephemeral_containers
+                    .get_or_insert_with(Vec::new)
+                    .push(container);
+                pod.metadata.generation = Some(pod.metadata.generation.unwrap_or(1) + 1);
+                Input::SpecUpdate(Box::new(pod.clone()))
+            }
         })
     }
 }
@@ -525,6 +549,12 @@ pub fn simulate_counting(
                 .flatten()
                 .chain(s.containers.iter())
                 .map(|c| c.name.as_str())
+                .chain(
+                    script
+                        .ephemeral_containers
+                        .iter()
+                        .map(|e| e.container.name.as_str()),
+                )
                 .collect()
         })
         .unwrap_or_default();
@@ -551,6 +581,9 @@ pub fn simulate_counting(
     }
     for r in &mut shifted.resize {
         r.at = r.at.saturating_sub(bound_at);
+    }
+    for e in &mut shifted.ephemeral_containers {
+        e.at = e.at.saturating_sub(bound_at);
     }
     let script = &shifted;
     let origin = opts.start + dur(bound_at);
@@ -719,10 +752,19 @@ pub fn snapshot(pod: &Pod, now: Timestamp) -> StatusSnapshot {
         .unwrap_or(0);
     let mut containers = Vec::new();
     let lists = [
-        (true, status.init_container_statuses.unwrap_or_default()),
-        (false, status.container_statuses.unwrap_or_default()),
+        (
+            true,
+            false,
+            status.init_container_statuses.unwrap_or_default(),
+        ),
+        (false, false, status.container_statuses.unwrap_or_default()),
+        (
+            false,
+            true,
+            status.ephemeral_container_statuses.unwrap_or_default(),
+        ),
     ];
-    for (init, list) in lists {
+    for (init, ephemeral, list) in lists {
         for s in list {
             let st = s.state.unwrap_or_default();
             let (state, reason, exit_code, message) = if st.running.is_some() {
@@ -737,6 +779,7 @@ pub fn snapshot(pod: &Pod, now: Timestamp) -> StatusSnapshot {
             containers.push(ContainerSnapshot {
                 name: s.name,
                 init,
+                ephemeral,
                 state,
                 reason,
                 exit_code,

@@ -35,7 +35,7 @@ fn status_json(t: f64, s: &StatusSnapshot) -> serde_json::Value {
         .containers
         .iter()
         .map(|c| {
-            json!({
+            let mut v = json!({
                 "name": c.name,
                 "init": c.init,
                 "state": c.state,
@@ -46,7 +46,11 @@ fn status_json(t: f64, s: &StatusSnapshot) -> serde_json::Value {
                 "restart_count": c.restart_count,
                 "ready": c.ready,
                 "started": c.started,
-            })
+            });
+            if c.ephemeral {
+                v["ephemeral"] = serde_json::Value::Bool(true);
+            }
+            v
         })
         .collect();
     json!({
@@ -113,6 +117,9 @@ pub fn text_report(pod_name: &str, records: &[Record]) -> String {
                     .iter()
                     .map(|c| {
                         let mut s = format!("{}={}", c.name, c.state);
+                        if c.ephemeral {
+                            s.insert_str(0, "(ephem)");
+                        }
                         if let Some(reason) = &c.reason {
                             let _ = write!(s, "({reason}");
                             if let Some(code) = c.exit_code {

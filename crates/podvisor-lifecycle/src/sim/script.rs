@@ -25,6 +25,10 @@ pub struct Script {
     /// In-place resizes (`kubectl patch --subresource resize`), in time order.
     #[serde(default)]
     pub resize: Vec<ResizeScript>,
+    /// Ephemeral containers added during the run, as `kubectl debug` adds them through the
+    /// `pods/ephemeralcontainers` subresource; what each then does is its `containers` entry.
+    #[serde(default)]
+    pub ephemeral_containers: Vec<EphemeralScript>,
 }
 
 /// One resize: the new requests and limits of some containers (a spec update through the
@@ -37,6 +41,17 @@ pub struct ResizeScript {
     pub at: Duration,
     /// The new `resources` per container name (regular containers and sidecars).
     pub containers: BTreeMap<String, k8s_openapi::api::core::v1::ResourceRequirements>,
+}
+
+/// One ephemeral container added at `at`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct EphemeralScript {
+    /// When it is added.
+    #[serde(deserialize_with = "duration")]
+    pub at: Duration,
+    /// The ephemeral container (as in `spec.ephemeralContainers`).
+    pub container: k8s_openapi::api::core::v1::EphemeralContainer,
 }
 
 /// What one container does.

@@ -91,6 +91,27 @@ impl PidNamespace {
             PidNamespace::Container
         }
     }
+
+    /// The PID namespace of `pod`'s container `name`: the pod's, except that an ephemeral
+    /// container with a `targetContainerName` joins its target's where the pod's containers
+    /// each have their own (the kubelet's `generateLinuxContainerConfig`: `TARGET` replaces
+    /// `CONTAINER` only; with `shareProcessNamespace` or `hostPID` every container already
+    /// sees the target).
+    #[must_use]
+    pub fn for_container(pod: &Pod, name: &str) -> PidNamespace {
+        let pod_wide = PidNamespace::for_pod(pod);
+        let target = pod
+            .spec
+            .as_ref()
+            .and_then(|s| s.ephemeral_containers.as_ref())
+            .and_then(|list| list.iter().find(|e| e.name == name))
+            .and_then(|e| e.target_container_name.as_deref())
+            .filter(|t| !t.is_empty());
+        match (pod_wide, target) {
+            (PidNamespace::Container, Some(t)) => PidNamespace::Target(t.to_owned()),
+            (pod_wide, _) => pod_wide,
+        }
+    }
 }
 
 /// Why a bundle could not be prepared: the waiting reason and message.
@@ -304,4 +325,58 @@ pub fn cleanup<R: super::executor::CommandRunner>(launch: &OciLaunch, runner: R)
         eprintln!("podvisor shim: runc delete {}: {e}", launch.id);
     }
     rootfs::remove_rootfs(&launch.dir)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::PidNamespace;
+    use k8s_openapi::api::core::v1::Pod;
+
+    fn pod(spec: serde_json::Value) -> Pod {
+        serde_json::from_value(serde_json::json!({"metadata": {"name": "p"}, "spec": spec}))
+            .unwrap()
+    }
+
+    /// The kubelet's `generateLinuxContainerConfig`: an ephemeral container's target replaces
+    /// the `CONTAINER` mode only; `POD` and `NODE` stay; regular containers, and ephemeral
+    /// ones without a target, get the pod's mode.
+    #[test]
+    fn an_ephemeral_container_joins_its_target_where_each_container_has_its_own() {
+        let spec = |extra: serde_json::Value| {
+            let mut s = serde_json::json!({
+                "containers": [{"name": "app", "image": "busybox"}],
+                "ephemeralContainers": [
+                    {"name": "dbg", "image": "busybox", "targetContainerName": "app"},
+                    {"name": "alone", "image": "busybox"},
+                ],
+            });
+            s.as_object_mut()
+                .unwrap()
+                .extend(extra.as_object().unwrap().clone());
+            pod(s)
+        };
+        let plain = spec(serde_json::json!({}));
+        assert_eq!(
+            PidNamespace::for_container(&plain, "dbg"),
+            PidNamespace::Target("app".to_owned())
+        );
+        assert_eq!(
+            PidNamespace::for_container(&plain, "alone"),
+            PidNamespace::Container
+        );
+        assert_eq!(
+            PidNamespace::for_container(&plain, "app"),
+            PidNamespace::Container
+        );
+        let shared = spec(serde_json::json!({"shareProcessNamespace": true}));
+        assert_eq!(
+            PidNamespace::for_container(&shared, "dbg"),
+            PidNamespace::Pod
+        );
+        let host = spec(serde_json::json!({"hostPID": true}));
+        assert_eq!(
+            PidNamespace::for_container(&host, "dbg"),
+            PidNamespace::Node
+        );
+    }
 }

@@ -8,7 +8,9 @@
 //! A `hostNetwork` pod keeps the host's network and UTS namespaces, a `hostIPC` pod the host's
 //! IPC namespace ([`NsKind::for_pod`]). The PID namespace is each container's own, the
 //! pod's with `shareProcessNamespace` (held by the shim: `shim/pid_holder.rs`) or the host's
-//! with `hostPID` ([`PidNamespace::for_pod`]). What was made is recorded in
+//! with `hostPID` ([`PidNamespace::for_pod`]); an ephemeral container with a
+//! `targetContainerName` joins its target's where each container has its own
+//! ([`PidNamespace::for_container`]). What was made is recorded in
 //! `<pod dir>/network.json`, read again by a restarted agent and at tear-down.
 //!
 //! Each container's image is resolved as the kubelet's image manager does (pull policy, one
@@ -555,7 +557,7 @@ impl OciClass {
             network: network.namespace(NsKind::Net),
             ipc: network.namespace(NsKind::Ipc),
             uts: network.namespace(NsKind::Uts),
-            pid: PidNamespace::for_pod(pod),
+            pid: PidNamespace::for_container(pod, &container.name),
             hostname: network.hostname.clone(),
             hosts: Some(network.hosts.clone()),
             resolv_conf: Some(network.resolv_conf.clone()),

@@ -178,13 +178,14 @@ impl<R: FakeRuntime> Driver<R> {
         (s.reason, s.message)
     }
 
-    /// The status of the container or init container `name` (panics if absent).
+    /// The status of the container, init or ephemeral container `name` (panics if absent).
     pub fn status_of(&self, name: &str) -> ContainerStatus {
         let s = self.status();
         s.init_container_statuses
             .into_iter()
             .flatten()
             .chain(s.container_statuses.into_iter().flatten())
+            .chain(s.ephemeral_container_statuses.into_iter().flatten())
             .find(|c| c.name == name)
             .unwrap_or_else(|| panic!("no status for {name}"))
     }
