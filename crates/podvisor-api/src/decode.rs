@@ -267,7 +267,7 @@ fn decode_one(
 
 /// Renders a `serde_ignored` path the way kubectl does:
 /// `spec.containers[0].imagee`.
-fn format_path(path: &serde_ignored::Path<'_>) -> String {
+pub(crate) fn format_path(path: &serde_ignored::Path<'_>) -> String {
     match path {
         serde_ignored::Path::Root => String::new(),
         serde_ignored::Path::Seq { parent, index } => format!("{}[{index}]", format_path(parent)),

@@ -36,6 +36,7 @@
 
 pub use k8s_openapi;
 
+pub mod config;
 pub mod decode;
 pub mod defaults;
 pub mod gates;

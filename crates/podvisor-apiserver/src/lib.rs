@@ -49,6 +49,7 @@ use axum::routing::get;
 use podvisor_store::Store;
 
 mod auth;
+mod configs;
 mod db;
 mod discovery;
 mod events;

@@ -1,8 +1,9 @@
 //! Just enough of the Kubernetes protobuf encoding to accept what kubectl's typed clients
 //! send that way: `kubectl create namespace` posts a protobuf `Namespace` (and does not fall
 //! back to JSON on 415). The envelope (`k8s\0` + `runtime.Unknown`) is decoded, and of the
-//! object its `ObjectMeta` name, generateName, labels and annotations; every other kind is
-//! refused with 415.
+//! object its `ObjectMeta` name, generateName, labels and annotations. `kubectl create
+//! configmap|secret` post protobuf too: their data, binary data, string data, type and
+//! `immutable` are decoded as well. Every other kind is refused with 415.
 
 use serde_json::{Map, Value, json};
 
@@ -11,7 +12,7 @@ pub(crate) const MAGIC: &[u8] = b"k8s\0";
 
 /// One field of a protobuf message.
 enum Field<'a> {
-    Varint,
+    Varint(u64),
     Bytes(&'a [u8]),
     Other,
 }
@@ -37,10 +38,7 @@ fn fields(buf: &[u8]) -> Result<Vec<(u64, Field<'_>)>, String> {
         let key = varint(buf, &mut pos)?;
         let (number, wire) = (key >> 3, key & 7);
         let field = match wire {
-            0 => {
-                varint(buf, &mut pos)?;
-                Field::Varint
-            }
+            0 => Field::Varint(varint(buf, &mut pos)?),
             1 => {
                 pos += 8;
                 Field::Other
@@ -75,15 +73,67 @@ fn text(b: &[u8]) -> Result<String, String> {
 
 /// A `map<string, string>` entry.
 fn entry(b: &[u8]) -> Result<(String, String), String> {
-    let (mut k, mut v) = (String::new(), String::new());
+    let (k, v) = bytes_entry(b)?;
+    Ok((k, text(&v)?))
+}
+
+/// A `map<string, bytes>` entry.
+fn bytes_entry(b: &[u8]) -> Result<(String, Vec<u8>), String> {
+    let (mut k, mut v) = (String::new(), Vec::new());
     for (n, f) in fields(b)? {
         match (n, f) {
             (1, Field::Bytes(x)) => k = text(x)?,
-            (2, Field::Bytes(x)) => v = text(x)?,
+            (2, Field::Bytes(x)) => v = x.to_vec(),
             _ => {}
         }
     }
     Ok((k, v))
+}
+
+/// The JSON of a ConfigMap's or Secret's own fields (`generated.proto` numbers).
+fn config_fields(kind: &str, raw: &[u8], out: &mut Map<String, Value>) -> Result<(), String> {
+    use base64::Engine as _;
+    let b64 = |v: &[u8]| json!(base64::engine::general_purpose::STANDARD.encode(v));
+    let mut maps: [Map<String, Value>; 3] = Default::default();
+    let secret = kind == "Secret";
+    for (n, f) in fields(raw)? {
+        match (secret, n, f) {
+            (false, 2, Field::Bytes(x)) => {
+                let (k, v) = entry(x)?;
+                maps[0].insert(k, json!(v));
+            }
+            (false, 3, Field::Bytes(x)) => {
+                let (k, v) = bytes_entry(x)?;
+                maps[1].insert(k, b64(&v));
+            }
+            (false, 4, Field::Varint(v)) | (true, 5, Field::Varint(v)) => {
+                out.insert("immutable".to_owned(), json!(v != 0));
+            }
+            (true, 2, Field::Bytes(x)) => {
+                let (k, v) = bytes_entry(x)?;
+                maps[0].insert(k, b64(&v));
+            }
+            (true, 3, Field::Bytes(x)) => {
+                out.insert("type".to_owned(), json!(text(x)?));
+            }
+            (true, 4, Field::Bytes(x)) => {
+                let (k, v) = entry(x)?;
+                maps[2].insert(k, json!(v));
+            }
+            _ => {}
+        }
+    }
+    let names = if secret {
+        ["data", "", "stringData"]
+    } else {
+        ["data", "binaryData", ""]
+    };
+    for (name, map) in names.into_iter().zip(maps) {
+        if !map.is_empty() {
+            out.insert(name.to_owned(), Value::Object(map));
+        }
+    }
+    Ok(())
 }
 
 fn object_meta(b: &[u8]) -> Result<Value, String> {
@@ -145,9 +195,9 @@ pub(crate) fn decode(body: &[u8]) -> Result<Value, String> {
             _ => {}
         }
     }
-    if api_version != "v1" || kind != "Namespace" {
+    if api_version != "v1" || !matches!(kind.as_str(), "Namespace" | "ConfigMap" | "Secret") {
         return Err(format!(
-            "protobuf is only accepted for v1 Namespace, not {api_version} {kind}"
+            "protobuf is only accepted for v1 Namespace, ConfigMap and Secret, not {api_version} {kind}"
         ));
     }
     let mut metadata = json!({});
@@ -156,7 +206,14 @@ pub(crate) fn decode(body: &[u8]) -> Result<Value, String> {
             metadata = object_meta(x)?;
         }
     }
-    Ok(json!({"apiVersion": api_version, "kind": kind, "metadata": metadata}))
+    let mut out = Map::new();
+    out.insert("apiVersion".to_owned(), json!(api_version));
+    out.insert("kind".to_owned(), json!(kind));
+    out.insert("metadata".to_owned(), metadata);
+    if kind != "Namespace" {
+        config_fields(&kind, raw, &mut out)?;
+    }
+    Ok(Value::Object(out))
 }
 
 #[cfg(test)]

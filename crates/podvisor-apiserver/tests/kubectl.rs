@@ -4,6 +4,7 @@
 
 mod common;
 
+mod kubectl_configs;
 mod kubectl_logs_events;
 mod kubectl_pods;
 mod kubectl_watch;
