@@ -21,6 +21,7 @@ mod executors;
 mod identity;
 mod log;
 pub mod node;
+pub mod objects;
 mod pod_task;
 
 pub use clock::{Clock, SystemClock, TokioClock, instant_for, wait_until};
@@ -76,6 +77,7 @@ pub struct Agent<R: Runtime> {
     runtime: Arc<R>,
     config: MachineConfig,
     clock: Arc<dyn Clock>,
+    objects: Arc<dyn objects::ObjectSource>,
 }
 
 impl<R: Runtime> Agent<R> {
@@ -91,7 +93,15 @@ impl<R: Runtime> Agent<R> {
             runtime,
             config,
             clock,
+            objects: Arc::new(objects::NoObjects),
         }
+    }
+
+    /// Reads the ConfigMaps and Secrets pods refer to from `source` (by default none exist).
+    #[must_use]
+    pub fn with_objects(mut self, source: Arc<dyn objects::ObjectSource>) -> Agent<R> {
+        self.objects = source;
+        self
     }
 
     /// The agent's `now` (its [`Clock`]): the node reads time only through it.
@@ -123,6 +133,7 @@ impl<R: Runtime> Agent<R> {
         let task = PodTask::new(
             Arc::clone(&self.runtime),
             Arc::clone(&self.clock),
+            Arc::clone(&self.objects),
             self.config_for(is_static),
             pod.clone(),
             commands_rx,
@@ -147,6 +158,7 @@ impl<R: Runtime> Agent<R> {
         let task = PodTask::recovered(
             Arc::clone(&self.runtime),
             Arc::clone(&self.clock),
+            Arc::clone(&self.objects),
             self.config_for(is_static),
             pod.clone(),
             pod_task::Adopted {

@@ -9,6 +9,7 @@
 
 use crate::clock::{Clock, instant_for};
 use crate::log::{debug, warning};
+use crate::objects::ObjectSource;
 use crate::{PodUpdate, TimedEvent, executors};
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{Container, Pod, PodCondition};
@@ -102,6 +103,8 @@ struct InFlight<S> {
 pub(crate) struct PodTask<R: Runtime> {
     rt: Arc<R>,
     clock: Arc<dyn Clock>,
+    /// Where the pod's ConfigMaps and Secrets are read.
+    objects: Arc<dyn ObjectSource>,
     machine: PodMachine,
     /// `<name>_<namespace>(<uid>)`, as hook messages name the pod.
     full_name: String,
@@ -138,6 +141,7 @@ impl<R: Runtime> PodTask<R> {
     pub(crate) fn new(
         rt: Arc<R>,
         clock: Arc<dyn Clock>,
+        objects: Arc<dyn ObjectSource>,
         config: MachineConfig,
         pod: Pod,
         commands: mpsc::UnboundedReceiver<Command>,
@@ -150,6 +154,7 @@ impl<R: Runtime> PodTask<R> {
         PodTask {
             rt,
             clock,
+            objects,
             machine,
             full_name,
             sandbox: None,
@@ -179,6 +184,7 @@ impl<R: Runtime> PodTask<R> {
     pub(crate) fn recovered(
         rt: Arc<R>,
         clock: Arc<dyn Clock>,
+        objects: Arc<dyn ObjectSource>,
         config: MachineConfig,
         pod: Pod,
         adopted: Adopted<R::Sandbox>,
@@ -219,6 +225,7 @@ impl<R: Runtime> PodTask<R> {
         PodTask {
             rt,
             clock,
+            objects,
             machine,
             full_name,
             sandbox: Some(Arc::new(adopted.sandbox)),
@@ -715,12 +722,36 @@ impl<R: Runtime> PodTask<R> {
         );
         self.starting.insert(instance);
         self.starting_names.insert(instance, name.to_owned());
+        let pod = self.machine.pod().clone();
+        let names = podvisor_api::references::container_env_references(&container);
+        let objects = match crate::objects::fetch(
+            self.objects.as_ref(),
+            pod.metadata.namespace.as_deref().unwrap_or("default"),
+            &names,
+        ) {
+            Ok(objects) => objects,
+            Err(message) => {
+                self.starting.remove(&instance);
+                self.starting_names.remove(&instance);
+                self.ready.push_back(Input::Started {
+                    instance,
+                    result: Err(StartError {
+                        reason: "CreateContainerConfigError".to_string(),
+                        message,
+                        created: false,
+                        pulling: false,
+                    }),
+                });
+                return;
+            }
+        };
         let rt = Arc::clone(&self.rt);
         let request = StartRequest {
-            pod: self.machine.pod().clone(),
+            pod,
             instance,
             container,
             restart_count,
+            objects,
         };
         let on_panic = failed("runtime task panicked while starting the container".to_string());
         self.spawn(Some(on_panic), async move {

@@ -44,6 +44,7 @@ pub mod gotext;
 pub mod meta;
 pub mod pod;
 pub mod quantity;
+pub mod references;
 pub mod resources;
 pub mod validation;
 

@@ -743,6 +743,10 @@ impl Runtime for ProcessRuntime {
             created: false,
             pulling: false,
         };
+        let opts = config::BuildOptions {
+            objects: request.objects.clone(),
+            ..config::BuildOptions::default()
+        };
         let (config, image) = match (&sandbox.network, &self.inner.oci) {
             (Some(network), Some(oci)) => {
                 let mut config = config::build_for_image(
@@ -751,6 +755,7 @@ impl Runtime for ProcessRuntime {
                     request.instance,
                     request.restart_count,
                     &sandbox.paths,
+                    &opts,
                 )
                 .map_err(config_error)?;
                 let (launch, image) = oci
@@ -761,18 +766,20 @@ impl Runtime for ProcessRuntime {
                         &sandbox.paths,
                         network,
                         &container_id(&sandbox.paths, request.instance),
+                        &opts,
                     )
                     .await?;
                 config.oci = Some(Box::new(launch));
                 (config, Some(image))
             }
             _ => {
-                let config = config::build(
+                let config = config::build_with(
                     &request.pod,
                     &request.container,
                     request.instance,
                     request.restart_count,
                     &sandbox.paths,
+                    &opts,
                 )
                 .map_err(config_error)?;
                 // Host processes: `image` is a label, nothing is pulled.

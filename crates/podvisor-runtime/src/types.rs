@@ -25,6 +25,9 @@ pub struct StartRequest {
     pub container: Container,
     /// Its restart count: the log file is `<log_dir>/<name>/<restart_count>.log`.
     pub restart_count: i32,
+    /// The ConfigMaps and Secrets the container's environment and the pod's volumes refer
+    /// to, as the node agent fetched them for this start (missing ones do not exist).
+    pub objects: crate::config::objects::PodObjects,
 }
 
 /// A started instance.

@@ -18,3 +18,4 @@ mod exec;
 mod oci;
 mod python_client;
 mod serve;
+mod serve_configs;

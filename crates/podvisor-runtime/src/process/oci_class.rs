@@ -453,6 +453,7 @@ impl OciClass {
         paths: &PodPaths,
         network: &PodNetwork,
         container_id: &str,
+        opts: &BuildOptions,
     ) -> Result<(OciLaunch, (ImageReport, String)), StartError> {
         let fail = |reason: &str, message: String, pulling: bool| StartError {
             reason: reason.to_owned(),
@@ -544,7 +545,7 @@ impl OciClass {
                 ));
             }
         }
-        let env = crate::config::kubelet_environment(pod, container, &BuildOptions::default())
+        let env = crate::config::kubelet_environment(pod, container, opts)
             .map_err(|m| fail("CreateContainerConfigError", m, false))?;
         let launch = OciLaunch {
             id: container_id

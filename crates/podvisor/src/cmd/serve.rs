@@ -178,7 +178,11 @@ async fn serve(
         .runtime
         .runtime(state_dir, &state_dir.join("images"), shim)?;
     let runtime = Arc::new(runtime);
-    let agent = Arc::new(Agent::new(Arc::clone(&runtime), config));
+    let agent = Arc::new(
+        Agent::new(Arc::clone(&runtime), config).with_objects(Arc::new(
+            podvisor_agent::node::StoreObjects::new(store.clone()),
+        )),
+    );
     let mut node = Node::start(
         agent,
         store,
