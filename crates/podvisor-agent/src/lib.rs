@@ -23,6 +23,7 @@ mod log;
 pub mod node;
 pub mod objects;
 mod pod_task;
+pub mod volumes;
 
 pub use clock::{Clock, SystemClock, TokioClock, instant_for, wait_until};
 pub use identity::new_uid;
@@ -78,6 +79,7 @@ pub struct Agent<R: Runtime> {
     config: MachineConfig,
     clock: Arc<dyn Clock>,
     objects: Arc<dyn objects::ObjectSource>,
+    volume_sync_period: std::time::Duration,
 }
 
 impl<R: Runtime> Agent<R> {
@@ -94,7 +96,16 @@ impl<R: Runtime> Agent<R> {
             config,
             clock,
             objects: Arc::new(objects::NoObjects),
+            volume_sync_period: volumes::SYNC_PERIOD,
         }
+    }
+
+    /// Re-syncs `configMap` and `secret` volumes every `period` (the kubelet's
+    /// `--sync-frequency`, [`volumes::SYNC_PERIOD`] by default).
+    #[must_use]
+    pub fn with_volume_sync_period(mut self, period: std::time::Duration) -> Agent<R> {
+        self.volume_sync_period = period;
+        self
     }
 
     /// Reads the ConfigMaps and Secrets pods refer to from `source` (by default none exist).
@@ -133,7 +144,7 @@ impl<R: Runtime> Agent<R> {
         let task = PodTask::new(
             Arc::clone(&self.runtime),
             Arc::clone(&self.clock),
-            Arc::clone(&self.objects),
+            (Arc::clone(&self.objects), self.volume_sync_period),
             self.config_for(is_static),
             pod.clone(),
             commands_rx,
@@ -158,7 +169,7 @@ impl<R: Runtime> Agent<R> {
         let task = PodTask::recovered(
             Arc::clone(&self.runtime),
             Arc::clone(&self.clock),
-            Arc::clone(&self.objects),
+            (Arc::clone(&self.objects), self.volume_sync_period),
             self.config_for(is_static),
             pod.clone(),
             pod_task::Adopted {

@@ -22,6 +22,7 @@
 
 mod env;
 pub mod objects;
+pub mod projection;
 pub mod quantity;
 pub mod security;
 mod volumes;

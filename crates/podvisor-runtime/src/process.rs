@@ -19,6 +19,7 @@
 //! running is killed, every instance gets its exit, and the agent hears
 //! [`RuntimeEvent::SandboxLost`].
 
+mod atomic_writer;
 mod exec_stream;
 mod exits;
 mod oci_class;
@@ -525,6 +526,11 @@ fn prepare_volumes(pod: &Pod, paths: &PodPaths) -> Result<(), SandboxError> {
             PodVolumeKind::HostPath { type_ } => {
                 check_host_path(&volume.path, type_).map_err(|m| failed_mount(&volume.name, m))?;
             }
+            PodVolumeKind::ConfigMap | PodVolumeKind::Secret => {
+                let secret = volume.kind == PodVolumeKind::Secret;
+                make_projected_dir(&volume.path, secret)
+                    .map_err(|m| failed_mount(&volume.name, m))?;
+            }
             PodVolumeKind::Unsupported { source } => {
                 return Err(failed_mount(
                     &volume.name,
@@ -534,6 +540,45 @@ fn prepare_volumes(pod: &Pod, paths: &PodPaths) -> Result<(), SandboxError> {
         }
     }
     Ok(())
+}
+
+/// The directory of a `configMap` or `secret` volume; a secret's is a tmpfs mounted in the
+/// node's mount namespace, which each shim's namespace copies (the kubelet keeps secrets in
+/// memory the same way). Idempotent: an adopted sandbox keeps its mount.
+fn make_projected_dir(path: &Path, secret: bool) -> Result<(), String> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::create_dir_all(path).map_err(|e| format!("mkdir {}: {e}", path.display()))?;
+    if !secret {
+        return std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755))
+            .map_err(|e| format!("chmod {}: {e}", path.display()));
+    }
+    let parent_dev = path
+        .parent()
+        .and_then(|p| std::fs::metadata(p).ok())
+        .map(|m| m.dev());
+    let dev = std::fs::metadata(path).map(|m| m.dev()).ok();
+    if dev.is_some() && dev != parent_dev {
+        return Ok(());
+    }
+    rustix::mount::mount(
+        "tmpfs",
+        path,
+        "tmpfs",
+        rustix::mount::MountFlags::NOSUID | rustix::mount::MountFlags::NODEV,
+        Some(c"mode=0755"),
+    )
+    .map_err(|e| format!("mount tmpfs at {}: {e}", path.display()))
+}
+
+/// Detaches the tmpfs of each `secret` volume of a pod directory before it is removed.
+pub(crate) fn unmount_volumes(pod_dir: &Path) {
+    let Ok(entries) = std::fs::read_dir(pod_dir.join("volumes")) else {
+        return;
+    };
+    for e in entries.flatten() {
+        // Not a mount point: EINVAL, nothing to do.
+        let _ = rustix::mount::unmount(&e.path(), rustix::mount::UnmountFlags::DETACH);
+    }
 }
 
 /// The last `limit` bytes of a file, if it has any.
@@ -698,6 +743,7 @@ impl Runtime for ProcessRuntime {
                         }
                         // Nothing of a sandbox that never came up stays behind (the agent
                         // retries, and a pod deleted meanwhile never gets a removal).
+                        unmount_volumes(&paths.pod_dir);
                         let _ = std::fs::remove_dir_all(&paths.pod_dir);
                         if created_logs {
                             let _ = std::fs::remove_dir_all(&paths.log_dir);
@@ -956,6 +1002,37 @@ impl Runtime for ProcessRuntime {
         }
     }
 
+    async fn set_up_volumes(
+        &self,
+        sandbox: &ProcessSandbox,
+        pod: &Pod,
+        objects: &config::objects::PodObjects,
+    ) -> Result<(), crate::VolumeError> {
+        let volumes = config::projection::projected_volumes(pod, objects);
+        if volumes.is_empty() {
+            return Ok(());
+        }
+        let root = sandbox.paths.pod_dir.join("volumes");
+        tokio::task::spawn_blocking(move || {
+            for v in volumes {
+                let fail = |message: String| crate::VolumeError {
+                    volume: v.name.clone(),
+                    message,
+                };
+                let payload = v.payload.clone().map_err(fail)?;
+                let dir = root.join(&v.name);
+                make_projected_dir(&dir, v.secret).map_err(fail)?;
+                atomic_writer::write(&dir, &payload).map_err(fail)?;
+            }
+            Ok(())
+        })
+        .await
+        .map_err(|e| crate::VolumeError {
+            volume: String::new(),
+            message: format!("volume task failed: {e}"),
+        })?
+    }
+
     async fn remove_sandbox(&self, sandbox: &ProcessSandbox) -> Result<(), RuntimeError> {
         sandbox.watch.removing();
         sandbox.forwarder.abort();
@@ -964,12 +1041,17 @@ impl Runtime for ProcessRuntime {
             oci.remove_network(network).await;
         }
         let pod_dir = sandbox.paths.pod_dir.clone();
-        tokio::task::spawn_blocking(move || match std::fs::remove_dir_all(&pod_dir) {
-            Err(e) if e.kind() != io::ErrorKind::NotFound => Err(RuntimeError::Io {
-                what: format!("removing {}", pod_dir.display()),
-                source: e,
-            }),
-            _ => Ok(()),
+        tokio::task::spawn_blocking(move || {
+            match {
+                unmount_volumes(&pod_dir);
+                std::fs::remove_dir_all(&pod_dir)
+            } {
+                Err(e) if e.kind() != io::ErrorKind::NotFound => Err(RuntimeError::Io {
+                    what: format!("removing {}", pod_dir.display()),
+                    source: e,
+                }),
+                _ => Ok(()),
+            }
         })
         .await
         .map_err(|e| RuntimeError::Other(format!("removing the pod directory: {e}")))??;

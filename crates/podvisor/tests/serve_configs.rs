@@ -152,3 +152,143 @@ fn a_missing_configmap_blocks_the_start_until_it_exists() {
     let _ = std::fs::remove_file(format!("/tmp/{m}-waiter.env"));
     assert!(env.lines().any(|l| l == "MODE=now"), "{env}");
 }
+
+#[test]
+#[ignore = "needs root"]
+fn configmap_and_secret_volumes_follow_their_objects() {
+    let mut ctx = ServeCtx::new("cfgvol");
+    ctx.start(&["--sync-frequency", "1s"]);
+    let m = ctx.marker.clone();
+    ctx.kubectl_ok(&[
+        "create",
+        "configmap",
+        "site",
+        "--from-literal=index.html=v1",
+        "--from-literal=other=x",
+    ]);
+    ctx.kubectl_ok(&[
+        "create",
+        "secret",
+        "generic",
+        "keys",
+        "--from-literal=token=t0p",
+    ]);
+    let out = format!("/tmp/{m}-vol");
+    std::fs::create_dir_all(&out).unwrap();
+    let manifest = format!(
+        r#"apiVersion: v1
+kind: Pod
+metadata:
+  name: vols
+spec:
+  containers:
+  - name: app
+    image: busybox
+    command: [sh, -c, 'while true; do cat /site/index.html > {out}/live.tmp; mv {out}/live.tmp {out}/live; cat /pinned > {out}/pinned; stat -c "%a" /keys/..data/token /site/..data/index.html > {out}/modes; mount | grep " /keys " > {out}/keys-mount; ls /items > {out}/items; sleep 0.2; done; : {m}']
+    volumeMounts:
+    - {{name: site, mountPath: /site}}
+    - {{name: site, mountPath: /pinned, subPath: index.html}}
+    - {{name: keys, mountPath: /keys}}
+    - {{name: items, mountPath: /items}}
+  volumes:
+  - name: site
+    configMap: {{name: site}}
+  - name: keys
+    secret: {{secretName: keys, defaultMode: 0400}}
+  - name: items
+    configMap:
+      name: site
+      items: [{{key: other, path: renamed}}]
+"#
+    );
+    let file = ctx.manifest("vols", &manifest);
+    ctx.kubectl_ok(&["create", "-f", file.to_str().unwrap()]);
+    let read = |f: &str| std::fs::read_to_string(format!("{out}/{f}")).unwrap_or_default();
+    wait_for("the volumes to be read", Duration::from_secs(30), || {
+        (read("live") == "v1").then_some(String::new())
+    });
+    assert_eq!(read("pinned"), "v1");
+    assert_eq!(
+        read("modes").split_whitespace().collect::<Vec<_>>(),
+        ["400", "644"]
+    );
+    assert!(
+        read("keys-mount").contains("tmpfs"),
+        "{}",
+        read("keys-mount")
+    );
+    assert_eq!(read("items").trim(), "renamed");
+    ctx.kubectl_ok(&[
+        "patch",
+        "configmap",
+        "site",
+        "-p",
+        r#"{"data":{"index.html":"v2"}}"#,
+    ]);
+    wait_for(
+        "the update to reach the running pod",
+        Duration::from_secs(20),
+        || (read("live") == "v2").then_some(String::new()),
+    );
+    // A subPath mount keeps what it bound.
+    assert_eq!(read("pinned"), "v1");
+    ctx.kubectl_ok(&["delete", "pod", "vols", "--grace-period=1"]);
+    let _ = std::fs::remove_dir_all(&out);
+}
+
+#[test]
+#[ignore = "needs root"]
+fn a_missing_volume_object_is_a_failed_mount_until_it_exists() {
+    let mut ctx = ServeCtx::new("cfgmnt");
+    ctx.start(&[]);
+    let m = ctx.marker.clone();
+    let manifest = format!(
+        "apiVersion: v1\nkind: Pod\nmetadata: {{name: mnt}}\nspec:\n  restartPolicy: Never\n  containers:\n  - name: app\n    image: busybox\n    command: [sh, -c, 'cat /cfg/k > /tmp/{m}-mnt; : {m}']\n    volumeMounts: [{{name: cfg, mountPath: /cfg}}]\n  volumes:\n  - name: cfg\n    configMap: {{name: later}}\n"
+    );
+    let file = ctx.manifest("mnt", &manifest);
+    ctx.kubectl_ok(&["create", "-f", file.to_str().unwrap()]);
+    let msg = wait_for("FailedMount", Duration::from_secs(30), || {
+        let out = ctx.kubectl_ok(&[
+            "get",
+            "events",
+            "--field-selector",
+            "reason=FailedMount",
+            "-o",
+            "jsonpath={.items[*].message}",
+        ]);
+        (!out.is_empty()).then_some(out)
+    });
+    assert!(
+        msg.contains("MountVolume.SetUp failed for volume \"cfg\" : configmap \"later\" not found"),
+        "{msg}"
+    );
+    assert_eq!(
+        jsonpath(
+            &ctx,
+            "mnt",
+            "{.status.containerStatuses[0].state.waiting.reason}"
+        ),
+        "ContainerCreating"
+    );
+    ctx.kubectl_ok(&["create", "configmap", "later", "--from-literal=k=here"]);
+    wait_for(
+        "the pod to run once the ConfigMap exists",
+        Duration::from_secs(40),
+        || (jsonpath(&ctx, "mnt", "{.status.phase}") == "Succeeded").then_some(String::new()),
+    );
+    assert_eq!(
+        std::fs::read_to_string(format!("/tmp/{m}-mnt")).unwrap(),
+        "here"
+    );
+    let _ = std::fs::remove_file(format!("/tmp/{m}-mnt"));
+    // A pod still waiting for its volume can be deleted.
+    let file = ctx.manifest(
+        "stuck",
+        &manifest
+            .replace("name: mnt", "name: stuck")
+            .replace("name: later", "name: never"),
+    );
+    ctx.kubectl_ok(&["create", "-f", file.to_str().unwrap()]);
+    std::thread::sleep(Duration::from_secs(2));
+    ctx.kubectl_ok(&["delete", "pod", "stuck", "--timeout=30s"]);
+}
