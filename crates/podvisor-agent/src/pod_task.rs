@@ -768,6 +768,9 @@ impl<R: Runtime> PodTask<R> {
             }
             let mut names = podvisor_api::references::container_env_references(&container);
             names.extend(podvisor_api::references::pod_volume_references(&pod));
+            names
+                .secrets
+                .extend(podvisor_api::references::pull_secret_names(&pod));
             let namespace = pod.metadata.namespace.as_deref().unwrap_or("default");
             let objects = match crate::objects::fetch(source.as_ref(), namespace, &names) {
                 Ok(objects) => objects,

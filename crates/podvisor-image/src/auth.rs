@@ -115,10 +115,22 @@ impl RegistryConfig {
         Ok(RegistryConfig { auths })
     }
 
-    /// The credentials for `reference`: the entry of its registry with the longest path
-    /// prefix of its repository, else anonymous.
+    /// Parses a legacy `.dockercfg` (the `auths` map itself, without the wrapper), as the
+    /// `kubernetes.io/dockercfg` Secrets hold it.
+    ///
+    /// # Errors
+    ///
+    /// What is wrong, as text.
+    pub fn parse_dockercfg(data: &[u8]) -> std::result::Result<RegistryConfig, String> {
+        let auths: serde_json::Value = serde_json::from_slice(data).map_err(|e| e.to_string())?;
+        let wrapped = serde_json::json!({ "auths": auths });
+        RegistryConfig::parse(wrapped.to_string().as_bytes())
+    }
+
+    /// The credentials of the entry for `reference`'s registry with the longest path prefix
+    /// of its repository, if any entry matches.
     #[must_use]
-    pub fn credentials_for(&self, reference: &Reference) -> Credentials {
+    pub fn lookup(&self, reference: &Reference) -> Option<Credentials> {
         let repo = reference.path();
         let mut best: Option<(usize, &Credentials)> = None;
         for (key, creds) in &self.auths {
@@ -131,7 +143,14 @@ impl RegistryConfig {
                 best = Some((path.len(), creds));
             }
         }
-        best.map(|(_, c)| c.clone()).unwrap_or_default()
+        best.map(|(_, c)| c.clone())
+    }
+
+    /// The credentials for `reference`: the entry of its registry with the longest path
+    /// prefix of its repository, else anonymous.
+    #[must_use]
+    pub fn credentials_for(&self, reference: &Reference) -> Credentials {
+        self.lookup(reference).unwrap_or_default()
     }
 }
 
