@@ -49,8 +49,8 @@ pub mod resources;
 pub mod validation;
 
 pub use decode::{
-    DecodeError, DecodedPod, DocumentRef, FieldValidation, decode_pods, decode_pods_lenient,
-    decode_pods_with,
+    DecodeError, DecodedPod, DocumentRef, FieldValidation, Manifest, decode_manifest, decode_pods,
+    decode_pods_lenient, decode_pods_with,
 };
 pub use defaults::apply_defaults;
 pub use gates::drop_disabled_fields;
