@@ -143,8 +143,11 @@ impl<R: Runtime> Agent<R> {
         let (updates_tx, updates_rx) = mpsc::unbounded_channel();
         let task = PodTask::new(
             Arc::clone(&self.runtime),
-            Arc::clone(&self.clock),
-            (Arc::clone(&self.objects), self.volume_sync_period),
+            pod_task::Services {
+                clock: Arc::clone(&self.clock),
+                objects: Arc::clone(&self.objects),
+                sync_period: self.volume_sync_period,
+            },
             self.config_for(is_static),
             pod.clone(),
             commands_rx,
@@ -168,8 +171,11 @@ impl<R: Runtime> Agent<R> {
         let (updates_tx, updates_rx) = mpsc::unbounded_channel();
         let task = PodTask::recovered(
             Arc::clone(&self.runtime),
-            Arc::clone(&self.clock),
-            (Arc::clone(&self.objects), self.volume_sync_period),
+            pod_task::Services {
+                clock: Arc::clone(&self.clock),
+                objects: Arc::clone(&self.objects),
+                sync_period: self.volume_sync_period,
+            },
             self.config_for(is_static),
             pod.clone(),
             pod_task::Adopted {

@@ -99,6 +99,14 @@ struct InFlight<S> {
     on_panic: Option<Input<S>>,
 }
 
+/// What a pod worker reads besides its runtime: the clock, and the ConfigMaps and Secrets
+/// with how often its volumes are re-synced.
+pub(crate) struct Services {
+    pub(crate) clock: Arc<dyn Clock>,
+    pub(crate) objects: Arc<dyn ObjectSource>,
+    pub(crate) sync_period: Duration,
+}
+
 /// One pod's worker. See the module docs.
 pub(crate) struct PodTask<R: Runtime> {
     rt: Arc<R>,
@@ -146,18 +154,21 @@ pub(crate) struct PodTask<R: Runtime> {
 impl<R: Runtime> PodTask<R> {
     pub(crate) fn new(
         rt: Arc<R>,
-        clock: Arc<dyn Clock>,
-        objects: (Arc<dyn ObjectSource>, Duration),
+        services: Services,
         config: MachineConfig,
         pod: Pod,
         commands: mpsc::UnboundedReceiver<Command>,
         updates: mpsc::UnboundedSender<PodUpdate>,
     ) -> PodTask<R> {
+        let Services {
+            clock,
+            objects,
+            sync_period,
+        } = services;
         let now = clock.now();
         let full_name = full_name_of(&pod);
         let machine = PodMachine::new(pod, config, now);
         let (events_tx, events_rx) = mpsc::unbounded_channel();
-        let (objects, sync_period) = objects;
         PodTask {
             rt,
             clock,
@@ -193,14 +204,18 @@ impl<R: Runtime> PodTask<R> {
     /// exits the runtime replays arrive on `adopted.events_rx` as usual.
     pub(crate) fn recovered(
         rt: Arc<R>,
-        clock: Arc<dyn Clock>,
-        objects: (Arc<dyn ObjectSource>, Duration),
+        services: Services,
         config: MachineConfig,
         pod: Pod,
         adopted: Adopted<R::Sandbox>,
         commands: mpsc::UnboundedReceiver<Command>,
         updates: mpsc::UnboundedSender<PodUpdate>,
     ) -> PodTask<R> {
+        let Services {
+            clock,
+            objects,
+            sync_period,
+        } = services;
         let now = clock.now();
         let full_name = full_name_of(&pod);
         let running = adopted
@@ -232,7 +247,6 @@ impl<R: Runtime> PodTask<R> {
                 .collect();
             machine.handle_sandbox_lost(exits, now);
         }
-        let (objects, sync_period) = objects;
         PodTask {
             rt,
             clock,

@@ -200,14 +200,12 @@ fn create_value(
 
 fn without_string_data(v: &Value) -> Value {
     let mut v = v.clone();
-    if let Some(m) = v.as_object_mut() {
-        if let Some(strings) = m.remove("stringData").and_then(|s| s.as_object().cloned()) {
-            let data = m.entry("data").or_insert_with(|| json!({}));
-            if let Some(d) = data.as_object_mut() {
-                for k in strings.keys() {
-                    d.insert(k.clone(), json!(""));
-                }
-            }
+    if let Some(m) = v.as_object_mut()
+        && let Some(strings) = m.remove("stringData").and_then(|s| s.as_object().cloned())
+        && let Some(d) = m.entry("data").or_insert_with(|| json!({})).as_object_mut()
+    {
+        for k in strings.keys() {
+            d.insert(k.clone(), json!(""));
         }
     }
     v
@@ -234,8 +232,7 @@ fn update_loop(
     ns: &str,
     name: &str,
     client_rv: Option<u64>,
-    operation: &str,
-    source: Option<&Value>,
+    (operation, source): (&str, Option<&Value>),
     mut compute: impl FnMut(&Value) -> ApiResult<(Typed, Vec<String>)>,
 ) -> ApiResult<Response> {
     let store = req.state.store();
@@ -313,8 +310,7 @@ pub(crate) fn update(
         ns,
         name,
         client_rv,
-        "Update",
-        Some(&value),
+        ("Update", Some(&value)),
         |_| decode(res, &value, &duplicates, fv, &prefix(res)),
     )
 }
@@ -346,8 +342,7 @@ pub(crate) fn patch(
         ns,
         name,
         None,
-        "Update",
-        source.as_ref(),
+        ("Update", source.as_ref()),
         |current| {
             let patched = apply_patch(current, patch_type, body, plain_lists)?;
             if patched.pointer("/metadata/resourceVersion")
@@ -389,8 +384,7 @@ fn apply(req: &Req, res: Resource, ns: &str, name: &str, body: &[u8]) -> ApiResu
         ns,
         name,
         None,
-        "Apply",
-        Some(&applied),
+        ("Apply", Some(&applied)),
         |current| {
             let mut merged = current.clone();
             managed::prune(&mut merged, &manager, &applied_fields);

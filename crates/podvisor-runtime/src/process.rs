@@ -577,7 +577,7 @@ pub(crate) fn unmount_volumes(pod_dir: &Path) {
     };
     for e in entries.flatten() {
         // Not a mount point: EINVAL, nothing to do.
-        let _ = rustix::mount::unmount(&e.path(), rustix::mount::UnmountFlags::DETACH);
+        let _ = rustix::mount::unmount(e.path(), rustix::mount::UnmountFlags::DETACH);
     }
 }
 
@@ -806,13 +806,10 @@ impl Runtime for ProcessRuntime {
                 .map_err(config_error)?;
                 let (launch, image) = oci
                     .launch(
-                        &request.pod,
-                        &request.container,
-                        request.instance,
+                        &request,
                         &sandbox.paths,
                         network,
                         &container_id(&sandbox.paths, request.instance),
-                        &opts,
                     )
                     .await?;
                 config.oci = Some(Box::new(launch));
@@ -1042,10 +1039,8 @@ impl Runtime for ProcessRuntime {
         }
         let pod_dir = sandbox.paths.pod_dir.clone();
         tokio::task::spawn_blocking(move || {
-            match {
-                unmount_volumes(&pod_dir);
-                std::fs::remove_dir_all(&pod_dir)
-            } {
+            unmount_volumes(&pod_dir);
+            match std::fs::remove_dir_all(&pod_dir) {
                 Err(e) if e.kind() != io::ErrorKind::NotFound => Err(RuntimeError::Io {
                     what: format!("removing {}", pod_dir.display()),
                     source: e,

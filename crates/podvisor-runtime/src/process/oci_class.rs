@@ -28,7 +28,7 @@ use crate::sandbox::pool::{self, SandboxPool, WarmSandbox};
 use crate::{
     ImageGcOutcome, ImageGcPolicy, ImageReport, PodPaths, RuntimeError, SandboxError, StartError,
 };
-use k8s_openapi::api::core::v1::{Container, Pod};
+use k8s_openapi::api::core::v1::Pod;
 use podvisor_image::{ImageId, ImageStore, NoProgress, PullOptions, Reference, RegistryConfig};
 use serde::{Deserialize, Serialize};
 use std::collections::HashSet;
@@ -447,14 +447,16 @@ impl OciClass {
     /// instance for the shim.
     pub(super) async fn launch(
         &self,
-        pod: &Pod,
-        container: &Container,
-        instance: u64,
+        request: &crate::StartRequest,
         paths: &PodPaths,
         network: &PodNetwork,
         container_id: &str,
-        opts: &BuildOptions,
     ) -> Result<(OciLaunch, (ImageReport, String)), StartError> {
+        let (pod, container, instance) = (&request.pod, &request.container, request.instance);
+        let opts = &BuildOptions {
+            objects: request.objects.clone(),
+            ..BuildOptions::default()
+        };
         let fail = |reason: &str, message: String, pulling: bool| StartError {
             reason: reason.to_owned(),
             message,
