@@ -528,14 +528,14 @@ fn mount_errors() {
     );
     assert_eq!(
         err(
-            json!([{"name": "cfg", "configMap": {"name": "settings"}}]),
-            json!([{"name": "cfg", "mountPath": "/etc/cfg"}])
+            json!([{"name": "dapi", "downwardAPI": {"items": []}}]),
+            json!([{"name": "dapi", "mountPath": "/etc/dapi"}])
         ),
-        "volume \"cfg\" (configMap) cannot be mounted into container \"app\": the process \
-         runtime does not support configMap volumes yet (only emptyDir and hostPath)"
+        "volume \"dapi\" (downwardAPI) cannot be mounted into container \"app\": the process \
+         runtime does not support downwardAPI volumes yet (only emptyDir, hostPath, configMap \
+         and secret)"
     );
     for (kind, source) in [
-        ("secret", json!({"secretName": "s"})),
         ("projected", json!({"sources": []})),
         ("persistentVolumeClaim", json!({"claimName": "c"})),
     ] {

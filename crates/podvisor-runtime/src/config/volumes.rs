@@ -43,7 +43,8 @@ pub(super) fn make_mounts(
             PodVolumeKind::Unsupported { source } => {
                 return Err(format!(
                     "volume {:?} ({source}) cannot be mounted into container {:?}: the process \
-                     runtime does not support {source} volumes yet (only emptyDir and hostPath)",
+                     runtime does not support {source} volumes yet (only emptyDir, hostPath, \
+                     configMap and secret)",
                     vm.name, container.name
                 ));
             }
