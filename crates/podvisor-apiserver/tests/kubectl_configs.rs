@@ -77,7 +77,11 @@ fn configmap_create_get_describe_patch_delete() {
         json!({"mode": "slow", "extra": "x"})
     );
     let out = s.kubectl_ok(&["delete", "configmap", "app-config"]);
-    assert_eq!(out.trim(), "configmap \"app-config\" deleted");
+    // kubectl 1.34 adds "from default namespace".
+    assert!(
+        out.trim().starts_with("configmap \"app-config\" deleted"),
+        "{out}"
+    );
     let r = s.kubectl(&["get", "cm", "app-config"]);
     assert_eq!(
         r.stderr.trim(),
