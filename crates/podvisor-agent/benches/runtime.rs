@@ -948,6 +948,7 @@ async fn runtime_start(ctx: &Ctx) -> Result<(Duration, Duration)> {
                 instance: 1,
                 container,
                 restart_count: 0,
+                objects: Default::default(),
             },
         )
         .await;

@@ -21,7 +21,9 @@ mod executors;
 mod identity;
 mod log;
 pub mod node;
+pub mod objects;
 mod pod_task;
+pub mod volumes;
 
 pub use clock::{Clock, SystemClock, TokioClock, instant_for, wait_until};
 pub use identity::new_uid;
@@ -76,6 +78,8 @@ pub struct Agent<R: Runtime> {
     runtime: Arc<R>,
     config: MachineConfig,
     clock: Arc<dyn Clock>,
+    objects: Arc<dyn objects::ObjectSource>,
+    volume_sync_period: std::time::Duration,
 }
 
 impl<R: Runtime> Agent<R> {
@@ -91,7 +95,24 @@ impl<R: Runtime> Agent<R> {
             runtime,
             config,
             clock,
+            objects: Arc::new(objects::NoObjects),
+            volume_sync_period: volumes::SYNC_PERIOD,
         }
+    }
+
+    /// Re-syncs `configMap` and `secret` volumes every `period` (the kubelet's
+    /// `--sync-frequency`, [`volumes::SYNC_PERIOD`] by default).
+    #[must_use]
+    pub fn with_volume_sync_period(mut self, period: std::time::Duration) -> Agent<R> {
+        self.volume_sync_period = period;
+        self
+    }
+
+    /// Reads the ConfigMaps and Secrets pods refer to from `source` (by default none exist).
+    #[must_use]
+    pub fn with_objects(mut self, source: Arc<dyn objects::ObjectSource>) -> Agent<R> {
+        self.objects = source;
+        self
     }
 
     /// The agent's `now` (its [`Clock`]): the node reads time only through it.
@@ -122,7 +143,11 @@ impl<R: Runtime> Agent<R> {
         let (updates_tx, updates_rx) = mpsc::unbounded_channel();
         let task = PodTask::new(
             Arc::clone(&self.runtime),
-            Arc::clone(&self.clock),
+            pod_task::Services {
+                clock: Arc::clone(&self.clock),
+                objects: Arc::clone(&self.objects),
+                sync_period: self.volume_sync_period,
+            },
             self.config_for(is_static),
             pod.clone(),
             commands_rx,
@@ -146,7 +171,11 @@ impl<R: Runtime> Agent<R> {
         let (updates_tx, updates_rx) = mpsc::unbounded_channel();
         let task = PodTask::recovered(
             Arc::clone(&self.runtime),
-            Arc::clone(&self.clock),
+            pod_task::Services {
+                clock: Arc::clone(&self.clock),
+                objects: Arc::clone(&self.objects),
+                sync_period: self.volume_sync_period,
+            },
             self.config_for(is_static),
             pod.clone(),
             pod_task::Adopted {

@@ -27,11 +27,13 @@
 //! kubelet): a restarted node re-adopts them. Draining deletes every pod gracefully first.
 
 mod allocation;
+mod objects;
 mod recorder;
 mod recovery;
 mod static_pods;
 mod writer;
 
+pub use objects::StoreObjects;
 pub use recorder::{
     AGGREGATE_INTERVAL, AGGREGATE_MAX_EVENTS, AGGREGATE_PREFIX, EventCorrelator, Recorder,
     SPAM_BURST, SPAM_REFILL,

@@ -9,6 +9,7 @@
 
 use crate::clock::{Clock, instant_for};
 use crate::log::{debug, warning};
+use crate::objects::ObjectSource;
 use crate::{PodUpdate, TimedEvent, executors};
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{Container, Pod, PodCondition, ResourceRequirements};
@@ -105,10 +106,26 @@ struct InFlight<S> {
     on_panic: Option<Input<S>>,
 }
 
+/// What a pod worker reads besides its runtime: the clock, and the ConfigMaps and Secrets
+/// with how often its volumes are re-synced.
+pub(crate) struct Services {
+    pub(crate) clock: Arc<dyn Clock>,
+    pub(crate) objects: Arc<dyn ObjectSource>,
+    pub(crate) sync_period: Duration,
+}
+
 /// One pod's worker. See the module docs.
 pub(crate) struct PodTask<R: Runtime> {
     rt: Arc<R>,
     clock: Arc<dyn Clock>,
+    /// Where the pod's ConfigMaps and Secrets are read.
+    objects: Arc<dyn ObjectSource>,
+    /// How often the pod's `configMap` and `secret` volumes are re-synced.
+    sync_period: Duration,
+    /// The periodic volume re-sync, once the sandbox exists.
+    volume_sync: Option<AbortHandle>,
+    /// Set when the pod is deleted: a start waiting for its volumes gives up.
+    deleting: tokio::sync::watch::Sender<bool>,
     machine: PodMachine,
     /// `<name>_<namespace>(<uid>)`, as hook messages name the pod.
     full_name: String,
@@ -144,12 +161,17 @@ pub(crate) struct PodTask<R: Runtime> {
 impl<R: Runtime> PodTask<R> {
     pub(crate) fn new(
         rt: Arc<R>,
-        clock: Arc<dyn Clock>,
+        services: Services,
         config: MachineConfig,
         pod: Pod,
         commands: mpsc::UnboundedReceiver<Command>,
         updates: mpsc::UnboundedSender<PodUpdate>,
     ) -> PodTask<R> {
+        let Services {
+            clock,
+            objects,
+            sync_period,
+        } = services;
         let now = clock.now();
         let full_name = full_name_of(&pod);
         let machine = PodMachine::new(pod, config, now);
@@ -157,6 +179,10 @@ impl<R: Runtime> PodTask<R> {
         PodTask {
             rt,
             clock,
+            objects,
+            sync_period,
+            volume_sync: None,
+            deleting: tokio::sync::watch::Sender::new(false),
             machine,
             full_name,
             sandbox: None,
@@ -185,13 +211,18 @@ impl<R: Runtime> PodTask<R> {
     /// exits the runtime replays arrive on `adopted.events_rx` as usual.
     pub(crate) fn recovered(
         rt: Arc<R>,
-        clock: Arc<dyn Clock>,
+        services: Services,
         config: MachineConfig,
         pod: Pod,
         adopted: Adopted<R::Sandbox>,
         commands: mpsc::UnboundedReceiver<Command>,
         updates: mpsc::UnboundedSender<PodUpdate>,
     ) -> PodTask<R> {
+        let Services {
+            clock,
+            objects,
+            sync_period,
+        } = services;
         let now = clock.now();
         let full_name = full_name_of(&pod);
         let running = adopted
@@ -226,6 +257,10 @@ impl<R: Runtime> PodTask<R> {
         PodTask {
             rt,
             clock,
+            objects,
+            sync_period,
+            volume_sync: None,
+            deleting: tokio::sync::watch::Sender::new(false),
             machine,
             full_name,
             sandbox: Some(Arc::new(adopted.sandbox)),
@@ -252,6 +287,8 @@ impl<R: Runtime> PodTask<R> {
     /// Runs the pod until it is terminated; returns the final pod object.
     pub(crate) async fn run(mut self) -> Pod {
         debug!("{}: worker started", self.full_name);
+        // A re-adopted sandbox keeps its volumes in sync too.
+        self.start_volume_sync();
         loop {
             self.drain();
             if self.terminated {
@@ -309,6 +346,8 @@ impl<R: Runtime> PodTask<R> {
         match wake {
             Wake::Command(Some(Command::Delete { grace })) => {
                 debug!("{}: delete (grace {grace:?})", self.full_name);
+                // Starts still waiting for their volumes give up.
+                self.deleting.send_replace(true);
                 self.machine.handle_delete(grace, now);
             }
             Wake::Command(Some(Command::UpdateSpec(pod))) => {
@@ -404,6 +443,7 @@ impl<R: Runtime> PodTask<R> {
                         debug!("{}: sandbox ready", self.full_name);
                         self.machine.set_pod_ip(Some(self.rt.pod_ip(&sandbox)));
                         self.sandbox = Some(Arc::new(sandbox));
+                        self.start_volume_sync();
                         self.machine.handle_sandbox_ready(now);
                     }
                     Err(e) => {
@@ -792,19 +832,89 @@ impl<R: Runtime> PodTask<R> {
             .find(|c| c.name == container.name)
             .cloned()
             .unwrap_or(container);
-        let request = StartRequest {
-            pod,
-            instance,
-            container,
-            restart_count,
-        };
+        let volumes = self.volume_syncer(&sandbox);
+        let source = Arc::clone(&self.objects);
+        let deleting = self.deleting.subscribe();
         let on_panic = failed("runtime task panicked while starting the container".to_string());
         self.spawn(Some(on_panic), async move {
+            // The kubelet's `WaitForAttachAndMount`: no container starts before the pod's
+            // volumes are set up; until then the start is pending (`ContainerCreating`).
+            let mut deleting = deleting;
+            tokio::select! {
+                () = volumes.wait_until_set_up() => {}
+                _ = deleting.wait_for(|d| *d) => {
+                    return Input::Started {
+                        instance,
+                        result: Err(StartError {
+                            reason: "CreateContainerError".to_string(),
+                            message: "the pod is being deleted before its volumes were set up"
+                                .to_string(),
+                            created: false,
+                            pulling: false,
+                        }),
+                    };
+                }
+            }
+            let mut names = podvisor_api::references::container_env_references(&container);
+            names.extend(podvisor_api::references::pod_volume_references(&pod));
+            names
+                .secrets
+                .extend(podvisor_api::references::pull_secret_names(&pod));
+            let namespace = pod.metadata.namespace.as_deref().unwrap_or("default");
+            let objects = match crate::objects::fetch(source.as_ref(), namespace, &names) {
+                Ok(objects) => objects,
+                Err(message) => {
+                    return Input::Started {
+                        instance,
+                        result: Err(StartError {
+                            reason: "CreateContainerConfigError".to_string(),
+                            message,
+                            created: false,
+                            pulling: false,
+                        }),
+                    };
+                }
+            };
+            let request = StartRequest {
+                pod,
+                instance,
+                container,
+                restart_count,
+                objects,
+            };
             Input::Started {
                 instance,
                 result: rt.start_container(&sandbox, request).await,
             }
         });
+    }
+
+    /// What sets up the pod's `configMap` and `secret` volumes on `sandbox`.
+    fn volume_syncer(&self, sandbox: &Arc<R::Sandbox>) -> crate::volumes::VolumeSyncer<R> {
+        crate::volumes::VolumeSyncer {
+            rt: Arc::clone(&self.rt),
+            sandbox: Arc::clone(sandbox),
+            pod: self.machine.pod().clone(),
+            objects: Arc::clone(&self.objects),
+            clock: Arc::clone(&self.clock),
+            updates: self.updates.clone(),
+        }
+    }
+
+    /// Starts the periodic re-sync of the pod's volumes on its sandbox (once).
+    fn start_volume_sync(&mut self) {
+        if self.volume_sync.is_some() || self.terminated {
+            return;
+        }
+        let Some(sandbox) = self.sandbox.clone() else {
+            return;
+        };
+        let syncer = self.volume_syncer(&sandbox);
+        if !syncer.has_volumes() {
+            return;
+        }
+        let period = self.sync_period;
+        self.volume_sync = Some(tokio::spawn(syncer.run(period)).abort_handle());
     }
 
     /// Starts a streaming exec in the running instance of `container`; the answer goes to
@@ -848,6 +958,9 @@ impl<R: Runtime> PodTask<R> {
 
     /// The machine is terminated: stop every task, release the sandbox, publish the end.
     async fn finish(mut self) -> Pod {
+        if let Some(sync) = self.volume_sync.take() {
+            sync.abort();
+        }
         for (id, t) in &self.in_flight {
             // A sandbox being created must be waited for, so that it can be removed.
             if Some(*id) != self.sandbox_task {

@@ -267,7 +267,7 @@ fn decode_one(
 
 /// Renders a `serde_ignored` path the way kubectl does:
 /// `spec.containers[0].imagee`.
-fn format_path(path: &serde_ignored::Path<'_>) -> String {
+pub(crate) fn format_path(path: &serde_ignored::Path<'_>) -> String {
     match path {
         serde_ignored::Path::Root => String::new(),
         serde_ignored::Path::Seq { parent, index } => format!("{}[{index}]", format_path(parent)),
@@ -394,4 +394,95 @@ fn yaml_message(e: &serde_saphyr::Error) -> String {
         Some(i) => first[..i].to_owned(),
         None => first,
     }
+}
+
+/// What a manifest file holds for `podvisor run`: its Pods, and the ConfigMaps and Secrets
+/// they may refer to.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Manifest {
+    /// The Pods, in order.
+    pub pods: Vec<Pod>,
+    /// The ConfigMaps, in order.
+    pub config_maps: Vec<k8s_openapi::api::core::v1::ConfigMap>,
+    /// The Secrets, in order (`stringData` already merged into `data`, the type defaulted).
+    pub secrets: Vec<k8s_openapi::api::core::v1::Secret>,
+}
+
+/// Decodes Pods, ConfigMaps and Secrets (documents, or items of `v1` `List`s) with strict
+/// field validation, as [`decode_pods`] decodes Pods.
+///
+/// # Errors
+///
+/// As [`decode_pods`]; a kind other than these three is [`DecodeError::WrongKind`].
+pub fn decode_manifest(text: &str, source: &str) -> Result<Manifest, DecodeError> {
+    let documents = parse_documents(text, source)?;
+    if documents.is_empty() {
+        return Err(DecodeError::Empty {
+            source_name: source.to_owned(),
+        });
+    }
+    let mut out = Manifest::default();
+    for (i, doc) in documents.into_iter().enumerate() {
+        let document = i + 1;
+        let is_list = doc.get("apiVersion").and_then(Value::as_str) == Some("v1")
+            && doc.get("kind").and_then(Value::as_str) == Some("List");
+        let items: Vec<(Value, Option<usize>)> = if is_list {
+            match doc.get("items") {
+                Some(Value::Array(items)) => items
+                    .iter()
+                    .cloned()
+                    .enumerate()
+                    .map(|(j, v)| (v, Some(j)))
+                    .collect(),
+                _ => Vec::new(),
+            }
+        } else {
+            vec![(doc, None)]
+        };
+        for (value, item) in items {
+            let at = DocumentRef { document, item };
+            let v1 = value.get("apiVersion").and_then(Value::as_str) == Some("v1");
+            let kind = value
+                .get("kind")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_owned();
+            let typed = |value: Value| -> Result<_, DecodeError> {
+                let shape = |message: String| DecodeError::Shape {
+                    source_name: source.to_owned(),
+                    at,
+                    message,
+                };
+                Ok(value).and_then(|v| match kind.as_str() {
+                    "ConfigMap" => crate::config::decode_object(v)
+                        .map(|(c, u)| (Some(c), None, u))
+                        .map_err(shape),
+                    _ => crate::config::decode_object(v)
+                        .map(|(s, u)| (None, Some(s), u))
+                        .map_err(shape),
+                })
+            };
+            match (v1, kind.as_str()) {
+                (true, "ConfigMap" | "Secret") => {
+                    let (cm, secret, unknown) = typed(value)?;
+                    if !unknown.is_empty() {
+                        return Err(DecodeError::UnknownFields {
+                            source_name: source.to_owned(),
+                            at,
+                            fields: unknown,
+                        });
+                    }
+                    out.config_maps.extend(cm);
+                    if let Some(mut s) = secret {
+                        crate::config::prepare_secret(&mut s);
+                        out.secrets.push(s);
+                    }
+                }
+                _ => out
+                    .pods
+                    .push(decode_one(value, source, at, FieldValidation::Strict)?.pod),
+            }
+        }
+    }
+    Ok(out)
 }

@@ -36,6 +36,7 @@
 
 pub use k8s_openapi;
 
+pub mod config;
 pub mod decode;
 pub mod defaults;
 pub mod gates;
@@ -43,12 +44,13 @@ pub mod gotext;
 pub mod meta;
 pub mod pod;
 pub mod quantity;
+pub mod references;
 pub mod resources;
 pub mod validation;
 
 pub use decode::{
-    DecodeError, DecodedPod, DocumentRef, FieldValidation, decode_pods, decode_pods_lenient,
-    decode_pods_with,
+    DecodeError, DecodedPod, DocumentRef, FieldValidation, Manifest, decode_manifest, decode_pods,
+    decode_pods_lenient, decode_pods_with,
 };
 pub use defaults::apply_defaults;
 pub use gates::drop_disabled_fields;

@@ -29,6 +29,18 @@ pub(crate) const EVENTS: Resource = Resource {
     plural: "events",
     namespaced: true,
 };
+/// `configmaps`.
+pub(crate) const CONFIGMAPS: Resource = Resource {
+    kind: "ConfigMap",
+    plural: "configmaps",
+    namespaced: true,
+};
+/// `secrets`.
+pub(crate) const SECRETS: Resource = Resource {
+    kind: "Secret",
+    plural: "secrets",
+    namespaced: true,
+};
 /// `namespaces`.
 pub(crate) const NAMESPACES: Resource = Resource {
     kind: "Namespace",

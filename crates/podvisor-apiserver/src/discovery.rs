@@ -116,6 +116,7 @@ pub(crate) fn v1_resources() -> Value {
         "kind": "APIResourceList",
         "groupVersion": "v1",
         "resources": [
+            resource("configmaps", "configmap", true, "ConfigMap", &all, &["cm"], &[]),
             resource("events", "event", true, "Event", &all, &["ev"], &[]),
             resource(
                 "namespaces", "namespace", false, "Namespace",
@@ -131,6 +132,7 @@ pub(crate) fn v1_resources() -> Value {
             resource("pods/log", "", true, "Pod", &["get"], &[], &[]),
             resource("pods/resize", "", true, "Pod", &["get", "patch", "update"], &[], &[]),
             resource("pods/status", "", true, "Pod", &["get", "patch", "update"], &[], &[]),
+            resource("secrets", "secret", true, "Secret", &all, &[], &[]),
         ],
     })
 }

@@ -52,6 +52,7 @@ use axum::routing::get;
 use podvisor_store::Store;
 
 mod auth;
+mod configs;
 mod db;
 mod discovery;
 mod events;

@@ -9,7 +9,7 @@ use podvisor_api::ValidationErrors;
 use podvisor_api::validation::{FieldError, Path};
 use serde_json::{Value, json};
 
-use crate::db::{self, EVENTS, NAMESPACES, PODS};
+use crate::db::{self, CONFIGMAPS, EVENTS, NAMESPACES, PODS, SECRETS};
 use crate::objects::respond;
 use crate::patch::{PatchType, apply_patch, plain_lists};
 use crate::pods::{check_name, pinned_rv, type_meta};
@@ -161,10 +161,12 @@ pub(crate) fn delete(req: &Req, name: &str) -> ApiResult<Response> {
     if req.params.dry_run()? {
         return Ok(respond(req, NAMESPACES, StatusCode::OK, &obj, &[]));
     }
-    let (events, _) = db::list(store, EVENTS, Some(name))?;
-    for e in events {
-        let ev_name = e["metadata"]["name"].as_str().unwrap_or("");
-        let _ = db::delete(store, EVENTS, name, ev_name, None, None);
+    for res in [EVENTS, CONFIGMAPS, SECRETS] {
+        let (objects, _) = db::list(store, res, Some(name))?;
+        for o in objects {
+            let obj_name = o["metadata"]["name"].as_str().unwrap_or("");
+            let _ = db::delete(store, res, name, obj_name, None, None);
+        }
     }
     let deleted = db::delete(store, NAMESPACES, "", name, None, None)?;
     Ok(respond(req, NAMESPACES, StatusCode::OK, &deleted, &[]))

@@ -1,6 +1,6 @@
 //! The smallest OpenAPI documents that let kubectl's strict field validation, `create` and
 //! `apply` work: `/openapi/v3` lists one group-version whose document declares, for Pod,
-//! Namespace and Event, the `post` and `patch` operations with their group-version-kind and
+//! Namespace, Event, ConfigMap and Secret, the `post` and `patch` operations with their group-version-kind and
 //! the `fieldValidation`, `dryRun` and `fieldManager` query parameters. kubectl then leaves
 //! validation to the server (which is strict and exact here).
 //!
@@ -15,7 +15,7 @@ use serde_json::{Value, json};
 use crate::status::{ApiError, json_response};
 
 /// Changes whenever the v3 document below changes, so kubectl's cache is refreshed.
-const V3_HASH: &str = "podvisor-1-35-0-3";
+const V3_HASH: &str = "podvisor-1-35-0-4";
 
 /// `GET /openapi/v3`.
 pub(crate) async fn v3_root() -> Response {
@@ -125,13 +125,19 @@ pub(crate) fn v3_api_v1() -> Value {
             "/api/v1/namespaces/{namespace}/pods": {"post": post_op("Pod")},
             "/api/v1/namespaces/{namespace}/pods/{name}": {"patch": patch_op("Pod")},
             "/api/v1/namespaces/{namespace}/events": {"post": post_op("Event")},
-            "/api/v1/namespaces/{namespace}/events/{name}": {"patch": patch_op("Event")}
+            "/api/v1/namespaces/{namespace}/events/{name}": {"patch": patch_op("Event")},
+            "/api/v1/namespaces/{namespace}/configmaps": {"post": post_op("ConfigMap")},
+            "/api/v1/namespaces/{namespace}/configmaps/{name}": {"patch": patch_op("ConfigMap")},
+            "/api/v1/namespaces/{namespace}/secrets": {"post": post_op("Secret")},
+            "/api/v1/namespaces/{namespace}/secrets/{name}": {"patch": patch_op("Secret")}
         },
         "components": {
             "schemas": {
                 "io.k8s.api.core.v1.Pod": object_schema("Pod", "Pod is a collection of containers that can run on a host. This resource is created by clients and scheduled onto hosts."),
                 "io.k8s.api.core.v1.Namespace": object_schema("Namespace", "Namespace provides a scope for Names. Use of multiple namespaces is optional."),
-                "io.k8s.api.core.v1.Event": object_schema("Event", "Event is a report of an event somewhere in the cluster.")
+                "io.k8s.api.core.v1.Event": object_schema("Event", "Event is a report of an event somewhere in the cluster."),
+                "io.k8s.api.core.v1.ConfigMap": object_schema("ConfigMap", "ConfigMap holds configuration data for pods to consume."),
+                "io.k8s.api.core.v1.Secret": object_schema("Secret", "Secret holds secret data of a certain type. The total bytes of the values in the Data field must be less than MaxSecretSize bytes.")
             }
         }
     })

@@ -1,9 +1,10 @@
 //! Just enough of the Kubernetes protobuf encoding to accept what kubectl's typed clients
 //! send that way (they do not fall back to JSON on 415): `kubectl create namespace` posts a
-//! protobuf `Namespace`, `kubectl debug --copy-to` a `Pod`. The envelope (`k8s\0` +
-//! `runtime.Unknown`) is decoded; of a Namespace its `ObjectMeta` name, generateName, labels
-//! and annotations; a Pod whole, through its wire schema (`protobuf/pod.rs`); every other kind
-//! is refused with 415.
+//! protobuf `Namespace`, `kubectl create configmap|secret` a `ConfigMap` or `Secret`, `kubectl
+//! debug --copy-to` a `Pod`. The envelope (`k8s\0` + `runtime.Unknown`) is decoded; of a
+//! Namespace its `ObjectMeta` name, generateName, labels and annotations; of a ConfigMap or
+//! Secret also their data, binary data, string data, type and `immutable`; a Pod whole,
+//! through its wire schema (`protobuf/pod.rs`); every other kind is refused with 415.
 
 use serde_json::{Map, Value, json};
 
@@ -75,15 +76,67 @@ fn text(b: &[u8]) -> Result<String, String> {
 
 /// A `map<string, string>` entry.
 fn entry(b: &[u8]) -> Result<(String, String), String> {
-    let (mut k, mut v) = (String::new(), String::new());
+    let (k, v) = bytes_entry(b)?;
+    Ok((k, text(&v)?))
+}
+
+/// A `map<string, bytes>` entry.
+fn bytes_entry(b: &[u8]) -> Result<(String, Vec<u8>), String> {
+    let (mut k, mut v) = (String::new(), Vec::new());
     for (n, f) in fields(b)? {
         match (n, f) {
             (1, Field::Bytes(x)) => k = text(x)?,
-            (2, Field::Bytes(x)) => v = text(x)?,
+            (2, Field::Bytes(x)) => v = x.to_vec(),
             _ => {}
         }
     }
     Ok((k, v))
+}
+
+/// The JSON of a ConfigMap's or Secret's own fields (`generated.proto` numbers).
+fn config_fields(kind: &str, raw: &[u8], out: &mut Map<String, Value>) -> Result<(), String> {
+    use base64::Engine as _;
+    let b64 = |v: &[u8]| json!(base64::engine::general_purpose::STANDARD.encode(v));
+    let mut maps: [Map<String, Value>; 3] = Default::default();
+    let secret = kind == "Secret";
+    for (n, f) in fields(raw)? {
+        match (secret, n, f) {
+            (false, 2, Field::Bytes(x)) => {
+                let (k, v) = entry(x)?;
+                maps[0].insert(k, json!(v));
+            }
+            (false, 3, Field::Bytes(x)) => {
+                let (k, v) = bytes_entry(x)?;
+                maps[1].insert(k, b64(&v));
+            }
+            (false, 4, Field::Varint(v)) | (true, 5, Field::Varint(v)) => {
+                out.insert("immutable".to_owned(), json!(v != 0));
+            }
+            (true, 2, Field::Bytes(x)) => {
+                let (k, v) = bytes_entry(x)?;
+                maps[0].insert(k, b64(&v));
+            }
+            (true, 3, Field::Bytes(x)) => {
+                out.insert("type".to_owned(), json!(text(x)?));
+            }
+            (true, 4, Field::Bytes(x)) => {
+                let (k, v) = entry(x)?;
+                maps[2].insert(k, json!(v));
+            }
+            _ => {}
+        }
+    }
+    let names = if secret {
+        ["data", "", "stringData"]
+    } else {
+        ["data", "binaryData", ""]
+    };
+    for (name, map) in names.into_iter().zip(maps) {
+        if !map.is_empty() {
+            out.insert(name.to_owned(), Value::Object(map));
+        }
+    }
+    Ok(())
 }
 
 fn object_meta(b: &[u8]) -> Result<Value, String> {
@@ -151,9 +204,9 @@ pub(crate) fn decode(body: &[u8]) -> Result<Value, String> {
         pod.insert("kind".to_owned(), json!(kind));
         return Ok(Value::Object(pod));
     }
-    if api_version != "v1" || kind != "Namespace" {
+    if api_version != "v1" || !matches!(kind.as_str(), "Namespace" | "ConfigMap" | "Secret") {
         return Err(format!(
-            "protobuf is only accepted for v1 Namespace and Pod, not {api_version} {kind}"
+            "protobuf is only accepted for v1 Namespace, Pod, ConfigMap and Secret, not {api_version} {kind}"
         ));
     }
     let mut metadata = json!({});
@@ -162,7 +215,14 @@ pub(crate) fn decode(body: &[u8]) -> Result<Value, String> {
             metadata = object_meta(x)?;
         }
     }
-    Ok(json!({"apiVersion": api_version, "kind": kind, "metadata": metadata}))
+    let mut out = Map::new();
+    out.insert("apiVersion".to_owned(), json!(api_version));
+    out.insert("kind".to_owned(), json!(kind));
+    out.insert("metadata".to_owned(), metadata);
+    if kind != "Namespace" {
+        config_fields(&kind, raw, &mut out)?;
+    }
+    Ok(Value::Object(out))
 }
 
 #[cfg(test)]

@@ -12,7 +12,7 @@ use axum::routing::{MethodFilter, get, on};
 use crate::db::{EVENTS, NAMESPACES, PODS, Resource};
 use crate::request::Params;
 use crate::status::ApiError;
-use crate::{ApiState, discovery, events, exec, logs, namespaces, objects, openapi, pods};
+use crate::{ApiState, configs, discovery, events, exec, logs, namespaces, objects, openapi, pods};
 
 /// The most bytes a request body may have (the API server's `MaxRequestBodyBytes`).
 pub(crate) const MAX_BODY: usize = 3 * 1024 * 1024;
@@ -63,7 +63,7 @@ fn namespaced(resource: &str) -> Option<Resource> {
     match resource {
         "pods" => Some(PODS),
         "events" => Some(EVENTS),
-        _ => None,
+        other => configs::resource(other),
     }
 }
 
@@ -141,6 +141,10 @@ async fn collection(
         ("Pod", Method::DELETE) => pods::delete_collection(&req, &ns, &body),
         ("Event", Method::POST) => events::create(&req, &ns, &body),
         ("Event", Method::DELETE) => events::delete_collection(&req, &ns),
+        ("ConfigMap" | "Secret", Method::POST) => configs::create(&req, res, &ns, &body),
+        ("ConfigMap" | "Secret", Method::DELETE) => {
+            configs::delete_collection(&req, res, &ns, &body)
+        }
         (_, m) => Err(ApiError::method_not_supported(res.plural, m.as_str())),
     })
 }
@@ -171,6 +175,9 @@ async fn object(
         ("Event", Method::PUT) => events::update(&req, &ns, &name, &body),
         ("Event", Method::PATCH) => events::patch(&req, &ns, &name, &body),
         ("Event", Method::DELETE) => events::delete(&req, &ns, &name),
+        ("ConfigMap" | "Secret", Method::PUT) => configs::update(&req, res, &ns, &name, &body),
+        ("ConfigMap" | "Secret", Method::PATCH) => configs::patch(&req, res, &ns, &name, &body),
+        ("ConfigMap" | "Secret", Method::DELETE) => configs::delete(&req, res, &ns, &name, &body),
         (_, m) => Err(ApiError::method_not_supported(res.plural, m.as_str())),
     })
 }

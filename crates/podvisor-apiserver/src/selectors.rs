@@ -248,6 +248,7 @@ fn field_value(res: Resource, obj: &Value, field: &str) -> Option<Option<String>
             _ => return None,
         },
         ("Namespace", "status.phase") => s("/status/phase"),
+        ("Secret", "type") => s("/type"),
         _ => return None,
     };
     Some(v)

@@ -36,6 +36,10 @@ impl IncludeObject {
 const NAME_DOC: &str = "Name must be unique within a namespace. Is required when creating resources, although some resources may allow a client to request the generation of an appropriate name automatically. Name is primarily intended for creation idempotence and configuration definition. Cannot be updated. More info: https://kubernetes.io/docs/concepts/overview/working-with-objects/names#names";
 const AGE_DOC: &str = "CreationTimestamp is a timestamp representing the server time when this object was created. It is not guaranteed to be set in happens-before order across separate operations. Clients may not set this value. It is represented in RFC3339 form and is in UTC.\n\nPopulated by the system. Read-only. Null for lists. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#metadata";
 
+const CONFIGMAP_DATA_DOC: &str = "Data contains the configuration data. Each key must consist of alphanumeric characters, '-', '_' or '.'. Values with non-UTF-8 byte sequences must use the BinaryData field. The keys stored in Data must not overlap with the keys in the BinaryData field, this is enforced during validation process.";
+const SECRET_TYPE_DOC: &str = "Used to facilitate programmatic handling of secret data. More info: https://kubernetes.io/docs/concepts/configuration/secret/#secret-types";
+const SECRET_DATA_DOC: &str = "Data contains the secret data. Each key must consist of alphanumeric characters, '-', '_' or '.'. The serialized form of the secret data is a base64 encoded string, representing the arbitrary (possibly non-string) data value here. Described in https://tools.ietf.org/html/rfc4648#section-4";
+
 fn column(name: &str, format: &str, priority: u8, description: &str) -> Value {
     json!({"name": name, "type": "string", "format": format, "description": description, "priority": priority})
 }
@@ -140,6 +144,17 @@ fn columns(res: Resource) -> Vec<Value> {
             ),
             column("Name", "name", 1, NAME_DOC),
         ],
+        "ConfigMap" => vec![
+            column("Name", "name", 0, NAME_DOC),
+            column("Data", "", 0, CONFIGMAP_DATA_DOC),
+            column("Age", "", 0, AGE_DOC),
+        ],
+        "Secret" => vec![
+            column("Name", "name", 0, NAME_DOC),
+            column("Type", "", 0, SECRET_TYPE_DOC),
+            column("Data", "", 0, SECRET_DATA_DOC),
+            column("Age", "", 0, AGE_DOC),
+        ],
         _ => vec![
             column("Name", "name", 0, NAME_DOC),
             column("Status", "", 0, "The status of the namespace"),
@@ -190,6 +205,29 @@ fn cells(res: Resource, obj: &Value, now: Timestamp) -> (Vec<Value>, Option<Valu
             )
         }
         "Event" => (event_cells(obj, now), None),
+        "ConfigMap" | "Secret" => {
+            let count = |p: &str| {
+                obj.pointer(p)
+                    .and_then(Value::as_object)
+                    .map_or(0, serde_json::Map::len)
+            };
+            let age = json!(translate_timestamp_since(
+                time_of(obj, "/metadata/creationTimestamp").as_ref(),
+                now
+            ));
+            let name = json!(str_of(obj, "/metadata/name"));
+            let cells = if res.kind == "Secret" {
+                vec![
+                    name,
+                    json!(str_of(obj, "/type")),
+                    json!(count("/data")),
+                    age,
+                ]
+            } else {
+                vec![name, json!(count("/data") + count("/binaryData")), age]
+            };
+            (cells, None)
+        }
         _ => (
             vec![
                 json!(str_of(obj, "/metadata/name")),

@@ -104,6 +104,7 @@ fn tokens_kubeconfig_and_discovery() {
     assert_eq!(
         names,
         [
+            "configmaps",
             "events",
             "namespaces",
             "pods",
@@ -113,11 +114,13 @@ fn tokens_kubeconfig_and_discovery() {
             "pods/exec",
             "pods/log",
             "pods/resize",
-            "pods/status"
+            "pods/status",
+            "secrets"
         ]
     );
-    assert_eq!(v1["resources"][2]["shortNames"], json!(["po"]));
-    assert_eq!(v1["resources"][2]["categories"], json!(["all"]));
+    assert_eq!(v1["resources"][0]["shortNames"], json!(["cm"]));
+    assert_eq!(v1["resources"][3]["shortNames"], json!(["po"]));
+    assert_eq!(v1["resources"][3]["categories"], json!(["all"]));
     let (_, root) = s.json("GET", "/openapi/v3", None);
     let url = root["paths"]["api/v1"]["serverRelativeURL"]
         .as_str()

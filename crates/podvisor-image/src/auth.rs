@@ -147,11 +147,30 @@ impl RegistryConfig {
         Ok(RegistryConfig { auths, mirrors })
     }
 
+    /// Parses a legacy `.dockercfg` (the `auths` map itself, without the wrapper), as the
+    /// `kubernetes.io/dockercfg` Secrets hold it.
+    ///
+    /// # Errors
+    ///
+    /// What is wrong, as text.
+    pub fn parse_dockercfg(data: &[u8]) -> std::result::Result<RegistryConfig, String> {
+        let auths: serde_json::Value = serde_json::from_slice(data).map_err(|e| e.to_string())?;
+        let wrapped = serde_json::json!({ "auths": auths });
+        RegistryConfig::parse(wrapped.to_string().as_bytes())
+    }
+
+    /// The credentials of the entry for `reference`'s registry with the longest path prefix
+    /// of its repository, if any entry matches.
+    #[must_use]
+    pub fn lookup(&self, reference: &Reference) -> Option<Credentials> {
+        self.credentials_at(reference.domain(), reference.path())
+    }
+
     /// The credentials for `reference`: the entry of its registry with the longest path
     /// prefix of its repository, else anonymous.
     #[must_use]
     pub fn credentials_for(&self, reference: &Reference) -> Credentials {
-        self.credentials_at(reference.domain(), reference.path())
+        self.lookup(reference).unwrap_or_default()
     }
 
     /// The mirrors of `reference`'s registry, in the order to try them, each with its
@@ -165,13 +184,15 @@ impl RegistryConfig {
             .map(|(host, plain_http)| Mirror {
                 host: host.clone(),
                 plain_http: *plain_http,
-                credentials: self.credentials_at(host, reference.path()),
+                credentials: self
+                    .credentials_at(host, reference.path())
+                    .unwrap_or_default(),
             })
             .collect()
     }
 
     /// The `auths` entry of registry `domain` with the longest path prefix of `repo`.
-    fn credentials_at(&self, domain: &str, repo: &str) -> Credentials {
+    fn credentials_at(&self, domain: &str, repo: &str) -> Option<Credentials> {
         let mut best: Option<(usize, &Credentials)> = None;
         for (key, creds) in &self.auths {
             let (host, path) = key.split_once('/').unwrap_or((key.as_str(), ""));
@@ -183,7 +204,7 @@ impl RegistryConfig {
                 best = Some((path.len(), creds));
             }
         }
-        best.map(|(_, c)| c.clone()).unwrap_or_default()
+        best.map(|(_, c)| c.clone())
     }
 }
 

@@ -9,7 +9,8 @@
 //! Deliberate differences from a kubelet with containerd, all because there is no image and
 //! no API store yet:
 //! - a container without `command` is an error (there is no image entrypoint to fall back to);
-//! - `secretKeyRef`, `configMapKeyRef` and `envFrom` find nothing (`secret "x" not found`)
+//! - `secretKeyRef`, `configMapKeyRef` and `envFrom` read the objects the node agent fetched
+//!   ([`objects::PodObjects`] in [`BuildOptions`]); a missing one is `configmap "x" not found`
 //!   unless `optional: true`;
 //! - only `emptyDir` and `hostPath` volumes can be mounted;
 //! - no service-link variables (`KUBERNETES_SERVICE_HOST`, ...) are injected;
@@ -20,6 +21,8 @@
 //!   ([`security`]); `HOME` is not set here but by the shim ([`security::home_dir`]).
 
 mod env;
+pub mod objects;
+pub mod projection;
 pub mod quantity;
 pub mod security;
 mod volumes;
@@ -142,6 +145,8 @@ pub enum MountKind {
 pub struct BuildOptions {
     /// The node's allocatable resources.
     pub node_allocatable: NodeAllocatable,
+    /// The ConfigMaps and Secrets the node agent fetched for this start.
+    pub objects: objects::PodObjects,
 }
 
 /// The node's allocatable resources. The kubelet substitutes them for unset limits in
@@ -232,16 +237,9 @@ pub fn build_for_image(
     instance: u64,
     restart_count: i32,
     paths: &PodPaths,
+    opts: &BuildOptions,
 ) -> Result<ContainerConfig, String> {
-    build_inner(
-        pod,
-        container,
-        instance,
-        restart_count,
-        paths,
-        &BuildOptions::default(),
-        true,
-    )
+    build_inner(pod, container, instance, restart_count, paths, opts, true)
 }
 
 fn build_inner(

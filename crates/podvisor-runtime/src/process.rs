@@ -24,6 +24,7 @@
 //! host, so an ephemeral container's `targetContainerName` needs nothing here (in the `oci`
 //! class it joins the target's PID namespace: `oci::launch::PidNamespace::for_container`).
 
+mod atomic_writer;
 mod exec_stream;
 mod exits;
 mod oci_class;
@@ -531,6 +532,11 @@ fn prepare_volumes(pod: &Pod, paths: &PodPaths) -> Result<(), SandboxError> {
             PodVolumeKind::HostPath { type_ } => {
                 check_host_path(&volume.path, type_).map_err(|m| failed_mount(&volume.name, m))?;
             }
+            PodVolumeKind::ConfigMap | PodVolumeKind::Secret => {
+                let secret = volume.kind == PodVolumeKind::Secret;
+                make_projected_dir(&volume.path, secret)
+                    .map_err(|m| failed_mount(&volume.name, m))?;
+            }
             PodVolumeKind::Unsupported { source } => {
                 return Err(failed_mount(
                     &volume.name,
@@ -540,6 +546,45 @@ fn prepare_volumes(pod: &Pod, paths: &PodPaths) -> Result<(), SandboxError> {
         }
     }
     Ok(())
+}
+
+/// The directory of a `configMap` or `secret` volume; a secret's is a tmpfs mounted in the
+/// node's mount namespace, which each shim's namespace copies (the kubelet keeps secrets in
+/// memory the same way). Idempotent: an adopted sandbox keeps its mount.
+fn make_projected_dir(path: &Path, secret: bool) -> Result<(), String> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::create_dir_all(path).map_err(|e| format!("mkdir {}: {e}", path.display()))?;
+    if !secret {
+        return std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755))
+            .map_err(|e| format!("chmod {}: {e}", path.display()));
+    }
+    let parent_dev = path
+        .parent()
+        .and_then(|p| std::fs::metadata(p).ok())
+        .map(|m| m.dev());
+    let dev = std::fs::metadata(path).map(|m| m.dev()).ok();
+    if dev.is_some() && dev != parent_dev {
+        return Ok(());
+    }
+    rustix::mount::mount(
+        "tmpfs",
+        path,
+        "tmpfs",
+        rustix::mount::MountFlags::NOSUID | rustix::mount::MountFlags::NODEV,
+        Some(c"mode=0755"),
+    )
+    .map_err(|e| format!("mount tmpfs at {}: {e}", path.display()))
+}
+
+/// Detaches the tmpfs of each `secret` volume of a pod directory before it is removed.
+pub(crate) fn unmount_volumes(pod_dir: &Path) {
+    let Ok(entries) = std::fs::read_dir(pod_dir.join("volumes")) else {
+        return;
+    };
+    for e in entries.flatten() {
+        // Not a mount point: EINVAL, nothing to do.
+        let _ = rustix::mount::unmount(e.path(), rustix::mount::UnmountFlags::DETACH);
+    }
 }
 
 /// The last `limit` bytes of a file, if it has any.
@@ -707,6 +752,7 @@ impl Runtime for ProcessRuntime {
                         }
                         // Nothing of a sandbox that never came up stays behind (the agent
                         // retries, and a pod deleted meanwhile never gets a removal).
+                        unmount_volumes(&paths.pod_dir);
                         let _ = std::fs::remove_dir_all(&paths.pod_dir);
                         if created_logs {
                             let _ = std::fs::remove_dir_all(&paths.log_dir);
@@ -752,6 +798,10 @@ impl Runtime for ProcessRuntime {
             created: false,
             pulling: false,
         };
+        let opts = config::BuildOptions {
+            objects: request.objects.clone(),
+            ..config::BuildOptions::default()
+        };
         let (config, image) = match (&sandbox.network, &self.inner.oci) {
             (Some(network), Some(oci)) => {
                 let mut config = config::build_for_image(
@@ -760,13 +810,12 @@ impl Runtime for ProcessRuntime {
                     request.instance,
                     request.restart_count,
                     &sandbox.paths,
+                    &opts,
                 )
                 .map_err(config_error)?;
                 let (launch, image) = oci
                     .launch(
-                        &request.pod,
-                        &request.container,
-                        request.instance,
+                        &request,
                         &sandbox.paths,
                         network,
                         &container_id(&sandbox.paths, request.instance),
@@ -776,12 +825,13 @@ impl Runtime for ProcessRuntime {
                 (config, Some(image))
             }
             _ => {
-                let config = config::build(
+                let config = config::build_with(
                     &request.pod,
                     &request.container,
                     request.instance,
                     request.restart_count,
                     &sandbox.paths,
+                    &opts,
                 )
                 .map_err(config_error)?;
                 // Host processes: `image` is a label, nothing is pulled.
@@ -979,6 +1029,37 @@ impl Runtime for ProcessRuntime {
         }
     }
 
+    async fn set_up_volumes(
+        &self,
+        sandbox: &ProcessSandbox,
+        pod: &Pod,
+        objects: &config::objects::PodObjects,
+    ) -> Result<(), crate::VolumeError> {
+        let volumes = config::projection::projected_volumes(pod, objects);
+        if volumes.is_empty() {
+            return Ok(());
+        }
+        let root = sandbox.paths.pod_dir.join("volumes");
+        tokio::task::spawn_blocking(move || {
+            for v in volumes {
+                let fail = |message: String| crate::VolumeError {
+                    volume: v.name.clone(),
+                    message,
+                };
+                let payload = v.payload.clone().map_err(fail)?;
+                let dir = root.join(&v.name);
+                make_projected_dir(&dir, v.secret).map_err(fail)?;
+                atomic_writer::write(&dir, &payload).map_err(fail)?;
+            }
+            Ok(())
+        })
+        .await
+        .map_err(|e| crate::VolumeError {
+            volume: String::new(),
+            message: format!("volume task failed: {e}"),
+        })?
+    }
+
     async fn remove_sandbox(&self, sandbox: &ProcessSandbox) -> Result<(), RuntimeError> {
         sandbox.watch.removing();
         sandbox.forwarder.abort();
@@ -987,12 +1068,15 @@ impl Runtime for ProcessRuntime {
             oci.remove_network(network).await;
         }
         let pod_dir = sandbox.paths.pod_dir.clone();
-        tokio::task::spawn_blocking(move || match std::fs::remove_dir_all(&pod_dir) {
-            Err(e) if e.kind() != io::ErrorKind::NotFound => Err(RuntimeError::Io {
-                what: format!("removing {}", pod_dir.display()),
-                source: e,
-            }),
-            _ => Ok(()),
+        tokio::task::spawn_blocking(move || {
+            unmount_volumes(&pod_dir);
+            match std::fs::remove_dir_all(&pod_dir) {
+                Err(e) if e.kind() != io::ErrorKind::NotFound => Err(RuntimeError::Io {
+                    what: format!("removing {}", pod_dir.display()),
+                    source: e,
+                }),
+                _ => Ok(()),
+            }
         })
         .await
         .map_err(|e| RuntimeError::Other(format!("removing the pod directory: {e}")))??;

@@ -25,6 +25,9 @@ pub struct StartRequest {
     pub container: Container,
     /// Its restart count: the log file is `<log_dir>/<name>/<restart_count>.log`.
     pub restart_count: i32,
+    /// The ConfigMaps and Secrets the container's environment and the pod's volumes refer
+    /// to, as the node agent fetched them for this start (missing ones do not exist).
+    pub objects: crate::config::objects::PodObjects,
 }
 
 /// A started instance.
@@ -76,6 +79,17 @@ pub struct StartError {
     pub created: bool,
     /// A pull of the image was tried before the failure (a `Pulling` event is due).
     pub pulling: bool,
+}
+
+/// A volume that could not be set up: the `FailedMount` event's
+/// `MountVolume.SetUp failed for volume "<volume>" : <message>`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("MountVolume.SetUp failed for volume {} : {message}", podvisor_api::gotext::quote(.volume))]
+pub struct VolumeError {
+    /// `spec.volumes[].name`.
+    pub volume: String,
+    /// Why (`configmap "x" not found`).
+    pub message: String,
 }
 
 /// How an instance ended.
@@ -359,6 +373,20 @@ pub trait Runtime: Send + Sync + 'static {
         sandbox: &Self::Sandbox,
         request: StartRequest,
     ) -> impl Future<Output = Result<Started, StartError>> + Send;
+
+    /// Writes what the pod's `configMap` and `secret` volumes must hold now, as `objects`
+    /// (fetched by the node agent) say (the kubelet's `MountVolume.SetUp`, run before the
+    /// first start and again every sync period; a container's `subPath` mount keeps what it
+    /// bound). A runtime without such volumes has nothing to do.
+    fn set_up_volumes(
+        &self,
+        sandbox: &Self::Sandbox,
+        pod: &Pod,
+        objects: &crate::config::objects::PodObjects,
+    ) -> impl Future<Output = Result<(), VolumeError>> + Send {
+        let _ = (sandbox, pod, objects);
+        std::future::ready(Ok(()))
+    }
 
     /// Sends `signal` (a signal number) to the instance's whole process group.
     fn signal(

@@ -329,6 +329,7 @@ fn resource_field_refs() {
                 &p,
                 &BuildOptions {
                     node_allocatable: node,
+                    ..BuildOptions::default()
                 },
             )
             .unwrap(),
@@ -527,14 +528,14 @@ fn mount_errors() {
     );
     assert_eq!(
         err(
-            json!([{"name": "cfg", "configMap": {"name": "settings"}}]),
-            json!([{"name": "cfg", "mountPath": "/etc/cfg"}])
+            json!([{"name": "dapi", "downwardAPI": {"items": []}}]),
+            json!([{"name": "dapi", "mountPath": "/etc/dapi"}])
         ),
-        "volume \"cfg\" (configMap) cannot be mounted into container \"app\": the process \
-         runtime does not support configMap volumes yet (only emptyDir and hostPath)"
+        "volume \"dapi\" (downwardAPI) cannot be mounted into container \"app\": the process \
+         runtime does not support downwardAPI volumes yet (only emptyDir, hostPath, configMap \
+         and secret)"
     );
     for (kind, source) in [
-        ("secret", json!({"secretName": "s"})),
         ("projected", json!({"sources": []})),
         ("persistentVolumeClaim", json!({"claimName": "c"})),
     ] {
@@ -589,6 +590,7 @@ fn memory_backed_empty_dir_size_follows_the_kubelet() {
                 memory_bytes: node,
                 ..NodeAllocatable::default()
             },
+            ..BuildOptions::default()
         };
         match &config::pod_volumes(p, &paths(), &opts)[0].kind {
             PodVolumeKind::MemoryEmptyDir { size } => *size,
@@ -642,6 +644,7 @@ fn v15_memory_empty_dir_size_uses_the_pod_level_limit() {
                 memory_bytes: Some(1 << 30),
                 ..NodeAllocatable::default()
             },
+            ..BuildOptions::default()
         };
         match &config::pod_volumes(p, &paths(), &opts)[0].kind {
             PodVolumeKind::MemoryEmptyDir { size } => *size,

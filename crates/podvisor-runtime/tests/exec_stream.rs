@@ -73,6 +73,7 @@ impl Pod1 {
             instance: 1,
             container,
             restart_count: 0,
+            objects: Default::default(),
         };
         let started = runtime
             .start_container(&sandbox, request)

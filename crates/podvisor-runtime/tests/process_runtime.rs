@@ -106,6 +106,7 @@ impl Harness {
             instance,
             container: self.container(name),
             restart_count,
+            objects: Default::default(),
         };
         self.runtime
             .start_container(self.sandbox(), request)
@@ -315,6 +316,7 @@ async fn termination_message_and_missing_binary() {
         instance: 2,
         container: h.container("missing"),
         restart_count: 0,
+        objects: Default::default(),
     };
     let err = h
         .runtime
@@ -337,6 +339,7 @@ async fn termination_message_and_missing_binary() {
         instance: 3,
         container: h.container("missing-abs"),
         restart_count: 0,
+        objects: Default::default(),
     };
     let err = h
         .runtime
@@ -1071,6 +1074,7 @@ async fn containers_run_as_their_security_context_user() {
         instance: 4,
         container: h.container("root"),
         restart_count: 0,
+        objects: Default::default(),
     };
     let err = h
         .runtime
@@ -1169,6 +1173,7 @@ async fn a_shim_starts_each_attempt_of_a_container_once() {
         instance: 2,
         container: h.container("app"),
         restart_count: 0,
+        objects: Default::default(),
     };
     let refused = h
         .runtime

@@ -16,6 +16,8 @@ mod e2e_probes;
 mod e2e_sandbox;
 mod exec;
 mod oci;
+mod oci_pull_secrets;
 mod python_client;
 mod scheduling;
 mod serve;
+mod serve_configs;

@@ -173,3 +173,41 @@ fn sigterm_deletes_the_pods_gracefully() {
     );
     assert!(text.contains("Terminating"), "{text}");
 }
+
+#[test]
+#[ignore = "needs root: run as root with --include-ignored (scripts/test does)"]
+fn configmaps_and_secrets_come_from_the_same_file() {
+    require_root();
+    let out_file = std::env::temp_dir().join(format!("pv-run-cfg-{}", std::process::id()));
+    let manifest = format!(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: settings}}\ndata: {{mode: fast}}\n---\n\
+         apiVersion: v1\nkind: Secret\nmetadata: {{name: creds}}\nstringData: {{token: t0p}}\n---\n\
+         apiVersion: v1\nkind: Pod\nmetadata: {{name: cfg}}\nspec:\n  restartPolicy: Never\n  \
+         containers:\n  - name: app\n    image: busybox\n    \
+         command: [sh, -c, 'echo $MODE $(cat /secret/token) > {out}']\n    \
+         env: [{{name: MODE, valueFrom: {{configMapKeyRef: {{name: settings, key: mode}}}}}}]\n    \
+         volumeMounts: [{{name: s, mountPath: /secret}}]\n  \
+         volumes: [{{name: s, secret: {{secretName: creds}}}}]\n",
+        out = out_file.display()
+    );
+    let out = run(&manifest, &["-o", "json"]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let written = std::fs::read_to_string(&out_file).unwrap();
+    let _ = std::fs::remove_file(&out_file);
+    assert_eq!(written.trim(), "fast t0p");
+    assert!(!String::from_utf8_lossy(&out.stdout).contains("t0p"));
+
+    // An invalid Secret is refused before anything runs.
+    let bad = "apiVersion: v1\nkind: Secret\nmetadata: {name: tls}\ntype: kubernetes.io/tls\n";
+    let out = run(bad, &[]);
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr).trim(),
+        "The Secret \"tls\" is invalid: [data[tls.crt]: Required value, data[tls.key]: Required value]"
+    );
+}

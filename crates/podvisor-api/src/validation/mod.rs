@@ -16,6 +16,7 @@ use std::collections::HashMap;
 
 use k8s_openapi::api::core::v1::{Pod, PodSpec, Volume};
 
+mod config;
 mod containers;
 mod env;
 mod ephemeral;
@@ -32,8 +33,14 @@ mod spec;
 mod static_pod;
 mod update;
 
+pub use config::{
+    validate_config_map, validate_config_map_update, validate_secret, validate_secret_update,
+};
 pub use field::{BadValue, ErrorKind, FieldError, Path, ValidationErrors, go_quote};
-pub use names::{is_dns1123_label, is_dns1123_subdomain, is_qualified_name, is_valid_label_value};
+pub use names::{
+    is_config_map_key, is_dns1123_label, is_dns1123_subdomain, is_qualified_name,
+    is_relaxed_env_var_name, is_valid_label_value,
+};
 pub use resize::{drop_non_resize_updates, validate_pod_resize};
 pub use static_pod::validate_static_pod_references;
 pub use update::{

@@ -5,6 +5,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use k8s_openapi::api::core::v1::{Container, Pod, ResourceFieldSelector};
 
+use super::objects::not_found;
 use super::quantity::Quantity;
 use super::{BuildOptions, DEFAULT_IP, DEFAULT_PATH, NodeAllocatable, expand};
 
@@ -17,15 +18,35 @@ pub(super) fn make_environment(
     opts: &BuildOptions,
 ) -> Result<Vec<(String, String)>, String> {
     let mut env = Env::default();
+    let ns = pod.metadata.namespace.as_deref().unwrap_or("default");
+    let objects = &opts.objects;
+    // `envFrom` first, every key (with its prefix) as it is: 1.35's kubelet skips no name
+    // (`RelaxedEnvironmentVariableValidation`), and `env` below overrides.
     for from in container.env_from.iter().flatten() {
+        let prefix = from.prefix.as_deref().unwrap_or_default();
         if let Some(cm) = &from.config_map_ref {
-            if !cm.optional.unwrap_or(false) {
-                return Err(format!("configmap {:?} not found", cm.name));
+            match objects.config_maps.get(&cm.name) {
+                Some(data) => {
+                    for (k, v) in &data.data {
+                        env.set(&format!("{prefix}{k}"), v.clone());
+                    }
+                }
+                None if cm.optional.unwrap_or(false) => {}
+                None => return Err(not_found("configmap", &cm.name)),
             }
-        } else if let Some(secret) = &from.secret_ref
-            && !secret.optional.unwrap_or(false)
-        {
-            return Err(format!("secret {:?} not found", secret.name));
+        } else if let Some(secret) = &from.secret_ref {
+            match objects.secrets.get(&secret.name) {
+                Some(data) => {
+                    for (k, v) in &data.data {
+                        env.set(
+                            &format!("{prefix}{k}"),
+                            String::from_utf8_lossy(v).into_owned(),
+                        );
+                    }
+                }
+                None if secret.optional.unwrap_or(false) => {}
+                None => return Err(not_found("secret", &secret.name)),
+            }
         }
     }
     for var in container.env.iter().flatten() {
@@ -38,15 +59,41 @@ pub(super) fn make_environment(
             } else if let Some(resource) = &from.resource_field_ref {
                 resource_field_value(pod, container, resource, &opts.node_allocatable)?
             } else if let Some(cm) = &from.config_map_key_ref {
-                if cm.optional.unwrap_or(false) {
-                    continue;
+                let optional = cm.optional.unwrap_or(false);
+                let Some(data) = objects.config_maps.get(&cm.name) else {
+                    if optional {
+                        continue;
+                    }
+                    return Err(not_found("configmap", &cm.name));
+                };
+                match data.data.get(&cm.key) {
+                    Some(v) => v.clone(),
+                    None if optional => continue,
+                    None => {
+                        return Err(format!(
+                            "couldn't find key {} in ConfigMap {ns}/{}",
+                            cm.key, cm.name
+                        ));
+                    }
                 }
-                return Err(format!("configmap {:?} not found", cm.name));
             } else if let Some(secret) = &from.secret_key_ref {
-                if secret.optional.unwrap_or(false) {
-                    continue;
+                let optional = secret.optional.unwrap_or(false);
+                let Some(data) = objects.secrets.get(&secret.name) else {
+                    if optional {
+                        continue;
+                    }
+                    return Err(not_found("secret", &secret.name));
+                };
+                match data.data.get(&secret.key) {
+                    Some(v) => String::from_utf8_lossy(v).into_owned(),
+                    None if optional => continue,
+                    None => {
+                        return Err(format!(
+                            "couldn't find key {} in Secret {ns}/{}",
+                            secret.key, secret.name
+                        ));
+                    }
                 }
-                return Err(format!("secret {:?} not found", secret.name));
             } else if let Some(file) = &from.file_key_ref {
                 if file.optional.unwrap_or(false) {
                     continue;

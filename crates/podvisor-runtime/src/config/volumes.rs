@@ -1,4 +1,5 @@
 //! Volumes and mounts (`makeMounts`): `emptyDir` (on disk or in memory), `hostPath`,
+//! `configMap` and `secret` (read-only),
 //! `subPath` and `subPathExpr`.
 
 use std::collections::HashMap;
@@ -33,14 +34,17 @@ pub(super) fn make_mounts(
             ));
         };
         let pv = pod_volume(pod, volume, paths, opts);
-        let (source, kind) = match pv.kind {
+        let (source, kind) = match pv.kind.clone() {
             PodVolumeKind::EmptyDir => (pv.path, MountKind::Bind),
             PodVolumeKind::MemoryEmptyDir { size } => (pv.path, MountKind::Tmpfs { size }),
             PodVolumeKind::HostPath { .. } => (pv.path, MountKind::Bind),
+            // Always read-only, as the kubelet mounts them.
+            PodVolumeKind::ConfigMap | PodVolumeKind::Secret => (pv.path, MountKind::Bind),
             PodVolumeKind::Unsupported { source } => {
                 return Err(format!(
                     "volume {:?} ({source}) cannot be mounted into container {:?}: the process \
-                     runtime does not support {source} volumes yet (only emptyDir and hostPath)",
+                     runtime does not support {source} volumes yet (only emptyDir, hostPath, \
+                     configMap and secret)",
                     vm.name, container.name
                 ));
             }
@@ -65,7 +69,8 @@ pub(super) fn make_mounts(
             source,
             sub_path: PathBuf::from(sub_path),
             target: PathBuf::from(&vm.mount_path),
-            read_only: vm.read_only.unwrap_or(false),
+            read_only: vm.read_only.unwrap_or(false)
+                || matches!(pv.kind, PodVolumeKind::ConfigMap | PodVolumeKind::Secret),
             kind,
         });
     }
@@ -122,6 +127,12 @@ pub enum PodVolumeKind {
         /// `hostPath.type`, e.g. `DirectoryOrCreate`; empty when unset.
         type_: String,
     },
+    /// A `configMap` volume: [`PodVolume::path`] holds its files, written by the node's
+    /// atomic writer (`..data`).
+    ConfigMap,
+    /// A `secret` volume: like [`PodVolumeKind::ConfigMap`], on a tmpfs mounted at
+    /// [`PodVolume::path`] (secrets never touch the disk).
+    Secret,
     /// A source the process runtime cannot provide yet; `source` is its API field name
     /// (`configMap`, `secret`, `projected`, ...).
     Unsupported {
@@ -169,6 +180,10 @@ fn pod_volume(pod: &Pod, volume: &Volume, paths: &PodPaths, opts: &BuildOptions)
                 },
             ),
         }
+    } else if volume.config_map.is_some() {
+        (empty_dir_path(), PodVolumeKind::ConfigMap)
+    } else if volume.secret.is_some() {
+        (empty_dir_path(), PodVolumeKind::Secret)
     } else if let Some(source) = volume_source_name(volume) {
         (
             empty_dir_path(),

@@ -30,7 +30,7 @@ use crate::sandbox::pool::{self, SandboxPool, WarmSandbox};
 use crate::{
     ImageGcOutcome, ImageGcPolicy, ImageReport, PodPaths, RuntimeError, SandboxError, StartError,
 };
-use k8s_openapi::api::core::v1::{Container, Pod};
+use k8s_openapi::api::core::v1::Pod;
 use podvisor_image::{ImageId, ImageStore, NoProgress, PullOptions, Reference, RegistryConfig};
 use serde::{Deserialize, Serialize};
 use std::collections::HashSet;
@@ -449,13 +449,16 @@ impl OciClass {
     /// instance for the shim.
     pub(super) async fn launch(
         &self,
-        pod: &Pod,
-        container: &Container,
-        instance: u64,
+        request: &crate::StartRequest,
         paths: &PodPaths,
         network: &PodNetwork,
         container_id: &str,
     ) -> Result<(OciLaunch, (ImageReport, String)), StartError> {
+        let (pod, container, instance) = (&request.pod, &request.container, request.instance);
+        let opts = &BuildOptions {
+            objects: request.objects.clone(),
+            ..BuildOptions::default()
+        };
         let fail = |reason: &str, message: String, pulling: bool| StartError {
             reason: reason.to_owned(),
             message,
@@ -502,17 +505,33 @@ impl OciClass {
             _ => {
                 let requested = Instant::now();
                 let _one_at_a_time = self.pulls.lock().await;
-                let options = PullOptions::for_reference(self.registry.as_ref(), &reference);
+                // The node's options (its mirrors, its credentials), tried with each credential
+                // of the keyring in turn.
+                let base = PullOptions::for_reference(self.registry.as_ref(), &reference);
+                let keyring = pull_keyring(pod, &opts.objects, self.registry.as_ref(), &reference);
                 // On a blocking thread of its own: the pull's future is not provably `Send`
                 // (its layer stream's closures borrow), which the `Runtime` trait requires.
                 let (store, wanted) = (self.images.clone(), reference.clone());
                 let handle = tokio::runtime::Handle::current();
                 let pulled = tokio::task::spawn_blocking(move || {
-                    handle.block_on(store.pull(&wanted, &options, &NoProgress))
+                    // The kubelet's `pullImage`: each credential the keyring has for the
+                    // image in turn, the first pull that succeeds wins, else the last error.
+                    let mut last = None;
+                    for credentials in keyring {
+                        let options = PullOptions {
+                            credentials,
+                            ..base.clone()
+                        };
+                        match handle.block_on(store.pull(&wanted, &options, &NoProgress)) {
+                            Ok(pulled) => return Ok(pulled),
+                            Err(e) => last = Some(e),
+                        }
+                    }
+                    Err(last.map_or_else(|| "no credentials to try".to_owned(), |e| e.to_string()))
                 })
                 .await
                 .map_err(|e| fail("ErrImagePull", e.to_string(), true))?
-                .map_err(|e| fail("ErrImagePull", e.to_string(), true))?;
+                .map_err(|e| fail("ErrImagePull", e, true))?;
                 let report = ImageReport::Pulled {
                     pull: pulled.duration,
                     total: requested.elapsed(),
@@ -539,7 +558,7 @@ impl OciClass {
                 ));
             }
         }
-        let env = crate::config::kubelet_environment(pod, container, &BuildOptions::default())
+        let env = crate::config::kubelet_environment(pod, container, opts)
             .map_err(|m| fail("CreateContainerConfigError", m, false))?;
         let launch = OciLaunch {
             id: container_id
@@ -570,4 +589,49 @@ impl OciClass {
             .unwrap_or_else(|| image.id.as_str().to_owned());
         Ok((launch, (report, image_id)))
     }
+}
+
+/// The credentials to try for `reference`, in the kubelet's order (its credential-provider
+/// keyring): those of the pod's `imagePullSecrets` (`kubernetes.io/dockerconfigjson`, or the
+/// legacy `kubernetes.io/dockercfg`) that match the image, in the pod's order, then the node's
+/// `--registry-config`; anonymous when none matches. Secrets that are missing, of another
+/// type, or unparsable are skipped, as the kubelet skips them.
+fn pull_keyring(
+    pod: &Pod,
+    objects: &crate::config::objects::PodObjects,
+    node: Option<&RegistryConfig>,
+    reference: &Reference,
+) -> Vec<podvisor_image::Credentials> {
+    let mut keyring = Vec::new();
+    for name in podvisor_api::references::pull_secret_names(pod) {
+        let Some(secret) = objects.secrets.get(&name) else {
+            continue;
+        };
+        let parsed = match secret.type_.as_str() {
+            "kubernetes.io/dockerconfigjson" => secret
+                .data
+                .get(podvisor_api::config::DOCKER_CONFIG_JSON_KEY)
+                .map(|d| RegistryConfig::parse(d)),
+            "kubernetes.io/dockercfg" => secret
+                .data
+                .get(podvisor_api::config::DOCKER_CONFIG_KEY)
+                .map(|d| RegistryConfig::parse_dockercfg(d)),
+            _ => None,
+        };
+        if let Some(Ok(config)) = parsed
+            && let Some(credentials) = config.lookup(reference)
+            && !keyring.contains(&credentials)
+        {
+            keyring.push(credentials);
+        }
+    }
+    if let Some(credentials) = node.and_then(|r| r.lookup(reference))
+        && !keyring.contains(&credentials)
+    {
+        keyring.push(credentials);
+    }
+    if keyring.is_empty() {
+        keyring.push(podvisor_image::Credentials::Anonymous);
+    }
+    keyring
 }

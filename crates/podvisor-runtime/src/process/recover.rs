@@ -99,6 +99,7 @@ impl ProcessRuntime {
         }
         let dir = paths.clone();
         tokio::task::spawn_blocking(move || {
+            super::unmount_volumes(&dir.pod_dir);
             match std::fs::remove_dir_all(&dir.pod_dir) {
                 Err(e) if e.kind() != io::ErrorKind::NotFound => {
                     return Err(RuntimeError::Io {

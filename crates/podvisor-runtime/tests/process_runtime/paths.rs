@@ -20,6 +20,7 @@ impl Harness {
             instance,
             container: self.container(name),
             restart_count: 0,
+            objects: Default::default(),
         };
         self.runtime.start_container(self.sandbox(), request).await
     }

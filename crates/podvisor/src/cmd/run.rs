@@ -20,8 +20,9 @@ use crate::{BackoffCurve, OutputFormat};
 use anyhow::{Context, bail};
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::Pod;
+use podvisor_agent::objects::StaticObjects;
 use podvisor_agent::{Agent, PodUpdate, TimedEvent};
-use podvisor_api::{apply_defaults, decode_pods, drop_disabled_fields, validate_pod};
+use podvisor_api::{apply_defaults, drop_disabled_fields, validate_pod};
 use podvisor_lifecycle::duration::human_signed_duration;
 use podvisor_lifecycle::kubectl::pod_row;
 use podvisor_lifecycle::sim::{self, Record, StatusSnapshot, script::parse_duration};
@@ -76,7 +77,7 @@ pub struct Args {
 /// The engine's own failures (state directory, runtime start-up).
 pub fn run(args: &Args) -> anyhow::Result<i32> {
     let config = machine_config(args)?;
-    let Some(pods) = load_pods(&args.files) else {
+    let Some((pods, objects)) = load_pods(&args.files) else {
         return Ok(2);
     };
     let (state_dir, temporary) = match &args.state_dir {
@@ -92,7 +93,7 @@ pub fn run(args: &Args) -> anyhow::Result<i32> {
     } else {
         state_dir.join("images")
     };
-    let result = run_in(&state_dir, &images, pods, config, args);
+    let result = run_in(&state_dir, &images, pods, objects, config, args);
     if temporary && let Err(e) = std::fs::remove_dir_all(&state_dir) {
         eprintln!("warning: removing {}: {e}", state_dir.display());
     }
@@ -103,6 +104,7 @@ fn run_in(
     state_dir: &Path,
     images: &Path,
     pods: Vec<Pod>,
+    objects: StaticObjects,
     config: MachineConfig,
     args: &Args,
 ) -> anyhow::Result<i32> {
@@ -114,7 +116,7 @@ fn run_in(
         .context("starting the async runtime")?;
     tokio.block_on(async {
         let runtime = Arc::new(args.runtime.runtime(state_dir, images, &shim)?);
-        let agent = Agent::new(Arc::clone(&runtime), config);
+        let agent = Agent::new(Arc::clone(&runtime), config).with_objects(Arc::new(objects));
         let logs = (output == OutputFormat::Text && !args.no_logs)
             .then(|| super::run_logs::LogTail::new(state_dir, pods.len() > 1));
         let code = supervise(&agent, pods, output, delete_grace, logs).await;
@@ -155,10 +157,11 @@ fn machine_config(args: &Args) -> anyhow::Result<MachineConfig> {
     })
 }
 
-/// Decodes, defaults and validates every pod of every file; prints every problem and returns
-/// None when there was any.
-fn load_pods(files: &[PathBuf]) -> Option<Vec<Pod>> {
+/// Decodes, defaults and validates every pod, ConfigMap and Secret of every file; prints every
+/// problem and returns None when there was any.
+fn load_pods(files: &[PathBuf]) -> Option<(Vec<Pod>, StaticObjects)> {
     let mut pods = Vec::new();
+    let mut objects = StaticObjects::default();
     let mut ok = true;
     let mut names = HashSet::new();
     for file in files {
@@ -177,15 +180,35 @@ fn load_pods(files: &[PathBuf]) -> Option<Vec<Pod>> {
                 continue;
             }
         };
-        let decoded = match decode_pods(&text, &source) {
-            Ok(p) => p,
+        let decoded = match podvisor_api::decode_manifest(&text, &source) {
+            Ok(m) => m,
             Err(e) => {
                 eprintln!("error: {e}");
                 ok = false;
                 continue;
             }
         };
-        for mut pod in decoded {
+        for mut cm in decoded.config_maps {
+            default_namespace(&mut cm.metadata);
+            match podvisor_api::validation::validate_config_map(&cm) {
+                Ok(()) => objects.add_config_map(cm),
+                Err(e) => {
+                    eprintln!("{e}");
+                    ok = false;
+                }
+            }
+        }
+        for mut secret in decoded.secrets {
+            default_namespace(&mut secret.metadata);
+            match podvisor_api::validation::validate_secret(&secret) {
+                Ok(()) => objects.add_secret(secret),
+                Err(e) => {
+                    eprintln!("{e}");
+                    ok = false;
+                }
+            }
+        }
+        for mut pod in decoded.pods {
             apply_defaults(&mut pod);
             drop_disabled_fields(&mut pod, None);
             if let Err(e) = validate_pod(&pod) {
@@ -208,7 +231,14 @@ fn load_pods(files: &[PathBuf]) -> Option<Vec<Pod>> {
             pods.push(pod);
         }
     }
-    ok.then_some(pods)
+    ok.then_some((pods, objects))
+}
+
+/// Objects of a file without a namespace live in `default`, as `kubectl create` puts them.
+fn default_namespace(meta: &mut k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) {
+    if meta.namespace.as_deref().unwrap_or("").is_empty() {
+        meta.namespace = Some("default".to_owned());
+    }
 }
 
 /// A fresh directory under the system's temporary directory.

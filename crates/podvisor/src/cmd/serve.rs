@@ -82,6 +82,10 @@ pub struct Args {
     /// How often image garbage collection runs (the kubelet's fixed 5m).
     #[arg(long, default_value = "5m")]
     pub image_gc_period: String,
+    /// How often `configMap` and `secret` volumes are re-synced from their objects (the
+    /// kubelet's `--sync-frequency`).
+    #[arg(long, default_value = "1m")]
+    pub sync_frequency: String,
 }
 
 /// The image garbage collection of `args`, checked as the kubelet checks its configuration
@@ -184,7 +188,18 @@ async fn serve(
         .runtime
         .runtime(state_dir, &state_dir.join("images"), shim)?;
     let runtime = Arc::new(runtime);
-    let agent = Arc::new(Agent::new(Arc::clone(&runtime), config));
+    let sync_frequency = parse_duration(&args.sync_frequency)
+        .map_err(|e| anyhow::anyhow!("--sync-frequency: {e}"))?;
+    if sync_frequency.is_zero() {
+        bail!("--sync-frequency must be positive");
+    }
+    let agent = Arc::new(
+        Agent::new(Arc::clone(&runtime), config)
+            .with_objects(Arc::new(podvisor_agent::node::StoreObjects::new(
+                store.clone(),
+            )))
+            .with_volume_sync_period(sync_frequency),
+    );
     let mut node = Node::start(
         agent,
         store.clone(),

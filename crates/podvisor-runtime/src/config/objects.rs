@@ -1,0 +1,112 @@
+//! The ConfigMaps and Secrets a container start reads, as the node agent fetched them for it
+//! (the kubelet's `configMapManager`/`secretManager` answers). The runtime never fetches
+//! anything: what is not here does not exist.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use serde::{Deserialize, Serialize};
+
+/// A ConfigMap's contents.
+#[derive(Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ConfigMapData {
+    /// `data`.
+    pub data: BTreeMap<String, String>,
+    /// `binaryData`.
+    pub binary_data: BTreeMap<String, Vec<u8>>,
+}
+
+/// A Secret's contents (`data`, decoded).
+#[derive(Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SecretData {
+    /// `data`.
+    pub data: BTreeMap<String, Vec<u8>>,
+    /// `type`.
+    pub type_: String,
+}
+
+impl From<&ConfigMap> for ConfigMapData {
+    fn from(cm: &ConfigMap) -> Self {
+        ConfigMapData {
+            data: cm.data.clone().unwrap_or_default(),
+            binary_data: cm
+                .binary_data
+                .iter()
+                .flatten()
+                .map(|(k, v)| (k.clone(), v.0.clone()))
+                .collect(),
+        }
+    }
+}
+
+impl From<&Secret> for SecretData {
+    fn from(s: &Secret) -> Self {
+        SecretData {
+            data: s
+                .data
+                .iter()
+                .flatten()
+                .map(|(k, v)| (k.clone(), v.0.clone()))
+                .collect(),
+            type_: s.type_.clone().unwrap_or_default(),
+        }
+    }
+}
+
+/// The objects of the pod's namespace a start may read, by name. Missing names are objects
+/// that do not exist.
+#[derive(Clone, Default, PartialEq, Eq)]
+pub struct PodObjects {
+    /// ConfigMaps by name.
+    pub config_maps: BTreeMap<String, ConfigMapData>,
+    /// Secrets by name.
+    pub secrets: BTreeMap<String, SecretData>,
+}
+
+/// Names and keys only: secret values never reach a log line through `{:?}`.
+impl fmt::Debug for PodObjects {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let keys = |m: &BTreeMap<String, Vec<u8>>| m.keys().cloned().collect::<Vec<_>>();
+        f.debug_struct("PodObjects")
+            .field("config_maps", &self.config_maps.keys().collect::<Vec<_>>())
+            .field(
+                "secrets",
+                &self
+                    .secrets
+                    .iter()
+                    .map(|(n, s)| (n, keys(&s.data)))
+                    .collect::<Vec<_>>(),
+            )
+            .finish()
+    }
+}
+
+impl fmt::Debug for ConfigMapData {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ConfigMapData")
+            .field(
+                "keys",
+                &self
+                    .data
+                    .keys()
+                    .chain(self.binary_data.keys())
+                    .collect::<Vec<_>>(),
+            )
+            .finish()
+    }
+}
+
+impl fmt::Debug for SecretData {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SecretData")
+            .field("type", &self.type_)
+            .field("keys", &self.data.keys().collect::<Vec<_>>())
+            .finish()
+    }
+}
+
+/// The error the kubelet's managers give for a missing object: `configmap "x" not found`.
+pub(crate) fn not_found(kind: &str, name: &str) -> String {
+    format!("{kind} {} not found", podvisor_api::gotext::quote(name))
+}
