@@ -269,7 +269,7 @@ mod tests {
         .concat();
         assert_eq!(
             decode(&service).unwrap_err(),
-            "protobuf is only accepted for v1 Namespace and Pod, not v1 Service"
+            "protobuf is only accepted for v1 Namespace, Pod, ConfigMap and Secret, not v1 Service"
         );
         let pod = [
             MAGIC.to_vec(),

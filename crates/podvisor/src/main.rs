@@ -40,6 +40,15 @@ enum LogLevel {
     Trace,
 }
 
+/// Restores SIGPIPE's default action (terminate), which Rust's runtime sets to ignored.
+#[allow(unsafe_code)]
+fn default_sigpipe() {
+    // SAFETY: `signal` with `SIG_DFL` installs no handler; this runs before any thread exists.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
+}
+
 /// Installs the `tracing` subscriber: stderr, the usual `fmt` line (time, level, span, message).
 fn init_logging(level: Option<LogLevel>, serving: bool) {
     use tracing_subscriber::filter::LevelFilter;
@@ -153,6 +162,15 @@ fn main() -> ExitCode {
         return ExitCode::from(u8::try_from(code).unwrap_or(1));
     }
     let cli = Cli::parse();
+    // Commands that print and end behave as Unix filters: a reader that closes the pipe
+    // (`podvisor image ls | head`) ends them quietly. The long-running ones keep Rust's
+    // ignored SIGPIPE, so a closed socket is an error they handle, not their death.
+    if !matches!(
+        cli.command,
+        Command::Serve(_) | Command::Run(_) | Command::Shim { .. }
+    ) {
+        default_sigpipe();
+    }
     init_logging(cli.log_level, matches!(cli.command, Command::Serve(_)));
     let result = match cli.command {
         // The shim must not start an async runtime: it runs before anything else.

@@ -174,3 +174,24 @@ fn validate_prints_each_error_once() {
         assert_eq!(stderr.matches(error).count(), 1, "{error}: {stderr}");
     }
 }
+
+#[test]
+fn a_printing_command_whose_reader_went_away_ends_quietly() {
+    // `podvisor image ls | head -0`: the reader closes the pipe first.
+    let state = std::env::temp_dir().join(format!("pv-pipe-{}", std::process::id()));
+    let mut child = Command::new(env!("CARGO_BIN_EXE_podvisor"))
+        .args(["image", "ls", "--state-dir"])
+        .arg(&state)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    let _ = std::fs::remove_dir_all(&state);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !stderr.contains("panicked") && !stderr.contains("Broken pipe"),
+        "{stderr}"
+    );
+}
