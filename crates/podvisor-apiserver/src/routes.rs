@@ -205,11 +205,19 @@ async fn subresource(
 ) -> Response {
     finish(match (resource.as_str(), sub.as_str(), method) {
         ("pods", "status", Method::GET) => objects::get(&req, PODS, &ns, &name),
-        ("pods", "status", Method::PUT) => pods::status::update(&req, &ns, &name, &body),
-        ("pods", "status", Method::PATCH) => pods::status::patch(&req, &ns, &name, &body),
+        ("pods", "status", Method::PUT) => {
+            pods::update_subresource(&req, &ns, &name, &body, pods::Subresource::Status)
+        }
+        ("pods", "status", Method::PATCH) => {
+            pods::patch_subresource(&req, &ns, &name, &body, pods::Subresource::Status)
+        }
         ("pods", "resize", Method::GET) => objects::get(&req, PODS, &ns, &name),
-        ("pods", "resize", Method::PUT) => pods::resize::update(&req, &ns, &name, &body),
-        ("pods", "resize", Method::PATCH) => pods::resize::patch(&req, &ns, &name, &body),
+        ("pods", "resize", Method::PUT) => {
+            pods::update_subresource(&req, &ns, &name, &body, pods::Subresource::Resize)
+        }
+        ("pods", "resize", Method::PATCH) => {
+            pods::patch_subresource(&req, &ns, &name, &body, pods::Subresource::Resize)
+        }
         ("pods", "log", Method::GET) => logs::get(&req, &ns, &name).await,
         ("pods", "exec", Method::GET | Method::POST) => {
             exec::exec(&req, &ns, &name, &uri, upgrade, false)
@@ -221,12 +229,20 @@ async fn subresource(
             crate::scheduler::create_binding(&req, &ns, &name, &body)
         }
         ("pods", "ephemeralcontainers", Method::GET) => objects::get(&req, PODS, &ns, &name),
-        ("pods", "ephemeralcontainers", Method::PUT) => {
-            pods::ephemeral::update(&req, &ns, &name, &body)
-        }
-        ("pods", "ephemeralcontainers", Method::PATCH) => {
-            pods::ephemeral::patch(&req, &ns, &name, &body)
-        }
+        ("pods", "ephemeralcontainers", Method::PUT) => pods::update_subresource(
+            &req,
+            &ns,
+            &name,
+            &body,
+            pods::Subresource::EphemeralContainers,
+        ),
+        ("pods", "ephemeralcontainers", Method::PATCH) => pods::patch_subresource(
+            &req,
+            &ns,
+            &name,
+            &body,
+            pods::Subresource::EphemeralContainers,
+        ),
         (
             "pods",
             "status" | "resize" | "log" | "exec" | "attach" | "binding" | "ephemeralcontainers",

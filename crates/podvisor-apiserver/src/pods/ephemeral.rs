@@ -7,20 +7,13 @@
 //! names unique across every container list, `targetContainerName` naming a container, no
 //! static pods).
 
-use axum::response::Response;
 use k8s_openapi::api::core::v1::Pod;
 use podvisor_api::defaults::default_ephemeral_container;
 use podvisor_api::{drop_disabled_fields, validate_ephemeral_containers_update};
 use serde_json::{Value, json};
 
-use super::{
-    CREATE_PREFIX, Subresource, Write, check_name, check_namespace, decode_pod, patched_pod,
-    pinned_rv, type_meta, update_loop,
-};
 use crate::managed;
-use crate::patch::{ListStrategy, PatchType};
-use crate::request::{content_type, duplicate_fields, parse_body};
-use crate::routes::Req;
+use crate::patch::ListStrategy;
 use crate::status::{ApiError, ApiResult};
 
 /// `PrepareForUpdate` + `ValidatePodEphemeralContainersUpdate`: the old pod with the new
@@ -54,44 +47,4 @@ pub(crate) fn fields_v1(known: &Value, lists: ListStrategy) -> Value {
         ),
         None => json!({}),
     }
-}
-
-/// `PUT .../pods/{name}/ephemeralcontainers`: a Pod whose `spec.ephemeralContainers` is taken.
-pub(crate) fn update(req: &Req, ns: &str, name: &str, body: &[u8]) -> ApiResult<Response> {
-    let fv = req.params.field_validation()?;
-    let mut value = parse_body(body)?;
-    type_meta(&mut value, "Pod")?;
-    check_namespace(&value, ns)?;
-    check_name(&value, name)?;
-    let client_rv = pinned_rv(&value)?;
-    let (pod, warnings) = decode_pod(&value, &duplicate_fields(body), fv, CREATE_PREFIX)?;
-    let write = Write {
-        operation: "Update",
-        source: Some(value.clone()),
-        subresource: Subresource::EphemeralContainers,
-    };
-    update_loop(req, ns, name, client_rv, &write, |_| {
-        Ok((pod.clone(), warnings.clone()))
-    })
-}
-
-/// `PATCH .../pods/{name}/ephemeralcontainers`.
-pub(crate) fn patch(req: &Req, ns: &str, name: &str, body: &[u8]) -> ApiResult<Response> {
-    let patch_type = PatchType::from_content_type(&content_type(&req.headers))?;
-    let source = match patch_type {
-        PatchType::Json => None,
-        _ => Some(parse_body(body)?),
-    };
-    let write = Write {
-        operation: if patch_type == PatchType::Apply {
-            "Apply"
-        } else {
-            "Update"
-        },
-        source,
-        subresource: Subresource::EphemeralContainers,
-    };
-    update_loop(req, ns, name, None, &write, |current| {
-        patched_pod(req, current, patch_type, body)
-    })
 }

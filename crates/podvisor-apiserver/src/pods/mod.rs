@@ -441,6 +441,60 @@ pub(crate) fn update(req: &Req, ns: &str, name: &str, body: &[u8]) -> ApiResult<
 }
 
 /// Applies a patch body to the current object and decodes the result.
+/// `PUT .../pods/{name}/{status|resize|ephemeralcontainers}`: a Pod of which `subresource`'s
+/// part is taken ([`update_loop`] admits it per subresource).
+pub(crate) fn update_subresource(
+    req: &Req,
+    ns: &str,
+    name: &str,
+    body: &[u8],
+    subresource: Subresource,
+) -> ApiResult<Response> {
+    let fv = req.params.field_validation()?;
+    let mut value = parse_body(body)?;
+    type_meta(&mut value, "Pod")?;
+    check_namespace(&value, ns)?;
+    check_name(&value, name)?;
+    let client_rv = pinned_rv(&value)?;
+    let (pod, warnings) = decode_pod(&value, &duplicate_fields(body), fv, CREATE_PREFIX)?;
+    let write = Write {
+        operation: "Update",
+        source: Some(value.clone()),
+        subresource,
+    };
+    update_loop(req, ns, name, client_rv, &write, |_| {
+        Ok((pod.clone(), warnings.clone()))
+    })
+}
+
+/// `PATCH .../pods/{name}/{status|resize|ephemeralcontainers}` (JSON, merge and strategic
+/// patches; apply is treated as a strategic merge of what is applied).
+pub(crate) fn patch_subresource(
+    req: &Req,
+    ns: &str,
+    name: &str,
+    body: &[u8],
+    subresource: Subresource,
+) -> ApiResult<Response> {
+    let patch_type = PatchType::from_content_type(&content_type(&req.headers))?;
+    let source = match patch_type {
+        PatchType::Json => None,
+        _ => Some(parse_body(body)?),
+    };
+    let write = Write {
+        operation: if patch_type == PatchType::Apply {
+            "Apply"
+        } else {
+            "Update"
+        },
+        source,
+        subresource,
+    };
+    update_loop(req, ns, name, None, &write, |current| {
+        patched_pod(req, current, patch_type, body)
+    })
+}
+
 pub(crate) fn patched_pod(
     req: &Req,
     current: &Value,
