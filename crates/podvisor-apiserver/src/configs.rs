@@ -17,7 +17,7 @@ use podvisor_api::validation::{
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use crate::db::{self, CONFIGMAPS, NAMESPACES, Resource, SECRETS};
+use crate::db::{self, CONFIGMAPS, Resource, SECRETS};
 use crate::managed;
 use crate::objects::respond;
 use crate::patch::{PatchType, apply_patch, plain_lists, strategic_merge};
@@ -150,9 +150,11 @@ fn create_value(
     check_namespace(&value, ns)?;
     let (mut typed, warnings) = decode(res, &value, duplicates, fv, &prefix(res))?;
     let store = req.state.store();
-    if db::try_get(store, NAMESPACES, "", ns)?.is_none() {
-        return Err(ApiError::not_found("namespaces", ns));
-    }
+    let name = value
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    crate::namespace_controller::admit_create(store, res.plural, name, ns)?;
     let meta = typed.meta_mut();
     meta.namespace = Some(ns.to_owned());
     if meta.name.as_deref().unwrap_or("").is_empty()

@@ -59,6 +59,7 @@ mod events;
 mod exec;
 mod logs;
 mod managed;
+pub mod namespace_controller;
 mod namespaces;
 mod objects;
 mod openapi;

@@ -269,6 +269,7 @@ pub(crate) fn api_routes() -> Router<ApiState> {
         .or(MethodFilter::DELETE);
     Router::new()
         .route("/version", get(discovery::version))
+        .route("/version/", get(discovery::version))
         .route("/api", get(discovery::api))
         .route("/api/", get(discovery::api))
         .route("/api/v1", get(discovery::api_v1))

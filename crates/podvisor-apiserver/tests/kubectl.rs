@@ -7,6 +7,7 @@ mod common;
 mod kubectl_configs;
 mod kubectl_debug;
 mod kubectl_logs_events;
+mod kubectl_namespaces;
 mod kubectl_pods;
 mod kubectl_resize;
 mod kubectl_scheduling;
