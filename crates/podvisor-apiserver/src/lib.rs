@@ -68,6 +68,7 @@ pub mod podgc;
 mod pods;
 mod protobuf;
 mod request;
+mod reviews;
 mod routes;
 mod runtimeclasses;
 mod scheduler;

@@ -12,7 +12,9 @@ use axum::routing::{MethodFilter, get, on};
 use crate::db::{EVENTS, NAMESPACES, PODS, Resource};
 use crate::request::Params;
 use crate::status::ApiError;
-use crate::{ApiState, configs, discovery, events, exec, logs, namespaces, objects, openapi, pods};
+use crate::{
+    ApiState, configs, discovery, events, exec, logs, namespaces, objects, openapi, pods, reviews,
+};
 
 /// The most bytes a request body may have (the API server's `MaxRequestBodyBytes`).
 pub(crate) const MAX_BODY: usize = 3 * 1024 * 1024;
@@ -297,6 +299,28 @@ pub(crate) fn api_routes() -> Router<ApiState> {
                     crate::runtimeclasses::serve(&method, &headers, Some(&name))
                 },
             ),
+        )
+        .route("/apis/authentication.k8s.io", get(reviews::authn_discovery))
+        .route(
+            "/apis/authentication.k8s.io/v1",
+            get(reviews::authn_discovery),
+        )
+        .route(
+            "/apis/authentication.k8s.io/v1/selfsubjectreviews",
+            axum::routing::post(reviews::self_subject_review),
+        )
+        .route("/apis/authorization.k8s.io", get(reviews::authz_discovery))
+        .route(
+            "/apis/authorization.k8s.io/v1",
+            get(reviews::authz_discovery),
+        )
+        .route(
+            "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews",
+            axum::routing::post(reviews::self_subject_access_review),
+        )
+        .route(
+            "/apis/authorization.k8s.io/v1/selfsubjectrulesreviews",
+            axum::routing::post(reviews::self_subject_rules_review),
         )
         .route("/openapi/v2", get(openapi::v2))
         .route("/openapi/v3", get(openapi::v3_root))

@@ -569,7 +569,10 @@ fn namespaces_and_events() {
     assert_eq!(marked["status"]["phase"], "Terminating");
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
     while s.json("GET", "/api/v1/namespaces/team", None).0 != 404 {
-        assert!(std::time::Instant::now() < deadline, "namespace team still there");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "namespace team still there"
+        );
         std::thread::sleep(Duration::from_millis(50));
     }
     let (_, all) = s.json("GET", "/api/v1/events", None);

@@ -4,6 +4,7 @@
 
 mod common;
 
+mod kubectl_auth;
 mod kubectl_configs;
 mod kubectl_debug;
 mod kubectl_logs_events;
