@@ -64,6 +64,7 @@ pub(crate) async fn apis() -> Response {
         StatusCode::OK,
         &json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": [
             crate::runtimeclasses::group(),
+            crate::events_v1::group(),
             crate::reviews::groups()[0].clone(),
             crate::reviews::groups()[1].clone(),
         ]}),

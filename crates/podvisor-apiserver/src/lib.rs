@@ -56,6 +56,7 @@ mod configs;
 mod db;
 mod discovery;
 mod events;
+mod events_v1;
 mod exec;
 mod logs;
 mod managed;

@@ -13,7 +13,8 @@ use crate::db::{EVENTS, NAMESPACES, PODS, Resource};
 use crate::request::Params;
 use crate::status::ApiError;
 use crate::{
-    ApiState, configs, discovery, events, exec, logs, namespaces, objects, openapi, pods, reviews,
+    ApiState, configs, discovery, events, events_v1, exec, logs, namespaces, objects, openapi,
+    pods, reviews,
 };
 
 /// The most bytes a request body may have (the API server's `MaxRequestBodyBytes`).
@@ -299,6 +300,25 @@ pub(crate) fn api_routes() -> Router<ApiState> {
                     crate::runtimeclasses::serve(&method, &headers, Some(&name))
                 },
             ),
+        )
+        .route("/apis/events.k8s.io", get(events_v1::discovery))
+        .route("/apis/events.k8s.io/v1", get(events_v1::discovery))
+        .route("/apis/events.k8s.io/v1/events", on(any, events_v1::all))
+        .route(
+            "/apis/events.k8s.io/v1/watch/events",
+            get(events_v1::watch_all),
+        )
+        .route(
+            "/apis/events.k8s.io/v1/namespaces/{ns}/events",
+            on(any, events_v1::collection),
+        )
+        .route(
+            "/apis/events.k8s.io/v1/watch/namespaces/{ns}/events",
+            get(events_v1::watch_collection),
+        )
+        .route(
+            "/apis/events.k8s.io/v1/namespaces/{ns}/events/{name}",
+            on(any, events_v1::object),
         )
         .route("/apis/authentication.k8s.io", get(reviews::authn_discovery))
         .route(
