@@ -262,7 +262,11 @@ fn update_loop(
             .clone_from(&old_meta.deletion_timestamp);
         meta.deletion_grace_period_seconds = old_meta.deletion_grace_period_seconds;
         meta.resource_version.clone_from(&old_meta.resource_version);
-        meta.managed_fields.clone_from(&old_meta.managed_fields);
+        // managedFields a client sends are taken as they are (kubectl replaces them with a
+        // JSON patch when it moves an object from client-side to server-side apply).
+        if meta.managed_fields.is_none() {
+            meta.managed_fields.clone_from(&old_meta.managed_fields);
+        }
         meta.generation = old_meta.generation;
         if meta.generate_name.is_none() {
             meta.generate_name.clone_from(&old_meta.generate_name);
@@ -380,6 +384,7 @@ fn apply(req: &Req, res: Resource, ns: &str, name: &str, body: &[u8]) -> ApiResu
     }
     let applied_fields = managed::fields_v1(&without_string_data(&applied), false, plain_lists);
     let manager = managed::manager_name(&req.params, &req.headers);
+    let force = crate::request::flag(req.params.force.as_ref());
     update_loop(
         req,
         res,
@@ -388,7 +393,19 @@ fn apply(req: &Req, res: Resource, ns: &str, name: &str, body: &[u8]) -> ApiResu
         None,
         ("Apply", Some(&applied)),
         |current| {
+            let config = without_string_data(&applied);
+            let take_over = managed::conflicts(
+                current,
+                &manager,
+                &config,
+                &applied_fields,
+                force,
+                plain_lists,
+            )?;
             let mut merged = current.clone();
+            if take_over {
+                managed::take_over(&mut merged, &manager, &applied_fields);
+            }
             managed::prune(&mut merged, &manager, &applied_fields);
             strategic_merge(&mut merged, &intent, plain_lists)?;
             decode(res, &merged, &duplicates, fv, "")

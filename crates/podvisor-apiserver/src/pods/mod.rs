@@ -574,8 +574,21 @@ fn apply(req: &Req, ns: &str, name: &str, body: &[u8]) -> ApiResult<Response> {
         subresource: Subresource::Pod,
     };
     let manager = managed::manager_name(&req.params, &req.headers);
+    let force = crate::request::flag(req.params.force.as_ref());
+    let applied_config = write.source.clone().unwrap_or_default();
     update_loop(req, ns, name, None, &write, |current| {
+        let take_over = managed::conflicts(
+            current,
+            &manager,
+            &applied_config,
+            &applied_fields,
+            force,
+            pod_lists,
+        )?;
         let mut merged = current.clone();
+        if take_over {
+            managed::take_over(&mut merged, &manager, &applied_fields);
+        }
         managed::prune(&mut merged, &manager, &applied_fields);
         strategic_merge(&mut merged, &intent, pod_lists)?;
         decode_pod(&merged, &duplicates, fv, "")
