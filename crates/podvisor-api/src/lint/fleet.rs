@@ -17,7 +17,7 @@ pub const EXEC_RATE_LIMIT: f64 = 10.0;
 
 /// PL009: every exec probe of every valid target, with its pods (`--pods`, else the target's
 /// `replicas`) and period; when their sum passes [`EXEC_RATE_LIMIT`], one finding per exec probe
-/// (returned with the index of its target).
+/// that makes a tenth of it or more (returned with the index of its target).
 pub(crate) fn exec_probe_rate(targets: &[Target], options: &Options) -> Vec<(usize, Draft)> {
     struct ExecProbe {
         target: usize,
@@ -71,8 +71,10 @@ pub(crate) fn exec_probe_rate(targets: &[Target], options: &Options) -> Vec<(usi
     if total <= EXEC_RATE_LIMIT {
         return Vec::new();
     }
+    // The probes that make a tenth of the rate or more: the ones worth changing.
     probes
         .iter()
+        .filter(|p| rate(p) >= total / 10.0)
         .map(|p| {
             let this = rate(p);
             (

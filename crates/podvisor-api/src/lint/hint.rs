@@ -29,15 +29,16 @@ pub struct SimulateHint {
 }
 
 impl Simulation {
-    /// The shell command that simulates the pods of `source` with this script; `None` for
-    /// stdin (`-`), which cannot be read twice.
+    /// The shell command that simulates the pods of `source` with this script (only the pod
+    /// `pod`, when given: `--pod NAME`); `None` for stdin (`-`), which cannot be read twice.
     #[must_use]
-    pub fn command(&self, source: &str) -> Option<SimulateHint> {
+    pub fn command(&self, source: &str, pod: Option<&str>) -> Option<SimulateHint> {
         if source == "-" {
             return None;
         }
+        let only = pod.map_or_else(String::new, |p| format!(" --pod {}", shell_quote(p)));
         let run = format!(
-            "podvisor simulate {} --for {}",
+            "podvisor simulate {}{only} --for {}",
             shell_quote(source),
             secs(self.duration)
         );
@@ -131,10 +132,14 @@ mod tests {
             duration: Duration::from_secs(90),
             shows: String::new(),
         };
-        assert_eq!(sim.command("-"), None);
+        assert_eq!(sim.command("-", None), None);
         assert_eq!(
-            sim.command("p.yaml").unwrap().command,
+            sim.command("p.yaml", None).unwrap().command,
             "podvisor simulate p.yaml --for 90s"
+        );
+        assert_eq!(
+            sim.command("p.yaml", Some("web")).unwrap().command,
+            "podvisor simulate p.yaml --pod web --for 90s"
         );
     }
 }

@@ -132,8 +132,9 @@ pub(crate) fn prestop_longer_than_grace(v: &PodView<'_>) -> Vec<Draft> {
                 }),
                 duration: Duration::from_secs(u64::try_from(grace).unwrap_or(0) + 60),
                 shows: format!(
-                    "the delete at 10s, the container signalled only at {}s with 2s left, then \
-                     killed (exit 137) instead of stopping by itself",
+                    "the delete at 10s and the hook started; SIGTERM only at {}s, with 2s left \
+                     (SIGKILL in 2s), then SIGKILL: the container, which needs 5s, never stops \
+                     by itself",
                     10 + grace
                 ),
             }),

@@ -263,7 +263,13 @@ pub fn lint(targets: &[Target], options: &Options) -> Vec<Finding> {
             drafts.extend(explained);
         }
         drafts.sort_by(|a, b| a.path.cmp(&b.path).then(a.rule.id.cmp(b.rule.id)));
-        findings.extend(drafts.into_iter().map(|d| target.finding(d)));
+        // `simulate` runs every pod of a file: name this one when there are others.
+        let shared = targets
+            .iter()
+            .filter(|t| t.source == target.source)
+            .count()
+            > 1;
+        findings.extend(drafts.into_iter().map(|d| target.finding(d, shared)));
     }
     findings
 }
@@ -276,7 +282,7 @@ impl Target {
         format!("{}{pod_path}", self.prefix)
     }
 
-    fn finding(&self, d: Draft) -> Finding {
+    fn finding(&self, d: Draft, shared_file: bool) -> Finding {
         Finding {
             file: self.source.clone(),
             document: self.at.document,
@@ -290,7 +296,9 @@ impl Target {
             message: d.message,
             why: d.why,
             fix: d.fix,
-            simulate: d.simulation.and_then(|s| s.command(&self.source)),
+            simulate: d.simulation.and_then(|s| {
+                s.command(&self.source, shared_file.then_some(self.name.as_str()))
+            }),
         }
     }
 

@@ -67,7 +67,7 @@ pub(crate) fn liveness_on_never_pod(v: &PodView<'_>) -> Vec<Draft> {
                         &[(Duration::ZERO, true), (from, false)],
                     )])),
                     duration: Duration::from_secs(180),
-                    shows: "a `Killing` event (\"failed liveness probe\") after 30s and the pod \
+                    shows: "`Unhealthy` liveness events from 30s, then `Killing` and the pod \
                             Failed, with no restart"
                         .to_owned(),
                 }),

@@ -99,15 +99,46 @@ fn ungated_liveness<'a>(v: &PodView<'a>) -> Vec<(ContainerAt<'a>, &'a Probe)> {
 
 /// A handler-only copy of a probe, as YAML flow text for a fix (`httpGet: {path: /, port: 8080}`).
 fn handler_text(p: &Probe) -> String {
-    let mut value = serde_json::to_value(p).unwrap_or_default();
-    if let Some(m) = value.as_object_mut() {
-        m.retain(|k, _| matches!(k.as_str(), "exec" | "httpGet" | "tcpSocket" | "grpc"));
+    let value = serde_json::to_value(p).unwrap_or_default();
+    let Some(map) = value.as_object() else {
+        return String::new();
+    };
+    map.iter()
+        .filter(|(k, _)| matches!(k.as_str(), "exec" | "httpGet" | "tcpSocket" | "grpc"))
+        .map(|(k, v)| format!("{k}: {}", flow_yaml(v)))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// A JSON value as YAML flow text: strings bare when YAML reads them back as the same string.
+fn flow_yaml(v: &serde_json::Value) -> String {
+    use serde_json::Value;
+    match v {
+        Value::Object(m) => format!(
+            "{{{}}}",
+            m.iter()
+                .map(|(k, v)| format!("{k}: {}", flow_yaml(v)))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+        Value::Array(a) => format!(
+            "[{}]",
+            a.iter().map(flow_yaml).collect::<Vec<_>>().join(", ")
+        ),
+        Value::String(s) => {
+            let plain = !s.is_empty()
+                && s.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "/_.-".contains(c))
+                && !s.starts_with(['-', '.'])
+                && s.parse::<f64>().is_err()
+                && !matches!(
+                    s.to_ascii_lowercase().as_str(),
+                    "true" | "false" | "yes" | "no" | "on" | "off" | "null" | "y" | "n"
+                );
+            if plain { s.clone() } else { v.to_string() }
+        }
+        other => other.to_string(),
     }
-    let text = value.to_string();
-    text.strip_prefix('{')
-        .and_then(|t| t.strip_suffix('}'))
-        .unwrap_or(&text)
-        .to_owned()
 }
 
 /// The startup probe that covers `start`: the liveness probe's check and period, and enough
@@ -292,13 +323,16 @@ pub(crate) fn timeout_not_below_period(v: &PodView<'_>) -> Vec<Draft> {
                 ),
                 why: format!(
                     "the kubelet runs one attempt of a probe at a time on a ticker of \
-                     periodSeconds; an attempt that hangs for {}s swallows the ticks, so the \
-                     probe really runs every {}s and needs up to {}s to reach failureThreshold, \
-                     not the {}s its period suggests",
+                     periodSeconds and drops the ticks that pass while an attempt runs: with \
+                     timeoutSeconds {} ≥ periodSeconds {}, a hanging endpoint keeps an attempt \
+                     in flight all the time (for an exec probe, a process always running in the \
+                     container), the probe really runs every {}s, and failureThreshold {} takes \
+                     {}s to reach",
                     t.timeout,
+                    t.period,
                     t.timeout,
-                    t.failures * t.timeout,
-                    t.failures * t.period
+                    t.failures,
+                    t.failures * t.timeout
                 ),
                 fix: format!(
                     "make timeoutSeconds smaller than periodSeconds (e.g. timeoutSeconds: {}), or \

@@ -147,23 +147,35 @@ pub fn decode_targets(text: &str, source: &str) -> Result<Vec<Entry>, DecodeErro
 }
 
 /// The pods of `text` as `podvisor simulate` runs them: every Pod, and the pod template of every
-/// workload (named after it), not defaulted. Other kinds are refused, as `decode_pods` refuses
-/// them.
+/// workload (named after it), not defaulted; and a note for each other object, which is skipped
+/// (`Service/api holds no pod template`), as `lint` skips it.
 ///
 /// # Errors
 ///
-/// The first syntax, kind, unknown-field or shape error.
-pub fn pods_and_templates(text: &str, source: &str) -> Result<Vec<Pod>, DecodeError> {
+/// The first syntax, unknown-field or shape error; a document with the kind of a Pod or
+/// workload but another `apiVersion` is [`DecodeError::WrongKind`].
+pub fn pods_and_templates(text: &str, source: &str) -> Result<(Vec<Pod>, Vec<String>), DecodeError> {
     let mut pods = Vec::new();
+    let mut skipped = Vec::new();
     for (value, at) in objects(text, source)? {
         let api_version = str_at(&value, &["apiVersion"]);
         let kind = str_at(&value, &["kind"]);
-        match workload(&api_version, &kind) {
-            Some(w) => pods.push(template_pod(&value, &w, source, at)?),
-            None => pods.push(decode_one(value, source, at, FieldValidation::Strict)?.pod),
+        if let Some(w) = workload(&api_version, &kind) {
+            pods.push(template_pod(&value, &w, source, at)?);
+        } else if (api_version == "v1" && kind == "Pod")
+            || kind.is_empty()
+            || kind == "Pod"
+            || WORKLOAD_KINDS.contains(&kind.as_str())
+        {
+            pods.push(decode_one(value, source, at, FieldValidation::Strict)?.pod);
+        } else {
+            skipped.push(format!(
+                "{source}: {at}: {kind}/{} holds no pod template: skipped",
+                str_at(&value, &["metadata", "name"])
+            ));
         }
     }
-    Ok(pods)
+    Ok((pods, skipped))
 }
 
 fn objects(text: &str, source: &str) -> Result<Vec<(Value, DocumentRef)>, DecodeError> {
