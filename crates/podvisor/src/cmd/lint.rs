@@ -90,7 +90,10 @@ pub fn run(args: &Args) -> anyhow::Result<i32> {
     let findings = lint::lint(&report.targets, &options);
     match args.output {
         OutputFormat::Text => print_text(&report, &findings),
-        OutputFormat::Json => println!("{}", to_json(&report, &findings)),
+        OutputFormat::Json => println!(
+            "{}",
+            serde_json::to_string_pretty(&to_json(&report, &findings))?
+        ),
     }
     Ok(if !report.unreadable.is_empty() {
         2
