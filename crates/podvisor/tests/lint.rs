@@ -30,8 +30,13 @@ fn lint_json(args: &[&str]) -> (Value, Option<i32>) {
     let mut all = vec!["lint", "--output", "json"];
     all.extend_from_slice(args);
     let out = podvisor(&all);
-    let json = serde_json::from_slice(&out.stdout)
-        .unwrap_or_else(|e| panic!("{e}: {}\n{}", stdout(&out), String::from_utf8_lossy(&out.stderr)));
+    let json = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "{e}: {}\n{}",
+            stdout(&out),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
     (json, out.status.code())
 }
 
@@ -63,7 +68,10 @@ fn lint_text_reads_like_a_compiler_and_exits_1_on_errors() {
         "examples/lint/web.yaml:doc1: error[PL007 probe-port-name-undeclared]: Pod/web spec.initContainers[0].readinessProbe.httpGet.port",
         "examples/lint/web.yaml:doc1: warning[PL010 sidecar-without-startup-probe]: Pod/web spec.initContainers[0]",
     ] {
-        assert!(text.contains(&format!("{header}\n")), "missing {header:?} in\n{text}");
+        assert!(
+            text.contains(&format!("{header}\n")),
+            "missing {header:?} in\n{text}"
+        );
     }
     assert!(text.contains("  why: ") && text.contains("  fix: ") && text.contains("  see: echo '"));
     assert!(
@@ -84,7 +92,10 @@ fn lint_json_lints_workload_templates_and_skips_other_kinds() {
         ids_and_paths(&report),
         [
             ("PL009", "spec.template.spec.containers[0].readinessProbe"),
-            ("PL006", "spec.jobTemplate.spec.template.spec.containers[0].livenessProbe"),
+            (
+                "PL006",
+                "spec.jobTemplate.spec.template.spec.containers[0].livenessProbe"
+            ),
             ("PL000", "spec.template.spec.restartPolicy"),
         ]
         .map(|(a, b)| (a.to_owned(), b.to_owned()))
@@ -92,10 +103,21 @@ fn lint_json_lints_workload_templates_and_skips_other_kinds() {
     let f = &report["findings"];
     assert_eq!(f[0]["kind"], "Deployment");
     assert_eq!(f[0]["level"], "warning");
-    assert!(f[0]["message"].as_str().unwrap().contains("40 pods: 20.0 processes/s"), "{f:#}");
+    assert!(
+        f[0]["message"]
+            .as_str()
+            .unwrap()
+            .contains("40 pods: 20.0 processes/s"),
+        "{f:#}"
+    );
     assert_eq!(f[1]["name"], "report");
     assert_eq!(f[1]["document"], 2);
-    assert!(f[1]["simulate"]["command"].as_str().unwrap().contains("--pod report"));
+    assert!(
+        f[1]["simulate"]["command"]
+            .as_str()
+            .unwrap()
+            .contains("--pod report")
+    );
     assert_eq!(f[2]["level"], "error");
     assert_eq!(
         f[2]["message"],
@@ -109,7 +131,10 @@ fn lint_json_lints_workload_templates_and_skips_other_kinds() {
     );
     // --pods: the same Deployment counted as 3 pods stays under the limit.
     let (few, _) = lint_json(&["examples/lint/workloads.yaml", "--pods", "3"]);
-    assert!(!ids_and_paths(&few).iter().any(|(id, _)| id == "PL009"), "{few:#}");
+    assert!(
+        !ids_and_paths(&few).iter().any(|(id, _)| id == "PL009"),
+        "{few:#}"
+    );
 }
 
 #[test]
@@ -161,7 +186,12 @@ fn lint_exit_codes_0_for_warnings_2_for_unreadable_input() {
     let (report, code) = lint_json(&[missing.to_str().unwrap(), "examples/lint/batch.yaml"]);
     assert_eq!(code, Some(2));
     assert_eq!(report["findings"].as_array().unwrap().len(), 2);
-    assert!(report["unreadable"][0]["message"].as_str().unwrap().contains("reading"));
+    assert!(
+        report["unreadable"][0]["message"]
+            .as_str()
+            .unwrap()
+            .contains("reading")
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -238,8 +268,14 @@ fn assert_shows(id: &str, finding: &Value, timeline: &str) {
         }
         // A readiness probe on an unresolvable port: running, never ready.
         "PL007" => {
-            assert!(timeline.contains(&format!("{container}=running")), "{timeline}");
-            assert!(!timeline.contains(&format!("{container}=running,ready")), "{timeline}");
+            assert!(
+                timeline.contains(&format!("{container}=running")),
+                "{timeline}"
+            );
+            assert!(
+                !timeline.contains(&format!("{container}=running,ready")),
+                "{timeline}"
+            );
         }
         // Completed, restarted, CrashLoopBackOff; never Succeeded.
         "PL011" => {

@@ -118,7 +118,7 @@ mod tests {
             .unwrap()
             .into_iter()
             .filter_map(|e| match e {
-                Entry::Target(t) => Some(t),
+                Entry::Target(t) => Some(*t),
                 Entry::Skipped(_) => None,
             })
             .collect()
@@ -136,7 +136,11 @@ mod tests {
         let d = exec_probe_rate(&t, &Options::default());
         assert_eq!(d.len(), 1, "{d:?}");
         assert_eq!(d[0].1.path, "spec.containers[0].readinessProbe");
-        assert!(d[0].1.message.contains("15.0 processes/s"), "{}", d[0].1.message);
+        assert!(
+            d[0].1.message.contains("15.0 processes/s"),
+            "{}",
+            d[0].1.message
+        );
     }
 
     #[test]

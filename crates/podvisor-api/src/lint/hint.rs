@@ -43,10 +43,7 @@ impl Simulation {
             secs(self.duration)
         );
         let command = match &self.script {
-            Some(script) => format!(
-                "echo {} | {run} --script /dev/stdin",
-                shell_quote(script)
-            ),
+            Some(script) => format!("echo {} | {run} --script /dev/stdin", shell_quote(script)),
             None => run,
         };
         Some(SimulateHint {
@@ -70,9 +67,12 @@ pub fn shell_quote(text: &str) -> String {
     }
 }
 
+/// A container's name, a probe kind and its `(from, passes)` stretches.
+pub(crate) type ProbeStretches<'a> = (&'a str, &'a str, &'a [(Duration, bool)]);
+
 /// A script line for container `name`'s probes: `kind` (`liveness`, `readiness`, `startup`)
 /// gives each `(from, result)` stretch, relative to each run's start.
-pub(crate) fn probe_script(entries: &[(&str, &str, &[(Duration, bool)])]) -> String {
+pub(crate) fn probe_script(entries: &[ProbeStretches<'_>]) -> String {
     // {containers: {app: {probes: {liveness: [{from: 0s, result: failure}]}}}}
     let mut containers: Vec<(String, Vec<String>)> = Vec::new();
     for (container, kind, stretches) in entries {
@@ -105,7 +105,10 @@ mod tests {
 
     #[test]
     fn shell_quote_leaves_paths_bare_and_quotes_the_rest() {
-        assert_eq!(shell_quote("examples/lint/web.yaml"), "examples/lint/web.yaml");
+        assert_eq!(
+            shell_quote("examples/lint/web.yaml"),
+            "examples/lint/web.yaml"
+        );
         assert_eq!(shell_quote("my pods.yaml"), "'my pods.yaml'");
         assert_eq!(shell_quote("it's.yaml"), r"'it'\''s.yaml'");
         assert_eq!(shell_quote("{a: b}"), "'{a: b}'");
@@ -114,7 +117,11 @@ mod tests {
     #[test]
     fn probe_script_groups_by_container() {
         let s = probe_script(&[
-            ("app", "liveness", &[(Duration::ZERO, false), (Duration::from_secs(45), true)]),
+            (
+                "app",
+                "liveness",
+                &[(Duration::ZERO, false), (Duration::from_secs(45), true)],
+            ),
             ("app", "readiness", &[(Duration::from_secs(60), false)]),
         ]);
         assert_eq!(

@@ -79,7 +79,12 @@ pub(crate) fn prestop_longer_than_grace(v: &PodView<'_>) -> Vec<Draft> {
     let grace_d = Duration::from_secs(u64::try_from(grace).unwrap_or(0));
     let mut out = Vec::new();
     for c in v.probed_containers() {
-        let Some(hook) = c.container.lifecycle.as_ref().and_then(|l| l.pre_stop.as_ref()) else {
+        let Some(hook) = c
+            .container
+            .lifecycle
+            .as_ref()
+            .and_then(|l| l.pre_stop.as_ref())
+        else {
             continue;
         };
         let Some((took, sleep_action)) = hook_duration(hook) else {
@@ -122,7 +127,9 @@ pub(crate) fn prestop_longer_than_grace(v: &PodView<'_>) -> Vec<Draft> {
                 // An exec hook's time is scripted; the simulator takes a sleep action's own.
                 // The container stops 5 s after its signal, which it does not get in time.
                 script: Some(if sleep_action {
-                    format!("{{delete: {{at: 10s}}, containers: {{{name}: {{stopAfterSignal: 5s}}}}}}")
+                    format!(
+                        "{{delete: {{at: 10s}}, containers: {{{name}: {{stopAfterSignal: 5s}}}}}}"
+                    )
                 } else {
                     format!(
                         "{{delete: {{at: 10s}}, containers: {{{name}: {{stopAfterSignal: 5s, \
@@ -158,8 +165,14 @@ mod tests {
     #[test]
     fn exec_sleeps_are_read_from_sleep_and_shell_scripts() {
         let cmd = |v: &[&str]| v.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
-        assert_eq!(exec_sleep(&cmd(&["sleep", "40"])), Some(Duration::from_secs(40)));
-        assert_eq!(exec_sleep(&cmd(&["/bin/sleep", "1m"])), Some(Duration::from_secs(60)));
+        assert_eq!(
+            exec_sleep(&cmd(&["sleep", "40"])),
+            Some(Duration::from_secs(40))
+        );
+        assert_eq!(
+            exec_sleep(&cmd(&["/bin/sleep", "1m"])),
+            Some(Duration::from_secs(60))
+        );
         assert_eq!(
             exec_sleep(&cmd(&["sh", "-c", "sleep 20; nginx -s quit && sleep 15"])),
             Some(Duration::from_secs(35))
@@ -179,7 +192,13 @@ mod tests {
         assert_eq!(d[0].path, "spec.containers[0].lifecycle.preStop.exec");
         assert!(d[0].message.contains("45s") && d[0].message.contains("is 30"));
         assert!(
-            d[0].simulation.as_ref().unwrap().script.as_ref().unwrap().contains("duration: 45s")
+            d[0].simulation
+                .as_ref()
+                .unwrap()
+                .script
+                .as_ref()
+                .unwrap()
+                .contains("duration: 45s")
         );
     }
 
@@ -188,7 +207,10 @@ mod tests {
         // The API server accepts `seconds` up to the grace period itself.
         let d = run(
             prestop_longer_than_grace,
-            &pod("  terminationGracePeriodSeconds: 20\n", "{sleep: {seconds: 20}}"),
+            &pod(
+                "  terminationGracePeriodSeconds: 20\n",
+                "{sleep: {seconds: 20}}",
+            ),
             &Options::default(),
         );
         assert_eq!(d.len(), 1, "{d:?}");
@@ -199,11 +221,19 @@ mod tests {
     fn pl005_is_quiet_when_the_grace_period_has_room() {
         for (grace, hook) in [
             ("", "{exec: {command: [sleep, '10']}}"),
-            ("  terminationGracePeriodSeconds: 60\n", "{sleep: {seconds: 45}}"),
+            (
+                "  terminationGracePeriodSeconds: 60\n",
+                "{sleep: {seconds: 45}}",
+            ),
             ("", "{exec: {command: [nginx, -s, quit]}}"),
         ] {
             assert!(
-                run(prestop_longer_than_grace, &pod(grace, hook), &Options::default()).is_empty(),
+                run(
+                    prestop_longer_than_grace,
+                    &pod(grace, hook),
+                    &Options::default()
+                )
+                .is_empty(),
                 "{hook}"
             );
         }

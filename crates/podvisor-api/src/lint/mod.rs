@@ -264,11 +264,7 @@ pub fn lint(targets: &[Target], options: &Options) -> Vec<Finding> {
         }
         drafts.sort_by(|a, b| a.path.cmp(&b.path).then(a.rule.id.cmp(b.rule.id)));
         // `simulate` runs every pod of a file: name this one when there are others.
-        let shared = targets
-            .iter()
-            .filter(|t| t.source == target.source)
-            .count()
-            > 1;
+        let shared = targets.iter().filter(|t| t.source == target.source).count() > 1;
         findings.extend(drafts.into_iter().map(|d| target.finding(d, shared)));
     }
     findings
@@ -296,9 +292,9 @@ impl Target {
             message: d.message,
             why: d.why,
             fix: d.fix,
-            simulate: d.simulation.and_then(|s| {
-                s.command(&self.source, shared_file.then_some(self.name.as_str()))
-            }),
+            simulate: d
+                .simulation
+                .and_then(|s| s.command(&self.source, shared_file.then_some(self.name.as_str()))),
         }
     }
 
@@ -346,7 +342,7 @@ pub(crate) mod test_support {
         match entries.remove(0) {
             super::Entry::Target(t) => {
                 assert!(t.problems.is_empty(), "valid: {:?}", t.problems);
-                t
+                *t
             }
             super::Entry::Skipped(s) => panic!("skipped: {s:?}"),
         }

@@ -117,9 +117,37 @@ pub(crate) fn sidecar_without_startup_probe(v: &PodView<'_>) -> Vec<Draft> {
 
 /// Commands that end by themselves (and `sleep` for less than a minute).
 const ONE_SHOT: [&str; 31] = [
-    "echo", "true", "false", "exit", "date", "printf", "env", "hostname", "uname", "whoami",
-    "id", "pwd", "ls", "cp", "mv", "rm", "mkdir", "touch", "chmod", "chown", "ln", "tar", "gzip",
-    "gunzip", "wget", "curl", "sha256sum", "md5sum", "pg_dump", "mysqldump", "rsync",
+    "echo",
+    "true",
+    "false",
+    "exit",
+    "date",
+    "printf",
+    "env",
+    "hostname",
+    "uname",
+    "whoami",
+    "id",
+    "pwd",
+    "ls",
+    "cp",
+    "mv",
+    "rm",
+    "mkdir",
+    "touch",
+    "chmod",
+    "chown",
+    "ln",
+    "tar",
+    "gzip",
+    "gunzip",
+    "wget",
+    "curl",
+    "sha256sum",
+    "md5sum",
+    "pg_dump",
+    "mysqldump",
+    "rsync",
 ];
 
 fn one_shot(words: &[&str]) -> bool {
@@ -152,9 +180,10 @@ pub(crate) fn runs_to_completion(c: &Container) -> bool {
         let Some(script) = rest.get(1) else {
             return false;
         };
-        let has_loop = script.split_whitespace().any(|w| {
-            matches!(w, "while" | "until" | "for" | "exec" | "wait") || w == "infinity"
-        }) || script.contains("tail -f");
+        let has_loop = script
+            .split_whitespace()
+            .any(|w| matches!(w, "while" | "until" | "for" | "exec" | "wait") || w == "infinity")
+            || script.contains("tail -f");
         return !has_loop
             && script
                 .split(['\n', ';', '|', '&'])
@@ -166,12 +195,9 @@ pub(crate) fn runs_to_completion(c: &Container) -> bool {
 /// Why a bare Pod looks like a Job's, if it does: its owner, its labels, or commands that end.
 fn job_evidence(v: &PodView<'_>) -> Option<String> {
     let meta = &v.pod.metadata;
-    if let Some(owner) = meta
-        .owner_references
-        .iter()
-        .flatten()
-        .find(|o| o.api_version.starts_with("batch/") && matches!(o.kind.as_str(), "Job" | "CronJob"))
-    {
+    if let Some(owner) = meta.owner_references.iter().flatten().find(|o| {
+        o.api_version.starts_with("batch/") && matches!(o.kind.as_str(), "Job" | "CronJob")
+    }) {
         return Some(format!("it is owned by {} {:?}", owner.kind, owner.name));
     }
     for label in [
@@ -227,7 +253,8 @@ pub(crate) fn job_pod_restart_always(v: &PodView<'_>) -> Vec<Draft> {
               crashed one: the job runs again and again, with CrashLoopBackOff between runs, and \
               the pod never Succeeds"
             .to_owned(),
-        fix: "set restartPolicy: OnFailure (retry failures) or Never, or run it as a Job".to_owned(),
+        fix: "set restartPolicy: OnFailure (retry failures) or Never, or run it as a Job"
+            .to_owned(),
         simulation: Some(Simulation {
             script: Some(format!("{{containers: {{{}}}}}", runs.join(", "))),
             duration: Duration::from_secs(180),
@@ -258,7 +285,10 @@ mod tests {
         let on_failure = NEVER.replace("Never", "OnFailure");
         assert!(run(liveness_on_never_pod, &on_failure, &Options::default()).is_empty());
         // A16: the container's own policy wins over the pod's.
-        let own = NEVER.replace("    image: busybox\n", "    image: busybox\n    restartPolicy: Always\n");
+        let own = NEVER.replace(
+            "    image: busybox\n",
+            "    image: busybox\n    restartPolicy: Always\n",
+        );
         assert!(run(liveness_on_never_pod, &own, &Options::default()).is_empty());
     }
 
@@ -297,7 +327,10 @@ mod tests {
 
     #[test]
     fn pl011_is_quiet_for_servers_and_for_never() {
-        let server = JOB_LIKE.replace("'echo migrating; sleep 5; echo done'", "'while true; do sleep 1; done'");
+        let server = JOB_LIKE.replace(
+            "'echo migrating; sleep 5; echo done'",
+            "'while true; do sleep 1; done'",
+        );
         assert!(run(job_pod_restart_always, &server, &Options::default()).is_empty());
         let never = JOB_LIKE.replace("spec:\n", "spec:\n  restartPolicy: Never\n");
         assert!(run(job_pod_restart_always, &never, &Options::default()).is_empty());

@@ -218,10 +218,7 @@ pub(crate) fn liveness_shorter_than_readiness(v: &PodView<'_>) -> Vec<Draft> {
         .filter_map(|(c, p)| {
             let live = Timings::of(p);
             let ready = Timings::of(c.container.readiness_probe.as_ref()?);
-            let covered_by_pl001 = v
-                .options
-                .start_time
-                .is_some_and(|s| dur(live.budget()) < s);
+            let covered_by_pl001 = v.options.start_time.is_some_and(|s| dur(live.budget()) < s);
             (live.budget() < ready.budget() && !covered_by_pl001).then(|| {
                 let start = dur(ready.budget());
                 Draft {
@@ -414,7 +411,11 @@ pub(crate) fn probe_port_name_undeclared(v: &PodView<'_>) -> Vec<Draft> {
                 .ports
                 .iter()
                 .flatten()
-                .filter_map(|p| p.name.as_ref().map(|n| format!("{n:?} ({})", p.container_port)))
+                .filter_map(|p| {
+                    p.name
+                        .as_ref()
+                        .map(|n| format!("{n:?} ({})", p.container_port))
+                })
                 .collect();
             let probe_kind = field.strip_suffix("Probe");
             out.push(Draft {
@@ -615,11 +616,9 @@ mod tests {
     #[test]
     fn pl008_explains_a_liveness_success_threshold() {
         // The API server refuses it, so the rule sees the pod without validation.
-        let mut t = crate::lint::decode_targets(
-            &format!("{SLOW}      successThreshold: 2\n"),
-            "t.yaml",
-        )
-        .unwrap();
+        let mut t =
+            crate::lint::decode_targets(&format!("{SLOW}      successThreshold: 2\n"), "t.yaml")
+                .unwrap();
         let crate::lint::Entry::Target(t) = t.remove(0) else {
             panic!("a target")
         };

@@ -61,7 +61,7 @@ pub struct Skipped {
 #[derive(Clone, Debug, PartialEq)]
 pub enum Entry {
     /// A pod to lint.
-    Target(Target),
+    Target(Box<Target>),
     /// An object without a pod.
     Skipped(Skipped),
 }
@@ -90,9 +90,8 @@ fn workload(api_version: &str, kind: &str) -> Option<Workload> {
         job: false,
     };
     match (api_version, kind) {
-        ("apps/v1", "Deployment" | "ReplicaSet" | "StatefulSet") | ("v1", "ReplicationController") => {
-            Some(long_running(Some(REPLICAS)))
-        }
+        ("apps/v1", "Deployment" | "ReplicaSet" | "StatefulSet")
+        | ("v1", "ReplicationController") => Some(long_running(Some(REPLICAS))),
         ("apps/v1", "DaemonSet") => Some(long_running(None)),
         ("batch/v1", "Job") => Some(Workload {
             template: TEMPLATE,
@@ -154,7 +153,10 @@ pub fn decode_targets(text: &str, source: &str) -> Result<Vec<Entry>, DecodeErro
 ///
 /// The first syntax, unknown-field or shape error; a document with the kind of a Pod or
 /// workload but another `apiVersion` is [`DecodeError::WrongKind`].
-pub fn pods_and_templates(text: &str, source: &str) -> Result<(Vec<Pod>, Vec<String>), DecodeError> {
+pub fn pods_and_templates(
+    text: &str,
+    source: &str,
+) -> Result<(Vec<Pod>, Vec<String>), DecodeError> {
     let mut pods = Vec::new();
     let mut skipped = Vec::new();
     for (value, at) in objects(text, source)? {
@@ -162,11 +164,7 @@ pub fn pods_and_templates(text: &str, source: &str) -> Result<(Vec<Pod>, Vec<Str
         let kind = str_at(&value, &["kind"]);
         if let Some(w) = workload(&api_version, &kind) {
             pods.push(template_pod(&value, &w, source, at)?);
-        } else if (api_version == "v1" && kind == "Pod")
-            || kind.is_empty()
-            || kind == "Pod"
-            || WORKLOAD_KINDS.contains(&kind.as_str())
-        {
+        } else if kind == "Pod" || kind.is_empty() || WORKLOAD_KINDS.contains(&kind.as_str()) {
             pods.push(decode_one(value, source, at, FieldValidation::Strict)?.pod);
         } else {
             skipped.push(format!(
@@ -224,7 +222,10 @@ fn template_pod(
     let mut metadata = template.get("metadata").cloned().unwrap_or(json!({}));
     if let Some(m) = metadata.as_object_mut() {
         // The controller names the pods after the workload; a template's own name is ignored.
-        m.insert("name".to_owned(), json!(str_at(value, &["metadata", "name"])));
+        m.insert(
+            "name".to_owned(),
+            json!(str_at(value, &["metadata", "name"])),
+        );
         if let Some(ns) = get(value, &["metadata", "namespace"]) {
             m.insert("namespace".to_owned(), ns.clone());
         }
@@ -300,7 +301,7 @@ fn entry(value: Value, source: &str, at: DocumentRef) -> Entry {
                 path: w.prefix.trim_end_matches('.').to_owned(),
                 message: format!("{}: Required value", w.prefix.trim_end_matches('.')),
             });
-            return Entry::Target(target);
+            return Entry::Target(Box::new(target));
         }
         template_pod(&value, w, source, at)
     } else if WORKLOAD_KINDS.contains(&kind.as_str()) || kind == "Pod" {
@@ -310,7 +311,11 @@ fn entry(value: Value, source: &str, at: DocumentRef) -> Entry {
     } else {
         return skipped(format!(
             "{} holds no pod template: not linted",
-            if kind.is_empty() { "an object without a kind" } else { &kind }
+            if kind.is_empty() {
+                "an object without a kind"
+            } else {
+                &kind
+            }
         ));
     };
     match decoded {
@@ -335,14 +340,19 @@ fn entry(value: Value, source: &str, at: DocumentRef) -> Entry {
             },
         }),
     }
-    Entry::Target(target)
+    Entry::Target(Box::new(target))
 }
 
 /// Defaults and validates the target's pod as the API server would, plus the workload's
 /// `restartPolicy` rule (`ValidatePodTemplateSpecForReplicaSet`, `validateJobSpec`).
 fn check(target: &mut Target, value: &Value, w: Option<&Workload>) {
     if target.name.is_empty() {
-        target.name = target.pod.metadata.generate_name.clone().unwrap_or_default();
+        target.name = target
+            .pod
+            .metadata
+            .generate_name
+            .clone()
+            .unwrap_or_default();
     }
     crate::apply_defaults(&mut target.pod);
     crate::drop_disabled_fields(&mut target.pod, None);

@@ -79,7 +79,7 @@ pub fn run(args: &Args) -> anyhow::Result<i32> {
             Ok(entries) => {
                 for e in entries {
                     match e {
-                        Entry::Target(t) => report.targets.push(t),
+                        Entry::Target(t) => report.targets.push(*t),
                         Entry::Skipped(s) => report.skipped.push(s),
                     }
                 }

@@ -21,7 +21,10 @@ pub struct Args {
 
 /// The pods to simulate: Pods and workloads' pod templates; other objects are skipped with a
 /// note on stderr (so `podvisor lint`'s commands work on the files it lints).
-fn pods_of(text: &str, source: &str) -> anyhow::Result<Vec<podvisor_api::k8s_openapi::api::core::v1::Pod>> {
+fn pods_of(
+    text: &str,
+    source: &str,
+) -> anyhow::Result<Vec<podvisor_api::k8s_openapi::api::core::v1::Pod>> {
     let (pods, skipped) = podvisor_api::lint::pods_and_templates(text, source)?;
     for note in &skipped {
         eprintln!("note: {note}");
