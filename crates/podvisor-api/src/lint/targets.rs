@@ -395,3 +395,108 @@ fn check(target: &mut Target, value: &Value, w: Option<&Workload>) {
         })
         .collect();
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entries(yaml: &str) -> Vec<Entry> {
+        decode_targets(yaml, "t.yaml").unwrap()
+    }
+
+    fn target(e: &Entry) -> &Target {
+        match e {
+            Entry::Target(t) => t,
+            Entry::Skipped(s) => panic!("skipped: {s:?}"),
+        }
+    }
+
+    const CRONJOB: &str = "apiVersion: batch/v1\nkind: CronJob\nmetadata: {name: nightly, namespace: ops}\nspec:\n  schedule: '0 3 * * *'\n  jobTemplate:\n    spec:\n      parallelism: 4\n      template:\n        spec:\n          restartPolicy: OnFailure\n          containers:\n          - {name: run, image: busybox, command: [date]}\n";
+
+    #[test]
+    fn a_cronjob_template_is_a_named_defaulted_pod_with_its_parallelism() {
+        let e = entries(CRONJOB);
+        let t = target(&e[0]);
+        assert!(t.problems.is_empty(), "{:?}", t.problems);
+        assert_eq!(t.prefix, "spec.jobTemplate.spec.template.");
+        assert_eq!(t.replicas, 4);
+        assert_eq!(t.pod.metadata.name.as_deref(), Some("nightly"));
+        assert_eq!(t.pod.metadata.namespace.as_deref(), Some("ops"));
+        let spec = t.pod.spec.as_ref().unwrap();
+        assert_eq!(spec.termination_grace_period_seconds, Some(30));
+    }
+
+    #[test]
+    fn template_errors_carry_the_workload_path() {
+        let unknown = CRONJOB.replace("command: [date]", "command: [date], imagee: x");
+        let e = entries(&unknown);
+        assert_eq!(
+            target(&e[0]).problems[0].path,
+            "spec.jobTemplate.spec.template.spec.containers[0].imagee"
+        );
+        let invalid = CRONJOB.replace("name: run,", "name: Run_1,");
+        let e = entries(&invalid);
+        let p = &target(&e[0]).problems[0];
+        assert_eq!(
+            p.path,
+            "spec.jobTemplate.spec.template.spec.containers[0].name"
+        );
+        assert!(
+            p.message.starts_with(
+                "spec.jobTemplate.spec.template.spec.containers[0].name: Invalid value: \"Run_1\""
+            ),
+            "{p:?}"
+        );
+        let always = CRONJOB.replace("OnFailure", "Always");
+        let e = entries(&always);
+        assert_eq!(
+            target(&e[0]).problems[0].message,
+            "spec.jobTemplate.spec.template.spec.restartPolicy: Required value: valid values: \"OnFailure\", \"Never\""
+        );
+    }
+
+    #[test]
+    fn a_deployment_template_must_restart_always() {
+        let d = "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web}\nspec:\n  selector: {matchLabels: {app: web}}\n  template:\n    metadata: {labels: {app: web}}\n    spec:\n      restartPolicy: Never\n      containers:\n      - {name: web, image: nginx}\n";
+        let e = entries(d);
+        assert_eq!(
+            target(&e[0]).problems[0].message,
+            "spec.template.spec.restartPolicy: Unsupported value: \"Never\": supported values: \"Always\""
+        );
+        assert_eq!(target(&e[0]).replicas, 1);
+    }
+
+    #[test]
+    fn other_kinds_and_old_api_versions_are_skipped_with_a_note() {
+        let e = entries(
+            "apiVersion: v1\nkind: Service\nmetadata: {name: web}\n---\napiVersion: extensions/v1beta1\nkind: Deployment\nmetadata: {name: old}\n",
+        );
+        let notes: Vec<&str> = e
+            .iter()
+            .map(|e| match e {
+                Entry::Skipped(s) => s.note.as_str(),
+                Entry::Target(_) => panic!("not a target"),
+            })
+            .collect();
+        assert_eq!(
+            notes,
+            [
+                "Service holds no pod template: not linted",
+                "apiVersion \"extensions/v1beta1\" of kind Deployment is not served by Kubernetes 1.35: not linted",
+            ]
+        );
+    }
+
+    #[test]
+    fn simulate_gets_pods_and_templates_and_notes_the_rest() {
+        let text =
+            format!("{CRONJOB}---\napiVersion: v1\nkind: ConfigMap\nmetadata: {{name: c}}\n");
+        let (pods, skipped) = pods_and_templates(&text, "t.yaml").unwrap();
+        assert_eq!(pods.len(), 1);
+        assert_eq!(pods[0].metadata.name.as_deref(), Some("nightly"));
+        assert_eq!(
+            skipped,
+            ["t.yaml: document 2: ConfigMap/c holds no pod template: skipped"]
+        );
+    }
+}
