@@ -146,6 +146,7 @@ fn lint_explains_a_refused_success_threshold_instead_of_the_bare_error() {
         [
             ("PL011", "spec.restartPolicy"),
             ("PL008", "spec.containers[0].livenessProbe.successThreshold"),
+            ("PL002", "spec.containers[0].livenessProbe"),
         ]
         .map(|(a, b)| (a.to_owned(), b.to_owned()))
     );
@@ -185,7 +186,7 @@ fn lint_exit_codes_0_for_warnings_2_for_unreadable_input() {
     // An unreadable file does not hide the others' findings.
     let (report, code) = lint_json(&[missing.to_str().unwrap(), "examples/lint/batch.yaml"]);
     assert_eq!(code, Some(2));
-    assert_eq!(report["findings"].as_array().unwrap().len(), 2);
+    assert_eq!(report["findings"].as_array().unwrap().len(), 3);
     assert!(
         report["unreadable"][0]["message"]
             .as_str()
@@ -311,7 +312,9 @@ fn every_simulate_command_lint_prints_shows_the_failure() {
     checked.dedup();
     assert_eq!(
         checked,
-        ["PL001", "PL003", "PL005", "PL006", "PL007", "PL011"],
+        [
+            "PL001", "PL002", "PL003", "PL005", "PL006", "PL007", "PL011"
+        ],
         "the rules whose failures the simulator shows"
     );
 }

@@ -327,7 +327,10 @@ fn entry(value: Value, source: &str, at: DocumentRef) -> Entry {
             target.problems = fields
                 .into_iter()
                 .map(|f| Problem {
-                    message: format!("{f}: unknown field (strict decoding)"),
+                    message: format!(
+                        "strict decoding error: unknown field {}",
+                        crate::validation::go_quote(&f)
+                    ),
                     path: f,
                 })
                 .collect();
