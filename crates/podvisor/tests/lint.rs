@@ -164,6 +164,21 @@ fn lint_exit_codes_0_for_warnings_2_for_unreadable_input() {
 
     let dir = std::env::temp_dir().join(format!("pv-lint-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
+    // Only an info (PL012): 0.
+    let info = dir.join("info.yaml");
+    std::fs::write(
+        &info,
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: slow}\nspec:\n  containers:\n  - name: app\n    image: app\n    command: [app]\n    startupProbe: {tcpSocket: {port: 8080}, failureThreshold: 30}\n    livenessProbe: {tcpSocket: {port: 8080}, initialDelaySeconds: 60}\n",
+    )
+    .unwrap();
+    let out = podvisor(&["lint", info.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    assert!(
+        stdout(&out).contains(": info[PL012 initial-delay-with-startup-probe]: Pod/slow spec.containers[0].livenessProbe.initialDelaySeconds\n"),
+        "{}",
+        stdout(&out)
+    );
+    assert!(stdout(&out).contains("lint: 0 errors, 0 warnings, 1 info;"));
     let broken = dir.join("broken.yaml");
     std::fs::write(&broken, "apiVersion: v1\nkind: Pod\nmetadata: {name: [\n").unwrap();
     let missing = dir.join("missing.yaml");

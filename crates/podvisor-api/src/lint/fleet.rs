@@ -46,8 +46,10 @@ pub(crate) fn exec_probe_rate(targets: &[Target], options: &Options) -> Vec<(usi
             .enumerate()
             .map(|(j, c)| (format!("spec.containers[{j}]"), c));
         for (path, c) in sidecars.chain(regular) {
+            // A startup probe stops once it has passed: only liveness and readiness run for
+            // the pod's whole life.
             for (field, p) in probes_of(c) {
-                if p.exec.is_some() {
+                if p.exec.is_some() && field != "startupProbe" {
                     probes.push(ExecProbe {
                         target: i,
                         path: format!("{path}.{field}"),

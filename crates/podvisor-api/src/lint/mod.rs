@@ -74,7 +74,7 @@ pub const INVALID: Rule = Rule {
 };
 
 /// Every rule, in id order.
-pub const RULES: [Rule; 12] = [
+pub const RULES: [Rule; 13] = [
     INVALID,
     probes::LIVENESS_SHORTER_THAN_START,
     probes::LIVENESS_SHORTER_THAN_READINESS,
@@ -87,6 +87,7 @@ pub const RULES: [Rule; 12] = [
     fleet::EXEC_PROBE_RATE,
     policy::SIDECAR_WITHOUT_STARTUP_PROBE,
     policy::JOB_POD_RESTART_ALWAYS,
+    probes::INITIAL_DELAY_WITH_STARTUP_PROBE,
 ];
 
 /// What the user tells `lint` about the pods.
@@ -205,7 +206,7 @@ pub(crate) fn probes_of(c: &Container) -> Vec<(&'static str, &Probe)> {
 }
 
 /// The per-pod rules, one function each.
-const POD_RULES: [fn(&PodView<'_>) -> Vec<Draft>; 10] = [
+const POD_RULES: [fn(&PodView<'_>) -> Vec<Draft>; 11] = [
     probes::liveness_shorter_than_start,
     probes::liveness_shorter_than_readiness,
     probes::liveness_same_as_readiness,
@@ -216,6 +217,7 @@ const POD_RULES: [fn(&PodView<'_>) -> Vec<Draft>; 10] = [
     probes::success_threshold_not_one,
     policy::sidecar_without_startup_probe,
     policy::job_pod_restart_always,
+    probes::initial_delay_with_startup_probe,
 ];
 
 /// Rules that also run on pods that fail validation, because they explain a validation

@@ -52,6 +52,13 @@ pub const SUCCESS_THRESHOLD_NOT_ONE: Rule = Rule {
     level: Level::Error,
 };
 
+/// `PL012`: `initialDelaySeconds` on a liveness or readiness probe held back by a startup probe.
+pub const INITIAL_DELAY_WITH_STARTUP_PROBE: Rule = Rule {
+    id: "PL012",
+    name: "initial-delay-with-startup-probe",
+    level: Level::Info,
+};
+
 /// A probe's timings after defaulting (R1).
 struct Timings {
     delay: i64,
@@ -344,6 +351,46 @@ pub(crate) fn timeout_not_below_period(v: &PodView<'_>) -> Vec<Draft> {
     out
 }
 
+/// PL012 (R13): with a startup probe, a liveness or readiness probe's `initialDelaySeconds`
+/// still counts from the container's start, not from the startup probe's success (as the docs
+/// say): it only delays anything when the startup probe passes sooner.
+pub(crate) fn initial_delay_with_startup_probe(v: &PodView<'_>) -> Vec<Draft> {
+    let mut out = Vec::new();
+    for c in v.probed_containers() {
+        if c.container.startup_probe.is_none() {
+            continue;
+        }
+        for (field, p) in probes_of(c.container) {
+            let delay = p.initial_delay_seconds.unwrap_or(0);
+            if field == "startupProbe" || delay <= 0 {
+                continue;
+            }
+            out.push(Draft {
+                rule: INITIAL_DELAY_WITH_STARTUP_PROBE,
+                path: format!("{}.{field}.initialDelaySeconds", c.path),
+                message: format!(
+                    "container {:?}: {field} initialDelaySeconds {delay} with a startupProbe: the \
+                     delay counts from the container's start, not from the startup probe's success",
+                    c.container.name
+                ),
+                why: format!(
+                    "the kubelet holds the probe back until the startup probe passes, and then \
+                     still skips it until {delay}s after the container started \
+                     (state.running.startedAt); a startup that took longer has used the delay up, \
+                     so it does not give the app {delay}s more after starting, as the \
+                     documentation suggests"
+                ),
+                fix:
+                    "remove initialDelaySeconds (the startup probe already holds the probe back), \
+                      or make the startup probe pass only once the app is ready for this probe"
+                        .to_owned(),
+                simulation: None,
+            });
+        }
+    }
+    out
+}
+
 /// The ports of a handler that are names (`port: http`), with their field path.
 fn named_ports(probe_or_hook: HandlerRef<'_>) -> Option<(String, &str)> {
     fn name(port: &IntOrString) -> Option<&str> {
@@ -611,6 +658,44 @@ mod tests {
         assert!(run(probe_port_name_undeclared, SLOW, &Options::default()).is_empty());
         let numeric = SLOW.replace("port: http}", "port: 8080}");
         assert!(run(probe_port_name_undeclared, &numeric, &Options::default()).is_empty());
+    }
+
+    #[test]
+    fn pl012_notes_a_liveness_delay_behind_a_startup_probe() {
+        let yaml = format!(
+            "{SLOW}      initialDelaySeconds: 20\n    startupProbe:\n      httpGet: {{path: /healthz, port: http}}\n      failureThreshold: 30\n"
+        );
+        let d = run(initial_delay_with_startup_probe, &yaml, &Options::default());
+        assert_eq!(d.len(), 1, "{d:?}");
+        assert_eq!(
+            d[0].path,
+            "spec.containers[0].livenessProbe.initialDelaySeconds"
+        );
+        assert_eq!(d[0].rule.level, Level::Info);
+    }
+
+    #[test]
+    fn pl012_is_quiet_without_a_startup_probe_or_a_delay() {
+        let delayed = format!("{SLOW}      initialDelaySeconds: 20\n");
+        assert!(
+            run(
+                initial_delay_with_startup_probe,
+                &delayed,
+                &Options::default()
+            )
+            .is_empty()
+        );
+        let gated = format!(
+            "{SLOW}    startupProbe:\n      httpGet: {{path: /healthz, port: http}}\n      initialDelaySeconds: 5\n"
+        );
+        assert!(
+            run(
+                initial_delay_with_startup_probe,
+                &gated,
+                &Options::default()
+            )
+            .is_empty()
+        );
     }
 
     #[test]
