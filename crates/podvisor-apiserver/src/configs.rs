@@ -426,11 +426,11 @@ struct DeleteOptions {
 }
 
 fn delete_options(body: &[u8]) -> ApiResult<DeleteOptions> {
-    if body.iter().all(u8::is_ascii_whitespace) {
-        return Ok(DeleteOptions::default());
+    match crate::request::delete_options_body(body)? {
+        None => Ok(DeleteOptions::default()),
+        Some(v) => serde_json::from_value(v)
+            .map_err(|e| ApiError::bad_request(format!("error decoding DeleteOptions: {e}"))),
     }
-    serde_json::from_slice(body)
-        .map_err(|e| ApiError::bad_request(format!("error decoding DeleteOptions: {e}")))
 }
 
 fn delete_one(

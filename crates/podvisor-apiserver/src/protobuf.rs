@@ -248,6 +248,49 @@ fn review(api_version: &str, kind: &str, raw: &[u8]) -> Result<Option<Value>, St
     Ok(Some(Value::Object(out)))
 }
 
+/// A protobuf `DeleteOptions` body (typed clients such as helm's send one with a delete) as
+/// its JSON: `gracePeriodSeconds` (1), `preconditions` (2: `uid` 1, `resourceVersion` 2),
+/// `orphanDependents` (3), `propagationPolicy` (4), `dryRun` (5).
+pub(crate) fn delete_options(body: &[u8]) -> Result<Value, String> {
+    let envelope = body
+        .strip_prefix(MAGIC)
+        .ok_or("missing the k8s protobuf prefix")?;
+    let mut raw = &[][..];
+    for (n, f) in fields(envelope)? {
+        if let (2, Field::Bytes(x)) = (n, f) {
+            raw = x;
+        }
+    }
+    let mut out = Map::new();
+    let mut dry_run = Vec::new();
+    for (n, f) in fields(raw)? {
+        match (n, f) {
+            (1, Field::Varint(v)) => {
+                // int64, two's complement.
+                out.insert("gracePeriodSeconds".to_owned(), json!(v.cast_signed()));
+            }
+            (2, Field::Bytes(x)) => {
+                out.insert(
+                    "preconditions".to_owned(),
+                    Value::Object(strings(x, &[(1, "uid"), (2, "resourceVersion")])?),
+                );
+            }
+            (3, Field::Varint(v)) => {
+                out.insert("orphanDependents".to_owned(), json!(v != 0));
+            }
+            (4, Field::Bytes(x)) => {
+                out.insert("propagationPolicy".to_owned(), json!(text(x)?));
+            }
+            (5, Field::Bytes(x)) => dry_run.push(json!(text(x)?)),
+            _ => {}
+        }
+    }
+    if !dry_run.is_empty() {
+        out.insert("dryRun".to_owned(), Value::Array(dry_run));
+    }
+    Ok(Value::Object(out))
+}
+
 /// Decodes a protobuf body into the JSON the handlers understand; `Err` with a reason when
 /// it is not a Namespace (or not decodable).
 pub(crate) fn decode(body: &[u8]) -> Result<Value, String> {

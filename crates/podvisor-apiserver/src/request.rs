@@ -155,6 +155,21 @@ pub(crate) fn content_type(headers: &HeaderMap) -> String {
 
 /// Parses a request body as JSON, or YAML when it is not JSON (`application/yaml`); a body
 /// without a Content-Type is accepted (the Python client sends none).
+/// A delete's `DeleteOptions` body as JSON: none (empty), JSON, or protobuf.
+pub(crate) fn delete_options_body(body: &[u8]) -> ApiResult<Option<Value>> {
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Ok(None);
+    }
+    if body.starts_with(crate::protobuf::MAGIC) {
+        return crate::protobuf::delete_options(body)
+            .map(Some)
+            .map_err(|e| ApiError::bad_request(format!("error decoding DeleteOptions: {e}")));
+    }
+    serde_json::from_slice(body)
+        .map(Some)
+        .map_err(|e| ApiError::bad_request(format!("error decoding DeleteOptions: {e}")))
+}
+
 pub(crate) fn parse_body(body: &[u8]) -> ApiResult<Value> {
     if body.starts_with(crate::protobuf::MAGIC) {
         return crate::protobuf::decode(body).map_err(|why| {

@@ -15,6 +15,7 @@ mod e2e_no_leak;
 mod e2e_probes;
 mod e2e_sandbox;
 mod exec;
+mod helm;
 mod oci;
 mod oci_pull_secrets;
 mod python_client;

@@ -35,11 +35,10 @@ struct DeleteOptions {
 }
 
 fn options(req: &Req, body: &[u8]) -> ApiResult<DeleteOptions> {
-    let mut opts = if body.iter().all(u8::is_ascii_whitespace) {
-        DeleteOptions::default()
-    } else {
-        serde_json::from_slice(body)
-            .map_err(|e| ApiError::bad_request(format!("error decoding DeleteOptions: {e}")))?
+    let mut opts = match crate::request::delete_options_body(body)? {
+        None => DeleteOptions::default(),
+        Some(v) => serde_json::from_value(v)
+            .map_err(|e| ApiError::bad_request(format!("error decoding DeleteOptions: {e}")))?,
     };
     if opts.grace_period_seconds.is_none() {
         opts.grace_period_seconds = int_param(
