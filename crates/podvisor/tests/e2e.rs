@@ -16,6 +16,7 @@ mod e2e_probes;
 mod e2e_sandbox;
 mod exec;
 mod helm;
+mod kubectl_matrix;
 mod oci;
 mod oci_pull_secrets;
 mod python_client;

@@ -1,0 +1,187 @@
+//! The client matrix: every kubectl the machine has — Debian 12's 1.20
+//! (`PODVISOR_KUBECTL_120`), `/usr/bin/kubectl` (1.32 here), 1.34 (`PODVISOR_KUBECTL_134`)
+//! and 1.37 (`PODVISOR_KUBECTL_137`), installed by `scripts/install-test-deps` — runs the
+//! everyday pod loop against one `podvisor serve`: apply, wait, get, logs, exec, describe,
+//! create configmap, delete. kubectl 1.20 only speaks SPDY for exec, which podvisor does not
+//! serve: it gets podvisor's clear message instead.
+
+#![allow(missing_docs)]
+
+use crate::serve_common;
+
+use serve_common::ServeCtx;
+use std::path::PathBuf;
+use std::process::{Command, Output, Stdio};
+
+/// The kubectls to run, with their versions' names; `None` for one the machine lacks.
+fn kubectls() -> Vec<(&'static str, Option<PathBuf>)> {
+    let env = |name: &str| {
+        std::env::var_os(name)
+            .map(PathBuf::from)
+            .filter(|p| p.exists())
+    };
+    let cached = |dir: &str| {
+        let p = PathBuf::from(std::env::var_os("HOME")?)
+            .join(".cache/podvisor-test")
+            .join(dir)
+            .join("kubectl");
+        p.exists().then_some(p)
+    };
+    vec![
+        (
+            "1.20",
+            env("PODVISOR_KUBECTL_120").or_else(|| cached("kubectl-1.20")),
+        ),
+        (
+            "system",
+            Some(serve_common::kubectl_binary()).filter(|p| p.exists()),
+        ),
+        (
+            "1.34",
+            env("PODVISOR_KUBECTL_134").or_else(|| cached("kubectl-1.34")),
+        ),
+        (
+            "1.37",
+            env("PODVISOR_KUBECTL_137").or_else(|| cached("kubectl-1.37")),
+        ),
+    ]
+}
+
+fn run(kubectl: &PathBuf, ctx: &ServeCtx, args: &[&str], stdin: Option<&str>) -> Output {
+    use std::io::Write as _;
+    let mut child = Command::new(kubectl)
+        .arg("--kubeconfig")
+        .arg(ctx.kubeconfig())
+        .arg("--cache-dir")
+        .arg(ctx.dir.join(format!(
+            "kubectl-cache-{}",
+            kubectl.display().to_string().len()
+        )))
+        .args(args)
+        .env_remove("KUBECONFIG")
+        .stdin(if stdin.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("kubectl runs");
+    if let Some(text) = stdin {
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(text.as_bytes())
+            .unwrap();
+    }
+    child.wait_with_output().unwrap()
+}
+
+fn ok(kubectl: &PathBuf, ctx: &ServeCtx, args: &[&str], stdin: Option<&str>) -> String {
+    let out = run(kubectl, ctx, args, stdin);
+    assert!(
+        out.status.success(),
+        "{} {args:?} failed: {}{}",
+        kubectl.display(),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[test]
+#[ignore = "needs root: run as root with --include-ignored (scripts/test does)"]
+fn every_kubectl_runs_the_pod_loop() {
+    let mut ctx = ServeCtx::new("matrix");
+    ctx.start(&[]);
+    let all = kubectls();
+    let missing: Vec<&str> = all
+        .iter()
+        .filter(|(_, k)| k.is_none())
+        .map(|(v, _)| *v)
+        .collect();
+    // Every one of them is installed by scripts/install-test-deps, which CI runs.
+    assert!(
+        missing.is_empty(),
+        "kubectl {missing:?} missing: run scripts/install-test-deps"
+    );
+    for (version, kubectl) in &all {
+        let kubectl = kubectl.as_ref().unwrap();
+        let pod = format!("loop-{}", version.replace('.', ""));
+        let manifest = format!(
+            "apiVersion: v1\nkind: Pod\nmetadata: {{name: {pod}}}\nspec:\n  terminationGracePeriodSeconds: 1\n  containers:\n  - name: app\n    image: busybox\n    command: [sh, -c, ': {}; echo hello {version}; exec sleep 3600']\n",
+            ctx.marker
+        );
+        let out = ok(kubectl, &ctx, &["apply", "-f", "-"], Some(&manifest));
+        assert_eq!(
+            out.trim(),
+            format!("pod/{pod} created"),
+            "kubectl {version}"
+        );
+        ok(
+            kubectl,
+            &ctx,
+            &[
+                "wait",
+                "--for=condition=Ready",
+                &format!("pod/{pod}"),
+                "--timeout=30s",
+            ],
+            None,
+        );
+        let table = ok(kubectl, &ctx, &["get", "pods", &pod], None);
+        assert!(
+            table
+                .lines()
+                .nth(1)
+                .is_some_and(|l| l.contains("1/1") && l.contains("Running")),
+            "kubectl {version}: {table}"
+        );
+        let logs = ok(kubectl, &ctx, &["logs", &pod], None);
+        assert_eq!(logs.trim(), format!("hello {version}"), "kubectl {version}");
+        let exec = run(kubectl, &ctx, &["exec", &pod, "--", "echo", "inside"], None);
+        if *version == "1.20" {
+            assert!(!exec.status.success());
+            let stderr = String::from_utf8_lossy(&exec.stderr);
+            assert!(
+                stderr.contains("only WebSocket streaming"),
+                "kubectl 1.20 exec: {stderr}"
+            );
+        } else {
+            assert!(
+                exec.status.success(),
+                "kubectl {version} exec: {}",
+                String::from_utf8_lossy(&exec.stderr)
+            );
+            assert_eq!(String::from_utf8_lossy(&exec.stdout).trim(), "inside");
+        }
+        let described = ok(kubectl, &ctx, &["describe", "pod", &pod], None);
+        assert!(
+            described.contains("Started container app"),
+            "kubectl {version}: {described}"
+        );
+        let cm = format!("cfg-{}", version.replace('.', ""));
+        ok(
+            kubectl,
+            &ctx,
+            &["create", "configmap", &cm, "--from-literal=a=b"],
+            None,
+        );
+        let data = ok(
+            kubectl,
+            &ctx,
+            &["get", "configmap", &cm, "-o", "jsonpath={.data.a}"],
+            None,
+        );
+        assert_eq!(data, "b", "kubectl {version}");
+        ok(kubectl, &ctx, &["delete", "configmap", &cm], None);
+        let out = ok(kubectl, &ctx, &["delete", "pod", &pod, "--wait=true"], None);
+        assert!(
+            out.starts_with(&format!("pod \"{pod}\" deleted")),
+            "kubectl {version}: {out}"
+        );
+    }
+    assert_eq!(ctx.stop(std::time::Duration::from_secs(10)), Some(0));
+}
