@@ -141,8 +141,8 @@ enum Command {
         #[arg(long = "for", default_value = "15m")]
         duration: String,
         /// Output format.
-        #[arg(long, short = 'o', value_enum, default_value_t = OutputFormat::Text)]
-        output: OutputFormat,
+        #[arg(long, short = 'o', value_enum, default_value_t = cmd::simulate::Output::Text)]
+        output: cmd::simulate::Output,
         /// CrashLoopBackOff curve.
         #[arg(long, value_enum, default_value_t = BackoffCurve::Default)]
         backoff: BackoffCurve,
