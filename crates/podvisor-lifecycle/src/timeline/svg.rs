@@ -94,6 +94,8 @@ struct Span {
     state: &'static str,
     reason: String,
     detail: String,
+    /// The instance's `restartCount`: a restart begins a new span.
+    restarts: i32,
 }
 
 /// The spans of one lane: consecutive snapshots with the same state and reason merged.
@@ -126,7 +128,12 @@ fn spans(lane: &Lane, snapshots: &[(f64, StatusSnapshot)], end: f64) -> (Vec<Spa
             let _ = write!(detail, "restarts: {}", c.restart_count);
         }
         match spans.last_mut() {
-            Some(s) if s.state == state && s.reason == reason && (s.end - *t).abs() < 1e-9 => {
+            Some(s)
+                if s.state == state
+                    && s.reason == reason
+                    && s.restarts == c.restart_count
+                    && (s.end - *t).abs() < 1e-9 =>
+            {
                 s.end = next;
                 s.detail = detail;
             }
@@ -136,6 +143,7 @@ fn spans(lane: &Lane, snapshots: &[(f64, StatusSnapshot)], end: f64) -> (Vec<Spa
                 state,
                 reason,
                 detail,
+                restarts: c.restart_count,
             }),
         }
     }
