@@ -301,13 +301,13 @@ fn from_api_history_events_and_deletion() {
         "state": {"running": {"startedAt": "2026-01-01T00:00:02Z"}}}]}));
     let history = vec![
         Transition {
-            time: k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(at(0)),
+            time: k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime(at(0)),
             deletion_timestamp: None,
             deletion_grace_period_seconds: None,
             status: waiting,
         },
         Transition {
-            time: k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(at(2)),
+            time: k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime(at(2)),
             deletion_timestamp: None,
             deletion_grace_period_seconds: None,
             status: running,

@@ -18,7 +18,7 @@ pub mod svg;
 
 use crate::sim::StatusSnapshot;
 use k8s_openapi::api::core::v1::{Pod, PodStatus};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, Time};
 use serde::{Deserialize, Serialize};
 
 /// How many status transitions of a pod are kept (the oldest go first).
@@ -29,8 +29,8 @@ pub const HISTORY_LIMIT: usize = 500;
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Transition {
-    /// When the agent published it.
-    pub time: Time,
+    /// When the agent published it (microseconds: several transitions share a second).
+    pub time: MicroTime,
     /// The pod's `metadata.deletionTimestamp` then.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub deletion_timestamp: Option<Time>,
@@ -45,7 +45,7 @@ impl Transition {
     /// The transition `pod` is at `time`.
     pub fn of(pod: &Pod, time: k8s_openapi::jiff::Timestamp) -> Transition {
         Transition {
-            time: Time(time),
+            time: MicroTime(time),
             deletion_timestamp: pod.metadata.deletion_timestamp.clone(),
             deletion_grace_period_seconds: pod.metadata.deletion_grace_period_seconds,
             status: pod.status.clone().unwrap_or_default(),
