@@ -104,7 +104,10 @@ impl HistoryStore {
     pub fn record(&self, uid: &str, pod: &Pod, now: Timestamp) -> Result<(), HistoryError> {
         let path = self.path(uid)?;
         let transition = Transition::of(pod, now);
-        let mut tails = self.tails.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut tails = self
+            .tails
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         if !tails.contains_key(uid) {
             // First write since the agent started: the file's count and last line.
             let existing = read_file(&path)?;
@@ -163,7 +166,10 @@ impl HistoryStore {
     pub fn read(&self, uid: &str) -> Result<Vec<Transition>, HistoryError> {
         let path = self.path(uid)?;
         // Under the lock: a compaction's rename is never half seen.
-        let _tails = self.tails.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let _tails = self
+            .tails
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         let mut all = read_file(&path)?;
         let excess = all.len().saturating_sub(self.limit);
         all.drain(..excess);
@@ -173,7 +179,10 @@ impl HistoryStore {
     /// Forgets the pod (its object is gone).
     pub fn remove(&self, uid: &str) {
         let Ok(path) = self.path(uid) else { return };
-        let mut tails = self.tails.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut tails = self
+            .tails
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         tails.remove(uid);
         let _ = std::fs::remove_file(path);
     }
@@ -225,7 +234,8 @@ mod tests {
     }
 
     fn dir(name: &str) -> PathBuf {
-        let d = std::env::temp_dir().join(format!("podvisor-history-{name}-{}", std::process::id()));
+        let d =
+            std::env::temp_dir().join(format!("podvisor-history-{name}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&d);
         d
     }
@@ -268,7 +278,10 @@ mod tests {
             .map(|t| t.status.phase.unwrap())
             .collect();
         assert_eq!(phases, ["P7", "P8", "P9"]);
-        let lines = std::fs::read_to_string(d.join("u-1.jsonl")).unwrap().lines().count();
+        let lines = std::fs::read_to_string(d.join("u-1.jsonl"))
+            .unwrap()
+            .lines()
+            .count();
         assert!(lines < 6, "the file is compacted: {lines} lines");
         let _ = std::fs::remove_dir_all(&d);
     }

@@ -247,7 +247,13 @@ async fn subresource(
         ),
         (
             "pods",
-            "status" | "resize" | "log" | "exec" | "attach" | "binding" | "ephemeralcontainers"
+            "status"
+            | "resize"
+            | "log"
+            | "exec"
+            | "attach"
+            | "binding"
+            | "ephemeralcontainers"
             | "history",
             m,
         ) => Err(ApiError::method_not_supported(

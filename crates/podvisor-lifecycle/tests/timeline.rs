@@ -130,7 +130,10 @@ fn lane_spans(lines: &[String], lane: &str) -> Vec<(f64, f64, String, String)> {
 
 fn assert_time_ordered(spans: &[(f64, f64, String, String)]) {
     for w in spans.windows(2) {
-        assert!(w[0].0 <= w[1].0 && w[0].1 <= w[1].0 + 1e-9, "spans out of order: {w:?}");
+        assert!(
+            w[0].0 <= w[1].0 && w[0].1 <= w[1].0 + 1e-9,
+            "spans out of order: {w:?}"
+        );
     }
     for s in spans {
         assert!(s.0 <= s.1, "a span ends before it starts: {s:?}");
@@ -239,7 +242,10 @@ fn lanes_are_init_then_sidecar_then_regular_then_ephemeral() {
     let setup = lane_spans(&lines, "setup");
     assert_eq!(setup.last().map(|s| s.3.as_str()), Some("Completed"));
     let debugger = lane_spans(&lines, "debugger");
-    assert!(debugger.first().is_some_and(|s| s.0 >= 10.0), "{debugger:?}");
+    assert!(
+        debugger.first().is_some_and(|s| s.0 >= 10.0),
+        "{debugger:?}"
+    );
     assert_eq!(debugger.last().map(|s| s.3.as_str()), Some("Error"));
 }
 
@@ -259,7 +265,10 @@ fn t4_sidecar_pod_terminating_shows_the_grace_period_and_the_order() {
         120,
     );
     let lines = structure(&svg::render(&t));
-    assert!(lines.contains(&"deletion at 30.000 grace 30".to_string()), "{lines:#?}");
+    assert!(
+        lines.contains(&"deletion at 30.000 grace 30".to_string()),
+        "{lines:#?}"
+    );
     let app = lane_spans(&lines, "app");
     let proxy = lane_spans(&lines, "proxy");
     let ended = |spans: &[(f64, f64, String, String)]| {
@@ -269,9 +278,18 @@ fn t4_sidecar_pod_terminating_shows_the_grace_period_and_the_order() {
             .map(|s| s.0)
             .expect("terminated")
     };
-    assert!(ended(&app) > 30.0 && ended(&app) <= ended(&proxy), "{app:?} {proxy:?}");
-    assert!(lines.iter().any(|l| l.contains("marker hook preStop")), "{lines:#?}");
-    assert!(lines.iter().any(|l| l.contains("marker signal SIGTERM")), "{lines:#?}");
+    assert!(
+        ended(&app) > 30.0 && ended(&app) <= ended(&proxy),
+        "{app:?} {proxy:?}"
+    );
+    assert!(
+        lines.iter().any(|l| l.contains("marker hook preStop")),
+        "{lines:#?}"
+    );
+    assert!(
+        lines.iter().any(|l| l.contains("marker signal SIGTERM")),
+        "{lines:#?}"
+    );
     insta::assert_snapshot!("timeline_sidecar_terminating", lines.join("\n"));
 }
 
@@ -293,12 +311,16 @@ fn from_api_history_events_and_deletion() {
     }))
     .unwrap();
     let status = |v: Value| serde_json::from_value(v).unwrap();
-    let waiting = status(json!({"phase": "Pending", "containerStatuses": [{"name": "web",
+    let waiting = status(
+        json!({"phase": "Pending", "containerStatuses": [{"name": "web",
         "image": "busybox", "imageID": "", "ready": false, "restartCount": 0,
-        "state": {"waiting": {"reason": "ContainerCreating"}}}]}));
-    let running = status(json!({"phase": "Running", "containerStatuses": [{"name": "web",
+        "state": {"waiting": {"reason": "ContainerCreating"}}}]}),
+    );
+    let running = status(
+        json!({"phase": "Running", "containerStatuses": [{"name": "web",
         "image": "busybox", "imageID": "", "ready": false, "restartCount": 0, "started": true,
-        "state": {"running": {"startedAt": "2026-01-01T00:00:02Z"}}}]}));
+        "state": {"running": {"startedAt": "2026-01-01T00:00:02Z"}}}]}),
+    );
     let history = vec![
         Transition {
             time: k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime(at(0)),
@@ -372,7 +394,9 @@ fn html_page_has_no_external_reference_and_escapes_text() {
     assert!(!page.contains("<script"), "a static page has no script");
     assert!(page.contains("id=\"legend\""));
     let live = html::page(&t, "", Some("/pods/default/web/stream"));
-    assert!(live.contains("EventSource") && live.contains("data-stream=\"/pods/default/web/stream\""));
+    assert!(
+        live.contains("EventSource") && live.contains("data-stream=\"/pods/default/web/stream\"")
+    );
 }
 
 /// The same timeline always gives the same bytes (the snapshots above depend on it).

@@ -32,7 +32,11 @@ fn simulate(args: &[&str]) -> String {
         .current_dir(examples())
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     String::from_utf8(out.stdout).unwrap()
 }
 
@@ -262,7 +266,11 @@ impl Session {
         let path = self.ctx.path(&format!("{name}.yaml"));
         std::fs::write(&path, manifest.replace("MARKER", &self.ctx.marker)).unwrap();
         let out = self.podvisor(&["apply", "-f", path.to_str().unwrap()]);
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
     }
 
     /// Polls `podvisor get pod NAME -o json` until `check` holds.
@@ -275,7 +283,11 @@ impl Session {
             {
                 return;
             }
-            assert!(start.elapsed() < WAIT, "{what}: not after {WAIT:?}\n{}", self.log());
+            assert!(
+                start.elapsed() < WAIT,
+                "{what}: not after {WAIT:?}\n{}",
+                self.log()
+            );
             std::thread::sleep(Duration::from_millis(200));
         }
     }
@@ -322,8 +334,13 @@ fn restart_count(pod: &serde_json::Value, container: &str) -> i64 {
 fn http_get(base: &str, path: &str, until: Option<&str>, limit: Duration) -> String {
     let addr = base.strip_prefix("http://").unwrap();
     let mut s = TcpStream::connect(addr).unwrap();
-    s.set_read_timeout(Some(Duration::from_millis(500))).unwrap();
-    write!(s, "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n").unwrap();
+    s.set_read_timeout(Some(Duration::from_millis(500)))
+        .unwrap();
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
     let mut got = Vec::new();
     let start = Instant::now();
     let mut buf = [0u8; 65536];
@@ -331,7 +348,11 @@ fn http_get(base: &str, path: &str, until: Option<&str>, limit: Duration) -> Str
         match s.read(&mut buf) {
             Ok(0) => break,
             Ok(n) => got.extend_from_slice(&buf[..n]),
-            Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {}
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) => {}
             Err(e) => panic!("reading {path}: {e}"),
         }
         if until.is_some_and(|u| String::from_utf8_lossy(&got).contains(u)) {
@@ -403,9 +424,15 @@ fn dashboard_in_headless_chromium_draws_lanes_spans_and_markers() {
     s.apply("probed", PROBED);
     s.apply("side", SIDECAR);
     // B1: two restarts take 10 s of back-off; R8: two failed probes a second apart kill it.
-    s.wait_for("crashy restarted twice", "crashy", |p| restart_count(p, "app") >= 2);
-    s.wait_for("probed restarted", "probed", |p| restart_count(p, "app") >= 1);
-    s.wait_for("side running", "side", |p| p["status"]["phase"] == "Running");
+    s.wait_for("crashy restarted twice", "crashy", |p| {
+        restart_count(p, "app") >= 2
+    });
+    s.wait_for("probed restarted", "probed", |p| {
+        restart_count(p, "app") >= 1
+    });
+    s.wait_for("side running", "side", |p| {
+        p["status"]["phase"] == "Running"
+    });
 
     // The pods page: kubectl's columns, one row per pod, each a link to its timeline.
     let out = browser(&chromium, &profile, &["--dump-dom"], &format!("{}/", s.url));
@@ -421,17 +448,28 @@ fn dashboard_in_headless_chromium_draws_lanes_spans_and_markers() {
     }
 
     // The crash loop: back-off spans in time order, restarts, BackOff warnings.
-    let out = browser(&chromium, &profile, &["--dump-dom"], &format!("{}/pods/default/crashy", s.url));
+    let out = browser(
+        &chromium,
+        &profile,
+        &["--dump-dom"],
+        &format!("{}/pods/default/crashy", s.url),
+    );
     let dom = String::from_utf8_lossy(&out.stdout).into_owned();
     assert_eq!(lane_ids(&dom), ["lane-app"], "{dom}");
     let reasons = in_lane(&dom, "lane-app", "span ", "data-reason");
-    assert!(reasons.iter().any(|r| r == "CrashLoopBackOff"), "{reasons:?}");
+    assert!(
+        reasons.iter().any(|r| r == "CrashLoopBackOff"),
+        "{reasons:?}"
+    );
     let starts: Vec<f64> = in_lane(&dom, "lane-app", "span ", "data-start")
         .iter()
         .map(|v| v.parse().unwrap())
         .collect();
     assert!(starts.windows(2).all(|w| w[0] <= w[1]), "{starts:?}");
-    assert!(in_lane(&dom, "lane-app", "restart", "data-count").len() >= 2, "{dom}");
+    assert!(
+        in_lane(&dom, "lane-app", "restart", "data-count").len() >= 2,
+        "{dom}"
+    );
     assert!(in_lane(&dom, "lane-app", "marker", "data-reason").contains(&"BackOff".to_string()));
     assert!(dom.contains("id=\"phase\"") && dom.contains("id=\"condition-Ready\""));
 
@@ -444,26 +482,56 @@ fn dashboard_in_headless_chromium_draws_lanes_spans_and_markers() {
         &format!("{}/pods/default/crashy", s.url),
     );
     let bytes = std::fs::read(&png).unwrap_or_else(|e| {
-        panic!("no screenshot ({e}): {}", String::from_utf8_lossy(&out.stderr))
+        panic!(
+            "no screenshot ({e}): {}",
+            String::from_utf8_lossy(&out.stderr)
+        )
     });
-    assert!(bytes.starts_with(b"\x89PNG\r\n\x1a\n") && bytes.len() > 10_000, "{} bytes", bytes.len());
+    assert!(
+        bytes.starts_with(b"\x89PNG\r\n\x1a\n") && bytes.len() > 10_000,
+        "{} bytes",
+        bytes.len()
+    );
 
     // The probe-killed container: failures named on hover, then Killing, then the restart.
-    let out = browser(&chromium, &profile, &["--dump-dom"], &format!("{}/pods/default/probed", s.url));
+    let out = browser(
+        &chromium,
+        &profile,
+        &["--dump-dom"],
+        &format!("{}/pods/default/probed", s.url),
+    );
     let dom = String::from_utf8_lossy(&out.stdout).into_owned();
     let kinds = in_lane(&dom, "lane-app", "marker", "data-kind");
     let reasons = in_lane(&dom, "lane-app", "marker", "data-reason");
-    let failure = kinds.iter().position(|k| k == "probe-failure").expect("a probe failure");
+    let failure = kinds
+        .iter()
+        .position(|k| k == "probe-failure")
+        .expect("a probe failure");
     assert_eq!(reasons[failure], "Unhealthy");
-    let killing = reasons.iter().position(|r| r == "Killing").expect("Killing");
+    let killing = reasons
+        .iter()
+        .position(|r| r == "Killing")
+        .expect("Killing");
     assert!(failure < killing, "{reasons:?}");
-    assert!(dom.contains("Liveness probe failed"), "the failure's message on hover");
+    assert!(
+        dom.contains("Liveness probe failed"),
+        "the failure's message on hover"
+    );
     assert!(!in_lane(&dom, "lane-app", "restart", "data-count").is_empty());
 
     // The sidecar pod terminating: lanes sidecar then regular; the grace period as a band.
     let out = s.podvisor(&["delete", "pod", "side", "--wait=false"]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let out = browser(&chromium, &profile, &["--dump-dom"], &format!("{}/pods/default/side", s.url));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = browser(
+        &chromium,
+        &profile,
+        &["--dump-dom"],
+        &format!("{}/pods/default/side", s.url),
+    );
     let dom = String::from_utf8_lossy(&out.stdout).into_owned();
     assert_eq!(lane_ids(&dom), ["lane-proxy", "lane-app"], "{dom}");
     assert!(dom.contains("data-kind=\"sidecar\"") && dom.contains("data-kind=\"regular\""));
@@ -484,7 +552,13 @@ fn dashboard_in_headless_chromium_draws_lanes_spans_and_markers() {
     // History survives serve: kill it (the pods keep running), start it again, and the crash
     // loop's lane still begins with the pod's first status (ContainerCreating: the object
     // alone would give only its current state) and has every restart.
-    let before = in_lane(&dom_of(&s.url, "crashy"), "lane-app", "restart", "data-count").len();
+    let before = in_lane(
+        &dom_of(&s.url, "crashy"),
+        "lane-app",
+        "restart",
+        "data-count",
+    )
+    .len();
     s.stop_dashboard();
     let mut serve = s.serve.take().unwrap();
     let _ = serve.kill();
@@ -501,12 +575,20 @@ fn dashboard_in_headless_chromium_draws_lanes_spans_and_markers() {
         "{svg}"
     );
     let after = in_lane(&svg, "lane-app", "restart", "data-count").len();
-    assert!(after >= before && before >= 2, "restarts drawn before {before}, after {after}");
+    assert!(
+        after >= before && before >= 2,
+        "restarts drawn before {before}, after {after}"
+    );
 }
 
 /// The drawing of pod `name` from the dashboard.
 fn dom_of(base: &str, name: &str) -> String {
-    let text = http_get(base, &format!("/pods/default/{name}/timeline.svg"), Some("</svg>"), WAIT);
+    let text = http_get(
+        base,
+        &format!("/pods/default/{name}/timeline.svg"),
+        Some("</svg>"),
+        WAIT,
+    );
     assert!(text.contains("200 OK"), "{text}");
     text
 }

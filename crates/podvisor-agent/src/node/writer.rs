@@ -6,12 +6,12 @@
 
 use super::Finished;
 use super::recorder::Recorder;
+use crate::Clock;
+use crate::history::HistoryStore;
 use crate::log::{debug, warning};
 use crate::{PodHandle, PodUpdate, TimedEvent};
 use k8s_openapi::api::core::v1::{Pod, PodCondition, PodStatus};
 use podvisor_store::{Key, Preconditions, Store, StoreError, Value};
-use crate::Clock;
-use crate::history::HistoryStore;
 use std::sync::Arc;
 use tokio::sync::{mpsc, oneshot, watch};
 
@@ -88,12 +88,12 @@ impl Writer {
         for update in batch {
             match update {
                 PodUpdate::Status(pod) => {
-                    transitions.push(pod.clone());
+                    transitions.push(Pod::clone(&pod));
                     newest = Some(pod);
                 }
                 PodUpdate::Event(event) => events.push(event),
                 PodUpdate::Terminated(pod) => {
-                    transitions.push(pod.clone());
+                    transitions.push(Pod::clone(&pod));
                     terminated = Some(pod);
                 }
             }
@@ -116,7 +116,7 @@ impl Writer {
     }
 
     /// Every status of the batch goes into the node's history (the store gets the newest).
-    async fn record_history(&self, pods: Vec<Box<Pod>>) {
+    async fn record_history(&self, pods: Vec<Pod>) {
         let Some((history, clock)) = self.history.clone() else {
             return;
         };

@@ -20,7 +20,12 @@ fn secs(from: Timestamp, to: Timestamp) -> f64 {
 impl Timeline {
     /// The timeline of `pod` (as the API serves it now) from its recorded `history` (oldest
     /// first) and its `events`, up to `now`. The origin is the pod's creation.
-    pub fn from_api(pod: &Pod, history: &[Transition], events: &[Event], now: Timestamp) -> Timeline {
+    pub fn from_api(
+        pod: &Pod,
+        history: &[Transition],
+        events: &[Event],
+        now: Timestamp,
+    ) -> Timeline {
         let origin = pod
             .metadata
             .creation_timestamp
@@ -94,7 +99,12 @@ impl Timeline {
             .metadata
             .deletion_timestamp
             .as_ref()
-            .or_else(|| history.iter().rev().find_map(|h| h.deletion_timestamp.as_ref()))
+            .or_else(|| {
+                history
+                    .iter()
+                    .rev()
+                    .find_map(|h| h.deletion_timestamp.as_ref())
+            })
             .map(|ts| {
                 let grace = pod
                     .metadata
@@ -136,7 +146,10 @@ mod tests {
 
     #[test]
     fn field_paths_name_their_container() {
-        assert_eq!(container_of(Some("spec.containers{app}")).as_deref(), Some("app"));
+        assert_eq!(
+            container_of(Some("spec.containers{app}")).as_deref(),
+            Some("app")
+        );
         assert_eq!(
             container_of(Some("spec.initContainers{init}")).as_deref(),
             Some("init")

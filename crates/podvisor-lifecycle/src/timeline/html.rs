@@ -16,7 +16,10 @@ a{color:#1f5fa8}#live{color:#888;font-size:12px}";
 pub fn page(timeline: &Timeline, heading_html: &str, live: Option<&str>) -> String {
     let mut out = String::new();
     out.push_str("<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\">");
-    out.push_str(&format!("<title>{} — podvisor timeline</title>", esc(&timeline.pod)));
+    out.push_str(&format!(
+        "<title>{} — podvisor timeline</title>",
+        esc(&timeline.pod)
+    ));
     out.push_str(&format!("<style>{PAGE_STYLE}</style></head><body>"));
     out.push_str(heading_html);
     out.push_str("<div id=\"timeline\">");

@@ -178,15 +178,10 @@ pub fn lanes_of(pod: &Pod) -> Vec<Lane> {
             name: c.name.clone(),
             kind: LaneKind::Regular,
         }));
-        lanes.extend(
-            spec.ephemeral_containers
-                .iter()
-                .flatten()
-                .map(|c| Lane {
-                    name: c.name.clone(),
-                    kind: LaneKind::Ephemeral,
-                }),
-        );
+        lanes.extend(spec.ephemeral_containers.iter().flatten().map(|c| Lane {
+            name: c.name.clone(),
+            kind: LaneKind::Ephemeral,
+        }));
     }
     // A stable sort keeps spec order within a kind.
     lanes.sort_by_key(|l| l.kind);

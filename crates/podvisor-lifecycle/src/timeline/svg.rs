@@ -99,7 +99,11 @@ struct Span {
 }
 
 /// The spans of one lane: consecutive snapshots with the same state and reason merged.
-fn spans(lane: &Lane, snapshots: &[(f64, StatusSnapshot)], end: f64) -> (Vec<Span>, Vec<(f64, i32)>) {
+fn spans(
+    lane: &Lane,
+    snapshots: &[(f64, StatusSnapshot)],
+    end: f64,
+) -> (Vec<Span>, Vec<(f64, i32)>) {
     let mut spans: Vec<Span> = Vec::new();
     let mut restarts = Vec::new();
     let mut last_count: Option<i32> = None;
@@ -207,7 +211,13 @@ fn marker_shape(out: &mut String, m: &Marker, x: f64, y: f64) {
         m.t
     );
     let title = if m.count > 1 {
-        format!("{} {} (x{}): {}", fmt_secs(m.t), m.reason, m.count, m.message)
+        format!(
+            "{} {} (x{}): {}",
+            fmt_secs(m.t),
+            m.reason,
+            m.count,
+            m.message
+        )
     } else {
         format!("{} {}: {}", fmt_secs(m.t), m.reason, m.message)
     };
@@ -442,7 +452,11 @@ pub fn render(timeline: &Timeline) -> String {
                 esc(&title)
             );
             // Room for the reason inside the span: about 6 px a character.
-            let text = if s.reason.is_empty() { s.state } else { s.reason.as_str() };
+            let text = if s.reason.is_empty() {
+                s.state
+            } else {
+                s.reason.as_str()
+            };
             if w > text.len() as f64 * 6.0 + 6.0 {
                 let _ = write!(
                     o,
@@ -502,7 +516,10 @@ pub fn render(timeline: &Timeline) -> String {
 /// The legend: each colour and marker with its meaning.
 fn legend(o: &mut String, y: f64) {
     const SWATCHES: [(&str, &str); 10] = [
-        ("span state-waiting reason-ContainerCreating", "waiting (creating)"),
+        (
+            "span state-waiting reason-ContainerCreating",
+            "waiting (creating)",
+        ),
         ("span state-waiting", "waiting"),
         ("span state-waiting reason-CrashLoopBackOff", "back-off"),
         ("span state-running", "running"),
@@ -527,11 +544,26 @@ fn legend(o: &mut String, y: f64) {
     }
     let yy = y + 44.0;
     let items = [
-        ("<circle class=\"marker event\" cx=\"19\" cy=\"0\" r=\"3.5\"/>", "event (hover for its message)"),
-        ("<line class=\"marker probe-failure\" x1=\"19\" y1=\"-7\" x2=\"19\" y2=\"7\"/>", "probe failure"),
-        ("<polygon class=\"marker hook\" points=\"19,-5 24,0 19,5 14,0\"/>", "hook"),
-        ("<polygon class=\"marker signal\" points=\"15,-6 23,-6 19,1\"/>", "signal"),
-        ("<line class=\"restart\" x1=\"19\" y1=\"-7\" x2=\"19\" y2=\"7\"/>", "restart"),
+        (
+            "<circle class=\"marker event\" cx=\"19\" cy=\"0\" r=\"3.5\"/>",
+            "event (hover for its message)",
+        ),
+        (
+            "<line class=\"marker probe-failure\" x1=\"19\" y1=\"-7\" x2=\"19\" y2=\"7\"/>",
+            "probe failure",
+        ),
+        (
+            "<polygon class=\"marker hook\" points=\"19,-5 24,0 19,5 14,0\"/>",
+            "hook",
+        ),
+        (
+            "<polygon class=\"marker signal\" points=\"15,-6 23,-6 19,1\"/>",
+            "signal",
+        ),
+        (
+            "<line class=\"restart\" x1=\"19\" y1=\"-7\" x2=\"19\" y2=\"7\"/>",
+            "restart",
+        ),
     ];
     for (i, (shape, text)) in items.iter().enumerate() {
         let x = i as f64 * 200.0;

@@ -184,7 +184,10 @@ async fn timeline(client: &Client, ns: &str, name: &str) -> anyhow::Result<(Pod,
         match client.get(&format!("{}/history", pod_path(ns, name))).await {
             Ok(list) => items(list),
             // A server without the subresource: the object and its events only.
-            Err(e) if e.downcast_ref::<ApiError>().is_some_and(ApiError::is_not_found) => {
+            Err(e)
+                if e.downcast_ref::<ApiError>()
+                    .is_some_and(ApiError::is_not_found) =>
+            {
                 Vec::new()
             }
             Err(e) => return Err(e),
@@ -206,7 +209,10 @@ async fn timeline(client: &Client, ns: &str, name: &str) -> anyhow::Result<(Pod,
 }
 
 /// `/pods/NS/NAME`: the live timeline page.
-async fn pod_page(State(client): ClientState, Path((ns, name)): Path<(String, String)>) -> Response {
+async fn pod_page(
+    State(client): ClientState,
+    Path((ns, name)): Path<(String, String)>,
+) -> Response {
     let (pod, t) = match timeline(&client, &ns, &name).await {
         Ok(x) => x,
         Err(e) => return error_page(&e),
@@ -225,11 +231,7 @@ async fn pod_page(State(client): ClientState, Path((ns, name)): Path<(String, St
             .map(|c| format!("<td>{}</td>", esc(c)))
             .collect::<String>()
     );
-    let stream = format!(
-        "/pods/{}/{}/stream",
-        query_escape(&ns),
-        query_escape(&name)
-    );
+    let stream = format!("/pods/{}/{}/stream", query_escape(&ns), query_escape(&name));
     Html(html::page(&t, &heading, Some(&stream))).into_response()
 }
 
@@ -323,9 +325,7 @@ async fn redraw(
         tokio::time::sleep(COALESCE).await;
         while changed.try_recv().is_ok() {}
         let event = match timeline(&client, &ns, &name).await {
-            Ok((_, t)) => SseEvent::default()
-                .event("timeline")
-                .data(svg::render(&t)),
+            Ok((_, t)) => SseEvent::default().event("timeline").data(svg::render(&t)),
             Err(e) => SseEvent::default().event("error").data(format!("{e:#}")),
         };
         if page.send(event).await.is_err() {
