@@ -592,3 +592,28 @@ fn dom_of(base: &str, name: &str) -> String {
     assert!(text.contains("200 OK"), "{text}");
     text
 }
+
+#[test]
+fn simulate_html_refuses_a_file_of_several_pods() {
+    let dir = std::env::temp_dir().join(format!("podvisor-timeline-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("two.yaml");
+    std::fs::write(
+        &file,
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: a}\nspec:\n  containers: [{name: c, image: busybox}]\n---\n\
+         apiVersion: v1\nkind: Pod\nmetadata: {name: b}\nspec:\n  containers: [{name: c, image: busybox}]\n",
+    )
+    .unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_podvisor"))
+        .args(["simulate", file.to_str().unwrap(), "--output", "html"])
+        .output()
+        .unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("--output html: draws one pod") && err.contains("holds 2"),
+        "{err}"
+    );
+    assert!(out.stdout.is_empty());
+}

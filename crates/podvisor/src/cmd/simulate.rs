@@ -39,6 +39,17 @@ pub fn run(args: &Args) -> anyhow::Result<i32> {
     let source = args.pod.display().to_string();
     let text = std::fs::read_to_string(&args.pod).with_context(|| format!("reading {source}"))?;
     let pods = decode::decode_pods(&text, &source)?;
+    if matches!(args.output, Output::Html | Output::Svg) && pods.len() > 1 {
+        bail!(
+            "--output {}: draws one pod, and {source} holds {}: put each pod in a file of its own",
+            if args.output == Output::Html {
+                "html"
+            } else {
+                "svg"
+            },
+            pods.len()
+        );
+    }
     let script = match &args.script {
         Some(p) => {
             let t =
