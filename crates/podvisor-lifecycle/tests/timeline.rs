@@ -412,3 +412,21 @@ fn rendering_is_deterministic() {
     };
     assert_eq!(make(), make());
 }
+
+/// A server without history: the object alone, its current state drawn from the creation to
+/// `now`.
+#[test]
+fn from_api_without_history_draws_the_current_state_since_creation() {
+    let p: Pod = serde_json::from_value(json!({
+        "metadata": {"name": "web", "namespace": "default", "uid": "u1",
+            "creationTimestamp": "2026-01-01T00:00:00Z"},
+        "spec": {"containers": [{"name": "web", "image": "busybox"}]},
+        "status": {"phase": "Running", "containerStatuses": [{"name": "web", "image": "busybox",
+            "imageID": "", "ready": true, "restartCount": 0, "started": true,
+            "state": {"running": {"startedAt": "2026-01-01T00:00:01Z"}}}]},
+    }))
+    .unwrap();
+    let now = Timestamp::from_second(1_767_225_600 + 40).unwrap();
+    let lines = structure(&svg::render(&Timeline::from_api(&p, &[], &[], now)));
+    assert_eq!(lines, ["lane web (regular)", "  span 0.000..40.000 ready "]);
+}

@@ -47,8 +47,9 @@ impl Timeline {
             view.status = Some(h.status.clone());
             at(h.time.0, &view, &mut snapshots);
         }
-        // The object itself is the newest word (a server without history has only it).
-        let current_time = history.last().map_or(now, |h| h.time.0.max(origin));
+        // The object itself is the newest word: after the last transition, or (a server without
+        // history has only it) as the state since the creation.
+        let current_time = history.last().map_or(origin, |h| h.time.0.max(origin));
         at(current_time, pod, &mut snapshots);
 
         let mut markers = Vec::new();
