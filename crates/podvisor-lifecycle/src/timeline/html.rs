@@ -36,7 +36,8 @@ pub fn page(timeline: &Timeline, heading_html: &str, live: Option<&str>) -> Stri
     out
 }
 
-/// Replaces the drawing with each `timeline` message of the page's stream.
+/// Replaces the drawing with each `timeline` message of the page's stream; a `failure`
+/// message (the pod is gone) is shown under it.
 const LIVE_SCRIPT: &str = "<script>(function(){\
 var p=document.getElementById('live');\
 var s=new EventSource(p.dataset.stream);\
@@ -44,5 +45,6 @@ var n=0;\
 s.addEventListener('timeline',function(e){\
 document.getElementById('timeline').innerHTML=e.data;n++;\
 p.textContent='live: '+n+' update'+(n==1?'':'s')+', last at '+new Date().toLocaleTimeString();});\
+s.addEventListener('failure',function(e){p.textContent='live: '+e.data;});\
 s.onerror=function(){p.textContent='live: disconnected, retrying';};\
 })();</script>";

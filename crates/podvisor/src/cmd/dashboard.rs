@@ -11,7 +11,8 @@
 //!   with each message of
 //! - `/pods/NS/NAME/stream` — server-sent events: a new drawing (`event: timeline`) each time
 //!   a watch on the pod or on its namespace's events reports a change, and every
-//!   [`REFRESH`] so the time axis keeps up with the clock;
+//!   [`REFRESH`] so the time axis keeps up with the clock (`event: failure` with the message
+//!   when the pod cannot be read, e.g. once it is gone);
 //! - `/pods/NS/NAME/timeline.svg` — the drawing alone.
 //!
 //! Every asset is in the binary; the pages reference nothing outside the dashboard.
@@ -326,7 +327,7 @@ async fn redraw(
         while changed.try_recv().is_ok() {}
         let event = match timeline(&client, &ns, &name).await {
             Ok((_, t)) => SseEvent::default().event("timeline").data(svg::render(&t)),
-            Err(e) => SseEvent::default().event("error").data(format!("{e:#}")),
+            Err(e) => SseEvent::default().event("failure").data(format!("{e:#}")),
         };
         if page.send(event).await.is_err() {
             return;
