@@ -1,11 +1,13 @@
 //! The binary's commands for people without kubectl, linked as one test binary: `podvisor
 //! run` (`run`) and `apply/get/describe/logs/delete` against a real `serve` compared with
-//! kubectl (`cli`), what a new user meets first (`first_hour`), and the timeline of `simulate --output html|svg`
-//! and `dashboard` in a headless browser (`timeline`).
+//! kubectl (`cli`), what a new user meets first (`first_hour`), `lint` with the `simulate`
+//! commands it prints (`lint`), and the timeline of `simulate --output html|svg` and
+//! `dashboard` in a headless browser (`timeline`).
 
 mod common;
 
 mod cli;
 mod first_hour;
+mod lint;
 mod run;
 mod timeline;
