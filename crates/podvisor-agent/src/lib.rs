@@ -18,6 +18,7 @@
 
 mod clock;
 mod executors;
+pub mod history;
 mod identity;
 mod log;
 pub mod node;
@@ -80,6 +81,8 @@ pub struct Agent<R: Runtime> {
     clock: Arc<dyn Clock>,
     objects: Arc<dyn objects::ObjectSource>,
     volume_sync_period: std::time::Duration,
+    /// Where the node records each pod's status transitions (none: not recorded).
+    history: Option<Arc<history::HistoryStore>>,
 }
 
 impl<R: Runtime> Agent<R> {
@@ -97,6 +100,7 @@ impl<R: Runtime> Agent<R> {
             clock,
             objects: Arc::new(objects::NoObjects),
             volume_sync_period: volumes::SYNC_PERIOD,
+            history: None,
         }
     }
 
@@ -113,6 +117,19 @@ impl<R: Runtime> Agent<R> {
     pub fn with_objects(mut self, source: Arc<dyn objects::ObjectSource>) -> Agent<R> {
         self.objects = source;
         self
+    }
+
+    /// Records each pod's status transitions in `history` (the node's status writers do, as
+    /// they see each status the pod workers publish).
+    #[must_use]
+    pub fn with_history(mut self, history: Arc<history::HistoryStore>) -> Agent<R> {
+        self.history = Some(history);
+        self
+    }
+
+    /// The store of status transitions, if the agent keeps one.
+    pub fn history(&self) -> Option<&Arc<history::HistoryStore>> {
+        self.history.as_ref()
     }
 
     /// The agent's `now` (its [`Clock`]): the node reads time only through it.

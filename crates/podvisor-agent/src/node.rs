@@ -567,7 +567,10 @@ impl<R: Runtime> NodeLoop<R> {
                     .spawn(recovery::tear_down(Arc::clone(&runtime), uid));
             }
         }
-        // Logs of pods deleted while the agent was down.
+        // Histories and logs of pods deleted while the agent was down.
+        if let Some(history) = self.agent.history() {
+            history.retain(&known_uids);
+        }
         for uid in runtime.pods_with_logs() {
             if !known_uids.contains(&uid) {
                 self.remove_pod_files(uid);
@@ -708,8 +711,13 @@ impl<R: Runtime> NodeLoop<R> {
     /// worker.
     fn remove_pod_files(&mut self, uid: String) {
         let runtime = Arc::clone(self.agent.runtime());
-        self.background
-            .spawn_blocking(move || runtime.remove_pod_logs(&uid));
+        let history = self.agent.history().cloned();
+        self.background.spawn_blocking(move || {
+            runtime.remove_pod_logs(&uid);
+            if let Some(history) = history {
+                history.remove(&uid);
+            }
+        });
     }
 
     // ----- pod workers -----
@@ -728,6 +736,10 @@ impl<R: Runtime> NodeLoop<R> {
             uid: uid.clone(),
             latest: latest_tx,
             finished: self.finished_tx.clone(),
+            history: self
+                .agent
+                .history()
+                .map(|h| (Arc::clone(h), Arc::clone(&self.agent.clock))),
         };
         // The writers of pods that have gone are done: let their task slots go (a JoinSet keeps
         // a finished task until it is joined, so under churn they would pile up until stop).

@@ -58,6 +58,7 @@ mod discovery;
 mod events;
 mod events_v1;
 mod exec;
+mod history;
 mod logs;
 mod managed;
 pub mod namespace_controller;
@@ -83,6 +84,7 @@ mod watch;
 pub use discovery::GIT_VERSION;
 pub use events::{EVENT_TTL, expire_events};
 pub use exec::PodExec;
+pub use history::PodHistory;
 pub use scheduler::bind_pending;
 pub use server::{ApiServer, ServeConfig, ServeError, serve};
 pub use status::ApiError;
@@ -104,6 +106,8 @@ struct StateInner {
     log_poll_interval: Duration,
     /// Runs `pods/exec` sessions on the node (none: exec is refused).
     exec: Option<exec::ExecBackend>,
+    /// Where `pods/history` reads the node's status transitions (none: empty).
+    history: Option<Arc<dyn PodHistory>>,
     /// Set once the server stops: watches and log streams end at once.
     stopping: Arc<tokio::sync::watch::Sender<bool>>,
 }
@@ -122,6 +126,7 @@ impl ApiState {
                 bookmark_interval: Duration::from_secs(60),
                 log_poll_interval: Duration::from_millis(100),
                 exec: None,
+                history: None,
                 stopping: Arc::new(tokio::sync::watch::Sender::new(false)),
             }),
         }
@@ -157,6 +162,17 @@ impl ApiState {
     #[must_use]
     pub fn with_exec(self, exec: Arc<dyn PodExec>) -> Self {
         self.map(|s| s.exec = Some(exec))
+    }
+
+    /// Serves `pods/history` from `history` (the node agent's record of status transitions).
+    #[must_use]
+    pub fn with_history(self, history: Arc<dyn PodHistory>) -> Self {
+        self.map(|s| s.history = Some(history))
+    }
+
+    /// The history source, if any.
+    pub(crate) fn history(&self) -> Option<&Arc<dyn PodHistory>> {
+        self.inner.history.as_ref()
     }
 
     /// Ends every watch and log stream (the server is stopping); new ones end at once.

@@ -197,7 +197,8 @@ async fn object_watch(
 }
 
 /// `/api/v1/namespaces/{ns}/{resource}/{name}/{subresource}`: `pods/status`, `pods/log`,
-/// `pods/exec`, `pods/attach`, `pods/binding`, `pods/ephemeralcontainers`.
+/// `pods/exec`, `pods/attach`, `pods/binding`, `pods/ephemeralcontainers`, and podvisor's
+/// read-only `pods/history` (the node's recorded status transitions, for the dashboard).
 async fn subresource(
     req: Req,
     Path((ns, resource, name, sub)): Path<(String, String, String, String)>,
@@ -222,6 +223,7 @@ async fn subresource(
             pods::patch_subresource(&req, &ns, &name, &body, pods::Subresource::Resize)
         }
         ("pods", "log", Method::GET) => logs::get(&req, &ns, &name).await,
+        ("pods", "history", Method::GET) => crate::history::get(&req, &ns, &name),
         ("pods", "exec", Method::GET | Method::POST) => {
             exec::exec(&req, &ns, &name, &uri, upgrade, false)
         }
@@ -248,7 +250,14 @@ async fn subresource(
         ),
         (
             "pods",
-            "status" | "resize" | "log" | "exec" | "attach" | "binding" | "ephemeralcontainers",
+            "status"
+            | "resize"
+            | "log"
+            | "exec"
+            | "attach"
+            | "binding"
+            | "ephemeralcontainers"
+            | "history",
             m,
         ) => Err(ApiError::method_not_supported(
             &format!("pods/{sub}"),

@@ -152,6 +152,13 @@ impl ApiServer {
         self
     }
 
+    /// Serves `pods/history` through `history` (see [`ApiState::with_history`]).
+    #[must_use]
+    pub fn with_history(mut self, history: std::sync::Arc<dyn crate::PodHistory>) -> Self {
+        self.state = self.state.with_history(history);
+        self
+    }
+
     /// The handlers' shared state (the store, the node name).
     pub fn state(&self) -> &ApiState {
         &self.state

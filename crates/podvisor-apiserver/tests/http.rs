@@ -1017,3 +1017,86 @@ fn chunked_lists_with_a_selector() {
     assert_eq!(names(&all), ["a", "b", "c", "d", "e"]);
     assert!(all["metadata"].get("remainingItemCount").is_none(), "{all}");
 }
+
+/// The node's history store as `serve` wires it (`podvisor_agent::history`), behind the
+/// server's narrow `PodHistory` interface.
+struct AgentHistory(std::sync::Arc<podvisor_agent::history::HistoryStore>);
+
+impl podvisor_apiserver::PodHistory for AgentHistory {
+    fn history(
+        &self,
+        pod_uid: &str,
+    ) -> Result<Vec<podvisor_lifecycle::timeline::Transition>, String> {
+        self.0.read(pod_uid).map_err(|e| e.to_string())
+    }
+}
+
+/// `pods/NAME/history`: podvisor's read-only subresource with the node's recorded status
+/// transitions of the pod with the object's UID, oldest first; a 404 `Status` for a missing
+/// pod, 405 for anything but GET, an empty list without a history source.
+#[test]
+fn pod_history_subresource_serves_the_nodes_transitions_by_uid() {
+    let dir = tempfile::tempdir().unwrap();
+    let store =
+        std::sync::Arc::new(podvisor_agent::history::HistoryStore::open(dir.path()).unwrap());
+    let s = TestServer::start_with_history(Some(std::sync::Arc::new(AgentHistory(
+        std::sync::Arc::clone(&store),
+    ))));
+    let (code, created) = s.json(
+        "POST",
+        "/api/v1/namespaces/default/pods",
+        Some(&pod_json("hist")),
+    );
+    assert_eq!(code, 201, "{created}");
+    let uid = created["metadata"]["uid"].as_str().unwrap().to_owned();
+    let mut pod: k8s_openapi::api::core::v1::Pod = serde_json::from_value(created).unwrap();
+    let t0 = jiff::Timestamp::from_second(1_767_225_600).unwrap();
+    for (i, phase) in ["Pending", "Running", "Succeeded"].iter().enumerate() {
+        pod.status = Some(k8s_openapi::api::core::v1::PodStatus {
+            phase: Some((*phase).to_owned()),
+            ..Default::default()
+        });
+        store
+            .record(
+                &uid,
+                &pod,
+                t0 + jiff::SignedDuration::from_millis(i as i64 * 1500),
+            )
+            .unwrap();
+    }
+    // Another pod's history is not this one's.
+    store.record("other-uid", &pod, t0).unwrap();
+
+    let (code, body) = s.json("GET", "/api/v1/namespaces/default/pods/hist/history", None);
+    assert_eq!(code, 200, "{body}");
+    assert_eq!(body["kind"], "PodStatusHistory");
+    assert_eq!(body["metadata"]["uid"], uid.as_str());
+    let items = body["items"].as_array().unwrap();
+    let phases: Vec<_> = items.iter().map(|i| i["status"]["phase"].clone()).collect();
+    assert_eq!(
+        phases,
+        [json!("Pending"), json!("Running"), json!("Succeeded")]
+    );
+    assert_eq!(items[1]["time"], "2026-01-01T00:00:01.500000Z");
+
+    let (code, body) = s.json("GET", "/api/v1/namespaces/default/pods/nope/history", None);
+    assert_eq!(code, 404, "{body}");
+    assert_eq!(body["kind"], "Status");
+    let (code, _) = s.json(
+        "POST",
+        "/api/v1/namespaces/default/pods/hist/history",
+        Some(&json!({})),
+    );
+    assert_eq!(code, 405);
+
+    let plain = TestServer::start();
+    let (code, created) = plain.json(
+        "POST",
+        "/api/v1/namespaces/default/pods",
+        Some(&pod_json("hist")),
+    );
+    assert_eq!(code, 201, "{created}");
+    let (code, body) = plain.json("GET", "/api/v1/namespaces/default/pods/hist/history", None);
+    assert_eq!(code, 200, "{body}");
+    assert_eq!(body["items"], json!([]));
+}

@@ -33,3 +33,4 @@ pub use machine::{
 };
 pub use status::phase::is_sidecar;
 pub mod sim;
+pub mod timeline;

@@ -31,3 +31,5 @@ mod status_conditions;
 mod status_phase;
 #[path = "stories.rs"]
 mod stories;
+#[path = "timeline.rs"]
+mod timeline;

@@ -104,6 +104,8 @@ enum Command {
     Apply(cmd::apply::Args),
     /// Delete pods, like `kubectl delete pod`.
     Delete(cmd::delete::Args),
+    /// Serve a web page (loopback, plain HTTP) of the pods and each pod's live timeline.
+    Dashboard(cmd::dashboard::Args),
     /// Pull, load, list, remove and inspect container images.
     Image(cmd::image::Args),
     /// Print podvisor's version and the Kubernetes version whose lifecycle it follows.
@@ -147,8 +149,8 @@ enum Command {
         #[arg(long = "for", default_value = "15m")]
         duration: String,
         /// Output format.
-        #[arg(long, short = 'o', value_enum, default_value_t = OutputFormat::Text)]
-        output: OutputFormat,
+        #[arg(long, short = 'o', value_enum, default_value_t = cmd::simulate::Output::Text)]
+        output: cmd::simulate::Output,
         /// CrashLoopBackOff curve.
         #[arg(long, value_enum, default_value_t = BackoffCurve::Default)]
         backoff: BackoffCurve,
@@ -188,6 +190,7 @@ fn main() -> ExitCode {
         Command::Logs(args) => cmd::logs::run(&args),
         Command::Apply(args) => cmd::apply::run(&args),
         Command::Delete(args) => cmd::delete::run(&args),
+        Command::Dashboard(args) => cmd::dashboard::run(&args),
         Command::Image(args) => cmd::image::run(&args),
         Command::Validate { files } => cmd::validate::run(&files),
         Command::Lint(args) => cmd::lint::run(&args),

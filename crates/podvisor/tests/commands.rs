@@ -1,7 +1,8 @@
 //! The binary's commands for people without kubectl, linked as one test binary: `podvisor
 //! run` (`run`) and `apply/get/describe/logs/delete` against a real `serve` compared with
-//! kubectl (`cli`), what a new user meets first (`first_hour`), and `lint` with the `simulate`
-//! commands it prints (`lint`).
+//! kubectl (`cli`), what a new user meets first (`first_hour`), `lint` with the `simulate`
+//! commands it prints (`lint`), and the timeline of `simulate --output html|svg` and
+//! `dashboard` in a headless browser (`timeline`).
 
 mod common;
 
@@ -9,3 +10,4 @@ mod cli;
 mod first_hour;
 mod lint;
 mod run;
+mod timeline;

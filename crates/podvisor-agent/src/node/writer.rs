@@ -6,10 +6,13 @@
 
 use super::Finished;
 use super::recorder::Recorder;
+use crate::Clock;
+use crate::history::HistoryStore;
 use crate::log::{debug, warning};
 use crate::{PodHandle, PodUpdate, TimedEvent};
 use k8s_openapi::api::core::v1::{Pod, PodCondition, PodStatus};
 use podvisor_store::{Key, Preconditions, Store, StoreError, Value};
+use std::sync::Arc;
 use tokio::sync::{mpsc, oneshot, watch};
 
 /// Condition types the kubelet owns (D1); the others belong to whoever wrote them.
@@ -31,6 +34,8 @@ pub(crate) struct Writer {
     /// The pod as last published, for the node (mirror pods are re-created from it).
     pub(crate) latest: watch::Sender<Option<Box<Pod>>>,
     pub(crate) finished: mpsc::UnboundedSender<Finished>,
+    /// The node's record of status transitions, and the clock that stamps them.
+    pub(crate) history: Option<(Arc<HistoryStore>, Arc<dyn Clock>)>,
 }
 
 impl Writer {
@@ -79,13 +84,21 @@ impl Writer {
         let mut newest = None;
         let mut events = Vec::new();
         let mut terminated = None;
+        let mut transitions = Vec::new();
         for update in batch {
             match update {
-                PodUpdate::Status(pod) => newest = Some(pod),
+                PodUpdate::Status(pod) => {
+                    transitions.push(Pod::clone(&pod));
+                    newest = Some(pod);
+                }
                 PodUpdate::Event(event) => events.push(event),
-                PodUpdate::Terminated(pod) => terminated = Some(pod),
+                PodUpdate::Terminated(pod) => {
+                    transitions.push(Pod::clone(&pod));
+                    terminated = Some(pod);
+                }
             }
         }
+        self.record_history(transitions).await;
         let newest = terminated.clone().or(newest);
         if let Some(pod) = &newest {
             self.latest.send_replace(Some(pod.clone()));
@@ -100,6 +113,30 @@ impl Writer {
             self.write_status(*pod).await;
         }
         terminated
+    }
+
+    /// Every status of the batch goes into the node's history (the store gets the newest).
+    async fn record_history(&self, pods: Vec<Pod>) {
+        let Some((history, clock)) = self.history.clone() else {
+            return;
+        };
+        if pods.is_empty() {
+            return;
+        }
+        let now = clock.now();
+        let uid = self.uid.clone();
+        let result = tokio::task::spawn_blocking(move || {
+            pods.iter()
+                .try_for_each(|pod| history.record(&uid, pod, now))
+        })
+        .await;
+        if let Ok(Err(e)) = result {
+            warning!(
+                "pod {}/{}: recording its history: {e}",
+                self.key.namespace,
+                self.key.name
+            );
+        }
     }
 
     async fn record(&mut self, pod: Pod, events: Vec<TimedEvent>) {

@@ -67,6 +67,13 @@ impl From<Output> for Run {
 impl TestServer {
     /// Starts a server and waits for its kubeconfig.
     pub fn start() -> TestServer {
+        Self::start_with_history(None)
+    }
+
+    /// Starts a server whose `pods/history` reads `history`.
+    pub fn start_with_history(
+        history: Option<std::sync::Arc<dyn podvisor_apiserver::PodHistory>>,
+    ) -> TestServer {
         let dir = tempfile::tempdir().unwrap();
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
@@ -89,6 +96,10 @@ impl TestServer {
             .block_on(ApiServer::bind(config))
             .unwrap()
             .with_bookmark_interval(Duration::from_secs(1));
+        let server = match history {
+            Some(h) => server.with_history(h),
+            None => server,
+        };
         let addr = server.local_addr();
         let token = server.token().to_owned();
         let ca_pem = server.ca_pem().to_owned();

@@ -193,12 +193,18 @@ async fn serve(
     if sync_frequency.is_zero() {
         bail!("--sync-frequency must be positive");
     }
+    // Each pod's status transitions, kept by the node for the dashboard's timeline.
+    let history = Arc::new(
+        podvisor_agent::history::HistoryStore::open(&state_dir.join("history"))
+            .context("opening the pods' history")?,
+    );
     let agent = Arc::new(
         Agent::new(Arc::clone(&runtime), config)
             .with_objects(Arc::new(podvisor_agent::node::StoreObjects::new(
                 store.clone(),
             )))
-            .with_volume_sync_period(sync_frequency),
+            .with_volume_sync_period(sync_frequency)
+            .with_history(Arc::clone(&history)),
     );
     let mut node = Node::start(
         agent,
@@ -211,7 +217,9 @@ async fn serve(
         },
     );
     // `pods/exec` reaches the pod workers through the node.
-    let server = server.with_exec(Arc::new(NodeExec(node.control())));
+    let server = server
+        .with_exec(Arc::new(NodeExec(node.control())))
+        .with_history(Arc::new(NodeHistory(history)));
     let (api_stop_tx, api_stop_rx) = tokio::sync::oneshot::channel::<()>();
     let mut api = tokio::spawn(server.run(async {
         let _ = api_stop_rx.await;
@@ -337,6 +345,18 @@ enum Stop {
     Signal,
     Api(Result<Result<(), ServeError>, tokio::task::JoinError>),
     Node(Result<(), podvisor_agent::node::NodeError>),
+}
+
+/// `pods/history` reads the node's record of status transitions.
+struct NodeHistory(Arc<podvisor_agent::history::HistoryStore>);
+
+impl podvisor_apiserver::PodHistory for NodeHistory {
+    fn history(
+        &self,
+        pod_uid: &str,
+    ) -> Result<Vec<podvisor_lifecycle::timeline::Transition>, String> {
+        self.0.read(pod_uid).map_err(|e| e.to_string())
+    }
 }
 
 async fn next_signal(term: &mut Signal, int: &mut Signal) {

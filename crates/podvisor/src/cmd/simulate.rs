@@ -1,11 +1,29 @@
-//! `podvisor simulate POD.yaml [--pod NAME] [--script S] [--for D] [--output text|json]`.
+//! `podvisor simulate POD.yaml [--pod NAME] [--script S] [--for D]
+//! [--output text|json|html|svg]`.
+//!
+//! `html` and `svg` draw the timeline with `podvisor_lifecycle::timeline` (the dashboard's
+//! renderer): one self-contained file, no network reference.
 
-use crate::{BackoffCurve, OutputFormat};
+use crate::BackoffCurve;
 use anyhow::{Context, bail};
 use podvisor_api::{defaults, validation};
 use podvisor_lifecycle::BackoffConfig;
 use podvisor_lifecycle::sim::{self, Script, SimOptions, script::parse_duration};
+use podvisor_lifecycle::timeline::{Timeline, html, svg};
 use std::path::PathBuf;
+
+/// Output formats of `simulate`.
+#[derive(Clone, Copy, Debug, clap::ValueEnum, PartialEq, Eq)]
+pub enum Output {
+    /// A readable timeline.
+    Text,
+    /// One JSON object per line.
+    Json,
+    /// The timeline drawn: one self-contained HTML page (SVG inline, legend; no network).
+    Html,
+    /// The timeline drawn as one SVG image.
+    Svg,
+}
 
 /// Parsed arguments.
 pub struct Args {
@@ -14,7 +32,7 @@ pub struct Args {
     pub only: Option<String>,
     pub script: Option<PathBuf>,
     pub duration: String,
-    pub output: OutputFormat,
+    pub output: Output,
     pub backoff: BackoffCurve,
     pub max_restart_period: Option<String>,
 }
@@ -45,6 +63,17 @@ pub fn run(args: &Args) -> anyhow::Result<i32> {
         if pods.is_empty() {
             bail!("--pod: {source} has no pod or workload named {name:?}");
         }
+    }
+    if matches!(args.output, Output::Html | Output::Svg) && pods.len() > 1 {
+        bail!(
+            "--output {}: draws one pod, and {source} holds {}: choose one with --pod NAME",
+            if args.output == Output::Html {
+                "html"
+            } else {
+                "svg"
+            },
+            pods.len()
+        );
     }
     let script = match &args.script {
         Some(p) => {
@@ -80,10 +109,32 @@ pub fn run(args: &Args) -> anyhow::Result<i32> {
             continue;
         }
         let name = pod.metadata.name.clone().unwrap_or_default();
+        let kept = pod.clone();
         let records = sim::simulate(pod, &script, &opts)?;
         match args.output {
-            OutputFormat::Json => print!("{}", sim::json_lines(&records)),
-            OutputFormat::Text => print!("{}", sim::text_report(&name, &records)),
+            Output::Json => print!("{}", sim::json_lines(&records)),
+            Output::Text => print!("{}", sim::text_report(&name, &records)),
+            output @ (Output::Html | Output::Svg) => {
+                let timeline = Timeline::from_sim(
+                    &kept,
+                    &records,
+                    &opts.start.to_string(),
+                    script
+                        .delete
+                        .as_ref()
+                        .map(|d| (d.at.as_secs_f64(), d.grace_period_seconds)),
+                    duration.as_secs_f64(),
+                );
+                if output == Output::Svg {
+                    println!("{}", svg::render(&timeline));
+                } else {
+                    let heading = format!(
+                        "<h1>{} <small>(simulated)</small></h1>",
+                        svg::esc(&timeline.pod)
+                    );
+                    print!("{}", html::page(&timeline, &heading, None));
+                }
+            }
         }
     }
     Ok(if invalid { 2 } else { 0 })
