@@ -21,3 +21,4 @@ mod python_client;
 mod scheduling;
 mod serve;
 mod serve_configs;
+mod serve_projected;

@@ -179,7 +179,11 @@ pub(super) fn with_runtime_defaults(
 }
 
 /// The downward API for environment variables (`podFieldSelectorRuntimeValue`).
-fn field_ref_value(pod: &Pod, api_version: Option<&str>, path: &str) -> Result<String, String> {
+pub(super) fn field_ref_value(
+    pod: &Pod,
+    api_version: Option<&str>,
+    path: &str,
+) -> Result<String, String> {
     let version = api_version.unwrap_or("v1");
     if version != "v1" {
         return Err(format!("unsupported pod version: {version}"));
@@ -285,7 +289,7 @@ fn host_ips(pod: &Pod) -> Vec<String> {
 
 /// `resourceFieldRef` (`containerResourceRuntimeValue` after `defaultPodLimitsForDownwardAPI`):
 /// the value divided by the divisor, rounded up, computed in `float64` like the kubelet.
-fn resource_field_value(
+pub(super) fn resource_field_value(
     pod: &Pod,
     container: &Container,
     sel: &ResourceFieldSelector,
