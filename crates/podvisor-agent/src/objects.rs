@@ -46,6 +46,12 @@ pub trait ObjectSource: Send + Sync {
         let _ = (namespace, name, request);
         Err("no API server to request service account tokens from".to_owned())
     }
+
+    /// Where the `kubernetes` Service answers for a pod on the host network (host, port),
+    /// if there is one: containers get its `KUBERNETES_SERVICE_*` variables.
+    fn kubernetes_service(&self) -> Option<(String, u16)> {
+        None
+    }
 }
 
 /// A source without objects: every reference is to something that does not exist.
@@ -118,7 +124,10 @@ pub fn fetch(
     namespace: &str,
     names: &ObjectNames,
 ) -> Result<PodObjects, String> {
-    let mut objects = PodObjects::default();
+    let mut objects = PodObjects {
+        api_service: source.kubernetes_service(),
+        ..PodObjects::default()
+    };
     for name in &names.config_maps {
         if let Some(cm) = source.config_map(namespace, name)? {
             objects

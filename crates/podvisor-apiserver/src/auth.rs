@@ -1,5 +1,6 @@
 //! Bearer-token authentication: every request but the health checks must carry
-//! `Authorization: Bearer <token>`; anything else gets a 401 `Status`.
+//! `Authorization: Bearer <token>` with the node's token or a service account token
+//! ([`crate::TokenIssuer`]); anything else gets a 401 `Status`.
 
 use axum::extract::{Request, State};
 use axum::http::header::AUTHORIZATION;
@@ -61,6 +62,14 @@ pub(crate) async fn require_token(
         });
     match presented {
         Some(p) if same(p.as_bytes(), token.as_bytes()) => next.run(request).await,
+        Some(p)
+            if state
+                .token_issuer()
+                .and_then(|i| i.authenticate(state.store(), p))
+                .is_some() =>
+        {
+            next.run(request).await
+        }
         _ => ApiError::unauthorized().into_response(),
     }
 }

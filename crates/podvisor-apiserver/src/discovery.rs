@@ -100,6 +100,22 @@ fn resource(
     r
 }
 
+/// `serviceaccounts/token`: a subresource of another group's kind.
+fn token_request_resource() -> Value {
+    let mut r = resource(
+        "serviceaccounts/token",
+        "",
+        true,
+        "TokenRequest",
+        &["create"],
+        &[],
+        &[],
+    );
+    r["group"] = json!("authentication.k8s.io");
+    r["version"] = json!("v1");
+    r
+}
+
 /// The `APIResourceList` for `v1`.
 pub(crate) fn v1_resources() -> Value {
     let all = [
@@ -123,6 +139,8 @@ pub(crate) fn v1_resources() -> Value {
                 &["create", "delete", "get", "list", "patch", "update", "watch"], &["ns"], &[],
             ),
             resource("pods", "pod", true, "Pod", &all, &["po"], &["all"]),
+            resource("serviceaccounts", "serviceaccount", true, "ServiceAccount", &all, &["sa"], &[]),
+            token_request_resource(),
             resource("pods/attach", "", true, "PodAttachOptions", &["create", "get"], &[], &[]),
             resource("pods/binding", "", true, "Binding", &["create"], &[], &[]),
             resource(

@@ -9,7 +9,7 @@ use podvisor_api::ValidationErrors;
 use podvisor_api::validation::{FieldError, Path};
 use serde_json::{Value, json};
 
-use crate::db::{self, CONFIGMAPS, EVENTS, NAMESPACES, PODS, SECRETS};
+use crate::db::{self, CONFIGMAPS, EVENTS, NAMESPACES, PODS, SECRETS, SERVICEACCOUNTS};
 use crate::objects::respond;
 use crate::patch::{PatchType, apply_patch, plain_lists};
 use crate::pods::{check_name, pinned_rv, type_meta};
@@ -83,7 +83,12 @@ pub(crate) fn create(req: &Req, body: &[u8]) -> ApiResult<Response> {
     let stored = if dry_run {
         obj
     } else {
-        db::create(req.state.store(), NAMESPACES, "", &name, obj)?
+        let stored = db::create(req.state.store(), NAMESPACES, "", &name, obj)?;
+        // The service account controller and the root CA publisher.
+        if let Some(ca) = req.state.root_ca() {
+            crate::serviceaccounts::ensure_namespace_objects(req.state.store(), &name, ca)?;
+        }
+        stored
     };
     Ok(respond(req, NAMESPACES, StatusCode::CREATED, &stored, &[]))
 }
@@ -161,7 +166,7 @@ pub(crate) fn delete(req: &Req, name: &str) -> ApiResult<Response> {
     if req.params.dry_run()? {
         return Ok(respond(req, NAMESPACES, StatusCode::OK, &obj, &[]));
     }
-    for res in [EVENTS, CONFIGMAPS, SECRETS] {
+    for res in [EVENTS, CONFIGMAPS, SECRETS, SERVICEACCOUNTS] {
         let (objects, _) = db::list(store, res, Some(name))?;
         for o in objects {
             let obj_name = o["metadata"]["name"].as_str().unwrap_or("");

@@ -798,10 +798,15 @@ impl Runtime for ProcessRuntime {
             created: false,
             pulling: false,
         };
-        let opts = config::BuildOptions {
+        let mut opts = config::BuildOptions {
             objects: request.objects.clone(),
             ..config::BuildOptions::default()
         };
+        if sandbox.network.is_some() {
+            // The API's address is the host's loopback, which a pod network cannot reach:
+            // oci containers get no `KUBERNETES_SERVICE_*` variables.
+            opts.objects.api_service = None;
+        }
         let (config, image) = match (&sandbox.network, &self.inner.oci) {
             (Some(network), Some(oci)) => {
                 let mut config = config::build_for_image(

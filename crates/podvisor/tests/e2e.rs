@@ -22,3 +22,4 @@ mod scheduling;
 mod serve;
 mod serve_configs;
 mod serve_projected;
+mod serve_service_accounts;

@@ -65,6 +65,10 @@ pub struct PodObjects {
     /// The pod's service account tokens for its `serviceAccountToken` projections, by
     /// [`TokenKey`]: the token, or why it could not be had (the mount's error).
     pub tokens: BTreeMap<TokenKey, Result<String, String>>,
+    /// Where the `kubernetes` Service of the `default` namespace answers for this pod
+    /// (host, port): the kubelet gives every container its `KUBERNETES_SERVICE_*` and
+    /// `KUBERNETES_PORT*` variables.
+    pub api_service: Option<(String, u16)>,
 }
 
 /// What a `serviceAccountToken` projection asks for (the pod and its service account are
