@@ -139,8 +139,6 @@ pub(crate) fn v1_resources() -> Value {
                 &["create", "delete", "get", "list", "patch", "update", "watch"], &["ns"], &[],
             ),
             resource("pods", "pod", true, "Pod", &all, &["po"], &["all"]),
-            resource("serviceaccounts", "serviceaccount", true, "ServiceAccount", &all, &["sa"], &[]),
-            token_request_resource(),
             resource("pods/attach", "", true, "PodAttachOptions", &["create", "get"], &[], &[]),
             resource("pods/binding", "", true, "Binding", &["create"], &[], &[]),
             resource(
@@ -151,6 +149,8 @@ pub(crate) fn v1_resources() -> Value {
             resource("pods/resize", "", true, "Pod", &["get", "patch", "update"], &[], &[]),
             resource("pods/status", "", true, "Pod", &["get", "patch", "update"], &[], &[]),
             resource("secrets", "secret", true, "Secret", &all, &[], &[]),
+            resource("serviceaccounts", "serviceaccount", true, "ServiceAccount", &all, &["sa"], &[]),
+            token_request_resource(),
         ],
     })
 }
