@@ -528,9 +528,9 @@ mod tests {
         };
         assert_eq!(
             mounts(&spec.init_containers.as_ref().unwrap()[0]),
-            [name.clone()]
+            std::slice::from_ref(name)
         );
-        assert_eq!(mounts(&spec.containers[0]), [name.clone()]);
+        assert_eq!(mounts(&spec.containers[0]), std::slice::from_ref(name));
         assert_eq!(mounts(&spec.containers[1]), ["mine"]);
         // Admitting again (an update) adds nothing.
         let before = spec.clone();

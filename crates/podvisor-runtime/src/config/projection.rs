@@ -180,10 +180,10 @@ fn downward_api_payload(
                 field.api_version.as_deref(),
                 &field.field_path,
             ))
-        } else if let Some(resource) = &item.resource_field_ref {
-            Some(resource_value(pod, resource, node))
         } else {
-            None
+            item.resource_field_ref
+                .as_ref()
+                .map(|resource| resource_value(pod, resource, node))
         };
         match value {
             Some(Ok(v)) => file.data = v.into_bytes(),
