@@ -34,6 +34,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use podvisor_store::Store;
 use serde_json::{Value, json};
 
+use crate::auth::UserInfo;
 use crate::db::{self, CONFIGMAPS, NAMESPACES, PODS, SERVICEACCOUNTS};
 use crate::request::{new_uid, now, parse_body, time_text};
 use crate::routes::Req;
@@ -117,6 +118,9 @@ pub(crate) fn ensure_namespace_objects(store: &Store, ns: &str, ca_pem: &str) ->
 pub(crate) fn ensure_all(store: &Store, ca_pem: &str) -> ApiResult<()> {
     let (namespaces, _) = db::list(store, NAMESPACES, None)?;
     for ns in namespaces {
+        if crate::namespace_controller::is_terminating(&ns) {
+            continue;
+        }
         if let Some(name) = ns.pointer("/metadata/name").and_then(Value::as_str) {
             ensure_namespace_objects(store, name, ca_pem)?;
         }
@@ -393,9 +397,11 @@ impl TokenIssuer {
         })
     }
 
-    /// The user a bearer token authenticates (`system:serviceaccount:<ns>:<name>`), if it is
-    /// one of ours, unexpired, for the API's audience, and its account and bound pod exist.
-    pub(crate) fn authenticate(&self, store: &Store, token: &str) -> Option<String> {
+    /// The user a bearer token authenticates (`system:serviceaccount:<ns>:<name>` in the
+    /// groups `system:serviceaccounts`, `system:serviceaccounts:<ns>` and
+    /// `system:authenticated`), if it is one of ours, unexpired, for the API's audience, and
+    /// its account and bound pod exist.
+    pub(crate) fn authenticate(&self, store: &Store, token: &str) -> Option<UserInfo> {
         let (signing_input, signature) = token.rsplit_once('.')?;
         let signature = base64::engine::general_purpose::URL_SAFE_NO_PAD
             .decode(signature)
@@ -435,7 +441,14 @@ impl TokenIssuer {
                 return None;
             }
         }
-        Some(format!("system:serviceaccount:{ns}:{name}"))
+        Some(UserInfo {
+            username: format!("system:serviceaccount:{ns}:{name}"),
+            groups: vec![
+                "system:serviceaccounts".to_owned(),
+                format!("system:serviceaccounts:{ns}"),
+                "system:authenticated".to_owned(),
+            ],
+        })
     }
 }
 

@@ -130,10 +130,16 @@ enum Command {
         #[arg(required = true)]
         files: Vec<PathBuf>,
     },
+    /// Report lifecycle mistakes the API server accepts (probes, hooks, restart policies) in pods
+    /// and workloads' pod templates; exit 1 on errors.
+    Lint(cmd::lint::Args),
     /// Show what the kubelet would do with a pod, on a virtual clock, without running anything.
     Simulate {
-        /// The pod manifest.
+        /// The pod manifest (Pods, or workloads whose pod templates are simulated).
         pod: PathBuf,
+        /// Simulate only the pod (or workload) of this name, when the file has several.
+        #[arg(long = "pod", value_name = "NAME")]
+        only: Option<String>,
         /// A script of what containers, probes and hooks do over time.
         #[arg(long)]
         script: Option<PathBuf>,
@@ -184,6 +190,7 @@ fn main() -> ExitCode {
         Command::Delete(args) => cmd::delete::run(&args),
         Command::Image(args) => cmd::image::run(&args),
         Command::Validate { files } => cmd::validate::run(&files),
+        Command::Lint(args) => cmd::lint::run(&args),
         Command::Version => {
             println!(
                 "podvisor {} (the kubelet's pod lifecycle of Kubernetes; serves {} to clients)",
@@ -205,6 +212,7 @@ fn main() -> ExitCode {
         }
         Command::Simulate {
             pod,
+            only,
             script,
             duration,
             output,
@@ -212,6 +220,7 @@ fn main() -> ExitCode {
             max_restart_period,
         } => cmd::simulate::run(&cmd::simulate::Args {
             pod,
+            only,
             script,
             duration,
             output,
