@@ -72,6 +72,18 @@ fn default_accounts_admission_and_kubectl_create_token() {
     assert_eq!(token.split('.').count(), 3, "{token}");
     let as_robot = ctx.kubectl(&["--token", token, "get", "pods"]);
     assert!(as_robot.status.success(), "{as_robot:?}");
+    let whoami = ctx.kubectl_ok(&[
+        "--token",
+        token,
+        "auth",
+        "whoami",
+        "-o",
+        "jsonpath={.status.userInfo.username} {.status.userInfo.groups}",
+    ]);
+    assert_eq!(
+        whoami,
+        "system:serviceaccount:default:robot [\"system:serviceaccounts\",\"system:serviceaccounts:default\",\"system:authenticated\"]"
+    );
     let forged = format!("{}x", token);
     let refused = ctx.kubectl(&["--token", &forged, "get", "pods"]);
     assert!(!refused.status.success());
