@@ -24,6 +24,7 @@ mod log;
 pub mod node;
 pub mod objects;
 mod pod_task;
+pub mod tokens;
 pub mod volumes;
 
 pub use clock::{Clock, SystemClock, TokioClock, instant_for, wait_until};
@@ -80,6 +81,7 @@ pub struct Agent<R: Runtime> {
     config: MachineConfig,
     clock: Arc<dyn Clock>,
     objects: Arc<dyn objects::ObjectSource>,
+    tokens: Arc<tokens::TokenManager>,
     volume_sync_period: std::time::Duration,
     /// Where the node records each pod's status transitions (none: not recorded).
     history: Option<Arc<history::HistoryStore>>,
@@ -99,6 +101,7 @@ impl<R: Runtime> Agent<R> {
             config,
             clock,
             objects: Arc::new(objects::NoObjects),
+            tokens: Arc::new(tokens::TokenManager::default()),
             volume_sync_period: volumes::SYNC_PERIOD,
             history: None,
         }
@@ -163,6 +166,7 @@ impl<R: Runtime> Agent<R> {
             pod_task::Services {
                 clock: Arc::clone(&self.clock),
                 objects: Arc::clone(&self.objects),
+                tokens: Arc::clone(&self.tokens),
                 sync_period: self.volume_sync_period,
             },
             self.config_for(is_static),
@@ -191,6 +195,7 @@ impl<R: Runtime> Agent<R> {
             pod_task::Services {
                 clock: Arc::clone(&self.clock),
                 objects: Arc::clone(&self.objects),
+                tokens: Arc::clone(&self.tokens),
                 sync_period: self.volume_sync_period,
             },
             self.config_for(is_static),

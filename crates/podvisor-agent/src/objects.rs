@@ -9,6 +9,7 @@
 
 use std::collections::BTreeMap;
 
+use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestStatus};
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use podvisor_api::references::ObjectNames;
 use podvisor_runtime::config::objects::{ConfigMapData, PodObjects, SecretData};
@@ -29,6 +30,28 @@ pub trait ObjectSource: Send + Sync {
     ///
     /// Why it could not be read.
     fn secret(&self, namespace: &str, name: &str) -> Result<Option<Secret>, String>;
+
+    /// A token of the service account `namespace/name` (a `TokenRequest`, as the kubelet
+    /// asks `serviceaccounts/<name>/token`). By default there is no one to ask.
+    ///
+    /// # Errors
+    ///
+    /// Why no token was issued (`serviceaccounts "x" not found`, ...).
+    fn service_account_token(
+        &self,
+        namespace: &str,
+        name: &str,
+        request: &TokenRequest,
+    ) -> Result<TokenRequestStatus, String> {
+        let _ = (namespace, name, request);
+        Err("no API server to request service account tokens from".to_owned())
+    }
+
+    /// Where the `kubernetes` Service answers for a pod on the host network (host, port),
+    /// if there is one: containers get its `KUBERNETES_SERVICE_*` variables.
+    fn kubernetes_service(&self) -> Option<(String, u16)> {
+        None
+    }
 }
 
 /// A source without objects: every reference is to something that does not exist.
@@ -101,7 +124,10 @@ pub fn fetch(
     namespace: &str,
     names: &ObjectNames,
 ) -> Result<PodObjects, String> {
-    let mut objects = PodObjects::default();
+    let mut objects = PodObjects {
+        api_service: source.kubernetes_service(),
+        ..PodObjects::default()
+    };
     for name in &names.config_maps {
         if let Some(cm) = source.config_map(namespace, name)? {
             objects

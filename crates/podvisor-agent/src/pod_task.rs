@@ -111,6 +111,7 @@ struct InFlight<S> {
 pub(crate) struct Services {
     pub(crate) clock: Arc<dyn Clock>,
     pub(crate) objects: Arc<dyn ObjectSource>,
+    pub(crate) tokens: Arc<crate::tokens::TokenManager>,
     pub(crate) sync_period: Duration,
 }
 
@@ -120,6 +121,10 @@ pub(crate) struct PodTask<R: Runtime> {
     clock: Arc<dyn Clock>,
     /// Where the pod's ConfigMaps and Secrets are read.
     objects: Arc<dyn ObjectSource>,
+    /// The node's service account tokens.
+    tokens: Arc<crate::tokens::TokenManager>,
+    /// The pod as the volume syncer reads it (updated with the spec and metadata).
+    pod_view: tokio::sync::watch::Sender<Pod>,
     /// How often the pod's `configMap` and `secret` volumes are re-synced.
     sync_period: Duration,
     /// The periodic volume re-sync, once the sandbox exists.
@@ -170,8 +175,10 @@ impl<R: Runtime> PodTask<R> {
         let Services {
             clock,
             objects,
+            tokens,
             sync_period,
         } = services;
+        let pod_view = tokio::sync::watch::Sender::new(pod.clone());
         let now = clock.now();
         let full_name = full_name_of(&pod);
         let machine = PodMachine::new(pod, config, now);
@@ -180,6 +187,8 @@ impl<R: Runtime> PodTask<R> {
             rt,
             clock,
             objects,
+            tokens,
+            pod_view,
             sync_period,
             volume_sync: None,
             deleting: tokio::sync::watch::Sender::new(false),
@@ -221,8 +230,10 @@ impl<R: Runtime> PodTask<R> {
         let Services {
             clock,
             objects,
+            tokens,
             sync_period,
         } = services;
+        let pod_view = tokio::sync::watch::Sender::new(pod.clone());
         let now = clock.now();
         let full_name = full_name_of(&pod);
         let running = adopted
@@ -258,6 +269,8 @@ impl<R: Runtime> PodTask<R> {
             rt,
             clock,
             objects,
+            tokens,
+            pod_view,
             sync_period,
             volume_sync: None,
             deleting: tokio::sync::watch::Sender::new(false),
@@ -353,6 +366,7 @@ impl<R: Runtime> PodTask<R> {
             Wake::Command(Some(Command::UpdateSpec(pod))) => {
                 debug!("{}: spec update", self.full_name);
                 self.machine.handle_spec_update(*pod, now);
+                self.pod_view.send_replace(self.machine.pod().clone());
             }
             Wake::Command(Some(Command::NodeRequested(requested))) => {
                 self.machine.set_node_requested(requested, now);
@@ -894,8 +908,9 @@ impl<R: Runtime> PodTask<R> {
         crate::volumes::VolumeSyncer {
             rt: Arc::clone(&self.rt),
             sandbox: Arc::clone(sandbox),
-            pod: self.machine.pod().clone(),
+            pod: self.pod_view.subscribe(),
             objects: Arc::clone(&self.objects),
+            tokens: Arc::clone(&self.tokens),
             clock: Arc::clone(&self.clock),
             updates: self.updates.clone(),
         }
@@ -979,6 +994,8 @@ impl<R: Runtime> PodTask<R> {
         }
         debug!("{}: worker finished", self.full_name);
         let pod = self.machine.pod().clone();
+        self.tokens
+            .forget(pod.metadata.uid.as_deref().unwrap_or_default());
         let _ = self
             .updates
             .send(PodUpdate::Terminated(Box::new(pod.clone())));

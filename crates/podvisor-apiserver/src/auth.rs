@@ -1,5 +1,6 @@
 //! Bearer-token authentication: every request but the health checks must carry
-//! `Authorization: Bearer <token>`; anything else gets a 401 `Status`.
+//! `Authorization: Bearer <token>` with the node's token or a service account token
+//! ([`crate::TokenIssuer`]); anything else gets a 401 `Status`.
 
 use axum::extract::{Request, State};
 use axum::http::header::AUTHORIZATION;
@@ -93,7 +94,17 @@ pub(crate) async fn require_token(
             request.extensions_mut().insert(UserInfo::admin());
             next.run(request).await
         }
-        _ => ApiError::unauthorized().into_response(),
+        Some(p) => match state
+            .token_issuer()
+            .and_then(|i| i.authenticate(state.store(), p))
+        {
+            Some(user) => {
+                request.extensions_mut().insert(user);
+                next.run(request).await
+            }
+            None => ApiError::unauthorized().into_response(),
+        },
+        None => ApiError::unauthorized().into_response(),
     }
 }
 

@@ -1,4 +1,4 @@
-//! ConfigMaps and Secrets: create (name generation, system metadata, Secret defaulting and
+//! ConfigMaps, Secrets and ServiceAccounts: create (name generation, system metadata, Secret defaulting and
 //! `stringData` merged into `data`, validation), update and patch (JSON, merge, strategic,
 //! server-side apply; `immutable` and the Secret type enforced), delete and deletecollection.
 //! The rules are `podvisor_api::config` and `podvisor_api::validation`'s; this module is the
@@ -6,18 +6,18 @@
 
 use axum::http::StatusCode;
 use axum::response::Response;
-use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use k8s_openapi::api::core::v1::{ConfigMap, Secret, ServiceAccount};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use podvisor_api::FieldValidation;
 use podvisor_api::config::{decode_object, prepare_secret};
 use podvisor_api::validation::{
     go_quote, validate_config_map, validate_config_map_update, validate_secret,
-    validate_secret_update,
+    validate_secret_update, validate_service_account, validate_service_account_update,
 };
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use crate::db::{self, CONFIGMAPS, Resource, SECRETS};
+use crate::db::{self, CONFIGMAPS, Resource, SECRETS, SERVICEACCOUNTS};
 use crate::managed;
 use crate::objects::respond;
 use crate::patch::{PatchType, apply_patch, plain_lists, strategic_merge};
@@ -30,10 +30,11 @@ use crate::status::{ApiError, ApiResult, json_response};
 /// How many times a write is retried when the object changed underneath it.
 const MAX_RETRIES: usize = 5;
 
-/// A decoded ConfigMap or Secret.
+/// A decoded ConfigMap, Secret or ServiceAccount.
 enum Typed {
     ConfigMap(ConfigMap),
     Secret(Secret),
+    ServiceAccount(ServiceAccount),
 }
 
 impl Typed {
@@ -41,6 +42,7 @@ impl Typed {
         match self {
             Typed::ConfigMap(c) => &mut c.metadata,
             Typed::Secret(s) => &mut s.metadata,
+            Typed::ServiceAccount(s) => &mut s.metadata,
         }
     }
 
@@ -48,6 +50,7 @@ impl Typed {
         match self {
             Typed::ConfigMap(c) => serde_json::to_value(c),
             Typed::Secret(s) => serde_json::to_value(s),
+            Typed::ServiceAccount(s) => serde_json::to_value(s),
         }
         .unwrap_or(Value::Null)
     }
@@ -57,6 +60,7 @@ impl Typed {
         match self {
             Typed::ConfigMap(c) => validate_config_map(c),
             Typed::Secret(s) => validate_secret(s),
+            Typed::ServiceAccount(s) => validate_service_account(s),
         }
         .map_err(|e| ApiError::invalid(&e))
     }
@@ -74,6 +78,10 @@ impl Typed {
             Typed::Secret(s) => {
                 let old: Secret = serde_json::from_value(old.clone()).map_err(stored)?;
                 validate_secret_update(s, &old)
+            }
+            Typed::ServiceAccount(s) => {
+                let old: ServiceAccount = serde_json::from_value(old.clone()).map_err(stored)?;
+                validate_service_account_update(s, &old)
             }
         }
         .map_err(|e| ApiError::invalid(&e))
@@ -94,6 +102,9 @@ fn decode(
         let (mut s, unknown) = decode_object::<Secret>(value.clone()).map_err(shape)?;
         prepare_secret(&mut s);
         (Typed::Secret(s), unknown)
+    } else if res.kind == "ServiceAccount" {
+        let (s, unknown) = decode_object::<ServiceAccount>(value.clone()).map_err(shape)?;
+        (Typed::ServiceAccount(s), unknown)
     } else {
         let (c, unknown) = decode_object::<ConfigMap>(value.clone()).map_err(shape)?;
         (Typed::ConfigMap(c), unknown)
@@ -539,6 +550,7 @@ pub(crate) fn resource(plural: &str) -> Option<Resource> {
     match plural {
         "configmaps" => Some(CONFIGMAPS),
         "secrets" => Some(SECRETS),
+        "serviceaccounts" => Some(SERVICEACCOUNTS),
         _ => None,
     }
 }

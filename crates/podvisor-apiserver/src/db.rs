@@ -41,6 +41,12 @@ pub(crate) const SECRETS: Resource = Resource {
     plural: "secrets",
     namespaced: true,
 };
+/// `serviceaccounts`.
+pub(crate) const SERVICEACCOUNTS: Resource = Resource {
+    kind: "ServiceAccount",
+    plural: "serviceaccounts",
+    namespaced: true,
+};
 /// `namespaces`.
 pub(crate) const NAMESPACES: Resource = Resource {
     kind: "Namespace",

@@ -106,6 +106,22 @@ fn resource(
     r
 }
 
+/// `serviceaccounts/token`: a subresource of another group's kind.
+fn token_request_resource() -> Value {
+    let mut r = resource(
+        "serviceaccounts/token",
+        "",
+        true,
+        "TokenRequest",
+        &["create"],
+        &[],
+        &[],
+    );
+    r["group"] = json!("authentication.k8s.io");
+    r["version"] = json!("v1");
+    r
+}
+
 /// The `APIResourceList` for `v1`.
 pub(crate) fn v1_resources() -> Value {
     let all = [
@@ -139,6 +155,8 @@ pub(crate) fn v1_resources() -> Value {
             resource("pods/resize", "", true, "Pod", &["get", "patch", "update"], &[], &[]),
             resource("pods/status", "", true, "Pod", &["get", "patch", "update"], &[], &[]),
             resource("secrets", "secret", true, "Secret", &all, &[], &[]),
+            resource("serviceaccounts", "serviceaccount", true, "ServiceAccount", &all, &["sa"], &[]),
+            token_request_resource(),
         ],
     })
 }

@@ -76,6 +76,7 @@ mod runtimeclasses;
 mod scheduler;
 mod selectors;
 mod server;
+mod serviceaccounts;
 mod status;
 mod table;
 mod tls;
@@ -87,6 +88,7 @@ pub use exec::PodExec;
 pub use history::PodHistory;
 pub use scheduler::bind_pending;
 pub use server::{ApiServer, ServeConfig, ServeError, serve};
+pub use serviceaccounts::{TOKEN_MOUNT_PATH, TokenIssuer};
 pub use status::ApiError;
 
 /// The state every handler shares: the store and what the node is.
@@ -101,6 +103,8 @@ struct StateInner {
     log_root: PathBuf,
     node_name: String,
     token: Option<String>,
+    /// Service account tokens (issued and accepted) and the CA of `kube-root-ca.crt`.
+    service_accounts: Option<(Arc<serviceaccounts::TokenIssuer>, String)>,
     advertise: String,
     bookmark_interval: Duration,
     log_poll_interval: Duration,
@@ -122,6 +126,7 @@ impl ApiState {
                 log_root,
                 node_name,
                 token: None,
+                service_accounts: None,
                 advertise: "127.0.0.1:6443".to_owned(),
                 bookmark_interval: Duration::from_secs(60),
                 log_poll_interval: Duration::from_millis(100),
@@ -144,6 +149,28 @@ impl ApiState {
     #[must_use]
     pub fn with_token(self, token: String) -> Self {
         self.map(|s| s.token = Some(token))
+    }
+
+    /// Serves ServiceAccount tokens issued by `issuer` (and accepts them), and publishes
+    /// `ca_pem` as every namespace's `kube-root-ca.crt`.
+    #[must_use]
+    pub fn with_service_accounts(self, issuer: Arc<TokenIssuer>, ca_pem: String) -> Self {
+        self.map(|s| s.service_accounts = Some((issuer, ca_pem)))
+    }
+
+    pub(crate) fn token_issuer(&self) -> Option<&TokenIssuer> {
+        self.inner
+            .service_accounts
+            .as_ref()
+            .map(|(i, _)| i.as_ref())
+    }
+
+    /// The CA `kube-root-ca.crt` publishes, when service accounts are served.
+    pub(crate) fn root_ca(&self) -> Option<&str> {
+        self.inner
+            .service_accounts
+            .as_ref()
+            .map(|(_, ca)| ca.as_str())
     }
 
     /// The `host:port` `/api` advertises.

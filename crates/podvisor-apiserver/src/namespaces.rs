@@ -82,7 +82,12 @@ pub(crate) fn create(req: &Req, body: &[u8]) -> ApiResult<Response> {
     let stored = if dry_run {
         obj
     } else {
-        db::create(req.state.store(), NAMESPACES, "", &name, obj)?
+        let stored = db::create(req.state.store(), NAMESPACES, "", &name, obj)?;
+        // The service account controller and the root CA publisher.
+        if let Some(ca) = req.state.root_ca() {
+            crate::serviceaccounts::ensure_namespace_objects(req.state.store(), &name, ca)?;
+        }
+        stored
     };
     Ok(respond(req, NAMESPACES, StatusCode::CREATED, &stored, &[]))
 }

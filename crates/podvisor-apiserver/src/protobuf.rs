@@ -94,6 +94,85 @@ fn bytes_entry(b: &[u8]) -> Result<(String, Vec<u8>), String> {
 }
 
 /// The JSON of a ConfigMap's or Secret's own fields (`generated.proto` numbers).
+/// A TokenRequest (what `kubectl create token` sends): its spec's `audiences` (1),
+/// `boundObjectRef` (3: kind, apiVersion, name, uid) and `expirationSeconds` (4).
+fn token_request(raw: &[u8]) -> Result<Value, String> {
+    let mut spec = Map::new();
+    for (n, f) in fields(raw)? {
+        let (2, Field::Bytes(x)) = (n, f) else {
+            continue;
+        };
+        let mut audiences = Vec::new();
+        for (n, f) in fields(x)? {
+            match (n, f) {
+                (1, Field::Bytes(a)) => audiences.push(json!(text(a)?)),
+                (3, Field::Bytes(r)) => {
+                    let mut bound = Map::new();
+                    for (n, f) in fields(r)? {
+                        let key = match n {
+                            1 => "kind",
+                            2 => "apiVersion",
+                            3 => "name",
+                            4 => "uid",
+                            _ => continue,
+                        };
+                        if let Field::Bytes(v) = f {
+                            bound.insert(key.to_owned(), json!(text(v)?));
+                        }
+                    }
+                    spec.insert("boundObjectRef".to_owned(), Value::Object(bound));
+                }
+                (4, Field::Varint(v)) => {
+                    // int64 on the wire: two's complement in 64 bits.
+                    spec.insert(
+                        "expirationSeconds".to_owned(),
+                        json!(i64::from_ne_bytes(v.to_ne_bytes())),
+                    );
+                }
+                _ => {}
+            }
+        }
+        spec.insert("audiences".to_owned(), json!(audiences));
+    }
+    Ok(json!({
+        "apiVersion": "authentication.k8s.io/v1",
+        "kind": "TokenRequest",
+        "spec": spec,
+    }))
+}
+
+/// A ServiceAccount's fields besides its metadata: `imagePullSecrets` (3) and
+/// `automountServiceAccountToken` (4); `secrets` (2) keeps the names it references.
+fn service_account_fields(raw: &[u8], out: &mut Map<String, Value>) -> Result<(), String> {
+    let name_of = |x: &[u8], field: u64| -> Result<Value, String> {
+        let mut name = String::new();
+        for (n, f) in fields(x)? {
+            if let (true, Field::Bytes(v)) = (n == field, f) {
+                name = text(v)?;
+            }
+        }
+        Ok(json!({"name": name}))
+    };
+    let (mut secrets, mut pull) = (Vec::new(), Vec::new());
+    for (n, f) in fields(raw)? {
+        match (n, f) {
+            (2, Field::Bytes(x)) => secrets.push(name_of(x, 3)?),
+            (3, Field::Bytes(x)) => pull.push(name_of(x, 1)?),
+            (4, Field::Varint(v)) => {
+                out.insert("automountServiceAccountToken".to_owned(), json!(v != 0));
+            }
+            _ => {}
+        }
+    }
+    if !secrets.is_empty() {
+        out.insert("secrets".to_owned(), json!(secrets));
+    }
+    if !pull.is_empty() {
+        out.insert("imagePullSecrets".to_owned(), json!(pull));
+    }
+    Ok(())
+}
+
 fn config_fields(kind: &str, raw: &[u8], out: &mut Map<String, Value>) -> Result<(), String> {
     use base64::Engine as _;
     let b64 = |v: &[u8]| json!(base64::engine::general_purpose::STANDARD.encode(v));
@@ -325,9 +404,17 @@ pub(crate) fn decode(body: &[u8]) -> Result<Value, String> {
     if let Some(review) = review(&api_version, &kind, raw)? {
         return Ok(review);
     }
-    if api_version != "v1" || !matches!(kind.as_str(), "Namespace" | "ConfigMap" | "Secret") {
+    if api_version == "authentication.k8s.io/v1" && kind == "TokenRequest" {
+        return token_request(raw);
+    }
+    if api_version != "v1"
+        || !matches!(
+            kind.as_str(),
+            "Namespace" | "ConfigMap" | "Secret" | "ServiceAccount"
+        )
+    {
         return Err(format!(
-            "protobuf is only accepted for v1 Namespace, Pod, ConfigMap and Secret, not {api_version} {kind}"
+            "protobuf is only accepted for v1 Namespace, Pod, ConfigMap, Secret and ServiceAccount, not {api_version} {kind}"
         ));
     }
     let mut metadata = json!({});
@@ -340,7 +427,9 @@ pub(crate) fn decode(body: &[u8]) -> Result<Value, String> {
     out.insert("apiVersion".to_owned(), json!(api_version));
     out.insert("kind".to_owned(), json!(kind));
     out.insert("metadata".to_owned(), metadata);
-    if kind != "Namespace" {
+    if kind == "ServiceAccount" {
+        service_account_fields(raw, &mut out)?;
+    } else if kind != "Namespace" {
         config_fields(&kind, raw, &mut out)?;
     }
     Ok(Value::Object(out))
@@ -390,7 +479,7 @@ mod tests {
         .concat();
         assert_eq!(
             decode(&service).unwrap_err(),
-            "protobuf is only accepted for v1 Namespace, Pod, ConfigMap and Secret, not v1 Service"
+            "protobuf is only accepted for v1 Namespace, Pod, ConfigMap, Secret and ServiceAccount, not v1 Service"
         );
         let pod = [
             MAGIC.to_vec(),

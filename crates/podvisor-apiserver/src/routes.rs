@@ -144,8 +144,10 @@ async fn collection(
         ("Pod", Method::DELETE) => pods::delete_collection(&req, &ns, &body),
         ("Event", Method::POST) => events::create(&req, &ns, &body),
         ("Event", Method::DELETE) => events::delete_collection(&req, &ns),
-        ("ConfigMap" | "Secret", Method::POST) => configs::create(&req, res, &ns, &body),
-        ("ConfigMap" | "Secret", Method::DELETE) => {
+        ("ConfigMap" | "Secret" | "ServiceAccount", Method::POST) => {
+            configs::create(&req, res, &ns, &body)
+        }
+        ("ConfigMap" | "Secret" | "ServiceAccount", Method::DELETE) => {
             configs::delete_collection(&req, res, &ns, &body)
         }
         (_, m) => Err(ApiError::method_not_supported(res.plural, m.as_str())),
@@ -178,9 +180,15 @@ async fn object(
         ("Event", Method::PUT) => events::update(&req, &ns, &name, &body),
         ("Event", Method::PATCH) => events::patch(&req, &ns, &name, &body),
         ("Event", Method::DELETE) => events::delete(&req, &ns, &name),
-        ("ConfigMap" | "Secret", Method::PUT) => configs::update(&req, res, &ns, &name, &body),
-        ("ConfigMap" | "Secret", Method::PATCH) => configs::patch(&req, res, &ns, &name, &body),
-        ("ConfigMap" | "Secret", Method::DELETE) => configs::delete(&req, res, &ns, &name, &body),
+        ("ConfigMap" | "Secret" | "ServiceAccount", Method::PUT) => {
+            configs::update(&req, res, &ns, &name, &body)
+        }
+        ("ConfigMap" | "Secret" | "ServiceAccount", Method::PATCH) => {
+            configs::patch(&req, res, &ns, &name, &body)
+        }
+        ("ConfigMap" | "Secret" | "ServiceAccount", Method::DELETE) => {
+            configs::delete(&req, res, &ns, &name, &body)
+        }
         (_, m) => Err(ApiError::method_not_supported(res.plural, m.as_str())),
     })
 }
@@ -221,6 +229,9 @@ async fn subresource(
         }
         ("pods", "resize", Method::PATCH) => {
             pods::patch_subresource(&req, &ns, &name, &body, pods::Subresource::Resize)
+        }
+        ("serviceaccounts", "token", Method::POST) => {
+            crate::serviceaccounts::create_token(&req, &ns, &name, &body)
         }
         ("pods", "log", Method::GET) => logs::get(&req, &ns, &name).await,
         ("pods", "history", Method::GET) => crate::history::get(&req, &ns, &name),

@@ -38,6 +38,9 @@ pub enum ServeError {
     /// Generating a certificate failed.
     #[error("generating certificates: {0}")]
     Cert(#[from] rcgen::Error),
+    /// The store refused what the server writes at start.
+    #[error("{0}")]
+    Store(String),
     /// A stored certificate or key could not be read.
     #[error("reading PEM: {0}")]
     Pem(String),
@@ -71,6 +74,7 @@ pub struct ApiServer {
     acceptor: TlsAcceptor,
     ca_pem: String,
     token: String,
+    issuer: std::sync::Arc<crate::TokenIssuer>,
     state: ApiState,
     state_dir: PathBuf,
 }
@@ -99,8 +103,13 @@ impl ApiServer {
         let advertise = tls::server_url(local_addr)
             .trim_start_matches("https://")
             .to_owned();
+        let issuer = std::sync::Arc::new(crate::TokenIssuer::load_or_create(&config.state_dir)?);
+        crate::serviceaccounts::ensure_all(&config.store, &pki.ca_pem).map_err(|e| {
+            ServeError::Store(format!("writing the service accounts: {}", e.message))
+        })?;
         let state = ApiState::new(config.store, config.log_root, config.node_name)
             .with_token(token.clone())
+            .with_service_accounts(std::sync::Arc::clone(&issuer), pki.ca_pem.clone())
             .with_advertise(advertise);
         Ok(ApiServer {
             listener,
@@ -108,6 +117,7 @@ impl ApiServer {
             acceptor,
             ca_pem: pki.ca_pem,
             token,
+            issuer,
             state,
             state_dir: config.state_dir,
         })
@@ -121,6 +131,11 @@ impl ApiServer {
     /// The URL clients use (`https://127.0.0.1:<port>`).
     pub fn url(&self) -> String {
         tls::server_url(self.local_addr)
+    }
+
+    /// What issues service account tokens (the node agent's token requests go here).
+    pub fn token_issuer(&self) -> std::sync::Arc<crate::TokenIssuer> {
+        std::sync::Arc::clone(&self.issuer)
     }
 
     /// The bearer token clients must send.

@@ -149,6 +149,16 @@ fn columns(res: Resource) -> Vec<Value> {
             column("Data", "", 0, CONFIGMAP_DATA_DOC),
             column("Age", "", 0, AGE_DOC),
         ],
+        "ServiceAccount" => vec![
+            column("Name", "name", 0, NAME_DOC),
+            column(
+                "Secrets",
+                "",
+                0,
+                "Secrets is a list of the secrets in the same namespace that pods running using this ServiceAccount are allowed to use. Pods are only limited to this list if this service account has a \"kubernetes.io/enforce-mountable-secrets\" annotation set to \"true\". The \"kubernetes.io/enforce-mountable-secrets\" annotation is deprecated since v1.32. Prefer separate namespaces to isolate access to mounted secrets. This field should not be used to find auto-generated service account token secrets for use outside of pods. Instead, tokens can be requested directly using the TokenRequest API, or service account token secrets can be manually created. More info: https://kubernetes.io/docs/concepts/configuration/secret",
+            ),
+            column("Age", "", 0, AGE_DOC),
+        ],
         "Secret" => vec![
             column("Name", "name", 0, NAME_DOC),
             column("Type", "", 0, SECRET_TYPE_DOC),
@@ -205,6 +215,21 @@ fn cells(res: Resource, obj: &Value, now: Timestamp) -> (Vec<Value>, Option<Valu
             )
         }
         "Event" => (event_cells(obj, now), None),
+        "ServiceAccount" => (
+            vec![
+                json!(str_of(obj, "/metadata/name")),
+                json!(
+                    obj.pointer("/secrets")
+                        .and_then(Value::as_array)
+                        .map_or(0, Vec::len)
+                ),
+                json!(translate_timestamp_since(
+                    time_of(obj, "/metadata/creationTimestamp").as_ref(),
+                    now
+                )),
+            ],
+            None,
+        ),
         "ConfigMap" | "Secret" => {
             let count = |p: &str| {
                 obj.pointer(p)

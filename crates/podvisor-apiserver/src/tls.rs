@@ -59,7 +59,7 @@ pub(crate) fn write_private(path: &Path, contents: &[u8], mode: u32) -> Result<(
 
 /// Reads a secret (a key, the token), making it 0600 first if an older podvisor left it
 /// readable by others.
-fn read_private(path: &Path) -> Result<Option<String>, ServeError> {
+pub(crate) fn read_private(path: &Path) -> Result<Option<String>, ServeError> {
     match std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)) {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => {

@@ -128,7 +128,9 @@ fn tokens_kubeconfig_and_discovery() {
             "pods/log",
             "pods/resize",
             "pods/status",
-            "secrets"
+            "secrets",
+            "serviceaccounts",
+            "serviceaccounts/token"
         ]
     );
     assert_eq!(v1["resources"][0]["shortNames"], json!(["cm"]));

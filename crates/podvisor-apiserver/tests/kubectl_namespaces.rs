@@ -139,10 +139,11 @@ fn a_deleted_namespace_terminates_empties_and_goes() {
     s.kubectl_ok(&["wait", "--for=delete", "namespace/team", "--timeout=20s"]);
     assert!(namespace(&s, "team").is_none());
 
-    // A namespace of the same name can be made again, empty.
+    // A namespace of the same name can be made again, empty but for what the root CA
+    // publisher puts in every namespace.
     s.kubectl_ok(&["create", "namespace", "team"]);
     let cms = s.kubectl_ok(&["-n", "team", "get", "configmaps", "-o", "name"]);
-    assert_eq!(cms.trim(), "");
+    assert_eq!(cms.trim(), "configmap/kube-root-ca.crt");
 }
 
 /// `kubectl delete namespace` waits for the namespace to go (its default `--wait`).

@@ -532,8 +532,8 @@ fn prepare_volumes(pod: &Pod, paths: &PodPaths) -> Result<(), SandboxError> {
             PodVolumeKind::HostPath { type_ } => {
                 check_host_path(&volume.path, type_).map_err(|m| failed_mount(&volume.name, m))?;
             }
-            PodVolumeKind::ConfigMap | PodVolumeKind::Secret => {
-                let secret = volume.kind == PodVolumeKind::Secret;
+            PodVolumeKind::ConfigMap | PodVolumeKind::Secret | PodVolumeKind::Projected => {
+                let secret = volume.kind != PodVolumeKind::ConfigMap;
                 make_projected_dir(&volume.path, secret)
                     .map_err(|m| failed_mount(&volume.name, m))?;
             }
@@ -798,10 +798,15 @@ impl Runtime for ProcessRuntime {
             created: false,
             pulling: false,
         };
-        let opts = config::BuildOptions {
+        let mut opts = config::BuildOptions {
             objects: request.objects.clone(),
             ..config::BuildOptions::default()
         };
+        if sandbox.network.is_some() {
+            // The API's address is the host's loopback, which a pod network cannot reach:
+            // oci containers get no `KUBERNETES_SERVICE_*` variables.
+            opts.objects.api_service = None;
+        }
         let (config, image) = match (&sandbox.network, &self.inner.oci) {
             (Some(network), Some(oci)) => {
                 let mut config = config::build_for_image(
@@ -1035,10 +1040,12 @@ impl Runtime for ProcessRuntime {
         pod: &Pod,
         objects: &config::objects::PodObjects,
     ) -> Result<(), crate::VolumeError> {
-        let volumes = config::projection::projected_volumes(pod, objects);
+        let node = config::NodeAllocatable::detect();
+        let volumes = config::projection::projected_volumes(pod, objects, &node);
         if volumes.is_empty() {
             return Ok(());
         }
+        let fs_group = config::projection::fs_group_of(pod);
         let root = sandbox.paths.pod_dir.join("volumes");
         tokio::task::spawn_blocking(move || {
             for v in volumes {
@@ -1049,7 +1056,7 @@ impl Runtime for ProcessRuntime {
                 let payload = v.payload.clone().map_err(fail)?;
                 let dir = root.join(&v.name);
                 make_projected_dir(&dir, v.secret).map_err(fail)?;
-                atomic_writer::write(&dir, &payload).map_err(fail)?;
+                atomic_writer::write(&dir, &payload, fs_group).map_err(fail)?;
             }
             Ok(())
         })

@@ -528,16 +528,16 @@ fn mount_errors() {
     );
     assert_eq!(
         err(
-            json!([{"name": "dapi", "downwardAPI": {"items": []}}]),
-            json!([{"name": "dapi", "mountPath": "/etc/dapi"}])
+            json!([{"name": "share", "nfs": {"server": "s", "path": "/"}}]),
+            json!([{"name": "share", "mountPath": "/share"}])
         ),
-        "volume \"dapi\" (downwardAPI) cannot be mounted into container \"app\": the process \
-         runtime does not support downwardAPI volumes yet (only emptyDir, hostPath, configMap \
-         and secret)"
+        "volume \"share\" (nfs) cannot be mounted into container \"app\": the process \
+         runtime does not support nfs volumes yet (only emptyDir, hostPath, configMap, secret, \
+         downwardAPI and projected)"
     );
     for (kind, source) in [
-        ("projected", json!({"sources": []})),
         ("persistentVolumeClaim", json!({"claimName": "c"})),
+        ("csi", json!({"driver": "d"})),
     ] {
         let e = err(
             json!([{"name": "v", kind: source}]),
@@ -740,4 +740,33 @@ fn memory_quantities() {
         limit("lots"),
         Err("invalid quantity \"lots\" in resources.limits.memory".to_owned())
     );
+}
+
+/// The kubelet's variables for the master `kubernetes` Service (`FromServices`), given to
+/// every container whatever `enableServiceLinks` says; a name the container defines keeps its
+/// own value.
+#[test]
+fn kubernetes_service_variables_yield_to_the_container() {
+    let mut opts = BuildOptions::default();
+    opts.objects.api_service = Some(("127.0.0.1".to_owned(), 6443));
+    let p = pod(
+        json!({"enableServiceLinks": false, "containers": [{"name": "app", "command": ["sh"],
+        "env": [{"name": "KUBERNETES_SERVICE_PORT", "value": "mine"}]}]}),
+    );
+    let env = env_of(&build_with(&p, &opts).unwrap());
+    for (name, value) in [
+        ("KUBERNETES_SERVICE_HOST", "127.0.0.1"),
+        ("KUBERNETES_SERVICE_PORT", "mine"),
+        ("KUBERNETES_SERVICE_PORT_HTTPS", "6443"),
+        ("KUBERNETES_PORT", "tcp://127.0.0.1:6443"),
+        ("KUBERNETES_PORT_6443_TCP", "tcp://127.0.0.1:6443"),
+        ("KUBERNETES_PORT_6443_TCP_PROTO", "tcp"),
+        ("KUBERNETES_PORT_6443_TCP_PORT", "6443"),
+        ("KUBERNETES_PORT_6443_TCP_ADDR", "127.0.0.1"),
+    ] {
+        assert_eq!(env.get(name).map(String::as_str), Some(value), "{name}");
+    }
+    // Without an API to point at, nothing is added.
+    let env = env_of(&build(&p).unwrap());
+    assert!(!env.contains_key("KUBERNETES_SERVICE_HOST"));
 }

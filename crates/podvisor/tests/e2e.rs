@@ -23,3 +23,5 @@ mod python_client;
 mod scheduling;
 mod serve;
 mod serve_configs;
+mod serve_projected;
+mod serve_service_accounts;

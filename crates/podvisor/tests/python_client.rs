@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 /// The smoke script may take this long in all.
 const SCRIPT_TIMEOUT: Duration = Duration::from_secs(90);
 
-fn python() -> PathBuf {
+pub(crate) fn python() -> PathBuf {
     if let Some(p) = std::env::var_os("PODVISOR_PYTHON").filter(|p| !p.is_empty()) {
         return PathBuf::from(p);
     }
@@ -32,7 +32,7 @@ fn python() -> PathBuf {
     }
 }
 
-fn has_kubernetes_client(python: &PathBuf) -> bool {
+pub(crate) fn has_kubernetes_client(python: &PathBuf) -> bool {
     Command::new(python)
         .args(["-c", "import kubernetes"])
         .stdin(Stdio::null())

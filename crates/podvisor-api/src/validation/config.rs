@@ -241,3 +241,33 @@ pub fn validate_secret_update(new: &Secret, old: &Secret) -> Result<(), Validati
     errs.extend(secret_errors(new));
     result("Secret", &new.metadata, errs)
 }
+
+/// `ValidateServiceAccount`: its metadata (the name a DNS subdomain).
+///
+/// # Errors
+///
+/// Every problem found.
+pub fn validate_service_account(
+    sa: &k8s_openapi::api::core::v1::ServiceAccount,
+) -> Result<(), ValidationErrors> {
+    result(
+        "ServiceAccount",
+        &sa.metadata,
+        validate_object_meta(&sa.metadata, &Path::new("metadata")),
+    )
+}
+
+/// `ValidateServiceAccountUpdate`: the identity fields unchanged, and as on create.
+///
+/// # Errors
+///
+/// Every problem found.
+pub fn validate_service_account_update(
+    new: &k8s_openapi::api::core::v1::ServiceAccount,
+    old: &k8s_openapi::api::core::v1::ServiceAccount,
+) -> Result<(), ValidationErrors> {
+    let mut errs =
+        validate_object_meta_update(&new.metadata, &old.metadata, &Path::new("metadata"));
+    errs.extend(validate_object_meta(&new.metadata, &Path::new("metadata")));
+    result("ServiceAccount", &new.metadata, errs)
+}

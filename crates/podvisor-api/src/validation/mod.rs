@@ -35,6 +35,7 @@ mod update;
 
 pub use config::{
     validate_config_map, validate_config_map_update, validate_secret, validate_secret_update,
+    validate_service_account, validate_service_account_update,
 };
 pub use field::{BadValue, ErrorKind, FieldError, Path, ValidationErrors, go_quote};
 pub use names::{

@@ -173,7 +173,7 @@ fn runtime_class_admission(pod: &Pod) -> ApiResult<()> {
 /// Admission of a new pod: name generation, system metadata, defaults, the initial status
 /// (with `PodScheduled=False` `SchedulingGated` when gated), validation. Binding is the
 /// scheduler's, after the create.
-fn admit_new(ns: &str, mut pod: Pod) -> ApiResult<Pod> {
+fn admit_new(store: Option<&podvisor_store::Store>, ns: &str, mut pod: Pod) -> ApiResult<Pod> {
     let now = now();
     let meta = &mut pod.metadata;
     meta.namespace = Some(ns.to_owned());
@@ -201,6 +201,10 @@ fn admit_new(ns: &str, mut pod: Pod) -> ApiResult<Pod> {
     apply_defaults(&mut pod);
     drop_disabled_fields(&mut pod, None);
     runtime_class_admission(&pod)?;
+    // The ServiceAccount admission plugin, when service accounts are served.
+    if let Some(store) = store {
+        crate::serviceaccounts::admit(store, ns, &mut pod)?;
+    }
     let spec = pod.spec.get_or_insert_with(PodSpec::default);
     // No binding here: the scheduler binds after the create (`scheduler::schedule`).
     let status = PodStatus {
@@ -235,7 +239,7 @@ fn create_value(
         ns,
     )?;
     let known = managed::known_only(&value, &value_of(&pod), pod_lists);
-    let pod = admit_new(ns, pod)?;
+    let pod = admit_new(req.state.root_ca().map(|_| store), ns, pod)?;
     let name = pod.metadata.name.clone().unwrap_or_default();
     let mut obj = value_of(&pod);
     let manager = managed::manager_name(&req.params, &req.headers);

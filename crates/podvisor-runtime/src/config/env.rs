@@ -111,7 +111,34 @@ pub(super) fn make_environment(
         };
         env.set(&var.name, runtime_value);
     }
+    // The master service's variables, whatever `enableServiceLinks` says; the container's own
+    // definitions win.
+    if let Some((host, port)) = &objects.api_service {
+        for (name, value) in kubernetes_service_env(host, *port) {
+            if env.get(&name).is_none() {
+                env.set(&name, value);
+            }
+        }
+    }
     Ok(env.vars)
+}
+
+/// `FromServices` for the `kubernetes` Service (one port named `https`, TCP).
+fn kubernetes_service_env(host: &str, port: u16) -> Vec<(String, String)> {
+    let url = format!("tcp://{host}:{port}");
+    vec![
+        ("KUBERNETES_SERVICE_HOST".to_owned(), host.to_owned()),
+        ("KUBERNETES_SERVICE_PORT".to_owned(), port.to_string()),
+        ("KUBERNETES_SERVICE_PORT_HTTPS".to_owned(), port.to_string()),
+        ("KUBERNETES_PORT".to_owned(), url.clone()),
+        (format!("KUBERNETES_PORT_{port}_TCP"), url),
+        (
+            format!("KUBERNETES_PORT_{port}_TCP_PROTO"),
+            "tcp".to_owned(),
+        ),
+        (format!("KUBERNETES_PORT_{port}_TCP_PORT"), port.to_string()),
+        (format!("KUBERNETES_PORT_{port}_TCP_ADDR"), host.to_owned()),
+    ]
 }
 
 /// An ordered environment: first position wins, last value wins.
@@ -179,7 +206,11 @@ pub(super) fn with_runtime_defaults(
 }
 
 /// The downward API for environment variables (`podFieldSelectorRuntimeValue`).
-fn field_ref_value(pod: &Pod, api_version: Option<&str>, path: &str) -> Result<String, String> {
+pub(super) fn field_ref_value(
+    pod: &Pod,
+    api_version: Option<&str>,
+    path: &str,
+) -> Result<String, String> {
     let version = api_version.unwrap_or("v1");
     if version != "v1" {
         return Err(format!("unsupported pod version: {version}"));
@@ -285,7 +316,7 @@ fn host_ips(pod: &Pod) -> Vec<String> {
 
 /// `resourceFieldRef` (`containerResourceRuntimeValue` after `defaultPodLimitsForDownwardAPI`):
 /// the value divided by the divisor, rounded up, computed in `float64` like the kubelet.
-fn resource_field_value(
+pub(super) fn resource_field_value(
     pod: &Pod,
     container: &Container,
     sel: &ResourceFieldSelector,

@@ -62,6 +62,51 @@ pub struct PodObjects {
     pub config_maps: BTreeMap<String, ConfigMapData>,
     /// Secrets by name.
     pub secrets: BTreeMap<String, SecretData>,
+    /// The pod's service account tokens for its `serviceAccountToken` projections, by
+    /// [`TokenKey`]: the token, or why it could not be had (the mount's error).
+    pub tokens: BTreeMap<TokenKey, Result<String, String>>,
+    /// Where the `kubernetes` Service of the `default` namespace answers for this pod
+    /// (host, port): the kubelet gives every container its `KUBERNETES_SERVICE_*` and
+    /// `KUBERNETES_PORT*` variables.
+    pub api_service: Option<(String, u16)>,
+}
+
+/// What a `serviceAccountToken` projection asks for (the pod and its service account are
+/// the pod's own).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct TokenKey {
+    /// `audience`; empty: the API server's own.
+    pub audience: String,
+    /// `expirationSeconds` (the API server defaults it to 3600).
+    pub expiration_seconds: i64,
+}
+
+/// The API server's `expirationSeconds` default for a `serviceAccountToken` projection.
+pub const DEFAULT_TOKEN_EXPIRATION_SECONDS: i64 = 3600;
+
+impl TokenKey {
+    /// The key of a projection.
+    #[must_use]
+    pub fn of(source: &k8s_openapi::api::core::v1::ServiceAccountTokenProjection) -> TokenKey {
+        TokenKey {
+            audience: source.audience.clone().unwrap_or_default(),
+            expiration_seconds: source
+                .expiration_seconds
+                .unwrap_or(DEFAULT_TOKEN_EXPIRATION_SECONDS),
+        }
+    }
+
+    /// The keys of the pod's `serviceAccountToken` projections.
+    #[must_use]
+    pub fn of_pod(pod: &k8s_openapi::api::core::v1::Pod) -> std::collections::BTreeSet<TokenKey> {
+        pod.spec
+            .iter()
+            .flat_map(|s| s.volumes.iter().flatten())
+            .flat_map(|v| v.projected.iter().flat_map(|p| p.sources.iter().flatten()))
+            .filter_map(|s| s.service_account_token.as_ref())
+            .map(TokenKey::of)
+            .collect()
+    }
 }
 
 /// Names and keys only: secret values never reach a log line through `{:?}`.
@@ -78,6 +123,7 @@ impl fmt::Debug for PodObjects {
                     .map(|(n, s)| (n, keys(&s.data)))
                     .collect::<Vec<_>>(),
             )
+            .field("tokens", &self.tokens.keys().collect::<Vec<_>>())
             .finish()
     }
 }

@@ -1,5 +1,5 @@
 //! Volumes and mounts (`makeMounts`): `emptyDir` (on disk or in memory), `hostPath`,
-//! `configMap` and `secret` (read-only),
+//! `configMap`, `secret`, `downwardAPI` and `projected` (read-only),
 //! `subPath` and `subPathExpr`.
 
 use std::collections::HashMap;
@@ -39,12 +39,14 @@ pub(super) fn make_mounts(
             PodVolumeKind::MemoryEmptyDir { size } => (pv.path, MountKind::Tmpfs { size }),
             PodVolumeKind::HostPath { .. } => (pv.path, MountKind::Bind),
             // Always read-only, as the kubelet mounts them.
-            PodVolumeKind::ConfigMap | PodVolumeKind::Secret => (pv.path, MountKind::Bind),
+            PodVolumeKind::ConfigMap | PodVolumeKind::Secret | PodVolumeKind::Projected => {
+                (pv.path, MountKind::Bind)
+            }
             PodVolumeKind::Unsupported { source } => {
                 return Err(format!(
                     "volume {:?} ({source}) cannot be mounted into container {:?}: the process \
                      runtime does not support {source} volumes yet (only emptyDir, hostPath, \
-                     configMap and secret)",
+                     configMap, secret, downwardAPI and projected)",
                     vm.name, container.name
                 ));
             }
@@ -70,7 +72,10 @@ pub(super) fn make_mounts(
             sub_path: PathBuf::from(sub_path),
             target: PathBuf::from(&vm.mount_path),
             read_only: vm.read_only.unwrap_or(false)
-                || matches!(pv.kind, PodVolumeKind::ConfigMap | PodVolumeKind::Secret),
+                || matches!(
+                    pv.kind,
+                    PodVolumeKind::ConfigMap | PodVolumeKind::Secret | PodVolumeKind::Projected
+                ),
             kind,
         });
     }
@@ -133,6 +138,9 @@ pub enum PodVolumeKind {
     /// A `secret` volume: like [`PodVolumeKind::ConfigMap`], on a tmpfs mounted at
     /// [`PodVolume::path`] (secrets never touch the disk).
     Secret,
+    /// A `downwardAPI` or `projected` volume: like [`PodVolumeKind::Secret`] (the kubelet
+    /// wraps both in a memory-backed `emptyDir`).
+    Projected,
     /// A source the process runtime cannot provide yet; `source` is its API field name
     /// (`configMap`, `secret`, `projected`, ...).
     Unsupported {
@@ -184,6 +192,8 @@ fn pod_volume(pod: &Pod, volume: &Volume, paths: &PodPaths, opts: &BuildOptions)
         (empty_dir_path(), PodVolumeKind::ConfigMap)
     } else if volume.secret.is_some() {
         (empty_dir_path(), PodVolumeKind::Secret)
+    } else if volume.downward_api.is_some() || volume.projected.is_some() {
+        (empty_dir_path(), PodVolumeKind::Projected)
     } else if let Some(source) = volume_source_name(volume) {
         (
             empty_dir_path(),

@@ -4,6 +4,11 @@
 //! reader sees the old set or the new one, never a mix. The previous directory and the names
 //! the new payload no longer has are removed afterwards. A payload equal to what is there
 //! writes nothing.
+//!
+//! With the pod's `fsGroup`, the new files are handed to that group before the switch, as the
+//! kubelet's `setPerms` hook (`SetVolumeOwnership` of a read-only volume) does: every entry
+//! of the volume gets the group, files gain `g+r` (and `u+r`), directories `g+rx` and setgid;
+//! links keep their mode.
 
 use std::collections::BTreeSet;
 use std::io;
@@ -33,8 +38,60 @@ fn validate(path: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// `roMask`: what `SetVolumeOwnership` adds to a read-only volume's files.
+const RO_MASK: u32 = 0o440;
+/// `execMask`, added to directories besides `roMask` and setgid.
+const EXEC_MASK: u32 = 0o110;
+
+/// The mode a file of the payload has on disk.
+fn effective_mode(mode: u32, fs_group: Option<u32>) -> u32 {
+    if fs_group.is_some() {
+        mode | RO_MASK
+    } else {
+        mode
+    }
+}
+
+/// `SetVolumeOwnership` (`fsGroupChangePolicy: Always`) over `dir`, read-only volume.
+fn set_volume_ownership(dir: &Path, gid: u32) -> Result<(), String> {
+    use std::os::unix::fs::MetadataExt;
+    let gid = rustix::fs::Gid::from_raw(gid);
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(p) = stack.pop() {
+        let meta =
+            std::fs::symlink_metadata(&p).map_err(|e| format!("stat {}: {e}", p.display()))?;
+        rustix::fs::chownat(
+            rustix::fs::CWD,
+            &p,
+            None,
+            Some(gid),
+            rustix::fs::AtFlags::SYMLINK_NOFOLLOW,
+        )
+        .map_err(|e| format!("lchown {}: {e}", p.display()))?;
+        if meta.file_type().is_symlink() {
+            continue;
+        }
+        let mut mask = RO_MASK;
+        if meta.is_dir() {
+            mask |= EXEC_MASK | 0o2000;
+            for e in std::fs::read_dir(&p)
+                .map_err(|e| format!("reading {}: {e}", p.display()))?
+                .flatten()
+            {
+                stack.push(e.path());
+            }
+        }
+        std::fs::set_permissions(
+            &p,
+            std::fs::Permissions::from_mode((meta.mode() & 0o7777) | mask),
+        )
+        .map_err(|e| format!("chmod {}: {e}", p.display()))?;
+    }
+    Ok(())
+}
+
 /// Whether the current `..data` already holds exactly `payload`.
-fn unchanged(current: &Path, payload: &Payload) -> bool {
+fn unchanged(current: &Path, payload: &Payload, fs_group: Option<u32>) -> bool {
     use std::os::unix::fs::MetadataExt;
     let mut on_disk = BTreeSet::new();
     let mut stack = vec![PathBuf::new()];
@@ -57,8 +114,11 @@ fn unchanged(current: &Path, payload: &Payload) -> bool {
     }
     payload.iter().all(|(path, file)| {
         let p = current.join(path);
-        std::fs::symlink_metadata(&p).is_ok_and(|m| m.mode() & 0o7777 == file.mode)
-            && std::fs::read(&p).is_ok_and(|d| d == file.data)
+        std::fs::symlink_metadata(&p).is_ok_and(|m| {
+            m.mode() & 0o7777 == effective_mode(file.mode, fs_group)
+                && fs_group.is_none_or(|g| m.gid() == g)
+                && file.fs_user.is_none_or(|u| m.uid() == u)
+        }) && std::fs::read(&p).is_ok_and(|d| d == file.data)
     })
 }
 
@@ -83,12 +143,13 @@ fn new_data_dir(target: &Path) -> io::Result<PathBuf> {
     Err(io::Error::from(io::ErrorKind::AlreadyExists))
 }
 
-/// Writes `payload` into `target` atomically (see the module docs).
+/// Writes `payload` into `target` atomically, owned by `fs_group` when given (see the module
+/// docs).
 ///
 /// # Errors
 ///
 /// An invalid path in the payload, or the file system's error, as text.
-pub(crate) fn write(target: &Path, payload: &Payload) -> Result<(), String> {
+pub(crate) fn write(target: &Path, payload: &Payload, fs_group: Option<u32>) -> Result<(), String> {
     for path in payload.keys() {
         validate(path)?;
     }
@@ -96,7 +157,7 @@ pub(crate) fn write(target: &Path, payload: &Payload) -> Result<(), String> {
     let data_link = target.join(DATA_DIR);
     let old = std::fs::read_link(&data_link).ok();
     if let Some(old) = &old
-        && unchanged(&target.join(old), payload)
+        && unchanged(&target.join(old), payload, fs_group)
     {
         return Ok(());
     }
@@ -109,6 +170,13 @@ pub(crate) fn write(target: &Path, payload: &Payload) -> Result<(), String> {
         std::fs::write(&p, &file.data).map_err(|e| io("writing", &p, e))?;
         std::fs::set_permissions(&p, std::fs::Permissions::from_mode(file.mode))
             .map_err(|e| io("chmod", &p, e))?;
+        if let Some(uid) = file.fs_user {
+            rustix::fs::chown(&p, Some(rustix::fs::Uid::from_raw(uid)), None)
+                .map_err(|e| io("chown", &p, e.into()))?;
+        }
+    }
+    if let Some(gid) = fs_group {
+        set_volume_ownership(target, gid)?;
     }
     let tmp = target.join(DATA_DIR_TMP);
     let _ = std::fs::remove_file(&tmp);
@@ -150,6 +218,7 @@ mod tests {
         FileProjection {
             data: s.as_bytes().to_vec(),
             mode,
+            fs_user: None,
         }
     }
 
@@ -161,19 +230,50 @@ mod tests {
         let mut p = Payload::new();
         p.insert("a".into(), file("1", 0o644));
         p.insert("sub/b".into(), file("2", 0o400));
-        write(t, &p).unwrap();
+        write(t, &p, None).unwrap();
         assert_eq!(std::fs::read_to_string(t.join("a")).unwrap(), "1");
         assert_eq!(std::fs::read_to_string(t.join("sub/b")).unwrap(), "2");
         let first = std::fs::read_link(t.join("..data")).unwrap();
-        write(t, &p).unwrap();
+        write(t, &p, None).unwrap();
         assert_eq!(std::fs::read_link(t.join("..data")).unwrap(), first);
         let mut q = Payload::new();
         q.insert("a".into(), file("3", 0o644));
-        write(t, &q).unwrap();
+        write(t, &q, None).unwrap();
         assert_eq!(std::fs::read_to_string(t.join("a")).unwrap(), "3");
         assert!(std::fs::symlink_metadata(t.join("sub")).is_err());
         assert!(!t.join(first).exists());
-        assert!(write(t, &[("../x".to_owned(), file("", 0o644))].into()).is_err());
+        assert!(write(t, &[("../x".to_owned(), file("", 0o644))].into(), None).is_err());
+        std::fs::remove_dir_all(t).unwrap();
+    }
+
+    /// `SetVolumeOwnership` of a read-only volume: group and `g+r` on files (0400 → 0440,
+    /// 0644 stays), `g+rx` and setgid on directories; a rewrite with the same payload and
+    /// group writes nothing.
+    #[test]
+    fn fs_group_owns_the_files_as_the_kubelet_sets_them() {
+        use std::os::unix::fs::MetadataExt;
+        let t = &std::env::temp_dir().join(format!("pv-atomic-fsg-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(t);
+        std::fs::create_dir_all(t).unwrap();
+        // A group the test may give away files to: its own (root may give any).
+        let gid = if rustix::process::geteuid().is_root() {
+            4321
+        } else {
+            rustix::process::getegid().as_raw()
+        };
+        let mut p = Payload::new();
+        p.insert("a".into(), file("1", 0o400));
+        p.insert("sub/b".into(), file("2", 0o644));
+        write(t, &p, Some(gid)).unwrap();
+        let meta = |rel: &str| std::fs::metadata(t.join(rel)).unwrap();
+        assert_eq!(meta("a").mode() & 0o7777, 0o440);
+        assert_eq!(meta("a").gid(), gid);
+        assert_eq!(meta("sub/b").mode() & 0o7777, 0o644);
+        assert_eq!(meta("sub").mode() & 0o7777, 0o2755);
+        assert_eq!(meta("sub").gid(), gid);
+        let first = std::fs::read_link(t.join("..data")).unwrap();
+        write(t, &p, Some(gid)).unwrap();
+        assert_eq!(std::fs::read_link(t.join("..data")).unwrap(), first);
         std::fs::remove_dir_all(t).unwrap();
     }
 }

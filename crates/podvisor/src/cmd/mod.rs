@@ -12,6 +12,7 @@ pub mod run;
 pub mod run_logs;
 pub mod runtime_args;
 pub mod serve;
+mod serve_objects;
 pub mod simulate;
 pub mod state_lock;
 pub mod validate;

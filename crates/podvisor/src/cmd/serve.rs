@@ -200,9 +200,12 @@ async fn serve(
     );
     let agent = Arc::new(
         Agent::new(Arc::clone(&runtime), config)
-            .with_objects(Arc::new(podvisor_agent::node::StoreObjects::new(
-                store.clone(),
-            )))
+            .with_objects(Arc::new(super::serve_objects::ServeObjects {
+                objects: podvisor_agent::node::StoreObjects::new(store.clone()),
+                store: store.clone(),
+                issuer: server.token_issuer(),
+                api: server.local_addr(),
+            }))
             .with_volume_sync_period(sync_frequency)
             .with_history(Arc::clone(&history)),
     );

@@ -56,13 +56,17 @@ pub(super) fn describe_source(w: &mut Writer<'_>, volume: &Volume) {
             "Type:\tProjected (a volume that contains injected data from multiple sources)\n",
         );
         for source in projected.sources.iter().flatten() {
+            // kubectl prints the `*bool` itself: `<nil>` when unset (a set one prints as a
+            // pointer address there; its value here).
+            let optional =
+                |o: Option<bool>| o.map_or_else(|| "<nil>".to_owned(), |b| b.to_string());
             if let Some(secret) = &source.secret {
                 w.w(
                     2,
                     &format!(
-                        "SecretName:\t{}\n    Optional:\t{}\n",
+                        "SecretName:\t{}\n    SecretOptionalName:\t{}\n",
                         secret.name,
-                        secret.optional == Some(true)
+                        optional(secret.optional)
                     ),
                 );
             } else if source.downward_api.is_some() {
@@ -71,9 +75,9 @@ pub(super) fn describe_source(w: &mut Writer<'_>, volume: &Volume) {
                 w.w(
                     2,
                     &format!(
-                        "ConfigMapName:\t{}\n    Optional:\t{}\n",
+                        "ConfigMapName:\t{}\n    ConfigMapOptional:\t{}\n",
                         cm.name,
-                        cm.optional == Some(true)
+                        optional(cm.optional)
                     ),
                 );
             } else if let Some(token) = &source.service_account_token {
