@@ -129,6 +129,10 @@ enum Command {
         /// Manifest files (YAML or JSON; `-` for stdin).
         #[arg(required = true)]
         files: Vec<PathBuf>,
+        /// Feature gates, as kube's `--feature-gates`: `A=true,B=false`. Known:
+        /// RestartAllContainersOnContainerExits (alpha, default false).
+        #[arg(long, value_parser = cmd::parse_feature_gates, default_value = "")]
+        feature_gates: podvisor_api::FeatureGates,
     },
     /// Show what the kubelet would do with a pod, on a virtual clock, without running anything.
     Simulate {
@@ -149,6 +153,10 @@ enum Command {
         /// `crashLoopBackOff.maxContainerRestartPeriod` (1s..300s).
         #[arg(long)]
         max_restart_period: Option<String>,
+        /// Feature gates, as kube's `--feature-gates`: `A=true,B=false`. Known:
+        /// RestartAllContainersOnContainerExits (alpha, default false).
+        #[arg(long, value_parser = cmd::parse_feature_gates, default_value = "")]
+        feature_gates: podvisor_api::FeatureGates,
     },
 }
 
@@ -183,7 +191,10 @@ fn main() -> ExitCode {
         Command::Apply(args) => cmd::apply::run(&args),
         Command::Delete(args) => cmd::delete::run(&args),
         Command::Image(args) => cmd::image::run(&args),
-        Command::Validate { files } => cmd::validate::run(&files),
+        Command::Validate {
+            files,
+            feature_gates,
+        } => cmd::validate::run(&files, feature_gates),
         Command::Version => {
             println!(
                 "podvisor {} (the kubelet's pod lifecycle of Kubernetes; serves {} to clients)",
@@ -210,6 +221,7 @@ fn main() -> ExitCode {
             output,
             backoff,
             max_restart_period,
+            feature_gates,
         } => cmd::simulate::run(&cmd::simulate::Args {
             pod,
             script,
@@ -217,6 +229,7 @@ fn main() -> ExitCode {
             output,
             backoff,
             max_restart_period,
+            feature_gates,
         }),
     };
     match result {

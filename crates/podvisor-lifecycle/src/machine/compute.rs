@@ -40,6 +40,10 @@ impl PodMachine {
         if self.containers[ci].kind == ContainerKind::Ephemeral {
             return false;
         }
+        // KEP-5532: removed by an in-place restart of the pod, as if it never ran.
+        if newest.id.0 < self.reset_floor {
+            return true;
+        }
         match &newest.state {
             InstState::Exited(e) => {
                 newest.restart_on_exit
@@ -103,6 +107,10 @@ impl PodMachine {
         }
         if self.kill_pod {
             self.kill_all(None, now);
+            return;
+        }
+        // KEP-5532: a `RestartAllContainers` rule matched; nothing else until all are dead.
+        if self.sync_restart_all(now) {
             return;
         }
         // This is the requeued sync a failed or backed-off start waited for, whether or not it
@@ -422,9 +430,11 @@ impl PodMachine {
             // A2: the sync that purges init-container records still sees them when it starts
             // the first init container; later syncs do not.
             let c = &self.containers[ci];
-            let purged = c.kind.is_init()
+            // KEP-5532: nor do they see the records an in-place restart removed.
+            let purged = (c.kind.is_init()
                 && c.index != 0
-                && c.newest().is_some_and(|i| i.id.0 < self.sandbox_floor);
+                && c.newest().is_some_and(|i| i.id.0 < self.sandbox_floor))
+                || c.newest().is_some_and(|i| i.id.0 < self.reset_floor);
             let finished = if purged {
                 None
             } else {

@@ -10,6 +10,7 @@ mod compute;
 mod probing;
 mod recover;
 mod resize;
+mod restart_all;
 mod status;
 mod stop;
 
@@ -213,6 +214,12 @@ pub struct PodMachine {
         Vec<k8s_openapi::api::core::v1::ContainerStatus>,
         Vec<k8s_openapi::api::core::v1::ContainerStatus>,
     )>,
+    /// KEP-5532: the containers are being killed for a `RestartAllContainers` rule
+    /// (`AllContainersRestarting` True); entered at the matching exit, left when all are dead.
+    restarting_all: bool,
+    /// KEP-5532: instances with a lower id were removed from the runtime by an in-place
+    /// restart of the whole pod: no container has a record below it (all start again).
+    reset_floor: u64,
 }
 
 impl PodMachine {
@@ -291,6 +298,8 @@ impl PodMachine {
             sidecar_settle_until: None,
             terminating_view: None,
             sandbox_floor: 0,
+            restarting_all: false,
+            reset_floor: 0,
         }
     }
 

@@ -280,6 +280,15 @@ impl PodMachine {
         if let Some(p) = prev_phase.filter(|p| p.is_terminal() && *p != phase) {
             phase = p;
         }
+        // KEP-5532: Pending from a `RestartAllContainers` exit until the containers run again.
+        if phase != Phase::Pending
+            && prev_phase.is_none_or(|p| !p.is_terminal())
+            && !terminal
+            && self.worker == Worker::Syncing
+            && self.restart_all_pending()
+        {
+            phase = Phase::Pending;
+        }
         let (mut reason, mut message) = (None, None);
         // P13
         if let Some((r, m)) = &self.evicted {
@@ -317,6 +326,16 @@ impl PodMachine {
             .position(|c| c.type_ == POD_READY_TO_START_CONTAINERS)
             .unwrap_or(conditions.len());
         conditions.splice(at..at, self.resize_conditions());
+        let terminal_reason = match phase {
+            Phase::Succeeded => Some("PodCompleted"),
+            Phase::Failed => Some("PodFailed"),
+            _ => None,
+        };
+        conditions.extend(self.all_containers_restarting_condition(
+            terminal_reason,
+            &previous_conditions,
+            now,
+        ));
         let host_ip = self.config.host_ip.clone();
         let pod_ip = self.config.pod_ip.clone();
         PodStatus {

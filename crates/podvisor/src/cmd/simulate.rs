@@ -15,6 +15,7 @@ pub struct Args {
     pub output: OutputFormat,
     pub backoff: BackoffCurve,
     pub max_restart_period: Option<String>,
+    pub feature_gates: podvisor_api::FeatureGates,
 }
 
 /// Runs the simulation and prints the timeline. Exit code 2 on bad input.
@@ -46,11 +47,12 @@ pub fn run(args: &Args) -> anyhow::Result<i32> {
         }
         opts.config.backoff = opts.config.backoff.with_max_period(max);
     }
+    opts.config.gates = args.feature_gates;
     let mut invalid = false;
     for mut pod in pods {
         defaults::apply_defaults(&mut pod);
         podvisor_api::drop_disabled_fields(&mut pod, None);
-        if let Err(errors) = validation::validate_pod(&pod) {
+        if let Err(errors) = validation::validate_pod_with_gates(&pod, args.feature_gates) {
             eprintln!("{errors}");
             invalid = true;
             continue;
