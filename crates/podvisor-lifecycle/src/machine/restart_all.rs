@@ -58,8 +58,8 @@ impl PodMachine {
         })
     }
 
-    /// Whether the pod is between a matching exit and the regular containers' new start: its
-    /// phase is Pending (KEP-5532 "Pod Phase").
+    /// Whether the pod is between a matching exit and the new start of every container (each
+    /// still shows a removed record): its phase is Pending (KEP-5532 "Pod Phase").
     pub(super) fn restart_all_pending(&self) -> bool {
         if !self.gate_on() || self.kill_pod {
             return false;
@@ -67,7 +67,7 @@ impl PodMachine {
         self.restarting_all
             || self.restart_all_trigger().is_some()
             || self.containers.iter().any(|c| {
-                c.kind == ContainerKind::Regular
+                c.kind != ContainerKind::Ephemeral
                     && c.newest_visible().is_some_and(|i| i.id.0 < self.reset_floor)
             })
     }
