@@ -118,6 +118,10 @@ fn kep5532_regular_exit_kills_everything_then_reruns_init_containers_in_the_same
     assert_eq!(h.phase(), Phase::Running);
     assert_eq!(h.status_of("app").restart_count, 1);
     assert_eq!(h.last_terminated("app").unwrap().exit_code, 88);
+    // KEP "ContainerStatuses in API": the history is kept, init containers' too (unlike a
+    // lost sandbox's purge, A2).
+    assert_eq!(h.last_terminated("watcher").unwrap().exit_code, 143);
+    assert_eq!(h.last_terminated("setup").unwrap().exit_code, 0);
     // Initialized never went back to False (KEP "Existing Pod Conditions"); the sandbox is
     // the first one.
     assert_eq!(h.condition_status("Initialized"), "True");

@@ -18,6 +18,7 @@ mod exec;
 mod oci;
 mod oci_pull_secrets;
 mod python_client;
+mod restart_all;
 mod scheduling;
 mod serve;
 mod serve_configs;

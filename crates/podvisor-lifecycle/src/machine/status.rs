@@ -99,7 +99,13 @@ impl PodMachine {
         let newest = visible.last().copied();
         // A2: a purged init-container record no longer shows once the container ran again in
         // the new sandbox (until then the cached status keeps showing it, S2).
-        let floor = self.sandbox_floor;
+        // KEP-5532: an in-place restart of the whole pod keeps the history (its floor is the
+        // sandbox floor too, but it purges nothing from the status).
+        let floor = if self.sandbox_floor == self.reset_floor {
+            0
+        } else {
+            self.sandbox_floor
+        };
         let previous = visible
             .len()
             .checked_sub(2)
