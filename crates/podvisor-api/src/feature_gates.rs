@@ -61,7 +61,9 @@ pub enum FeatureGateError {
     #[error("missing bool value for {0} (write {0}=true or {0}=false)")]
     MissingValue(String),
     /// A value Go's `strconv.ParseBool` refuses.
-    #[error("invalid value of {name}={value}, err: strconv.ParseBool: parsing {value:?}: invalid syntax (use true or false)")]
+    #[error(
+        "invalid value of {name}={value}, err: strconv.ParseBool: parsing {value:?}: invalid syntax (use true or false)"
+    )]
     BadValue {
         /// The gate.
         name: String,
@@ -200,6 +202,8 @@ pub fn restart_all_containers_in_use(spec: &PodSpec) -> bool {
         || spec.init_containers.iter().flatten().any(|c| {
             has_restart_all_rule(c)
                 || (crate::pod::is_sidecar(c)
-                    && c.restart_policy_rules.as_ref().is_some_and(|r| !r.is_empty()))
+                    && c.restart_policy_rules
+                        .as_ref()
+                        .is_some_and(|r| !r.is_empty()))
         })
 }

@@ -61,6 +61,5 @@ pub use gates::drop_disabled_fields;
 pub use validation::{
     ErrorKind, FieldError, ValidationErrors, drop_non_resize_updates,
     validate_ephemeral_containers_update, validate_pod, validate_pod_resize, validate_pod_update,
-    validate_pod_with_gates,
-    validate_static_pod_references, validate_status_update,
+    validate_pod_with_gates, validate_static_pod_references, validate_status_update,
 };

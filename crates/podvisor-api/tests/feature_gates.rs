@@ -68,7 +68,12 @@ fn kep5532_bad_gates_are_clear_errors() {
 #[test]
 fn kep5532_gate_off_refuses_the_action_and_sidecar_rules() {
     let m = manifest(
-        RESTART_ALL_88.replace("    restartPolicyRules", "    restartPolicy: Never\n    restartPolicyRules").as_str(),
+        RESTART_ALL_88
+            .replace(
+                "    restartPolicyRules",
+                "    restartPolicy: Never\n    restartPolicyRules",
+            )
+            .as_str(),
         RESTART_ALL_88,
         "",
     );
@@ -123,5 +128,9 @@ fn kep5532_an_update_keeps_what_the_stored_pod_uses() {
     assert!(validate_pod_with_gates(&old, on()).is_ok());
     let mut new = old.clone();
     new.spec.as_mut().unwrap().containers[0].image = Some("busybox:1.36".into());
-    assert!(validate_pod_update(&old, &new).is_ok(), "{:?}", validate_pod_update(&old, &new));
+    assert!(
+        validate_pod_update(&old, &new).is_ok(),
+        "{:?}",
+        validate_pod_update(&old, &new)
+    );
 }

@@ -89,7 +89,10 @@ fn kep5532_regular_exit_kills_everything_then_reruns_init_containers_in_the_same
     assert_eq!(h.stops(), [("watcher".into(), "SIGTERM".into(), 2)]);
     assert_eq!(
         h.events_since(mark),
-        [("Killing".to_string(), "Stopping container watcher".to_string())]
+        [(
+            "Killing".to_string(),
+            "Stopping container watcher".to_string()
+        )]
     );
     assert!(h.pending_starts().is_empty());
     // KEP "Pod Phase": Pending throughout the restart (a Never pod whose app failed would
@@ -146,9 +149,13 @@ fn kep5532_no_prestop_and_sigkill_after_the_2s_minimum_whatever_the_grace_period
     h.boot(t(0));
     h.exit("app", 88, t(5));
     assert!(
-        !h.actions()
-            .iter()
-            .any(|a| matches!(a, Action::RunHook { hook: HookKind::PreStop, .. })),
+        !h.actions().iter().any(|a| matches!(
+            a,
+            Action::RunHook {
+                hook: HookKind::PreStop,
+                ..
+            }
+        )),
         "no preStop hook on this path"
     );
     assert_eq!(h.stops(), [("web".into(), "SIGTERM".into(), 2)]);

@@ -346,10 +346,12 @@ fn resize_in_place_refused_and_by_restart() {
 fn restart_all_containers_in_place() {
     let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples");
     let manifest = std::fs::read_to_string(format!("{dir}/restart-all.yaml")).unwrap();
-    let mut pod = podvisor_api::decode_pods(&manifest, "restart-all.yaml").unwrap().remove(0);
+    let mut pod = podvisor_api::decode_pods(&manifest, "restart-all.yaml")
+        .unwrap()
+        .remove(0);
     podvisor_api::apply_defaults(&mut pod);
-    let gates = podvisor_api::FeatureGates::parse("RestartAllContainersOnContainerExits=true")
-        .unwrap();
+    let gates =
+        podvisor_api::FeatureGates::parse("RestartAllContainersOnContainerExits=true").unwrap();
     podvisor_api::validate_pod_with_gates(&pod, gates).unwrap();
     let script = std::fs::read_to_string(format!("{dir}/scripts/restart-all.yaml")).unwrap();
     let script = Script::parse(&script).expect("a valid script");

@@ -68,10 +68,10 @@ fn run(kubectl: &Path, ctx: &ServeCtx, args: &[&str]) -> Output {
         .arg("--kubeconfig")
         .arg(ctx.kubeconfig())
         .arg("--cache-dir")
-        .arg(ctx.dir.join(format!(
-            "kube-cache-{}",
-            kubectl.to_string_lossy().len()
-        )))
+        .arg(
+            ctx.dir
+                .join(format!("kube-cache-{}", kubectl.to_string_lossy().len())),
+        )
         .arg("--request-timeout=10s")
         .args(args)
         .env_remove("KUBECONFIG")
@@ -122,7 +122,14 @@ fn kep5532_restart_all_containers_reruns_init_in_the_same_sandbox_through_kubect
         let mut watch = Command::new(kubectl)
             .arg("--kubeconfig")
             .arg(ctx.kubeconfig())
-            .args(["get", "pods", "--watch", "-o", "json", "--request-timeout=0"])
+            .args([
+                "get",
+                "pods",
+                "--watch",
+                "-o",
+                "json",
+                "--request-timeout=0",
+            ])
             .env_remove("KUBECONFIG")
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
@@ -142,8 +149,7 @@ fn kep5532_restart_all_containers_reruns_init_in_the_same_sandbox_through_kubect
         let started = Instant::now();
         let first = loop {
             let p = pod(kubectl, &ctx, &name);
-            if p["status"]["podIP"].is_string() && p["status"]["initContainerStatuses"].is_array()
-            {
+            if p["status"]["podIP"].is_string() && p["status"]["initContainerStatuses"].is_array() {
                 break p;
             }
             assert!(started.elapsed() < Duration::from_secs(60), "no IP: {p}");
@@ -223,8 +229,12 @@ fn kep5532_restart_all_containers_reruns_init_in_the_same_sandbox_through_kubect
                 .map(jiff::Timestamp::as_second)
                 .unwrap()
         };
-        let stop_secs = secs(&killed["finishedAt"]) - secs(&app["lastState"]["terminated"]["finishedAt"]);
-        assert!((1..=4).contains(&stop_secs), "SIGKILL {stop_secs} s after the exit: {done}");
+        let stop_secs =
+            secs(&killed["finishedAt"]) - secs(&app["lastState"]["terminated"]["finishedAt"]);
+        assert!(
+            (1..=4).contains(&stop_secs),
+            "SIGKILL {stop_secs} s after the exit: {done}"
+        );
         eprintln!(
             "{}: exit 88 to the app's next start: {} s",
             kubectl.display(),

@@ -68,7 +68,8 @@ impl PodMachine {
             || self.restart_all_trigger().is_some()
             || self.containers.iter().any(|c| {
                 c.kind != ContainerKind::Ephemeral
-                    && c.newest_visible().is_some_and(|i| i.id.0 < self.reset_floor)
+                    && c.newest_visible()
+                        .is_some_and(|i| i.id.0 < self.reset_floor)
             })
     }
 
@@ -142,7 +143,8 @@ impl PodMachine {
         previous: &[PodCondition],
         now: Timestamp,
     ) -> Option<PodCondition> {
-        if !self.gate_on() || !podvisor_api::feature_gates::restart_all_containers_in_use(self.spec())
+        if !self.gate_on()
+            || !podvisor_api::feature_gates::restart_all_containers_in_use(self.spec())
         {
             return None;
         }
