@@ -5,5 +5,6 @@
 mod common;
 
 mod cli;
+mod feature_gates_cli;
 mod first_hour;
 mod run;
