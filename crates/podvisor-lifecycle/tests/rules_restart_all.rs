@@ -323,3 +323,27 @@ fn kep5532_a_delete_during_the_restart_ends_the_pod() {
     assert_eq!(h.start_order(), ["setup", "watcher", "app"]);
     assert_eq!(h.condition_status(CONDITION), "False");
 }
+
+/// KEP "Kubelet Restarts": an agent restarted in the termination phase (the persisted
+/// `AllContainersRestarting` True, the sidecar still running) finishes the clean-up and
+/// starts the pod again from the first init container.
+#[test]
+fn kep5532_an_agent_restart_in_the_termination_phase_continues_the_cleanup() {
+    let mut h = running(true, false, gate_on());
+    h.exit("app", 88, t(10));
+    assert_eq!(h.condition_status(CONDITION), "True");
+    let running = h.running_instances();
+    assert_eq!(running.len(), 1, "the watcher");
+    let mut r = Harness::recovered(h.pod().clone(), &running, gate_on(), t(11));
+    assert_eq!(r.condition_status(CONDITION), "True");
+    assert_eq!(r.phase(), Phase::Pending);
+    assert_eq!(r.stops(), [("watcher".into(), "SIGTERM".into(), 2)]);
+    r.exit_stopped(143, t(12));
+    assert_eq!(r.condition_status(CONDITION), "False");
+    r.start("setup", t(12));
+    assert_eq!(r.status_of("setup").restart_count, 1);
+    r.exit("setup", 0, t(13));
+    r.start_all(t(13));
+    assert_eq!(r.status_of("app").restart_count, 1);
+    assert_eq!(r.phase(), Phase::Running);
+}

@@ -41,7 +41,7 @@ impl PodMachine {
             return false;
         }
         // KEP-5532: removed by an in-place restart of the pod, as if it never ran.
-        if newest.id.0 < self.reset_floor {
+        if newest.removed {
             return true;
         }
         match &newest.state {
@@ -279,7 +279,11 @@ impl PodMachine {
             let c = &self.containers[ci];
             let sidecar = c.kind == ContainerKind::Sidecar;
             // A2: records of an earlier sandbox were purged.
-            let Some(inst) = c.newest().filter(|i| i.id.0 >= self.sandbox_floor) else {
+            // KEP-5532: nor do records an in-place restart removed.
+            let Some(inst) = c
+                .newest()
+                .filter(|i| i.id.0 >= self.sandbox_floor && !i.removed)
+            else {
                 if previously && sidecar {
                     start.push(ci);
                 }
@@ -434,7 +438,7 @@ impl PodMachine {
             let purged = (c.kind.is_init()
                 && c.index != 0
                 && c.newest().is_some_and(|i| i.id.0 < self.sandbox_floor))
-                || c.newest().is_some_and(|i| i.id.0 < self.reset_floor);
+                || c.newest().is_some_and(|i| i.removed);
             let finished = if purged {
                 None
             } else {
@@ -553,6 +557,7 @@ impl PodMachine {
             // The kubelet starts a container with its allocated resources.
             resources: self.resize.allocated[ci].clone(),
             resize: None,
+            removed: false,
         });
         self.actions.push_back(Action::StartContainer {
             name: c.name.clone(),

@@ -84,6 +84,9 @@ pub(crate) struct Instance {
     pub resources: k8s_openapi::api::core::v1::ResourceRequirements,
     /// An in-place resize of this instance in flight, or failed.
     pub resize: Option<resize::InstanceResize>,
+    /// KEP-5532: removed from the runtime by an in-place restart of the whole pod: decisions
+    /// see no record (the container starts again, no back-off); the status keeps it as history.
+    pub removed: bool,
 }
 
 impl Instance {
@@ -217,9 +220,6 @@ pub struct PodMachine {
     /// KEP-5532: the containers are being killed for a `RestartAllContainers` rule
     /// (`AllContainersRestarting` True); entered at the matching exit, left when all are dead.
     restarting_all: bool,
-    /// KEP-5532: instances with a lower id were removed from the runtime by an in-place
-    /// restart of the whole pod: no container has a record below it (all start again).
-    reset_floor: u64,
 }
 
 impl PodMachine {
@@ -299,7 +299,6 @@ impl PodMachine {
             terminating_view: None,
             sandbox_floor: 0,
             restarting_all: false,
-            reset_floor: 0,
         }
     }
 

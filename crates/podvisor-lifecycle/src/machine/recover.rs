@@ -261,6 +261,7 @@ fn instance(id: InstanceId, container_id: &str, restart_count: i32, image: &str)
         quiet_started: false,
         resources: Default::default(),
         resize: None,
+        removed: false,
     }
 }
 

@@ -11,7 +11,7 @@
 //!    followed by SIGKILL after the 2 s minimum (`killContainer`) — with no sidecar ordering.
 //!    Ephemeral containers are left alone. Nothing is started meanwhile.
 //! 2. Once every one of them has exited, their records count as removed from the runtime
-//!    (`reset_floor`): the condition goes False, the init containers run again from the first
+//!    (`Instance::removed`): the condition goes False, the init containers run again from the first
 //!    and every regular container starts again whatever its restart policy (including those
 //!    that succeeded), with no back-off (the kubelet's `doBackOff` finds no exited instance) and
 //!    restart counts that go on. The sandbox, its IP and volumes stay.
@@ -36,10 +36,10 @@ impl PodMachine {
         self.config.gates.restart_all_containers()
     }
 
-    /// A record at or above both floors: not removed by a reset, and for init containers not
-    /// purged with an earlier sandbox (A2).
-    fn is_current(&self, kind: ContainerKind, id: u64) -> bool {
-        id >= self.reset_floor && (!kind.is_init() || id >= self.sandbox_floor)
+    /// A record not removed by a reset, and for init containers not purged with an earlier
+    /// sandbox (A2).
+    fn is_current(&self, kind: ContainerKind, id: u64, removed: bool) -> bool {
+        !removed && (!kind.is_init() || id >= self.sandbox_floor)
     }
 
     /// `ShouldAllContainersRestart`: the first init, sidecar or regular container whose newest
@@ -51,7 +51,7 @@ impl PodMachine {
         self.containers.iter().enumerate().position(|(ci, c)| {
             c.kind != ContainerKind::Ephemeral
                 && c.newest().is_some_and(|i| {
-                    self.is_current(c.kind, i.id.0)
+                    self.is_current(c.kind, i.id.0, i.removed)
                         && matches!(&i.state, InstState::Exited(e)
                             if restarts_all_containers(self.container_spec_of(ci), e.exit_code))
                 })
@@ -67,9 +67,7 @@ impl PodMachine {
         self.restarting_all
             || self.restart_all_trigger().is_some()
             || self.containers.iter().any(|c| {
-                c.kind != ContainerKind::Ephemeral
-                    && c.newest_visible()
-                        .is_some_and(|i| i.id.0 < self.reset_floor)
+                c.kind != ContainerKind::Ephemeral && c.newest_visible().is_some_and(|i| i.removed)
             })
     }
 
@@ -117,7 +115,6 @@ impl PodMachine {
         // Every container is gone from the runtime: the startup phase is a normal pod start
         // in the same sandbox.
         self.restarting_all = false;
-        self.reset_floor = self.next_instance;
         self.sandbox_floor = self.next_instance;
         for c in &mut self.containers {
             if c.kind == ContainerKind::Ephemeral {
@@ -129,6 +126,7 @@ impl PodMachine {
             c.reason_cache = None;
             for i in &mut c.instances {
                 i.restart_on_exit = false;
+                i.removed = true;
             }
         }
         false

@@ -99,19 +99,15 @@ impl PodMachine {
         let newest = visible.last().copied();
         // A2: a purged init-container record no longer shows once the container ran again in
         // the new sandbox (until then the cached status keeps showing it, S2).
-        // KEP-5532: an in-place restart of the whole pod keeps the history (its floor is the
-        // sandbox floor too, but it purges nothing from the status).
-        let floor = if self.sandbox_floor == self.reset_floor {
-            0
-        } else {
-            self.sandbox_floor
-        };
+        // KEP-5532: what an in-place restart of the whole pod removed stays as history.
+        let floor = self.sandbox_floor;
         let previous = visible
             .len()
             .checked_sub(2)
             .map(|i| visible[i])
             .filter(|p| {
                 c.kind == ContainerKind::Regular
+                    || p.removed
                     || p.id.0 >= floor
                     || newest.is_none_or(|n| n.id.0 < floor)
             });
@@ -271,7 +267,9 @@ impl PodMachine {
         let has_initialized = self.containers.iter().any(|c| {
             // P5 (1.32+): a regular container of the current sandbox (A2).
             c.kind == ContainerKind::Regular
-                && c.instances.iter().any(|i| i.id.0 >= self.sandbox_floor)
+                && c.instances
+                    .iter()
+                    .any(|i| i.id.0 >= self.sandbox_floor && !i.removed)
         });
         let mut phase = get_phase(&PhaseInput {
             spec,
