@@ -23,7 +23,7 @@ metadata:
   name: {name}
 spec:
   restartPolicy: Never
-  terminationGracePeriodSeconds: 5
+  terminationGracePeriodSeconds: 30
   volumes:
   - name: work
     emptyDir: {{}}
@@ -189,7 +189,8 @@ fn kep5532_restart_all_containers_reruns_init_in_the_same_sandbox_through_kubect
         let app = status_of(&done, "containerStatuses", "app");
         assert_eq!(app["lastState"]["terminated"]["exitCode"], 88, "{done}");
         // The sidecar ignores SIGTERM: SIGKILL came after the 2 s minimum, not after the
-        // pod's 5 s grace period, and no preStop (KEP "Termination Grace Periods").
+        // pod's 30 s grace period (KEP "Termination Grace Periods"; generous for a loaded
+        // machine).
         let killed = &watcher["lastState"]["terminated"];
         assert_eq!(killed["exitCode"], 137, "{done}");
         let logs = run_ok(kubectl, &ctx, &["logs", &name, "-c", "setup"]);
@@ -232,7 +233,7 @@ fn kep5532_restart_all_containers_reruns_init_in_the_same_sandbox_through_kubect
         let stop_secs =
             secs(&killed["finishedAt"]) - secs(&app["lastState"]["terminated"]["finishedAt"]);
         assert!(
-            (1..=4).contains(&stop_secs),
+            (1..10).contains(&stop_secs),
             "SIGKILL {stop_secs} s after the exit: {done}"
         );
         eprintln!(
