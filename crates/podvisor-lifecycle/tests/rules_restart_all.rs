@@ -347,3 +347,33 @@ fn kep5532_an_agent_restart_in_the_termination_phase_continues_the_cleanup() {
     assert_eq!(r.status_of("app").restart_count, 1);
     assert_eq!(r.phase(), Phase::Running);
 }
+
+/// KEP "Kubelet Restarts": an agent restarted in the startup phase (the clean-up done,
+/// `setup` running again, the app's exit 88 still in the persisted status) goes on with the
+/// start-up: the exit is not taken for a new trigger, nothing is killed.
+#[test]
+fn kep5532_an_agent_restart_in_the_startup_phase_does_not_restart_again() {
+    let mut h = running(true, false, gate_on());
+    h.exit("app", 88, t(10));
+    h.exit_stopped(143, t(11));
+    h.start("setup", t(12));
+    let running = h.running_instances();
+    let mut r = Harness::recovered(h.pod().clone(), &running, gate_on(), t(13));
+    assert_eq!(r.condition_status(CONDITION), "False");
+    assert_eq!(r.phase(), Phase::Pending);
+    assert!(r.stops().is_empty(), "{:#?}", r.actions());
+    let setup = running.iter().find(|i| i.name == "setup").unwrap().instance;
+    let exit = podvisor_lifecycle::ExitStatus {
+        exit_code: 0,
+        finished_at: Some(t(14)),
+        ..Default::default()
+    };
+    r.exit_instance(setup, exit, t(14));
+    r.start_all(t(14));
+    assert_eq!(r.start_order(), ["watcher", "app"]);
+    assert_eq!(r.status_of("setup").restart_count, 1);
+    assert_eq!(r.status_of("app").restart_count, 1);
+    assert_eq!(r.last_terminated("app").unwrap().exit_code, 88);
+    assert_eq!(r.phase(), Phase::Running);
+    assert_eq!(r.condition_status(CONDITION), "False");
+}

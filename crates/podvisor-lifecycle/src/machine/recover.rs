@@ -237,6 +237,7 @@ impl PodMachine {
                 i.resources.clone_from(alloc);
             }
         }
+        m.recover_restart_all();
         m.step(now);
         m
     }

@@ -132,6 +132,59 @@ impl PodMachine {
         false
     }
 
+    /// KEP "Kubelet Restarts", for a machine rebuilt from the persisted status and the
+    /// runtime's records: a matching exit after which some other container already started
+    /// again was handled by an in-place restart before the agent stopped (nothing starts
+    /// between a matching exit and its clean-up), so the records from before it count as
+    /// removed and the startup phase goes on. A matching exit after which nothing started is
+    /// acted on by the next sync (the termination phase goes on, or begins).
+    pub(super) fn recover_restart_all(&mut self) {
+        if !self.gate_on() {
+            return;
+        }
+        let started = |i: &super::Instance| match &i.state {
+            InstState::Running { started_at } | InstState::PostStart { started_at } => {
+                Some(*started_at)
+            }
+            InstState::Exited(e) => e.started_at,
+            InstState::Starting => None,
+        };
+        let Some(handled) = self
+            .containers
+            .iter()
+            .enumerate()
+            .filter(|(_, c)| c.kind != ContainerKind::Ephemeral)
+            .filter_map(|(ci, c)| match c.newest().map(|i| &i.state) {
+                Some(InstState::Exited(e))
+                    if restarts_all_containers(self.container_spec_of(ci), e.exit_code) =>
+                {
+                    Some(e.finished_at)
+                }
+                _ => None,
+            })
+            .filter(|&exit| {
+                self.containers
+                    .iter()
+                    .filter(|c| c.kind != ContainerKind::Ephemeral)
+                    .flat_map(|c| c.instances.iter())
+                    .any(|i| started(i).is_some_and(|s| s > exit))
+            })
+            .max()
+        else {
+            return;
+        };
+        for c in &mut self.containers {
+            if c.kind == ContainerKind::Ephemeral {
+                continue;
+            }
+            for i in &mut c.instances {
+                if i.exit().is_some() && started(i).is_none_or(|s| s <= handled) {
+                    i.removed = true;
+                }
+            }
+        }
+    }
+
     /// `GenerateAllContainersRestartingCondition`, for pods that could restart all containers
     /// (the gate on and a rule with the action, or rules on a sidecar); `previous` stamps the
     /// transition time (D7).
