@@ -219,7 +219,7 @@ pub fn decode_pods_with(
     Ok(pods)
 }
 
-fn decode_one(
+pub(crate) fn decode_one(
     value: Value,
     source: &str,
     at: DocumentRef,
@@ -286,7 +286,7 @@ pub(crate) fn format_path(path: &serde_ignored::Path<'_>) -> String {
 }
 
 /// Splits the input into non-empty documents parsed as JSON values.
-fn parse_documents(text: &str, source: &str) -> Result<Vec<Value>, DecodeError> {
+pub(crate) fn parse_documents(text: &str, source: &str) -> Result<Vec<Value>, DecodeError> {
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     if text.trim_start().starts_with(['{', '[']) {
         parse_json_stream(text, source)

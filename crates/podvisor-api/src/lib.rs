@@ -18,7 +18,9 @@
 //!   prints an `Invalid` status (`The Pod "web" is invalid: ...`);
 //! - [`pod`]: the pod rules several crates share (sidecar test, `ContainerShouldRestart`, QoS,
 //!   the kubelet's condition types); [`gotext`]: Go's `%q` and duration text; [`meta`]: object
-//!   identities (UUIDs, `generateName` suffixes).
+//!   identities (UUIDs, `generateName` suffixes);
+//! - [`lint`]: `podvisor lint`'s rules, lifecycle mistakes the API server accepts (pods and
+//!   workloads' pod templates).
 //!
 //! What it does not do: any IO (callers read files and stdin; the one exception is the
 //! kernel's random generator behind [`meta`]), any lifecycle decision, or admission beyond
@@ -44,6 +46,7 @@ pub mod defaults;
 pub mod feature_gates;
 pub mod gates;
 pub mod gotext;
+pub mod lint;
 pub mod meta;
 pub mod pod;
 pub mod quantity;

@@ -39,13 +39,42 @@ pub(crate) async fn trace(request: Request, next: Next) -> Response {
     response
 }
 
-/// The middleware: passes the request on when the token matches (or none is configured).
+/// Who made a request, as the API server's authenticators say it (`user.Info`); put in the
+/// request's extensions by [`require_token`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct UserInfo {
+    /// `username`.
+    pub username: String,
+    /// `groups`.
+    pub groups: Vec<String>,
+}
+
+impl UserInfo {
+    /// The holder of the kubeconfig's token (and everyone, when no token is configured):
+    /// the node's administrator, as a cluster's admin certificate makes one.
+    pub(crate) fn admin() -> UserInfo {
+        UserInfo {
+            username: ADMIN_USER.to_owned(),
+            groups: vec![
+                "system:masters".to_owned(),
+                "system:authenticated".to_owned(),
+            ],
+        }
+    }
+}
+
+/// The user name of the kubeconfig's token.
+pub(crate) const ADMIN_USER: &str = "podvisor-admin";
+
+/// The middleware: passes the request on when the token matches (or none is configured),
+/// with the [`UserInfo`] of who sent it.
 pub(crate) async fn require_token(
     State(state): State<ApiState>,
-    request: Request,
+    mut request: Request,
     next: Next,
 ) -> Response {
     let Some(token) = state.inner.token.as_deref() else {
+        request.extensions_mut().insert(UserInfo::admin());
         return next.run(request).await;
     };
     if matches!(request.uri().path(), "/healthz" | "/livez" | "/readyz") {
@@ -60,7 +89,10 @@ pub(crate) async fn require_token(
             scheme.eq_ignore_ascii_case("bearer").then(|| rest.trim())
         });
     match presented {
-        Some(p) if same(p.as_bytes(), token.as_bytes()) => next.run(request).await,
+        Some(p) if same(p.as_bytes(), token.as_bytes()) => {
+            request.extensions_mut().insert(UserInfo::admin());
+            next.run(request).await
+        }
         _ => ApiError::unauthorized().into_response(),
     }
 }

@@ -17,7 +17,7 @@ use podvisor_api::validation::{
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use crate::db::{self, CONFIGMAPS, NAMESPACES, Resource, SECRETS};
+use crate::db::{self, CONFIGMAPS, Resource, SECRETS};
 use crate::managed;
 use crate::objects::respond;
 use crate::patch::{PatchType, apply_patch, plain_lists, strategic_merge};
@@ -150,9 +150,11 @@ fn create_value(
     check_namespace(&value, ns)?;
     let (mut typed, warnings) = decode(res, &value, duplicates, fv, &prefix(res))?;
     let store = req.state.store();
-    if db::try_get(store, NAMESPACES, "", ns)?.is_none() {
-        return Err(ApiError::not_found("namespaces", ns));
-    }
+    let name = value
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    crate::namespace_controller::admit_create(store, res.plural, name, ns)?;
     let meta = typed.meta_mut();
     meta.namespace = Some(ns.to_owned());
     if meta.name.as_deref().unwrap_or("").is_empty()
@@ -260,7 +262,11 @@ fn update_loop(
             .clone_from(&old_meta.deletion_timestamp);
         meta.deletion_grace_period_seconds = old_meta.deletion_grace_period_seconds;
         meta.resource_version.clone_from(&old_meta.resource_version);
-        meta.managed_fields.clone_from(&old_meta.managed_fields);
+        // managedFields a client sends are taken as they are (kubectl replaces them with a
+        // JSON patch when it moves an object from client-side to server-side apply).
+        if meta.managed_fields.is_none() {
+            meta.managed_fields.clone_from(&old_meta.managed_fields);
+        }
         meta.generation = old_meta.generation;
         if meta.generate_name.is_none() {
             meta.generate_name.clone_from(&old_meta.generate_name);
@@ -378,6 +384,7 @@ fn apply(req: &Req, res: Resource, ns: &str, name: &str, body: &[u8]) -> ApiResu
     }
     let applied_fields = managed::fields_v1(&without_string_data(&applied), false, plain_lists);
     let manager = managed::manager_name(&req.params, &req.headers);
+    let force = crate::request::flag(req.params.force.as_ref());
     update_loop(
         req,
         res,
@@ -386,7 +393,19 @@ fn apply(req: &Req, res: Resource, ns: &str, name: &str, body: &[u8]) -> ApiResu
         None,
         ("Apply", Some(&applied)),
         |current| {
+            let config = without_string_data(&applied);
+            let take_over = managed::conflicts(
+                current,
+                &manager,
+                &config,
+                &applied_fields,
+                force,
+                plain_lists,
+            )?;
             let mut merged = current.clone();
+            if take_over {
+                managed::take_over(&mut merged, &manager, &applied_fields);
+            }
             managed::prune(&mut merged, &manager, &applied_fields);
             strategic_merge(&mut merged, &intent, plain_lists)?;
             decode(res, &merged, &duplicates, fv, "")

@@ -57,11 +57,17 @@ pub(crate) async fn api(State(state): State<ApiState>) -> Response {
     )
 }
 
-/// `GET /apis`: `node.k8s.io` (the node's RuntimeClasses, read-only).
+/// `GET /apis`: `node.k8s.io` (the node's RuntimeClasses, read-only), and the review
+/// groups `authentication.k8s.io` and `authorization.k8s.io`.
 pub(crate) async fn apis() -> Response {
     json_response(
         StatusCode::OK,
-        &json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": [crate::runtimeclasses::group()]}),
+        &json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": [
+            crate::runtimeclasses::group(),
+            crate::events_v1::group(),
+            crate::reviews::groups()[0].clone(),
+            crate::reviews::groups()[1].clone(),
+        ]}),
     )
 }
 

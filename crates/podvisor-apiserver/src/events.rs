@@ -11,7 +11,7 @@ use podvisor_lifecycle::Event;
 use podvisor_store::{Store, StoreError};
 use serde_json::{Value, json};
 
-use crate::db::{self, EVENTS, NAMESPACES};
+use crate::db::{self, EVENTS};
 use crate::objects::respond;
 use crate::patch::{PatchType, apply_patch, plain_lists};
 use crate::pods::{check_name, check_namespace, pinned_rv, type_meta};
@@ -75,9 +75,11 @@ pub(crate) fn create(req: &Req, ns: &str, body: &[u8]) -> ApiResult<Response> {
     type_meta(&mut value, "Event")?;
     check_namespace(&value, ns)?;
     let store = req.state.store();
-    if db::try_get(store, NAMESPACES, "", ns)?.is_none() {
-        return Err(ApiError::not_found("namespaces", ns));
-    }
+    let name = value
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    crate::namespace_controller::admit_create(store, "events", name, ns)?;
     let mut obj = typed(&value)?;
     let meta = &mut obj["metadata"];
     let mut name = meta["name"].as_str().unwrap_or("").to_owned();

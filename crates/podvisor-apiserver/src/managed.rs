@@ -1,7 +1,9 @@
 //! `metadata.managedFields`, recorded minimally: one entry per (manager, operation,
 //! subresource) with the `FieldsV1` set of the fields the request carried. Server-side apply
-//! reads them back for one thing: [`prune`] removes what a manager applied before and no longer
-//! applies, unless another manager owns it (conflicts are not detected).
+//! reads them back for two things: [`prune`] removes what a manager applied before and no
+//! longer applies, unless another manager owns it; [`conflicts`] finds the fields an apply
+//! would change that other managers own (a 409 `Apply failed with 1 conflict: ...` unless
+//! `force`, and with `force` [`take_over`] moves them to the applier).
 
 use axum::http::HeaderMap;
 use axum::http::header::USER_AGENT;
@@ -306,6 +308,217 @@ fn matches(item: &Value, key: &str) -> bool {
     key.strip_prefix("v:")
         .and_then(|v| serde_json::from_str::<Value>(v).ok())
         .is_some_and(|v| &v == item)
+}
+
+/// The value a `FieldsV1` path names in an object, if it has one.
+fn lookup<'a>(obj: &'a Value, path: &[String]) -> Option<&'a Value> {
+    path.iter().try_fold(obj, |node, key| match node {
+        Value::Object(m) => m.get(key.strip_prefix("f:")?),
+        Value::Array(items) => items.iter().find(|item| matches(item, key)),
+        _ => None,
+    })
+}
+
+/// The leaf paths of a `FieldsV1` set (a list element's own `.` is not a leaf value).
+fn leaves(set: &Value, path: &mut Vec<String>, out: &mut Vec<Vec<String>>) {
+    let Value::Object(children) = set else { return };
+    if children.is_empty() {
+        out.push(path.clone());
+        return;
+    }
+    for (key, child) in children {
+        if key == "." {
+            continue;
+        }
+        path.push(key.clone());
+        leaves(child, path, out);
+        path.pop();
+    }
+}
+
+/// A `FieldsV1` path as structured-merge-diff prints it: `.spec.containers[name="app"].image`.
+fn path_text(path: &[String]) -> String {
+    let mut out = String::new();
+    for key in path {
+        if let Some(field) = key.strip_prefix("f:") {
+            out.push('.');
+            out.push_str(field);
+        } else if let Some(fields) = key.strip_prefix("k:") {
+            let Ok(Value::Object(keys)) = serde_json::from_str::<Value>(fields) else {
+                continue;
+            };
+            let parts: Vec<String> = keys.iter().map(|(k, v)| format!("{k}={v}")).collect();
+            out.push('[');
+            out.push_str(&parts.join(","));
+            out.push(']');
+        } else if let Some(value) = key.strip_prefix("v:") {
+            out.push_str(&format!("[={value}]"));
+        }
+    }
+    out
+}
+
+/// How the API server names a manager in a conflict (`printManager`).
+fn manager_text(entry: &Value) -> String {
+    let s = |k: &str| entry.get(k).and_then(Value::as_str).unwrap_or("");
+    let mut text = format!("{:?}", s("manager"));
+    if !s("subresource").is_empty() {
+        text.push_str(&format!(" with subresource {:?}", s("subresource")));
+    }
+    if s("operation") == "Update" {
+        text.push_str(&format!(" using {}", s("apiVersion")));
+        if !s("time").is_empty() {
+            text.push_str(&format!(" at {}", s("time")));
+        }
+    }
+    text
+}
+
+fn is_applier(entry: &Value, manager: &str) -> bool {
+    entry.get("manager").and_then(Value::as_str) == Some(manager)
+        && entry.get("operation").and_then(Value::as_str) == Some("Apply")
+        && entry.get("subresource").is_none_or(Value::is_null)
+}
+
+/// Server-side apply's conflicts: the fields `applied_fields` sets to a value other than the
+/// one `current` has, that a manager other than `manager`'s apply owns. `Err` is the API
+/// server's 409 (`NewApplyConflict`), unless `force`. `Ok(true)`: the apply takes the
+/// fields over ([`take_over`]) — forced, or (the API server's `lastAppliedManager`) the
+/// manager is `kubectl` and every conflict is a field of the live object's
+/// `kubectl.kubernetes.io/last-applied-configuration`, so moving from client-side to
+/// server-side apply meets no conflict.
+pub(crate) fn conflicts(
+    current: &Value,
+    manager: &str,
+    applied: &Value,
+    applied_fields: &Value,
+    force: bool,
+    lists: ListStrategy,
+) -> Result<bool, crate::status::ApiError> {
+    if force {
+        return Ok(true);
+    }
+    let entries = current
+        .pointer("/metadata/managedFields")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    let mut paths = Vec::new();
+    leaves(applied_fields, &mut Vec::new(), &mut paths);
+    let mut found: Vec<(String, String)> = Vec::new();
+    for path in &paths {
+        if lookup(applied, path) == lookup(current, path) {
+            continue;
+        }
+        for entry in entries.iter().filter(|e| !is_applier(e, manager)) {
+            if entry.get("fieldsV1").is_some_and(|f| owns(f, path)) {
+                found.push((manager_text(entry), path_text(path)));
+            }
+        }
+    }
+    if found.is_empty() {
+        return Ok(false);
+    }
+    if manager == "kubectl"
+        && let Some(last) = current
+            .pointer("/metadata/annotations/kubectl.kubernetes.io~1last-applied-configuration")
+            .and_then(Value::as_str)
+            .and_then(|text| serde_json::from_str::<Value>(text).ok())
+    {
+        let allowed = fields_v1(&last, false, lists);
+        let forgiven = paths
+            .iter()
+            .filter(|p| lookup(applied, p) != lookup(current, p))
+            .all(|p| {
+                owns(&allowed, p)
+                    || entries
+                        .iter()
+                        .filter(|e| !is_applier(e, manager))
+                        .all(|e| e.get("fieldsV1").is_none_or(|f| !owns(f, p)))
+            });
+        if forgiven {
+            return Ok(true);
+        }
+        found.retain(|(_, text)| {
+            !paths
+                .iter()
+                .any(|p| path_text(p) == *text && owns(&allowed, p))
+        });
+    }
+    let message = if let [(who, path)] = found.as_slice() {
+        format!("Apply failed with 1 conflict: conflict with {who}: {path}")
+    } else {
+        let mut by_manager: std::collections::BTreeMap<&str, Vec<&str>> = Default::default();
+        for (who, path) in &found {
+            by_manager.entry(who).or_default().push(path);
+        }
+        let mut lines = Vec::new();
+        for (who, paths) in by_manager {
+            lines.push(format!("conflicts with {who}:"));
+            lines.extend(paths.iter().map(|p| format!("- {p}")));
+        }
+        format!(
+            "Apply failed with {} conflicts: {}",
+            found.len(),
+            lines.join("\n")
+        )
+    };
+    let causes: Vec<Value> = found
+        .iter()
+        .map(|(who, path)| {
+            json!({"reason": "FieldManagerConflict", "message": format!("conflict with {who}"), "field": path})
+        })
+        .collect();
+    Err(crate::status::ApiError::apply_conflict(message, causes))
+}
+
+/// A forced apply takes the applied fields from every other manager: they are removed from
+/// the other entries of `obj`'s `managedFields` (entries left empty go).
+pub(crate) fn take_over(obj: &mut Value, manager: &str, applied_fields: &Value) {
+    let mut paths = Vec::new();
+    leaves(applied_fields, &mut Vec::new(), &mut paths);
+    let Some(entries) = obj
+        .pointer_mut("/metadata/managedFields")
+        .and_then(Value::as_array_mut)
+    else {
+        return;
+    };
+    for entry in entries.iter_mut().filter(|e| !is_applier(e, manager)) {
+        let Some(fields) = entry.get_mut("fieldsV1") else {
+            continue;
+        };
+        for path in &paths {
+            remove_set_path(fields, path);
+        }
+    }
+    entries.retain(|e| {
+        is_applier(e, manager)
+            || e.get("fieldsV1")
+                .and_then(Value::as_object)
+                .is_some_and(|m| !m.is_empty())
+    });
+}
+
+/// Removes `path` from a `FieldsV1` set, and the parents it leaves empty.
+fn remove_set_path(set: &mut Value, path: &[String]) -> bool {
+    let Some((first, rest)) = path.split_first() else {
+        return false;
+    };
+    let Some(m) = set.as_object_mut() else {
+        return false;
+    };
+    if rest.is_empty() {
+        m.remove(first);
+    } else if let Some(child) = m.get_mut(first) {
+        remove_set_path(child, rest);
+        let empty = child
+            .as_object()
+            .is_some_and(|c| c.is_empty() || (c.len() == 1 && c.contains_key(".")));
+        if empty {
+            m.remove(first);
+        }
+    }
+    m.is_empty()
 }
 
 #[cfg(test)]

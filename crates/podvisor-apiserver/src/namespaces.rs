@@ -1,7 +1,6 @@
-//! Namespaces: create, update and patch (labels and annotations), delete. Deleting is
-//! simple: an empty namespace is removed at once (with its events); one that still holds
-//! pods is refused (no Terminating phase, no namespace controller). `default`,
-//! `kube-system` and `kube-public` may not be deleted.
+//! Namespaces: create, update and patch (labels and annotations), delete. A delete marks the
+//! namespace `Terminating`; [`crate::namespace_controller`] empties and removes it.
+//! `default`, `kube-system` and `kube-public` may not be deleted.
 
 use axum::http::StatusCode;
 use axum::response::Response;
@@ -9,7 +8,7 @@ use podvisor_api::ValidationErrors;
 use podvisor_api::validation::{FieldError, Path};
 use serde_json::{Value, json};
 
-use crate::db::{self, CONFIGMAPS, EVENTS, NAMESPACES, PODS, SECRETS};
+use crate::db::{self, NAMESPACES};
 use crate::objects::respond;
 use crate::patch::{PatchType, apply_patch, plain_lists};
 use crate::pods::{check_name, pinned_rv, type_meta};
@@ -136,10 +135,11 @@ pub(crate) fn patch(req: &Req, name: &str, body: &[u8]) -> ApiResult<Response> {
     write(req, name, &old, &new, db::object_rv(&old))
 }
 
-/// `DELETE /api/v1/namespaces/{name}`.
+/// `DELETE /api/v1/namespaces/{name}`: marks it `Terminating`; the namespace controller
+/// ([`crate::namespace_controller`]) deletes its content and then the namespace.
 pub(crate) fn delete(req: &Req, name: &str) -> ApiResult<Response> {
     let store = req.state.store();
-    let obj = db::get(store, NAMESPACES, "", name)?;
+    db::get(store, NAMESPACES, "", name)?;
     if matches!(name, "default" | "kube-system" | "kube-public") {
         return Err(ApiError::forbidden(
             NAMESPACES.plural,
@@ -147,29 +147,8 @@ pub(crate) fn delete(req: &Req, name: &str) -> ApiResult<Response> {
             "this namespace may not be deleted",
         ));
     }
-    let (pods, _) = db::list(store, PODS, Some(name))?;
-    if !pods.is_empty() {
-        return Err(ApiError::forbidden(
-            NAMESPACES.plural,
-            name,
-            &format!(
-                "namespace still holds {} pod(s); delete them first",
-                pods.len()
-            ),
-        ));
-    }
-    if req.params.dry_run()? {
-        return Ok(respond(req, NAMESPACES, StatusCode::OK, &obj, &[]));
-    }
-    for res in [EVENTS, CONFIGMAPS, SECRETS] {
-        let (objects, _) = db::list(store, res, Some(name))?;
-        for o in objects {
-            let obj_name = o["metadata"]["name"].as_str().unwrap_or("");
-            let _ = db::delete(store, res, name, obj_name, None, None);
-        }
-    }
-    let deleted = db::delete(store, NAMESPACES, "", name, None, None)?;
-    Ok(respond(req, NAMESPACES, StatusCode::OK, &deleted, &[]))
+    let marked = crate::namespace_controller::mark_terminating(store, name, req.params.dry_run()?)?;
+    Ok(respond(req, NAMESPACES, StatusCode::OK, &marked, &[]))
 }
 
 #[cfg(test)]

@@ -4,18 +4,19 @@
 //! the `fieldValidation`, `dryRun` and `fieldManager` query parameters. kubectl then leaves
 //! validation to the server (which is strict and exact here).
 //!
-//! No schema is published: kubectl computes client-side apply patches from its compiled-in
-//! Pod type (the patch operation does not advertise `strategic-merge-patch+json`, and
-//! `/openapi/v2` is not served), and `kubectl explain` has nothing to explain.
+//! The full schemas of the served kinds are published (from `k8s-openapi`'s types), so
+//! `kubectl explain pod.spec.containers` works. kubectl still computes client-side apply
+//! patches from its compiled-in types: the patch operations do not advertise
+//! `strategic-merge-patch+json`.
 
 use axum::http::StatusCode;
 use axum::response::Response;
 use serde_json::{Value, json};
 
-use crate::status::{ApiError, json_response};
+use crate::status::json_response;
 
 /// Changes whenever the v3 document below changes, so kubectl's cache is refreshed.
-const V3_HASH: &str = "podvisor-1-35-0-4";
+const V3_HASH: &str = "podvisor-1-35-0-5";
 
 /// `GET /openapi/v3`.
 pub(crate) async fn v3_root() -> Response {
@@ -23,7 +24,8 @@ pub(crate) async fn v3_root() -> Response {
         StatusCode::OK,
         &json!({
             "paths": {
-                "api/v1": {"serverRelativeURL": format!("/openapi/v3/api/v1?hash={V3_HASH}")}
+                "api/v1": {"serverRelativeURL": format!("/openapi/v3/api/v1?hash={V3_HASH}")},
+                "apis/events.k8s.io/v1": {"serverRelativeURL": format!("/openapi/v3/apis/events.k8s.io/v1?hash={V3_HASH}")}
             }
         }),
     )
@@ -39,11 +41,25 @@ fn query_param(name: &str, description: &str) -> Value {
 }
 
 fn gvk(kind: &str) -> Value {
+    if let Some(kind) = kind.strip_prefix("events.k8s.io/") {
+        return json!({"group": "events.k8s.io", "version": "v1", "kind": kind});
+    }
     json!({"group": "", "version": "v1", "kind": kind})
 }
 
+/// `kind` is a core/v1 kind, or `events.k8s.io/Event`.
 fn schema_ref(kind: &str) -> Value {
+    if let Some(kind) = kind.strip_prefix("events.k8s.io/") {
+        return json!({"$ref": format!("#/components/schemas/io.k8s.api.events.v1.{kind}")});
+    }
     json!({"$ref": format!("#/components/schemas/io.k8s.api.core.v1.{kind}")})
+}
+
+fn op_name(kind: &str) -> String {
+    match kind.strip_prefix("events.k8s.io/") {
+        Some(kind) => format!("EventsV1{kind}"),
+        None => format!("CoreV1{kind}"),
+    }
 }
 
 fn write_params() -> Vec<Value> {
@@ -66,7 +82,7 @@ fn write_params() -> Vec<Value> {
 fn post_op(kind: &str) -> Value {
     json!({
         "tags": ["core_v1"],
-        "operationId": format!("createCoreV1{kind}"),
+        "operationId": format!("create{}", if kind == "Namespace" { op_name(kind) } else { op_name(kind).replacen("V1", "V1Namespaced", 1) }),
         "parameters": write_params(),
         "requestBody": {"content": {"*/*": {"schema": schema_ref(kind)}}, "required": true},
         "responses": {
@@ -87,7 +103,7 @@ fn patch_op(kind: &str) -> Value {
     let patch_schema = json!({"schema": {"type": "object"}});
     json!({
         "tags": ["core_v1"],
-        "operationId": format!("patchCoreV1Namespaced{kind}"),
+        "operationId": format!("patch{}", if kind == "Namespace" { op_name(kind) } else { op_name(kind).replacen("V1", "V1Namespaced", 1) }),
         "parameters": params,
         "requestBody": {
             "content": {
@@ -106,12 +122,77 @@ fn patch_op(kind: &str) -> Value {
     })
 }
 
-fn object_schema(kind: &str, description: &str) -> Value {
+/// The schemas of the served kinds and of every type they reach, as the API server
+/// publishes them under `components.schemas` (`io.k8s.api.core.v1.Pod`, ...), generated from
+/// the same `k8s-openapi` types the server decodes with; each served kind carries its
+/// `x-kubernetes-group-version-kind`, which is how `kubectl explain` finds it.
+fn schemas(
+    kinds: &[(&str, &str, &str)],
+    add: impl FnOnce(&mut schemars::SchemaGenerator),
+) -> Value {
+    let mut generator = schemars::generate::SchemaSettings::openapi3().into_generator();
+    add(&mut generator);
+    let mut defs = generator.take_definitions(true);
+    for (group, version, kind) in kinds {
+        let prefix = if group.is_empty() {
+            "io.k8s.api.core.v1".to_owned()
+        } else {
+            format!("io.k8s.api.{}.{version}", group.trim_end_matches(".k8s.io"))
+        };
+        if let Some(schema) = defs.get_mut(&format!("{prefix}.{kind}")) {
+            schema["x-kubernetes-group-version-kind"] =
+                json!([{"group": group, "version": version, "kind": kind}]);
+        }
+    }
+    Value::Object(defs)
+}
+
+fn core_v1_schemas() -> Value {
+    use k8s_openapi::api::core::v1::{ConfigMap, Event, Namespace, Pod, Secret};
+    schemas(
+        &[
+            ("", "v1", "Pod"),
+            ("", "v1", "Namespace"),
+            ("", "v1", "Event"),
+            ("", "v1", "ConfigMap"),
+            ("", "v1", "Secret"),
+        ],
+        |g| {
+            g.subschema_for::<Pod>();
+            g.subschema_for::<Namespace>();
+            g.subschema_for::<Event>();
+            g.subschema_for::<ConfigMap>();
+            g.subschema_for::<Secret>();
+        },
+    )
+}
+
+/// The OpenAPI 3.0 document of `/apis/events.k8s.io/v1`.
+pub(crate) fn v3_events_v1() -> Value {
     json!({
-        "description": description,
-        "type": "object",
-        "x-kubernetes-group-version-kind": [gvk(kind)]
+        "openapi": "3.0.0",
+        "info": {"title": "Kubernetes", "version": crate::discovery::GIT_VERSION},
+        "paths": {
+            "/apis/events.k8s.io/v1/namespaces/{namespace}/events": {"post": post_op("events.k8s.io/Event")},
+            "/apis/events.k8s.io/v1/namespaces/{namespace}/events/{name}": {"patch": patch_op("events.k8s.io/Event")}
+        },
+        "components": {"schemas": schemas(&[("events.k8s.io", "v1", "Event")], |g| {
+            g.subschema_for::<k8s_openapi::api::events::v1::Event>();
+        })}
     })
+}
+
+/// `GET /openapi/v3/apis/events.k8s.io/v1[?hash=]`.
+pub(crate) async fn v3_events() -> Response {
+    immutable(json_response(StatusCode::OK, &v3_events_v1()))
+}
+
+fn immutable(mut resp: Response) -> Response {
+    resp.headers_mut().insert(
+        axum::http::header::CACHE_CONTROL,
+        axum::http::HeaderValue::from_static("public, immutable"),
+    );
+    resp
 }
 
 /// The OpenAPI 3.0 document of `/api/v1`.
@@ -131,29 +212,70 @@ pub(crate) fn v3_api_v1() -> Value {
             "/api/v1/namespaces/{namespace}/secrets": {"post": post_op("Secret")},
             "/api/v1/namespaces/{namespace}/secrets/{name}": {"patch": patch_op("Secret")}
         },
-        "components": {
-            "schemas": {
-                "io.k8s.api.core.v1.Pod": object_schema("Pod", "Pod is a collection of containers that can run on a host. This resource is created by clients and scheduled onto hosts."),
-                "io.k8s.api.core.v1.Namespace": object_schema("Namespace", "Namespace provides a scope for Names. Use of multiple namespaces is optional."),
-                "io.k8s.api.core.v1.Event": object_schema("Event", "Event is a report of an event somewhere in the cluster."),
-                "io.k8s.api.core.v1.ConfigMap": object_schema("ConfigMap", "ConfigMap holds configuration data for pods to consume."),
-                "io.k8s.api.core.v1.Secret": object_schema("Secret", "Secret holds secret data of a certain type. The total bytes of the values in the Data field must be less than MaxSecretSize bytes.")
-            }
-        }
+        "components": {"schemas": core_v1_schemas()}
     })
 }
 
 /// `GET /openapi/v3/api/v1[?hash=]`.
 pub(crate) async fn v3_group() -> Response {
-    let mut resp = json_response(StatusCode::OK, &v3_api_v1());
-    resp.headers_mut().insert(
-        axum::http::header::CACHE_CONTROL,
-        axum::http::HeaderValue::from_static("public, immutable"),
-    );
-    resp
+    immutable(json_response(StatusCode::OK, &v3_api_v1()))
 }
 
-/// `GET /openapi/v2`: not served (kubectl only wants it as protobuf, and copes without it).
-pub(crate) async fn v2() -> Response {
-    axum::response::IntoResponse::into_response(ApiError::path_not_found())
+/// The protobuf of an OpenAPI v2 `Document` (gnostic's `openapi_v2.Document`) with only
+/// `swagger` (field 1) and `info` (field 2: `title` 1, `version` 2).
+fn v2_protobuf() -> Vec<u8> {
+    fn field(number: u8, bytes: &[u8], out: &mut Vec<u8>) {
+        out.push((number << 3) | 2);
+        let mut len = bytes.len();
+        loop {
+            let byte = u8::try_from(len & 0x7f).unwrap_or(0);
+            len >>= 7;
+            if len == 0 {
+                out.push(byte);
+                break;
+            }
+            out.push(byte | 0x80);
+        }
+        out.extend_from_slice(bytes);
+    }
+    let mut info = Vec::new();
+    field(1, b"Kubernetes", &mut info);
+    field(2, crate::discovery::GIT_VERSION.as_bytes(), &mut info);
+    let mut doc = Vec::new();
+    field(1, b"2.0", &mut doc);
+    field(2, &info, &mut doc);
+    doc
+}
+
+/// `GET /openapi/v2`: a document with no definitions (the schemas are published in v3).
+/// kubectl asks for it as protobuf when validating a kind that `/openapi/v3` does not list
+/// (a Deployment in a multi-document file): with no schema for the kind it skips client
+/// validation, so the objects podvisor serves are applied and the others get kubectl's own
+/// `no matches for kind "Deployment" in version "apps/v1"` instead of failing the whole
+/// file. Old kubectl (1.20) reads only this document, and then applies with its compiled-in
+/// types.
+pub(crate) async fn v2(headers: axum::http::HeaderMap) -> Response {
+    let accept = headers
+        .get(axum::http::header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    if accept.contains("protobuf") {
+        let mut resp = Response::new(axum::body::Body::from(v2_protobuf()));
+        resp.headers_mut().insert(
+            axum::http::header::CONTENT_TYPE,
+            axum::http::HeaderValue::from_static(
+                "application/com.github.proto-openapi.spec.v2.v1.0+protobuf",
+            ),
+        );
+        return resp;
+    }
+    json_response(
+        StatusCode::OK,
+        &json!({
+            "swagger": "2.0",
+            "info": {"title": "Kubernetes", "version": crate::discovery::GIT_VERSION},
+            "paths": {},
+            "definitions": {}
+        }),
+    )
 }

@@ -1,7 +1,7 @@
 //! Just enough of the Kubernetes protobuf encoding to accept what kubectl's typed clients
 //! send that way (they do not fall back to JSON on 415): `kubectl create namespace` posts a
 //! protobuf `Namespace`, `kubectl create configmap|secret` a `ConfigMap` or `Secret`, `kubectl
-//! debug --copy-to` a `Pod`. The envelope (`k8s\0` + `runtime.Unknown`) is decoded; of a
+//! debug --copy-to` a `Pod`, `kubectl auth can-i|whoami` their reviews. The envelope (`k8s\0` + `runtime.Unknown`) is decoded; of a
 //! Namespace its `ObjectMeta` name, generateName, labels and annotations; of a ConfigMap or
 //! Secret also their data, binary data, string data, type and `immutable`; a Pod whole,
 //! through its wire schema (`protobuf/pod.rs`); every other kind is refused with 415.
@@ -173,6 +173,81 @@ fn object_meta(b: &[u8]) -> Result<Value, String> {
     Ok(Value::Object(meta))
 }
 
+/// The string fields of a message, by number, as JSON.
+fn strings(b: &[u8], names: &[(u64, &str)]) -> Result<Map<String, Value>, String> {
+    let mut out = Map::new();
+    for (n, f) in fields(b)? {
+        if let (Some((_, name)), Field::Bytes(x)) = (names.iter().find(|(m, _)| *m == n), f) {
+            out.insert((*name).to_owned(), json!(text(x)?));
+        }
+    }
+    Ok(out)
+}
+
+/// The review kinds kubectl's `auth` commands post (`authorization.k8s.io/v1` and
+/// `authentication.k8s.io/v1` `generated.proto`): their metadata and spec.
+fn review(api_version: &str, kind: &str, raw: &[u8]) -> Result<Option<Value>, String> {
+    let spec_of = |b: &[u8]| -> Result<Value, String> {
+        let mut spec = Map::new();
+        match kind {
+            "SelfSubjectAccessReview" => {
+                for (n, f) in fields(b)? {
+                    match (n, f) {
+                        (1, Field::Bytes(x)) => {
+                            let attrs = strings(
+                                x,
+                                &[
+                                    (1, "namespace"),
+                                    (2, "verb"),
+                                    (3, "group"),
+                                    (4, "version"),
+                                    (5, "resource"),
+                                    (6, "subresource"),
+                                    (7, "name"),
+                                ],
+                            )?;
+                            spec.insert("resourceAttributes".to_owned(), Value::Object(attrs));
+                        }
+                        (2, Field::Bytes(x)) => {
+                            let attrs = strings(x, &[(1, "path"), (2, "verb")])?;
+                            spec.insert("nonResourceAttributes".to_owned(), Value::Object(attrs));
+                        }
+                        _ => {}
+                    }
+                }
+            }
+            _ => spec = strings(b, &[(1, "namespace")])?,
+        }
+        Ok(Value::Object(spec))
+    };
+    let known = matches!(
+        (api_version, kind),
+        (
+            "authorization.k8s.io/v1",
+            "SelfSubjectAccessReview" | "SelfSubjectRulesReview"
+        ) | ("authentication.k8s.io/v1", "SelfSubjectReview")
+    );
+    if !known {
+        return Ok(None);
+    }
+    let mut out = Map::new();
+    out.insert("apiVersion".to_owned(), json!(api_version));
+    out.insert("kind".to_owned(), json!(kind));
+    out.insert("metadata".to_owned(), json!({}));
+    for (n, f) in fields(raw)? {
+        match (n, f) {
+            (1, Field::Bytes(x)) => {
+                out.insert("metadata".to_owned(), object_meta(x)?);
+            }
+            (2, Field::Bytes(x)) if kind != "SelfSubjectReview" => {
+                out.insert("spec".to_owned(), spec_of(x)?);
+            }
+            _ => {}
+        }
+    }
+    Ok(Some(Value::Object(out)))
+}
+
 /// Decodes a protobuf body into the JSON the handlers understand; `Err` with a reason when
 /// it is not a Namespace (or not decodable).
 pub(crate) fn decode(body: &[u8]) -> Result<Value, String> {
@@ -203,6 +278,9 @@ pub(crate) fn decode(body: &[u8]) -> Result<Value, String> {
         pod.insert("apiVersion".to_owned(), json!(api_version));
         pod.insert("kind".to_owned(), json!(kind));
         return Ok(Value::Object(pod));
+    }
+    if let Some(review) = review(&api_version, &kind, raw)? {
+        return Ok(review);
     }
     if api_version != "v1" || !matches!(kind.as_str(), "Namespace" | "ConfigMap" | "Secret") {
         return Err(format!(

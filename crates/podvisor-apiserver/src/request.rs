@@ -30,6 +30,8 @@ pub(crate) struct Params {
     pub field_validation: Option<String>,
     pub field_manager: Option<String>,
     pub grace_period_seconds: Option<String>,
+    /// Server-side apply: take the fields other managers own.
+    pub force: Option<String>,
     // Log options.
     pub container: Option<String>,
     pub follow: Option<String>,

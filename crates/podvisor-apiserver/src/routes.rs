@@ -12,7 +12,10 @@ use axum::routing::{MethodFilter, get, on};
 use crate::db::{EVENTS, NAMESPACES, PODS, Resource};
 use crate::request::Params;
 use crate::status::ApiError;
-use crate::{ApiState, configs, discovery, events, exec, logs, namespaces, objects, openapi, pods};
+use crate::{
+    ApiState, configs, discovery, events, events_v1, exec, logs, namespaces, objects, openapi,
+    pods, reviews,
+};
 
 /// The most bytes a request body may have (the API server's `MaxRequestBodyBytes`).
 pub(crate) const MAX_BODY: usize = 3 * 1024 * 1024;
@@ -269,6 +272,7 @@ pub(crate) fn api_routes() -> Router<ApiState> {
         .or(MethodFilter::DELETE);
     Router::new()
         .route("/version", get(discovery::version))
+        .route("/version/", get(discovery::version))
         .route("/api", get(discovery::api))
         .route("/api/", get(discovery::api))
         .route("/api/v1", get(discovery::api_v1))
@@ -297,9 +301,51 @@ pub(crate) fn api_routes() -> Router<ApiState> {
                 },
             ),
         )
+        .route("/apis/events.k8s.io", get(events_v1::discovery))
+        .route("/apis/events.k8s.io/v1", get(events_v1::discovery))
+        .route("/apis/events.k8s.io/v1/events", on(any, events_v1::all))
+        .route(
+            "/apis/events.k8s.io/v1/watch/events",
+            get(events_v1::watch_all),
+        )
+        .route(
+            "/apis/events.k8s.io/v1/namespaces/{ns}/events",
+            on(any, events_v1::collection),
+        )
+        .route(
+            "/apis/events.k8s.io/v1/watch/namespaces/{ns}/events",
+            get(events_v1::watch_collection),
+        )
+        .route(
+            "/apis/events.k8s.io/v1/namespaces/{ns}/events/{name}",
+            on(any, events_v1::object),
+        )
+        .route("/apis/authentication.k8s.io", get(reviews::authn_discovery))
+        .route(
+            "/apis/authentication.k8s.io/v1",
+            get(reviews::authn_discovery),
+        )
+        .route(
+            "/apis/authentication.k8s.io/v1/selfsubjectreviews",
+            axum::routing::post(reviews::self_subject_review),
+        )
+        .route("/apis/authorization.k8s.io", get(reviews::authz_discovery))
+        .route(
+            "/apis/authorization.k8s.io/v1",
+            get(reviews::authz_discovery),
+        )
+        .route(
+            "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews",
+            axum::routing::post(reviews::self_subject_access_review),
+        )
+        .route(
+            "/apis/authorization.k8s.io/v1/selfsubjectrulesreviews",
+            axum::routing::post(reviews::self_subject_rules_review),
+        )
         .route("/openapi/v2", get(openapi::v2))
         .route("/openapi/v3", get(openapi::v3_root))
         .route("/openapi/v3/api/v1", get(openapi::v3_group))
+        .route("/openapi/v3/apis/events.k8s.io/v1", get(openapi::v3_events))
         .route("/api/v1/{resource}", on(any, cluster_collection))
         .route("/api/v1/watch/{resource}", get(cluster_watch))
         .route("/api/v1/namespaces/{name}", on(any, namespace_object))

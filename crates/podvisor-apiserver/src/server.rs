@@ -186,6 +186,13 @@ impl ApiServer {
             self.token.clone(),
         ));
         let mut check_done = false;
+        // The namespace controller (kube-controller-manager's): empties and removes deleted
+        // namespaces while the API serves.
+        let namespaces = tokio::spawn(crate::namespace_controller::run(
+            self.state.store().clone(),
+            std::future::pending(),
+        ));
+        let _namespaces = AbortOnDrop(namespaces);
         let mut expiry = tokio::time::interval(EVENT_SWEEP);
         expiry.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         tokio::pin!(shutdown);
@@ -329,5 +336,14 @@ async fn try_version(
         Ok(())
     } else {
         Err(format!("GET /version answered {}", resp.status()))
+    }
+}
+
+/// Aborts a background task when dropped (when [`ApiServer::run`] returns).
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
     }
 }

@@ -88,6 +88,13 @@ impl ApiError {
         .with_details(name, resource)
     }
 
+    /// 409 for server-side apply's conflicts (`errors.NewApplyConflict`).
+    pub fn apply_conflict(message: String, causes: Vec<Value>) -> Self {
+        let mut e = Self::new(409, "Conflict", message);
+        e.details = Some(json!({"causes": causes}));
+        e
+    }
+
     /// 409 for a stale `resourceVersion`.
     pub fn stale(resource: &str, name: &str) -> Self {
         Self::conflict(

@@ -4,8 +4,11 @@
 //! - `resourceVersion` unset or `"0"`: the current state as synthetic `ADDED` events, then
 //!   changes; `n`: every change after `n`, or one `ERROR` event with a 410 `Expired` status
 //!   when `n` is older than the store keeps.
-//! - Selectors apply to every event; an object that stops matching is sent as `DELETED`,
-//!   one that starts matching as `ADDED` (the watch cache's behaviour).
+//! - Selectors apply to every event, judged on the object before the change (the store's
+//!   previous value, etcd's `prevKV`) and after it: one that stops matching is sent as
+//!   `DELETED`, one that starts matching as `ADDED` (the watch cache's behaviour). So a watch
+//!   resumed from an old `n` replays an object deleted since as `MODIFIED` then `DELETED`,
+//!   and one created since as `ADDED`.
 //! - `allowWatchBookmarks=true`: a `BOOKMARK` every bookmark interval, and with
 //!   `sendInitialEvents=true` one annotated `k8s.io/initial-events-end` after the initial
 //!   events.
@@ -13,7 +16,6 @@
 //! - With a `Table` Accept header every object is a one-row `Table` (column definitions on
 //!   the first only).
 
-use std::collections::HashSet;
 use std::convert::Infallible;
 use std::future::Future;
 use std::pin::Pin;
@@ -24,7 +26,7 @@ use axum::body::{Body, Bytes};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::Response;
 use http_body::Frame;
-use podvisor_store::{EventType, StoreError, Watch, WatchFrom};
+use podvisor_store::{EventType, StoreError, Watch, WatchEvent, WatchFrom};
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
@@ -146,13 +148,11 @@ pub(crate) fn start(
     // objects are sent as ADDED; the watch then continues from the list's version.
     let (current, list_rv) = db::list_filtered(store, res, ns, |o| selection.matches(o))?;
     let initial = requested.is_none() || send_initial == Some(true);
-    let mut known = HashSet::new();
     let mut lines = Vec::new();
-    let mut sorted: Vec<&Value> = current.iter().collect();
-    sorted.sort_by_key(|o| key_of(o));
-    for obj in sorted {
-        known.insert(key_of(obj));
-        if initial {
+    if initial {
+        let mut sorted: Vec<&Value> = current.iter().collect();
+        sorted.sort_by_key(|o| key_of(o));
+        for obj in sorted {
             lines.push(presenter.line("ADDED", obj));
         }
     }
@@ -171,7 +171,6 @@ pub(crate) fn start(
                 tx,
                 presenter,
                 selection,
-                known,
                 last_rv: requested.unwrap_or(list_rv),
                 bookmarks,
                 bookmark_interval: req.state.inner.bookmark_interval,
@@ -194,7 +193,6 @@ struct WatchJob {
     tx: mpsc::Sender<Bytes>,
     presenter: Presenter,
     selection: Selection,
-    known: HashSet<String>,
     last_rv: u64,
     bookmarks: bool,
     bookmark_interval: Duration,
@@ -202,18 +200,19 @@ struct WatchJob {
 }
 
 impl WatchJob {
-    /// The event type to send for a store event, given the selection, or `None`.
-    fn classify(&mut self, type_: EventType, obj: &Value) -> Option<&'static str> {
-        let key = key_of(obj);
-        let matches = self.selection.matches(obj);
-        let was = self.known.contains(&key);
-        match type_ {
-            EventType::Deleted => (self.known.remove(&key) || matches).then_some("DELETED"),
-            _ if matches => {
-                self.known.insert(key);
-                Some(if was { "MODIFIED" } else { "ADDED" })
-            }
-            _ => self.known.remove(&key).then_some("DELETED"),
+    /// The event type to send for a store event, given the selection, or `None`: from
+    /// whether the object matched before the change (the store's previous value, as etcd's
+    /// `prevKV`) and after it, as the API server's watch cache decides.
+    fn classify(&self, event: &WatchEvent) -> Option<&'static str> {
+        let before = event
+            .previous()
+            .is_some_and(|previous| self.selection.matches(&previous));
+        let after = event.type_ != EventType::Deleted && self.selection.matches(&event.object);
+        match (before, after) {
+            (false, true) => Some("ADDED"),
+            (true, true) => Some("MODIFIED"),
+            (true, false) => Some("DELETED"),
+            (false, false) => None,
         }
     }
 
@@ -239,7 +238,7 @@ impl WatchJob {
                 event = self.watch.next() => {
                     let Some(event) = event else { return };
                     self.last_rv = self.last_rv.max(event.resource_version);
-                    match self.classify(event.type_, &event.object) {
+                    match self.classify(&event) {
                         Some(t) => self.presenter.line(t, &event.object),
                         None => continue,
                     }

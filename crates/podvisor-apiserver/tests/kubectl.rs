@@ -4,9 +4,12 @@
 
 mod common;
 
+mod kubectl_auth;
 mod kubectl_configs;
 mod kubectl_debug;
 mod kubectl_logs_events;
+mod kubectl_namespaces;
+mod kubectl_openapi;
 mod kubectl_pods;
 mod kubectl_resize;
 mod kubectl_scheduling;

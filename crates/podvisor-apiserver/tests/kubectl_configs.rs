@@ -316,3 +316,113 @@ fn configmaps_are_watched() {
     let out = watch.wait_with_output().unwrap();
     assert!(String::from_utf8_lossy(&out.stdout).contains("configmap/seen"));
 }
+
+/// Server-side apply conflicts through the real kubectl: a field another manager owns and
+/// this apply would change is a 409 with the API server's words, unless
+/// `--force-conflicts`, which moves the field to the applier.
+#[test]
+fn server_side_apply_conflicts_unless_forced() {
+    let s = TestServer::start();
+    let file = s.dir.path().join("cm.yaml");
+    let write = |a: &str| {
+        std::fs::write(
+            &file,
+            format!("apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: shared}}\ndata: {{a: '{a}', b: 'x'}}\n"),
+        )
+        .unwrap();
+    };
+    let path = file.to_str().unwrap().to_owned();
+    write("1");
+    s.kubectl_ok(&[
+        "apply",
+        "--server-side",
+        "--field-manager=first",
+        "-f",
+        &path,
+    ]);
+    // The same values under another manager: shared ownership, no conflict.
+    s.kubectl_ok(&[
+        "apply",
+        "--server-side",
+        "--field-manager=second",
+        "-f",
+        &path,
+    ]);
+    write("2");
+    let r = s.kubectl(&[
+        "apply",
+        "--server-side",
+        "--field-manager=second",
+        "-f",
+        &path,
+    ]);
+    assert!(!r.ok);
+    assert!(
+        r.stderr
+            .contains("Apply failed with 1 conflict: conflict with \"first\": .data.a"),
+        "{}",
+        r.stderr
+    );
+    // A plain update (kubectl patch) is a manager too.
+    s.kubectl_ok(&[
+        "patch",
+        "configmap",
+        "shared",
+        "--type=merge",
+        "-p",
+        r#"{"data":{"b":"y"}}"#,
+    ]);
+    write("2");
+    let r = s.kubectl(&[
+        "apply",
+        "--server-side",
+        "--field-manager=first",
+        "-f",
+        &path,
+    ]);
+    assert!(!r.ok);
+    assert!(
+        r.stderr
+            .contains("Apply failed with 1 conflict: conflict with \"kubectl-patch\" using v1"),
+        "{}",
+        r.stderr
+    );
+    assert!(r.stderr.contains(": .data.b"), "{}", r.stderr);
+
+    // Forced: the applier takes the fields over.
+    let out = s.kubectl_ok(&[
+        "apply",
+        "--server-side",
+        "--field-manager=first",
+        "--force-conflicts",
+        "-f",
+        &path,
+    ]);
+    assert!(out.contains("serverside-applied"), "{out}");
+    let cm = s
+        .json("GET", "/api/v1/namespaces/default/configmaps/shared", None)
+        .1;
+    assert_eq!(cm["data"]["a"], "2");
+    assert_eq!(cm["data"]["b"], "x");
+    let entries = cm["metadata"]["managedFields"].as_array().unwrap();
+    let owner_of_b: Vec<&str> = entries
+        .iter()
+        .filter(|e| e["fieldsV1"]["f:data"].get("f:b").is_some())
+        .map(|e| e["manager"].as_str().unwrap())
+        .collect();
+    assert_eq!(owner_of_b, ["first"], "{cm}");
+    // `second` now applies a=1 again against `first`'s a=2: a conflict the other way.
+    write("1");
+    let r = s.kubectl(&[
+        "apply",
+        "--server-side",
+        "--field-manager=second",
+        "-f",
+        &path,
+    ]);
+    assert!(
+        r.stderr.contains("conflict with \"first\": .data.a"),
+        "{}",
+        r.stderr
+    );
+}

@@ -334,3 +334,40 @@ fn kubectl_describe_shows_combined_similar_events() {
     // 14 written, one dropped and counted with the next write.
     assert_eq!(written["count"], 16);
 }
+
+/// The scheduler's core/v1 event is also an `events.k8s.io/v1` Event (one object, two
+/// shapes): kubectl lists it through the new group, and a watch there sees the new shape.
+#[test]
+fn events_are_served_in_events_k8s_io_v1_too() {
+    let s = TestServer::start();
+    s.create(&pod_yaml("web"));
+    let table = s.kubectl_ok(&["get", "events.v1.events.k8s.io", "-A"]);
+    assert!(table.contains("Scheduled"), "{table}");
+    let raw = s.kubectl_ok(&[
+        "get",
+        "--raw",
+        "/apis/events.k8s.io/v1/namespaces/default/events",
+    ]);
+    let list: serde_json::Value = serde_json::from_str(&raw).unwrap();
+    assert_eq!(list["apiVersion"], "events.k8s.io/v1");
+    let event = &list["items"][0];
+    assert_eq!(event["apiVersion"], "events.k8s.io/v1");
+    assert_eq!(event["regarding"]["name"], "web");
+    assert!(
+        event["note"]
+            .as_str()
+            .unwrap()
+            .starts_with("Successfully assigned default/web")
+    );
+    assert_eq!(event["deprecatedSource"]["component"], "default-scheduler");
+    assert!(event.get("involvedObject").is_none(), "{event}");
+    let watched = s.kubectl_ok(&[
+        "get",
+        "--raw",
+        "/apis/events.k8s.io/v1/namespaces/default/events?watch=true&timeoutSeconds=1",
+    ]);
+    let first: serde_json::Value = serde_json::from_str(watched.lines().next().unwrap()).unwrap();
+    assert_eq!(first["type"], "ADDED");
+    assert_eq!(first["object"]["apiVersion"], "events.k8s.io/v1");
+    assert_eq!(first["object"]["regarding"]["name"], "web");
+}

@@ -17,11 +17,15 @@ pub(crate) fn uid(obj: &Value) -> Option<&str> {
 }
 
 /// Sets `metadata.resourceVersion`; `obj` has passed [`check`].
-/// Whether `metadata.finalizers` holds any finalizer.
+/// Whether `metadata.finalizers` holds any finalizer, or, for a Namespace, `spec.finalizers`
+/// (the namespace controller's `kubernetes`, which the namespace strategy also waits for).
 pub(crate) fn has_finalizers(obj: &Value) -> bool {
-    obj.pointer("/metadata/finalizers")
-        .and_then(Value::as_array)
-        .is_some_and(|f| !f.is_empty())
+    let any = |p: &str| {
+        obj.pointer(p)
+            .and_then(Value::as_array)
+            .is_some_and(|f| !f.is_empty())
+    };
+    any("/metadata/finalizers") || (obj["kind"] == "Namespace" && any("/spec/finalizers"))
 }
 
 /// Whether the object only waits for its finalizers: it has a `deletionTimestamp` and no or a

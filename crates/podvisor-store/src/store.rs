@@ -376,17 +376,20 @@ impl Store {
             .map_err(db("beginning a write"))?;
         txn.set_durability(Durability::Immediate)
             .map_err(db("setting durability"))?;
-        let (rv, type_, object, json) = {
+        let (rv, type_, object, json, previous_json) = {
             let mut meta = txn.open_table(META).map_err(db("opening meta"))?;
             let rv = 1 + meta
                 .get(RV_KEY)
                 .map_err(db("reading the resourceVersion"))?
                 .map_or(0, |v| v.value());
             let mut objects = txn.open_table(OBJECTS).map_err(db("opening objects"))?;
-            let current = objects
+            let previous_json: Option<Arc<[u8]>> = objects
                 .get(encoded.as_str())
                 .map_err(db("reading an object"))?
-                .map(|v| decode(key, v.value()))
+                .map(|v| Arc::from(v.value()));
+            let current = previous_json
+                .as_deref()
+                .map(|v| decode(key, v))
                 .transpose()?;
             let outcome = decide(current, &rv.to_string())?;
             let (type_, object) = match outcome {
@@ -411,7 +414,7 @@ impl Store {
             }
             meta.insert(RV_KEY, rv)
                 .map_err(db("writing the resourceVersion"))?;
-            (rv, type_, object, json)
+            (rv, type_, object, json, previous_json)
         };
         txn.commit().map_err(db("committing a write"))?;
         self.shared.rv.store(rv, Ordering::Release);
@@ -419,6 +422,7 @@ impl Store {
             type_,
             object: object.clone(),
             resource_version: rv,
+            previous_json,
         };
         hub.publish(key.clone(), event, json);
         Ok(object)
@@ -662,6 +666,7 @@ fn added(objects: Vec<Value>, snapshot: u64) -> VecDeque<Owed> {
                     .and_then(|v| v.parse().ok())
                     .unwrap_or(snapshot),
                 object,
+                previous_json: None,
             })
         })
         .collect()

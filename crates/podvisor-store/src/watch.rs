@@ -65,6 +65,20 @@ pub struct WatchEvent {
     pub object: Value,
     /// The resourceVersion of the change (equal to `object.metadata.resourceVersion`).
     pub resource_version: u64,
+    /// The object before the change, as stored (etcd's `prevKV`): none for `Added`; for
+    /// `Deleted`, the object as it was before the deletion. Decode with
+    /// [`WatchEvent::previous`].
+    pub previous_json: Option<Arc<[u8]>>,
+}
+
+impl WatchEvent {
+    /// The object before the change (none for `Added`, and for the synthetic `Added`s of a
+    /// [`WatchFrom::Any`] watch).
+    pub fn previous(&self) -> Option<Value> {
+        self.previous_json
+            .as_deref()
+            .map(|json| serde_json::from_slice(json).expect("the store holds JSON it serialized"))
+    }
 }
 
 /// A stream of [`WatchEvent`]s from [`Store::watch`](crate::Store::watch).
@@ -133,6 +147,7 @@ pub(crate) struct Record {
     type_: EventType,
     resource_version: u64,
     json: Box<[u8]>,
+    previous_json: Option<Arc<[u8]>>,
 }
 
 /// An event a [`Watch`] owes before its live ones.
@@ -170,6 +185,7 @@ impl Record {
             object: serde_json::from_slice(&self.json)
                 .expect("the history holds JSON the store serialized"),
             resource_version: self.resource_version,
+            previous_json: self.previous_json.clone(),
         }
     }
 }
@@ -236,12 +252,14 @@ impl Hub {
                 Err(mpsc::error::TrySendError::Closed(_)) => false,
             }
         });
-        self.bytes += json.len();
+        let previous_json = event.previous_json;
+        self.bytes += json.len() + previous_json.as_ref().map_or(0, |p| p.len());
         self.history.push_back(Arc::new(Record {
             key,
             type_: event.type_,
             resource_version: event.resource_version,
             json: json.into_boxed_slice(),
+            previous_json,
         }));
         // Bounded by count and by bytes (a few large objects must not hold the memory that
         // many small ones would); the newest event always stays.
@@ -249,7 +267,7 @@ impl Hub {
             && (self.history.len() > self.capacity || self.bytes > self.max_bytes)
             && let Some(oldest) = self.history.pop_front()
         {
-            self.bytes -= oldest.json.len();
+            self.bytes -= oldest.json.len() + oldest.previous_json.as_ref().map_or(0, |p| p.len());
             self.history_start = oldest.resource_version;
         }
     }

@@ -1164,3 +1164,34 @@ fn list_filtered_keeps_what_the_filter_accepts() {
     names.sort();
     assert_eq!(names, ["p0", "p3", "p6", "p9"]);
 }
+
+/// Every event carries the object as it was before the change (etcd's `prevKV`), live and
+/// replayed alike: none for a create, the old object for an update and for a delete.
+#[tokio::test]
+async fn events_carry_the_previous_object() {
+    let dir = TempDir::new("previous");
+    let store = Store::open(&dir.db()).unwrap();
+    let key = Key::new("pods", "default", "a");
+    let start = store.resource_version();
+    let mut live = store.watch("pods", None, WatchFrom::Now).unwrap();
+    store.create(&key, pod("default", "a", 0)).unwrap();
+    store
+        .update_with(&key, |mut p| {
+            p["data"] = json!(1);
+            Ok(p)
+        })
+        .unwrap();
+    store.delete(&key, Preconditions::default()).unwrap();
+    let mut replayed = store.watch("pods", None, WatchFrom::After(start)).unwrap();
+    for w in [&mut live, &mut replayed] {
+        let created = next(w).await;
+        assert_eq!(created.type_, EventType::Added);
+        assert!(created.previous().is_none());
+        let updated = next(w).await;
+        assert_eq!(updated.type_, EventType::Modified);
+        assert_eq!(updated.previous().unwrap()["data"], 0);
+        let deleted = next(w).await;
+        assert_eq!(deleted.type_, EventType::Deleted);
+        assert_eq!(deleted.previous().unwrap()["data"], 1);
+    }
+}

@@ -176,10 +176,19 @@ mod tests {
 
     /// Polls `marked_processes` until it finds `n` processes.
     fn wait_marked(marker: &str, look: MarkerIn, n: usize) -> Vec<Proc> {
+        wait_marked_until(marker, look, |found| found.len() >= n)
+    }
+
+    /// Polls `marked_processes` until `done` holds of what it finds (or 5 s pass).
+    fn wait_marked_until(
+        marker: &str,
+        look: MarkerIn,
+        done: impl Fn(&[Proc]) -> bool,
+    ) -> Vec<Proc> {
         let deadline = Instant::now() + Duration::from_secs(5);
         loop {
             let found = marked_processes(marker, look);
-            if found.len() >= n || Instant::now() > deadline {
+            if done(&found) || Instant::now() > deadline {
                 return found;
             }
             std::thread::sleep(Duration::from_millis(10));
@@ -201,7 +210,11 @@ mod tests {
             .unwrap();
         let pid = i32::try_from(shell.id()).unwrap();
         let me = i32::try_from(std::process::id()).unwrap();
-        let found = wait_marked(&m, MarkerIn::Cmdline, 2);
+        // Between the shell's fork and its child's exec, the child still shows the shell's
+        // (marked) command line: wait until the child has become `sleep 30`.
+        let found = wait_marked_until(&m, MarkerIn::Cmdline, |found| {
+            found.len() == 2 && found.iter().any(|p| p.cmdline == "sleep 30")
+        });
         assert_eq!(found.len(), 2, "{found:#?}");
         assert!(found.iter().any(|p| p.pid == pid && p.ppid == me));
         assert!(

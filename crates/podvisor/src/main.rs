@@ -134,10 +134,16 @@ enum Command {
         #[arg(long, value_parser = cmd::parse_feature_gates, default_value = "")]
         feature_gates: podvisor_api::FeatureGates,
     },
+    /// Report lifecycle mistakes the API server accepts (probes, hooks, restart policies) in pods
+    /// and workloads' pod templates; exit 1 on errors.
+    Lint(cmd::lint::Args),
     /// Show what the kubelet would do with a pod, on a virtual clock, without running anything.
     Simulate {
-        /// The pod manifest.
+        /// The pod manifest (Pods, or workloads whose pod templates are simulated).
         pod: PathBuf,
+        /// Simulate only the pod (or workload) of this name, when the file has several.
+        #[arg(long = "pod", value_name = "NAME")]
+        only: Option<String>,
         /// A script of what containers, probes and hooks do over time.
         #[arg(long)]
         script: Option<PathBuf>,
@@ -195,6 +201,7 @@ fn main() -> ExitCode {
             files,
             feature_gates,
         } => cmd::validate::run(&files, feature_gates),
+        Command::Lint(args) => cmd::lint::run(&args),
         Command::Version => {
             println!(
                 "podvisor {} (the kubelet's pod lifecycle of Kubernetes; serves {} to clients)",
@@ -216,6 +223,7 @@ fn main() -> ExitCode {
         }
         Command::Simulate {
             pod,
+            only,
             script,
             duration,
             output,
@@ -224,6 +232,7 @@ fn main() -> ExitCode {
             feature_gates,
         } => cmd::simulate::run(&cmd::simulate::Args {
             pod,
+            only,
             script,
             duration,
             output,

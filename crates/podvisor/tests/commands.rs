@@ -1,10 +1,12 @@
 //! The binary's commands for people without kubectl, linked as one test binary: `podvisor
 //! run` (`run`) and `apply/get/describe/logs/delete` against a real `serve` compared with
-//! kubectl (`cli`), and what a new user meets first (`first_hour`).
+//! kubectl (`cli`), what a new user meets first (`first_hour`), and `lint` with the `simulate`
+//! commands it prints (`lint`).
 
 mod common;
 
 mod cli;
 mod feature_gates_cli;
 mod first_hour;
+mod lint;
 mod run;

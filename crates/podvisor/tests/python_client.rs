@@ -130,3 +130,45 @@ fn python_kubernetes_client_creates_watches_logs_and_deletes_a_pod() {
         std::thread::sleep(Duration::from_millis(50));
     }
 }
+
+/// The Python client's `EventsV1Api` (events.k8s.io/v1, the same objects as core/v1
+/// Events) and `VersionApi` (`/version/`), through `tests/python/events_v1.py`.
+#[test]
+#[ignore = "needs root: run as root with --include-ignored (scripts/test does)"]
+fn python_events_v1_api_and_version_api() {
+    let python = python();
+    assert!(
+        has_kubernetes_client(&python),
+        "the Python kubernetes client is not installed for {}",
+        python.display()
+    );
+    let mut ctx = ServeCtx::new("pyev");
+    ctx.start(&[]);
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/python/events_v1.py");
+    let out = Command::new(&python)
+        .arg(&script)
+        .arg(ctx.kubeconfig())
+        .env("PYTHONDONTWRITEBYTECODE", "1")
+        .env_remove("KUBECONFIG")
+        .stdin(Stdio::null())
+        .output()
+        .expect("python starts");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "events_v1.py failed:\n{stdout}{stderr}"
+    );
+    for step in [
+        "ok: version v1.35.0-podvisor",
+        "ok: created thing.1",
+        "ok: read it as a core/v1 Event",
+        "ok: patched its series",
+        "ok: listed it by regarding.name",
+        "ok: refused one without reportingController",
+        "ok: deleted it",
+    ] {
+        assert!(stdout.contains(step), "missing {step:?}:\n{stdout}{stderr}");
+    }
+    assert_eq!(ctx.stop(Duration::from_secs(10)), Some(0));
+}

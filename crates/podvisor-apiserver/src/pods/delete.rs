@@ -117,9 +117,24 @@ fn plan(obj: &Value, requested: Option<i64>, now: Timestamp) -> ApiResult<Plan> 
     Ok(Plan::Graceful(value_of(&pod)))
 }
 
+/// Starts the graceful deletion of one pod with its own grace period, as a delete with no
+/// options does (the namespace controller's deletion of a namespace's pods); returns the
+/// object as it now is.
+pub(crate) fn delete_gracefully(
+    store: &podvisor_store::Store,
+    ns: &str,
+    name: &str,
+) -> ApiResult<Value> {
+    delete_one(store, ns, name, &DeleteOptions::default())
+}
+
 /// Deletes (or starts deleting) one pod; returns the object.
-fn delete_one(req: &Req, ns: &str, name: &str, opts: &DeleteOptions) -> ApiResult<Value> {
-    let store = req.state.store();
+fn delete_one(
+    store: &podvisor_store::Store,
+    ns: &str,
+    name: &str,
+    opts: &DeleteOptions,
+) -> ApiResult<Value> {
     let dry_run = opts.dry_run.as_ref().is_some_and(|d| !d.is_empty());
     let mut attempt = 0;
     loop {
@@ -178,7 +193,7 @@ fn delete_one(req: &Req, ns: &str, name: &str, opts: &DeleteOptions) -> ApiResul
 /// `DELETE /api/v1/namespaces/{ns}/pods/{name}`.
 pub(crate) fn delete(req: &Req, ns: &str, name: &str, body: &[u8]) -> ApiResult<Response> {
     let opts = options(req, body)?;
-    let obj = delete_one(req, ns, name, &opts)?;
+    let obj = delete_one(req.state.store(), ns, name, &opts)?;
     Ok(respond(req, PODS, StatusCode::OK, &obj, &[]))
 }
 
@@ -198,7 +213,7 @@ pub(crate) fn delete_collection(req: &Req, ns: &str, body: &[u8]) -> ApiResult<R
             .pointer("/metadata/name")
             .and_then(Value::as_str)
             .unwrap_or("");
-        match delete_one(req, ns, name, &opts) {
+        match delete_one(req.state.store(), ns, name, &opts) {
             Ok(v) => out.push(v),
             Err(e) if e.code == 404 => {}
             Err(e) => return Err(e),

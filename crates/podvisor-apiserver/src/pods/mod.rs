@@ -14,7 +14,7 @@ use podvisor_api::{
 };
 use serde_json::{Value, json};
 
-use crate::db::{self, NAMESPACES, PODS};
+use crate::db::{self, PODS};
 use crate::managed;
 use crate::objects::respond;
 use crate::patch::{PatchType, apply_patch, pod_lists, strategic_merge};
@@ -28,7 +28,7 @@ pub(crate) mod ephemeral;
 pub(crate) mod resize;
 pub(crate) mod status;
 
-pub(crate) use delete::{delete, delete_collection};
+pub(crate) use delete::{delete, delete_collection, delete_gracefully};
 
 /// How many times a write is retried when the object changed underneath it.
 const MAX_RETRIES: usize = 5;
@@ -228,9 +228,12 @@ fn create_value(
     check_namespace(&value, ns)?;
     let (pod, warnings) = decode_pod(&value, duplicates, fv, CREATE_PREFIX)?;
     let store = req.state.store();
-    if db::try_get(store, NAMESPACES, "", ns)?.is_none() {
-        return Err(ApiError::not_found("namespaces", ns));
-    }
+    crate::namespace_controller::admit_create(
+        store,
+        PODS.plural,
+        pod.metadata.name.as_deref().unwrap_or(""),
+        ns,
+    )?;
     let known = managed::known_only(&value, &value_of(&pod), pod_lists);
     let pod = admit_new(ns, pod, req.state.feature_gates())?;
     let name = pod.metadata.name.clone().unwrap_or_default();
@@ -571,8 +574,21 @@ fn apply(req: &Req, ns: &str, name: &str, body: &[u8]) -> ApiResult<Response> {
         subresource: Subresource::Pod,
     };
     let manager = managed::manager_name(&req.params, &req.headers);
+    let force = crate::request::flag(req.params.force.as_ref());
+    let applied_config = write.source.clone().unwrap_or_default();
     update_loop(req, ns, name, None, &write, |current| {
+        let take_over = managed::conflicts(
+            current,
+            &manager,
+            &applied_config,
+            &applied_fields,
+            force,
+            pod_lists,
+        )?;
         let mut merged = current.clone();
+        if take_over {
+            managed::take_over(&mut merged, &manager, &applied_fields);
+        }
         managed::prune(&mut merged, &manager, &applied_fields);
         strategic_merge(&mut merged, &intent, pod_lists)?;
         decode_pod(&merged, &duplicates, fv, "")

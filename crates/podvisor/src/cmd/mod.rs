@@ -5,6 +5,7 @@ pub mod delete;
 pub mod describe;
 pub mod get;
 pub mod image;
+pub mod lint;
 pub mod logs;
 pub mod run;
 pub mod run_logs;

@@ -1,8 +1,8 @@
-//! `podvisor simulate POD.yaml [--script S] [--for D] [--output text|json]`.
+//! `podvisor simulate POD.yaml [--pod NAME] [--script S] [--for D] [--output text|json]`.
 
 use crate::{BackoffCurve, OutputFormat};
 use anyhow::{Context, bail};
-use podvisor_api::{decode, defaults, validation};
+use podvisor_api::{defaults, validation};
 use podvisor_lifecycle::BackoffConfig;
 use podvisor_lifecycle::sim::{self, Script, SimOptions, script::parse_duration};
 use std::path::PathBuf;
@@ -10,6 +10,8 @@ use std::path::PathBuf;
 /// Parsed arguments.
 pub struct Args {
     pub pod: PathBuf,
+    /// `--pod NAME`: simulate only the pods (or workloads) of this name.
+    pub only: Option<String>,
     pub script: Option<PathBuf>,
     pub duration: String,
     pub output: OutputFormat,
@@ -18,11 +20,33 @@ pub struct Args {
     pub feature_gates: podvisor_api::FeatureGates,
 }
 
+/// The pods to simulate: Pods and workloads' pod templates; other objects are skipped with a
+/// note on stderr (so `podvisor lint`'s commands work on the files it lints).
+fn pods_of(
+    text: &str,
+    source: &str,
+) -> anyhow::Result<Vec<podvisor_api::k8s_openapi::api::core::v1::Pod>> {
+    let (pods, skipped) = podvisor_api::lint::pods_and_templates(text, source)?;
+    for note in &skipped {
+        eprintln!("note: {note}");
+    }
+    if pods.is_empty() {
+        bail!("{source}: no pods or workloads with a pod template");
+    }
+    Ok(pods)
+}
+
 /// Runs the simulation and prints the timeline. Exit code 2 on bad input.
 pub fn run(args: &Args) -> anyhow::Result<i32> {
     let source = args.pod.display().to_string();
     let text = std::fs::read_to_string(&args.pod).with_context(|| format!("reading {source}"))?;
-    let pods = decode::decode_pods(&text, &source)?;
+    let mut pods = pods_of(&text, &source)?;
+    if let Some(name) = &args.only {
+        pods.retain(|p| p.metadata.name.as_deref() == Some(name.as_str()));
+        if pods.is_empty() {
+            bail!("--pod: {source} has no pod or workload named {name:?}");
+        }
+    }
     let script = match &args.script {
         Some(p) => {
             let t =
