@@ -88,6 +88,11 @@ pub struct Agent<R: Runtime> {
 }
 
 impl<R: Runtime> Agent<R> {
+    /// The feature gates its pods run with (`MachineConfig::gates`).
+    pub fn gates(&self) -> podvisor_api::FeatureGates {
+        self.config.gates
+    }
+
     /// An agent using `runtime`, machine settings `config` (back-off curve, node name) and the
     /// system clock.
     pub fn new(runtime: Arc<R>, config: MachineConfig) -> Agent<R> {

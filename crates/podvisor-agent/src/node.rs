@@ -175,7 +175,7 @@ impl Node {
         let statics = config
             .manifests
             .clone()
-            .map(|dir| StaticSource::new(dir, config.node_name.clone()));
+            .map(|dir| StaticSource::new(dir, config.node_name.clone(), agent.gates()));
         let node = NodeLoop {
             agent,
             store,

@@ -8,6 +8,8 @@
 //!   (`pkg/apis/core/v1/defaults.go`);
 //! - [`gates`]: drops the fields of feature gates that are off by default
 //!   (`dropDisabledFields`), before validation;
+//! - [`feature_gates`]: the gates `--feature-gates` may turn on (KEP-5532's
+//!   `RestartAllContainersOnContainerExits`), threaded to validation and the lifecycle core;
 //! - [`resources`]: a pod's aggregate container requests and limits, as
 //!   pod-level resources (V15) use them;
 //! - [`validation`]: validates a Pod on create, on update (spec
@@ -41,6 +43,7 @@ pub use k8s_openapi;
 pub mod config;
 pub mod decode;
 pub mod defaults;
+pub mod feature_gates;
 pub mod gates;
 pub mod gotext;
 pub mod lint;
@@ -56,9 +59,10 @@ pub use decode::{
     decode_pods_lenient, decode_pods_with,
 };
 pub use defaults::apply_defaults;
+pub use feature_gates::{Feature, FeatureGateError, FeatureGates};
 pub use gates::drop_disabled_fields;
 pub use validation::{
     ErrorKind, FieldError, ValidationErrors, drop_non_resize_updates,
     validate_ephemeral_containers_update, validate_pod, validate_pod_resize, validate_pod_update,
-    validate_static_pod_references, validate_status_update,
+    validate_pod_with_gates, validate_static_pod_references, validate_status_update,
 };

@@ -4,7 +4,9 @@
 //! the QoS class, and the condition types the kubelet owns.
 
 use crate::quantity::Quantity;
-use k8s_openapi::api::core::v1::{Container, EphemeralContainer, PodSpec, ResourceRequirements};
+use k8s_openapi::api::core::v1::{
+    Container, ContainerRestartRule, EphemeralContainer, PodSpec, ResourceRequirements,
+};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity as ApiQuantity;
 use std::collections::BTreeMap;
 
@@ -25,10 +27,12 @@ pub const POD_SCHEDULED: &str = "PodScheduled";
 pub const POD_RESIZE_PENDING: &str = "PodResizePending";
 /// `PodResizeInProgress`: an allocated in-place resize not yet actuated.
 pub const POD_RESIZE_IN_PROGRESS: &str = "PodResizeInProgress";
+/// KEP-5532: True while a `RestartAllContainers` rule's restart kills the pod's containers.
+pub const ALL_CONTAINERS_RESTARTING: &str = "AllContainersRestarting";
 
 /// The condition types whose truth the kubelet owns (D1, and the resize conditions,
 /// `PodConditionByKubelet`); the status manager keeps every other type as clients wrote it.
-pub const KUBELET_CONDITIONS: [&str; 7] = [
+pub const KUBELET_CONDITIONS: [&str; 8] = [
     POD_READY_TO_START_CONTAINERS,
     INITIALIZED,
     READY,
@@ -36,6 +40,7 @@ pub const KUBELET_CONDITIONS: [&str; 7] = [
     POD_SCHEDULED,
     POD_RESIZE_PENDING,
     POD_RESIZE_IN_PROGRESS,
+    ALL_CONTAINERS_RESTARTING,
 ];
 
 /// Whether `c` (an init container) is a sidecar: `restartPolicy: Always`
@@ -52,17 +57,7 @@ pub fn is_sidecar(c: &Container) -> bool {
 #[must_use]
 pub fn container_should_restart(c: &Container, spec: &PodSpec, exit_code: i32) -> bool {
     if let Some(policy) = c.restart_policy.as_deref() {
-        let first_match = c.restart_policy_rules.iter().flatten().find(|rule| {
-            rule.exit_codes.as_ref().is_some_and(|codes| {
-                let listed = codes.values.iter().flatten().any(|v| *v == exit_code);
-                match codes.operator.as_str() {
-                    "In" => listed,
-                    "NotIn" => !listed,
-                    _ => false,
-                }
-            })
-        });
-        if first_match.is_some_and(|rule| rule.action == "Restart") {
+        if first_matching_rule(c, exit_code).is_some_and(|rule| rule.action == "Restart") {
             return true;
         }
         match policy {
@@ -77,6 +72,33 @@ pub fn container_should_restart(c: &Container, spec: &PodSpec, exit_code: i32) -
         Some("Never") => false,
         _ => true,
     }
+}
+
+/// `findMatchingContainerRestartRule`: the first of `c`'s `restartPolicyRules` whose exit
+/// codes match `exit_code` (`In`: listed, `NotIn`: not listed).
+#[must_use]
+pub fn first_matching_rule(c: &Container, exit_code: i32) -> Option<&ContainerRestartRule> {
+    c.restart_policy_rules.iter().flatten().find(|rule| {
+        rule.exit_codes.as_ref().is_some_and(|codes| {
+            let listed = codes.values.iter().flatten().any(|v| *v == exit_code);
+            match codes.operator.as_str() {
+                "In" => listed,
+                "NotIn" => !listed,
+                _ => false,
+            }
+        })
+    })
+}
+
+/// KEP-5532 (`RestartAllContainersOnContainerExits`): whether `c`'s exit with `exit_code`
+/// restarts the whole pod in place: its first matching rule has the action
+/// `RestartAllContainers` (the check of `ShouldAllContainersRestart` for one container). Only
+/// meaningful with the gate on; with it off the rule is ignored and the container's policy
+/// decides ([`container_should_restart`]).
+#[must_use]
+pub fn restarts_all_containers(c: &Container, exit_code: i32) -> bool {
+    first_matching_rule(c, exit_code)
+        .is_some_and(|rule| rule.action == crate::feature_gates::RESTART_ALL_CONTAINERS)
 }
 
 /// The QoS classes.

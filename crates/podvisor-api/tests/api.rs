@@ -9,6 +9,8 @@ mod decode;
 mod defaults;
 #[path = "examples.rs"]
 mod examples;
+#[path = "feature_gates.rs"]
+mod feature_gates;
 #[path = "pod_rules.rs"]
 mod pod_rules;
 #[path = "updates.rs"]

@@ -114,6 +114,8 @@ struct StateInner {
     history: Option<Arc<dyn PodHistory>>,
     /// Set once the server stops: watches and log streams end at once.
     stopping: Arc<tokio::sync::watch::Sender<bool>>,
+    /// The feature gates pod creation is validated with (`--feature-gates`).
+    gates: podvisor_api::FeatureGates,
 }
 
 impl ApiState {
@@ -133,6 +135,7 @@ impl ApiState {
                 exec: None,
                 history: None,
                 stopping: Arc::new(tokio::sync::watch::Sender::new(false)),
+                gates: podvisor_api::FeatureGates::default(),
             }),
         }
     }
@@ -143,6 +146,17 @@ impl ApiState {
         ApiState {
             inner: Arc::new(inner),
         }
+    }
+
+    /// Validates created pods with `gates` (`serve --feature-gates`; default: all off).
+    #[must_use]
+    pub fn with_feature_gates(self, gates: podvisor_api::FeatureGates) -> Self {
+        self.map(|s| s.gates = gates)
+    }
+
+    /// The feature gates pods are validated with.
+    pub fn feature_gates(&self) -> podvisor_api::FeatureGates {
+        self.inner.gates
     }
 
     /// Requires `Authorization: Bearer <token>` on every request but health checks.

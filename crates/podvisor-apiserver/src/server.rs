@@ -160,6 +160,13 @@ impl ApiServer {
         self
     }
 
+    /// Validates created pods with `gates` (see [`ApiState::with_feature_gates`]).
+    #[must_use]
+    pub fn with_feature_gates(mut self, gates: podvisor_api::FeatureGates) -> Self {
+        self.state = self.state.with_feature_gates(gates);
+        self
+    }
+
     /// Serves `pods/exec` through `exec` (see [`ApiState::with_exec`]).
     #[must_use]
     pub fn with_exec(mut self, exec: std::sync::Arc<dyn crate::PodExec>) -> Self {

@@ -76,6 +76,8 @@ pub struct MachineConfig {
     /// The node's allocatable cpu and memory, against which a resize is checked
     /// (`Infeasible` beyond it); `None`: unknown, every resize fits.
     pub allocatable: Option<NodeResources>,
+    /// The feature gates the kubelet runs with (`--feature-gates`); all off by default.
+    pub gates: podvisor_api::FeatureGates,
 }
 
 impl Default for MachineConfig {
@@ -88,6 +90,7 @@ impl Default for MachineConfig {
             pod_ip: None,
             sidecar_settle: Duration::from_secs(1),
             allocatable: None,
+            gates: podvisor_api::FeatureGates::default(),
         }
     }
 }

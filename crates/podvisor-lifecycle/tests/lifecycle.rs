@@ -23,6 +23,8 @@ mod rules_images;
 mod rules_probes_hooks_termination;
 #[path = "rules_resize.rs"]
 mod rules_resize;
+#[path = "rules_restart_all.rs"]
+mod rules_restart_all;
 #[path = "rules_sandbox.rs"]
 mod rules_sandbox;
 #[path = "status_conditions.rs"]

@@ -335,3 +335,32 @@ fn resize_in_place_refused_and_by_restart() {
     );
     insta::assert_snapshot!("resize_in_place_refused_and_by_restart", report);
 }
+
+/// KEP-5532 (`RestartAllContainersOnContainerExits` on): examples/restart-all.yaml with its
+/// script. The app exits 88 at 11 s and 23 s: `AllContainersRestarting` goes True, the watcher
+/// gets SIGTERM with the 2 s minimum and no preStop, the phase stays Pending; once it is dead
+/// the condition goes False and `setup` runs again first in the same sandbox (one
+/// `CreateSandbox` in the whole story), then watcher and app with restart counts 1, then 2.
+/// The third run exits 0: the watcher is stopped and the pod ends Succeeded.
+#[test]
+fn restart_all_containers_in_place() {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples");
+    let manifest = std::fs::read_to_string(format!("{dir}/restart-all.yaml")).unwrap();
+    let mut pod = podvisor_api::decode_pods(&manifest, "restart-all.yaml")
+        .unwrap()
+        .remove(0);
+    podvisor_api::apply_defaults(&mut pod);
+    let gates =
+        podvisor_api::FeatureGates::parse("RestartAllContainersOnContainerExits=true").unwrap();
+    podvisor_api::validate_pod_with_gates(&pod, gates).unwrap();
+    let script = std::fs::read_to_string(format!("{dir}/scripts/restart-all.yaml")).unwrap();
+    let script = Script::parse(&script).expect("a valid script");
+    let mut opts = SimOptions {
+        duration: Duration::from_secs(60),
+        ..SimOptions::default()
+    };
+    opts.config.gates = gates;
+    let records = sim::simulate(pod, &script, &opts).expect("the simulation runs");
+    let report = sim::text_report("restart-all", &records);
+    insta::assert_snapshot!("restart_all_containers_in_place", report);
+}

@@ -131,6 +131,10 @@ enum Command {
         /// Manifest files (YAML or JSON; `-` for stdin).
         #[arg(required = true)]
         files: Vec<PathBuf>,
+        /// Feature gates, as kube's `--feature-gates`: `A=true,B=false`. Known:
+        /// RestartAllContainersOnContainerExits (alpha, default false).
+        #[arg(long, value_parser = cmd::parse_feature_gates, default_value = "")]
+        feature_gates: podvisor_api::FeatureGates,
     },
     /// Report lifecycle mistakes the API server accepts (probes, hooks, restart policies) in pods
     /// and workloads' pod templates; exit 1 on errors.
@@ -157,6 +161,10 @@ enum Command {
         /// `crashLoopBackOff.maxContainerRestartPeriod` (1s..300s).
         #[arg(long)]
         max_restart_period: Option<String>,
+        /// Feature gates, as kube's `--feature-gates`: `A=true,B=false`. Known:
+        /// RestartAllContainersOnContainerExits (alpha, default false).
+        #[arg(long, value_parser = cmd::parse_feature_gates, default_value = "")]
+        feature_gates: podvisor_api::FeatureGates,
     },
 }
 
@@ -192,7 +200,10 @@ fn main() -> ExitCode {
         Command::Delete(args) => cmd::delete::run(&args),
         Command::Dashboard(args) => cmd::dashboard::run(&args),
         Command::Image(args) => cmd::image::run(&args),
-        Command::Validate { files } => cmd::validate::run(&files),
+        Command::Validate {
+            files,
+            feature_gates,
+        } => cmd::validate::run(&files, feature_gates),
         Command::Lint(args) => cmd::lint::run(&args),
         Command::Version => {
             println!(
@@ -221,6 +232,7 @@ fn main() -> ExitCode {
             output,
             backoff,
             max_restart_period,
+            feature_gates,
         } => cmd::simulate::run(&cmd::simulate::Args {
             pod,
             only,
@@ -229,6 +241,7 @@ fn main() -> ExitCode {
             output,
             backoff,
             max_restart_period,
+            feature_gates,
         }),
     };
     match result {

@@ -7,6 +7,7 @@
 mod common;
 
 mod cli;
+mod feature_gates_cli;
 mod first_hour;
 mod lint;
 mod run;

@@ -20,6 +20,7 @@ mod kubectl_matrix;
 mod oci;
 mod oci_pull_secrets;
 mod python_client;
+mod restart_all;
 mod scheduling;
 mod serve;
 mod serve_configs;

@@ -13,7 +13,8 @@ use crate::log::{debug, warning};
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{Pod, PodStatus, Toleration};
 use podvisor_api::{
-    apply_defaults, decode_pods, drop_disabled_fields, validate_pod, validate_static_pod_references,
+    apply_defaults, decode_pods, drop_disabled_fields, validate_pod_with_gates,
+    validate_static_pod_references,
 };
 use podvisor_store::{EventType, Key, StoreError};
 use serde_json::Value;
@@ -44,6 +45,8 @@ pub(crate) struct StaticPod {
 pub(crate) struct StaticSource {
     dir: PathBuf,
     node_name: String,
+    /// The feature gates static pods are validated with (the node's `--feature-gates`).
+    gates: podvisor_api::FeatureGates,
     /// `config.seen` per UID, so that a pod keeps the time it was first seen.
     seen: HashMap<String, Timestamp>,
     /// The last problem reported per file, so that each is printed once.
@@ -51,10 +54,15 @@ pub(crate) struct StaticSource {
 }
 
 impl StaticSource {
-    pub(crate) fn new(dir: PathBuf, node_name: String) -> StaticSource {
+    pub(crate) fn new(
+        dir: PathBuf,
+        node_name: String,
+        gates: podvisor_api::FeatureGates,
+    ) -> StaticSource {
         StaticSource {
             dir,
             node_name,
+            gates,
             seen: HashMap::new(),
             reported: HashMap::new(),
         }
@@ -137,7 +145,7 @@ impl StaticSource {
         decoded
             .into_iter()
             .map(|pod| {
-                let pod = static_pod(pod, &self.node_name, &source)?;
+                let pod = static_pod(pod, &self.node_name, &source, self.gates)?;
                 let key = pod_key(&pod);
                 Ok(StaticPod {
                     path: path.to_path_buf(),
@@ -279,7 +287,12 @@ impl<R: podvisor_runtime::Runtime> NodeLoop<R> {
 /// `Exists` toleration; phase Pending. Then API defaulting, the fields of disabled gates
 /// dropped, validation, and the refusal of references to API objects (M10,
 /// `PreventStaticPodAPIReferences`): such a pod never runs.
-pub(crate) fn static_pod(mut pod: Pod, node_name: &str, source: &str) -> Result<Pod, String> {
+pub(crate) fn static_pod(
+    mut pod: Pod,
+    node_name: &str,
+    source: &str,
+    gates: podvisor_api::FeatureGates,
+) -> Result<Pod, String> {
     let node = node_name.to_lowercase();
     if pod.metadata.uid.as_deref().unwrap_or("").is_empty() {
         let mut input = serde_json::to_vec(&pod).map_err(|e| format!("{source}: {e}"))?;
@@ -313,7 +326,7 @@ pub(crate) fn static_pod(mut pod: Pod, node_name: &str, source: &str) -> Result<
     });
     apply_defaults(&mut pod);
     drop_disabled_fields(&mut pod, None);
-    validate_pod(&pod).map_err(|e| format!("{source}: {e}"))?;
+    validate_pod_with_gates(&pod, gates).map_err(|e| format!("{source}: {e}"))?;
     validate_static_pod_references(&pod).map_err(|e| format!("{source}: {e}"))?;
     Ok(pod)
 }
@@ -405,7 +418,13 @@ mod tests {
 
     #[test]
     fn m10_static_pod_identity() {
-        let pod = static_pod(manifest("busybox"), "node-1", "/etc/m/web.yaml").unwrap();
+        let pod = static_pod(
+            manifest("busybox"),
+            "node-1",
+            "/etc/m/web.yaml",
+            Default::default(),
+        )
+        .unwrap();
         let uid = pod.metadata.uid.clone().unwrap();
         assert_eq!(uid.len(), 32);
         assert!(uid.chars().all(|c| c.is_ascii_hexdigit()));
@@ -425,12 +444,51 @@ mod tests {
         );
 
         // The same manifest elsewhere, or edited, is another pod.
-        let same = static_pod(manifest("busybox"), "node-1", "/etc/m/web.yaml").unwrap();
+        let same = static_pod(
+            manifest("busybox"),
+            "node-1",
+            "/etc/m/web.yaml",
+            Default::default(),
+        )
+        .unwrap();
         assert_eq!(same.metadata.uid.as_deref(), Some(uid.as_str()));
-        let moved = static_pod(manifest("busybox"), "node-1", "/etc/m/other.yaml").unwrap();
+        let moved = static_pod(
+            manifest("busybox"),
+            "node-1",
+            "/etc/m/other.yaml",
+            Default::default(),
+        )
+        .unwrap();
         assert_ne!(moved.metadata.uid.as_deref(), Some(uid.as_str()));
-        let edited = static_pod(manifest("nginx"), "node-1", "/etc/m/web.yaml").unwrap();
+        let edited = static_pod(
+            manifest("nginx"),
+            "node-1",
+            "/etc/m/web.yaml",
+            Default::default(),
+        )
+        .unwrap();
         assert_ne!(edited.metadata.uid.as_deref(), Some(uid.as_str()));
+    }
+
+    /// KEP-5532: a static pod is validated with the node's feature gates.
+    #[test]
+    fn kep5532_static_pods_follow_the_nodes_feature_gates() {
+        let mut pod = manifest("busybox");
+        let app = &mut pod.spec.as_mut().unwrap().containers[0];
+        app.restart_policy = Some("Never".into());
+        app.restart_policy_rules =
+            Some(vec![serde_json::from_value(serde_json::json!(
+            {"action": "RestartAllContainers", "exitCodes": {"operator": "In", "values": [88]}}
+        ))
+        .unwrap()]);
+        let err = static_pod(pod.clone(), "n", "/m/web.yaml", Default::default()).unwrap_err();
+        assert!(
+            err.contains("Unsupported value: \"RestartAllContainers\""),
+            "{err}"
+        );
+        let gates =
+            podvisor_api::FeatureGates::parse("RestartAllContainersOnContainerExits=true").unwrap();
+        static_pod(pod, "n", "/m/web.yaml", gates).unwrap();
     }
 
     #[test]
@@ -438,7 +496,7 @@ mod tests {
         let mut pod = manifest("busybox");
         let spec = pod.spec.as_mut().unwrap();
         spec.service_account_name = Some("builder".to_string());
-        let err = static_pod(pod, "node-1", "/etc/m/web.yaml").unwrap_err();
+        let err = static_pod(pod, "node-1", "/etc/m/web.yaml", Default::default()).unwrap_err();
         assert_eq!(
             err,
             "/etc/m/web.yaml: The Pod \"web-node-1\" is invalid: spec.serviceAccountName: Forbidden: static pods may not reference API objects"
@@ -447,7 +505,7 @@ mod tests {
 
     #[test]
     fn mirror_pods_carry_the_mirror_annotation_and_the_uid() {
-        let pod = static_pod(manifest("busybox"), "n", "/m/web.yaml").unwrap();
+        let pod = static_pod(manifest("busybox"), "n", "/m/web.yaml", Default::default()).unwrap();
         let mirror = mirror_object(&pod, None, Timestamp::from_second(100).unwrap());
         let back: Pod = serde_json::from_value(mirror).unwrap();
         assert!(is_mirror(&back));

@@ -41,6 +41,7 @@ pub(crate) fn validate_containers(
             c.restart_policy.as_deref(),
             c.restart_policy_rules.as_deref().unwrap_or_default(),
             &p,
+            ctx,
         ));
     }
     errs.extend(check_host_port_conflicts(containers, path));
@@ -62,9 +63,9 @@ pub(crate) fn validate_init_containers(
 
         let sidecar = crate::pod::is_sidecar(c);
         let rules = c.restart_policy_rules.as_deref().unwrap_or_default();
-        if sidecar {
-            // RestartAllContainersOnContainerExits (alpha, off) is what would
-            // allow rules on sidecars.
+        if sidecar && !ctx.gates.restart_all_containers() {
+            // RestartAllContainersOnContainerExits (alpha, off by default) is
+            // what allows rules on sidecars.
             if !rules.is_empty() {
                 errs.push(FieldError::forbidden(
                     &p.child("restartPolicyRules"),
@@ -76,6 +77,7 @@ pub(crate) fn validate_init_containers(
                 c.restart_policy.as_deref(),
                 rules,
                 &p,
+                ctx,
             ));
         }
 
@@ -141,12 +143,19 @@ const MAX_RESTART_RULES: usize = 20;
 const MAX_RESTART_RULE_VALUES: usize = 255;
 
 /// Container-level `restartPolicy` and `restartPolicyRules` with the
-/// `ContainerRestartRules` gate on (V7).
+/// `ContainerRestartRules` gate on (V7); `RestartAllContainers` is an action
+/// only with `RestartAllContainersOnContainerExits` on (KEP-5532).
 fn validate_container_restart_policy(
     policy: Option<&str>,
     rules: &[ContainerRestartRule],
     path: &Path,
+    ctx: &Ctx<'_>,
 ) -> Vec<FieldError> {
+    let actions: &[&str] = if ctx.gates.restart_all_containers() {
+        &["Restart", crate::feature_gates::RESTART_ALL_CONTAINERS]
+    } else {
+        &["Restart"]
+    };
     let mut errs = Vec::new();
     let policy_path = path.child("restartPolicy");
     match policy {
@@ -172,12 +181,12 @@ fn validate_container_restart_policy(
     for (i, rule) in rules.iter().enumerate() {
         let rp = rules_path.index(i);
         // `RestartAllContainers` needs RestartAllContainersOnContainerExits
-        // (alpha, off).
-        if rule.action != "Restart" {
+        // (alpha, off by default).
+        if !actions.contains(&rule.action.as_str()) {
             errs.push(FieldError::not_supported(
                 &rp.child("action"),
                 &rule.action,
-                &["Restart"],
+                actions,
             ));
         }
         let Some(codes) = &rule.exit_codes else {

@@ -10,11 +10,14 @@
 //! `ImageVolume` and `PodLevelResources` are on;
 //! `RestartAllContainersOnContainerExits` and `ContainerStopSignals` are off
 //! (fields of gates that are off are removed before validation by
-//! [`crate::drop_disabled_fields`]).
+//! [`crate::drop_disabled_fields`]). [`validate_pod_with_gates`] turns on the
+//! gates of [`crate::FeatureGates`]; updates allow what the stored pod uses.
 
 use std::collections::HashMap;
 
 use k8s_openapi::api::core::v1::{Pod, PodSpec, Volume};
+
+use crate::feature_gates::FeatureGates;
 
 mod config;
 mod containers;
@@ -61,6 +64,8 @@ pub(crate) struct Ctx<'a> {
     pub(crate) os: Option<&'a str>,
     /// Whether the pod shares the host's user namespace (`hostUsers`).
     pub(crate) host_users: bool,
+    /// The feature gates validation follows (`--feature-gates`).
+    pub(crate) gates: FeatureGates,
 }
 
 /// The name used in the error summary: `metadata.name`, else `generateName`.
@@ -89,16 +94,27 @@ pub(crate) fn into_result(pod: &Pod, errors: Vec<FieldError>) -> Result<(), Vali
 ///
 /// Every problem found, in the API server's order.
 pub fn validate_pod(pod: &Pod) -> Result<(), ValidationErrors> {
-    into_result(pod, pod_create_errors(pod))
+    validate_pod_with_gates(pod, FeatureGates::default())
+}
+
+/// [`validate_pod`] with the feature gates `gates` (`--feature-gates`): with
+/// `RestartAllContainersOnContainerExits` on, a restart rule may have the action
+/// `RestartAllContainers` and sidecars may carry rules (KEP-5532).
+///
+/// # Errors
+///
+/// Every problem found, in the API server's order.
+pub fn validate_pod_with_gates(pod: &Pod, gates: FeatureGates) -> Result<(), ValidationErrors> {
+    into_result(pod, pod_create_errors(pod, gates))
 }
 
 /// `validatePodMetadataAndSpec`: shared by create and update.
-pub(crate) fn pod_metadata_and_spec_errors(pod: &Pod) -> Vec<FieldError> {
+pub(crate) fn pod_metadata_and_spec_errors(pod: &Pod, gates: FeatureGates) -> Vec<FieldError> {
     let empty = PodSpec::default();
     let spec_value = pod.spec.as_ref().unwrap_or(&empty);
     let mut errs = meta::validate_object_meta(&pod.metadata, &Path::new("metadata"));
     errs.extend(meta_pod_annotations(pod, spec_value));
-    errs.extend(spec::validate_pod_spec(spec_value));
+    errs.extend(spec::validate_pod_spec(spec_value, gates));
     errs.extend(spec::pod_only_checks(spec_value));
     errs
 }
@@ -147,8 +163,8 @@ fn is_deletion_cost(value: &str) -> bool {
     first_ok && value.parse::<i32>().is_ok()
 }
 
-fn pod_create_errors(pod: &Pod) -> Vec<FieldError> {
-    let mut errs = pod_metadata_and_spec_errors(pod);
+fn pod_create_errors(pod: &Pod, gates: FeatureGates) -> Vec<FieldError> {
+    let mut errs = pod_metadata_and_spec_errors(pod, gates);
     let spec_path = Path::new("spec");
     if let Some(spec) = &pod.spec {
         // Ephemeral containers are added through their subresource only (V12).

@@ -71,7 +71,9 @@ pub fn validate_pod_resize(new: &Pod, old: &Pod) -> Result<(), ValidationErrors>
 fn pod_resize_errors(new: &Pod, old: &Pod) -> Vec<FieldError> {
     let mut errs =
         validate_object_meta_update(&new.metadata, &old.metadata, &Path::new("metadata"));
-    errs.extend(pod_metadata_and_spec_errors(new));
+    // An update may keep what the stored pod uses with its gate off.
+    let gates = crate::FeatureGates::default().for_update(old.spec.as_ref());
+    errs.extend(pod_metadata_and_spec_errors(new, gates));
     let empty = PodSpec::default();
     let new_spec = new.spec.as_ref().unwrap_or(&empty);
     let old_spec = old.spec.as_ref().unwrap_or(&empty);

@@ -25,7 +25,10 @@ use crate::quantity::{QUANTITY_SYNTAX_MSG, Quantity};
 const FILE_MODE_MSG: &str = "must be a number between 0 and 0777 (octal), both inclusive";
 
 /// Kubernetes' `ValidatePodSpec`.
-pub(crate) fn validate_pod_spec(spec: &PodSpec) -> Vec<FieldError> {
+pub(crate) fn validate_pod_spec(
+    spec: &PodSpec,
+    gates: crate::feature_gates::FeatureGates,
+) -> Vec<FieldError> {
     let path = Path::new("spec");
     let mut errs = Vec::new();
     if spec.termination_grace_period_seconds.is_none() {
@@ -46,6 +49,7 @@ pub(crate) fn validate_pod_spec(spec: &PodSpec) -> Vec<FieldError> {
         pod_restart_policy: spec.restart_policy.as_deref().unwrap_or(""),
         os: spec.os.as_ref().map(|o| o.name.as_str()),
         host_users: host_users(spec),
+        gates,
     };
     let containers = spec.containers.as_slice();
     let inits = spec.init_containers.as_deref().unwrap_or_default();

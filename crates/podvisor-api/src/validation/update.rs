@@ -68,7 +68,9 @@ fn container_update_errors(
 fn pod_update_errors(old: &Pod, new: &Pod) -> Vec<FieldError> {
     let mut errs =
         validate_object_meta_update(&new.metadata, &old.metadata, &Path::new("metadata"));
-    errs.extend(pod_metadata_and_spec_errors(new));
+    // An update may keep what the stored pod uses with its gate off.
+    let gates = crate::FeatureGates::default().for_update(old.spec.as_ref());
+    errs.extend(pod_metadata_and_spec_errors(new, gates));
     errs.extend(validate_mirror_annotation_update(
         &new.metadata,
         &old.metadata,
@@ -246,7 +248,9 @@ fn pod_update_errors(old: &Pod, new: &Pod) -> Vec<FieldError> {
 pub fn validate_ephemeral_containers_update(old: &Pod, new: &Pod) -> Result<(), ValidationErrors> {
     let meta_path = Path::new("metadata");
     let mut errs = validate_object_meta_update(&new.metadata, &old.metadata, &meta_path);
-    errs.extend(pod_metadata_and_spec_errors(new));
+    // An update may keep what the stored pod uses with its gate off.
+    let gates = crate::FeatureGates::default().for_update(old.spec.as_ref());
+    errs.extend(pod_metadata_and_spec_errors(new, gates));
     errs.extend(validate_mirror_annotation_update(
         &new.metadata,
         &old.metadata,

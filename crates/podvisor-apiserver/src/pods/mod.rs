@@ -9,8 +9,8 @@ use k8s_openapi::api::core::v1::{Pod, PodSpec, PodStatus};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use podvisor_api::validation::go_quote;
 use podvisor_api::{
-    DecodeError, FieldValidation, apply_defaults, drop_disabled_fields, validate_pod,
-    validate_pod_update,
+    DecodeError, FieldValidation, apply_defaults, drop_disabled_fields, validate_pod_update,
+    validate_pod_with_gates,
 };
 use serde_json::{Value, json};
 
@@ -173,7 +173,12 @@ fn runtime_class_admission(pod: &Pod) -> ApiResult<()> {
 /// Admission of a new pod: name generation, system metadata, defaults, the initial status
 /// (with `PodScheduled=False` `SchedulingGated` when gated), validation. Binding is the
 /// scheduler's, after the create.
-fn admit_new(store: Option<&podvisor_store::Store>, ns: &str, mut pod: Pod) -> ApiResult<Pod> {
+fn admit_new(
+    store: Option<&podvisor_store::Store>,
+    ns: &str,
+    mut pod: Pod,
+    gates: podvisor_api::FeatureGates,
+) -> ApiResult<Pod> {
     let now = now();
     let meta = &mut pod.metadata;
     meta.namespace = Some(ns.to_owned());
@@ -214,7 +219,7 @@ fn admit_new(store: Option<&podvisor_store::Store>, ns: &str, mut pod: Pod) -> A
     };
     pod.status = Some(status);
     podvisor_api::pod::apply_scheduling_gated_condition(&mut pod, now);
-    validate_pod(&pod).map_err(|e| ApiError::invalid(&e))?;
+    validate_pod_with_gates(&pod, gates).map_err(|e| ApiError::invalid(&e))?;
     Ok(pod)
 }
 
@@ -239,7 +244,12 @@ fn create_value(
         ns,
     )?;
     let known = managed::known_only(&value, &value_of(&pod), pod_lists);
-    let pod = admit_new(req.state.root_ca().map(|_| store), ns, pod)?;
+    let pod = admit_new(
+        req.state.root_ca().map(|_| store),
+        ns,
+        pod,
+        req.state.feature_gates(),
+    )?;
     let name = pod.metadata.name.clone().unwrap_or_default();
     let mut obj = value_of(&pod);
     let manager = managed::manager_name(&req.params, &req.headers);

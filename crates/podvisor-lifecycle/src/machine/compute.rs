@@ -40,6 +40,10 @@ impl PodMachine {
         if self.containers[ci].kind == ContainerKind::Ephemeral {
             return false;
         }
+        // KEP-5532: removed by an in-place restart of the pod, as if it never ran.
+        if newest.removed {
+            return true;
+        }
         match &newest.state {
             InstState::Exited(e) => {
                 newest.restart_on_exit
@@ -103,6 +107,10 @@ impl PodMachine {
         }
         if self.kill_pod {
             self.kill_all(None, now);
+            return;
+        }
+        // KEP-5532: a `RestartAllContainers` rule matched; nothing else until all are dead.
+        if self.sync_restart_all(now) {
             return;
         }
         // This is the requeued sync a failed or backed-off start waited for, whether or not it
@@ -271,7 +279,11 @@ impl PodMachine {
             let c = &self.containers[ci];
             let sidecar = c.kind == ContainerKind::Sidecar;
             // A2: records of an earlier sandbox were purged.
-            let Some(inst) = c.newest().filter(|i| i.id.0 >= self.sandbox_floor) else {
+            // KEP-5532: nor do records an in-place restart removed.
+            let Some(inst) = c
+                .newest()
+                .filter(|i| i.id.0 >= self.sandbox_floor && !i.removed)
+            else {
                 if previously && sidecar {
                     start.push(ci);
                 }
@@ -422,9 +434,11 @@ impl PodMachine {
             // A2: the sync that purges init-container records still sees them when it starts
             // the first init container; later syncs do not.
             let c = &self.containers[ci];
-            let purged = c.kind.is_init()
+            // KEP-5532: nor do they see the records an in-place restart removed.
+            let purged = (c.kind.is_init()
                 && c.index != 0
-                && c.newest().is_some_and(|i| i.id.0 < self.sandbox_floor);
+                && c.newest().is_some_and(|i| i.id.0 < self.sandbox_floor))
+                || c.newest().is_some_and(|i| i.removed);
             let finished = if purged {
                 None
             } else {
@@ -543,6 +557,7 @@ impl PodMachine {
             // The kubelet starts a container with its allocated resources.
             resources: self.resize.allocated[ci].clone(),
             resize: None,
+            removed: false,
         });
         self.actions.push_back(Action::StartContainer {
             name: c.name.clone(),

@@ -10,6 +10,7 @@ mod compute;
 mod probing;
 mod recover;
 mod resize;
+mod restart_all;
 mod status;
 mod stop;
 
@@ -83,6 +84,9 @@ pub(crate) struct Instance {
     pub resources: k8s_openapi::api::core::v1::ResourceRequirements,
     /// An in-place resize of this instance in flight, or failed.
     pub resize: Option<resize::InstanceResize>,
+    /// KEP-5532: removed from the runtime by an in-place restart of the whole pod: decisions
+    /// see no record (the container starts again, no back-off); the status keeps it as history.
+    pub removed: bool,
 }
 
 impl Instance {
@@ -213,6 +217,9 @@ pub struct PodMachine {
         Vec<k8s_openapi::api::core::v1::ContainerStatus>,
         Vec<k8s_openapi::api::core::v1::ContainerStatus>,
     )>,
+    /// KEP-5532: the containers are being killed for a `RestartAllContainers` rule
+    /// (`AllContainersRestarting` True); entered at the matching exit, left when all are dead.
+    restarting_all: bool,
 }
 
 impl PodMachine {
@@ -291,6 +298,7 @@ impl PodMachine {
             sidecar_settle_until: None,
             terminating_view: None,
             sandbox_floor: 0,
+            restarting_all: false,
         }
     }
 

@@ -237,6 +237,7 @@ impl PodMachine {
                 i.resources.clone_from(alloc);
             }
         }
+        m.recover_restart_all();
         m.step(now);
         m
     }
@@ -261,6 +262,7 @@ fn instance(id: InstanceId, container_id: &str, restart_count: i32, image: &str)
         quiet_started: false,
         resources: Default::default(),
         resize: None,
+        removed: false,
     }
 }
 

@@ -99,6 +99,7 @@ impl PodMachine {
         let newest = visible.last().copied();
         // A2: a purged init-container record no longer shows once the container ran again in
         // the new sandbox (until then the cached status keeps showing it, S2).
+        // KEP-5532: what an in-place restart of the whole pod removed stays as history.
         let floor = self.sandbox_floor;
         let previous = visible
             .len()
@@ -106,6 +107,7 @@ impl PodMachine {
             .map(|i| visible[i])
             .filter(|p| {
                 c.kind == ContainerKind::Regular
+                    || p.removed
                     || p.id.0 >= floor
                     || newest.is_none_or(|n| n.id.0 < floor)
             });
@@ -265,7 +267,9 @@ impl PodMachine {
         let has_initialized = self.containers.iter().any(|c| {
             // P5 (1.32+): a regular container of the current sandbox (A2).
             c.kind == ContainerKind::Regular
-                && c.instances.iter().any(|i| i.id.0 >= self.sandbox_floor)
+                && c.instances
+                    .iter()
+                    .any(|i| i.id.0 >= self.sandbox_floor && !i.removed)
         });
         let mut phase = get_phase(&PhaseInput {
             spec,
@@ -279,6 +283,15 @@ impl PodMachine {
         // P11: never leave a terminal phase, not even for the other one (forced back).
         if let Some(p) = prev_phase.filter(|p| p.is_terminal() && *p != phase) {
             phase = p;
+        }
+        // KEP-5532: Pending from a `RestartAllContainers` exit until the containers run again.
+        if phase != Phase::Pending
+            && prev_phase.is_none_or(|p| !p.is_terminal())
+            && !terminal
+            && self.worker == Worker::Syncing
+            && self.restart_all_pending()
+        {
+            phase = Phase::Pending;
         }
         let (mut reason, mut message) = (None, None);
         // P13
@@ -317,6 +330,16 @@ impl PodMachine {
             .position(|c| c.type_ == POD_READY_TO_START_CONTAINERS)
             .unwrap_or(conditions.len());
         conditions.splice(at..at, self.resize_conditions());
+        let terminal_reason = match phase {
+            Phase::Succeeded => Some("PodCompleted"),
+            Phase::Failed => Some("PodFailed"),
+            _ => None,
+        };
+        conditions.extend(self.all_containers_restarting_condition(
+            terminal_reason,
+            &previous_conditions,
+            now,
+        ));
         let host_ip = self.config.host_ip.clone();
         let pod_ip = self.config.pod_ip.clone();
         PodStatus {

@@ -35,7 +35,7 @@ pub const REASON_READINESS_GATES_NOT_READY: &str = "ReadinessGatesNotReady";
 /// condition of these types is dropped and replaced; everything else is preserved. The resize
 /// conditions are kubelet-owned too: the machine adds them from its resize state
 /// (`machine/resize.rs`), so a previous one is never carried over.
-const KUBELET_OWNED: [&str; 7] = [
+const KUBELET_OWNED: [&str; 8] = [
     POD_SCHEDULED,
     READY,
     INITIALIZED,
@@ -43,6 +43,7 @@ const KUBELET_OWNED: [&str; 7] = [
     POD_READY_TO_START_CONTAINERS,
     podvisor_api::pod::POD_RESIZE_PENDING,
     podvisor_api::pod::POD_RESIZE_IN_PROGRESS,
+    podvisor_api::pod::ALL_CONTAINERS_RESTARTING,
 ];
 
 /// Everything [`generate_conditions`] looks at.

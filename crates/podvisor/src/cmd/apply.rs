@@ -14,7 +14,9 @@ use std::path::{Path, PathBuf};
 
 use hyper::Method;
 use k8s_openapi::api::core::v1::Pod;
-use podvisor_api::{apply_defaults, decode_pods, drop_disabled_fields, validate_pod};
+use podvisor_api::{
+    FeatureGates, apply_defaults, decode_pods, drop_disabled_fields, validate_pod_with_gates,
+};
 use serde_json::{Map, Value};
 
 use crate::client::api::{go_json, pod_path, pods_path};
@@ -32,6 +34,10 @@ pub struct Args {
     /// The namespace for manifests without one (default: the kubeconfig context's).
     #[arg(short = 'n', long)]
     pub namespace: Option<String>,
+    /// The feature gates the local check follows (as `serve --feature-gates`; the server
+    /// checks again with its own).
+    #[arg(long, value_parser = super::parse_feature_gates, default_value = "")]
+    pub feature_gates: FeatureGates,
     #[command(flatten)]
     pub conn: ConnArgs,
 }
@@ -46,7 +52,7 @@ pub fn run(args: &Args) -> anyhow::Result<i32> {
     let mut pods = Vec::new();
     let mut failed = false;
     for file in &args.files {
-        match load(file) {
+        match load(file, args.feature_gates) {
             Some(p) => pods.extend(p),
             None => failed = true,
         }
@@ -75,7 +81,7 @@ pub fn run(args: &Args) -> anyhow::Result<i32> {
 }
 
 /// Decodes, defaults and validates one file; `None` after printing its problems.
-fn load(file: &Path) -> Option<Vec<Pod>> {
+fn load(file: &Path, gates: FeatureGates) -> Option<Vec<Pod>> {
     let source = file.display().to_string();
     let text = if file.as_os_str() == "-" {
         let mut text = String::new();
@@ -107,7 +113,7 @@ fn load(file: &Path) -> Option<Vec<Pod>> {
         let mut defaulted = pod.clone();
         apply_defaults(&mut defaulted);
         drop_disabled_fields(&mut defaulted, None);
-        if let Err(e) = validate_pod(&defaulted) {
+        if let Err(e) = validate_pod_with_gates(&defaulted, gates) {
             ok = false;
             eprintln!("{e}");
             for err in &e.errors {

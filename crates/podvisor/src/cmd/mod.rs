@@ -16,3 +16,10 @@ mod serve_objects;
 pub mod simulate;
 pub mod state_lock;
 pub mod validate;
+
+/// The value parser of every `--feature-gates` flag: kube's `A=true,B=false` syntax.
+pub(crate) fn parse_feature_gates(
+    text: &str,
+) -> Result<podvisor_api::FeatureGates, podvisor_api::FeatureGateError> {
+    podvisor_api::FeatureGates::parse(text)
+}

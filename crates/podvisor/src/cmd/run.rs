@@ -22,7 +22,7 @@ use jiff::Timestamp;
 use k8s_openapi::api::core::v1::Pod;
 use podvisor_agent::objects::StaticObjects;
 use podvisor_agent::{Agent, PodUpdate, TimedEvent};
-use podvisor_api::{apply_defaults, drop_disabled_fields, validate_pod};
+use podvisor_api::{FeatureGates, apply_defaults, drop_disabled_fields, validate_pod_with_gates};
 use podvisor_lifecycle::duration::human_signed_duration;
 use podvisor_lifecycle::kubectl::pod_row;
 use podvisor_lifecycle::sim::{self, Record, StatusSnapshot, script::parse_duration};
@@ -55,6 +55,11 @@ pub struct Args {
     /// `crashLoopBackOff.maxContainerRestartPeriod` (1s..300s).
     #[arg(long)]
     pub max_restart_period: Option<String>,
+    /// Feature gates, as kube's `--feature-gates`: `A=true,B=false`. Known:
+    /// RestartAllContainersOnContainerExits (alpha, default false; KEP-5532: restart rules
+    /// with the action `RestartAllContainers`).
+    #[arg(long, value_parser = super::parse_feature_gates, default_value = "")]
+    pub feature_gates: podvisor_api::FeatureGates,
     /// Hidden, for tests: the grace period (seconds) of the delete the first interrupt makes,
     /// i.e. `DELETE(pod, gracePeriodSeconds)` at the moment the signal is sent (default: each
     /// pod's `terminationGracePeriodSeconds`).
@@ -77,7 +82,7 @@ pub struct Args {
 /// The engine's own failures (state directory, runtime start-up).
 pub fn run(args: &Args) -> anyhow::Result<i32> {
     let config = machine_config(args)?;
-    let Some((pods, objects)) = load_pods(&args.files) else {
+    let Some((pods, objects)) = load_pods(&args.files, args.feature_gates) else {
         return Ok(2);
     };
     let (state_dir, temporary) = match &args.state_dir {
@@ -153,13 +158,14 @@ fn machine_config(args: &Args) -> anyhow::Result<MachineConfig> {
         // address for an oci pod, which must never show the host's loopback first).
         pod_ip: None,
         allocatable: super::serve::node_allocatable(),
+        gates: args.feature_gates,
         ..MachineConfig::default()
     })
 }
 
 /// Decodes, defaults and validates every pod, ConfigMap and Secret of every file; prints every
 /// problem and returns None when there was any.
-fn load_pods(files: &[PathBuf]) -> Option<(Vec<Pod>, StaticObjects)> {
+fn load_pods(files: &[PathBuf], gates: FeatureGates) -> Option<(Vec<Pod>, StaticObjects)> {
     let mut pods = Vec::new();
     let mut objects = StaticObjects::default();
     let mut ok = true;
@@ -211,7 +217,7 @@ fn load_pods(files: &[PathBuf]) -> Option<(Vec<Pod>, StaticObjects)> {
         for mut pod in decoded.pods {
             apply_defaults(&mut pod);
             drop_disabled_fields(&mut pod, None);
-            if let Err(e) = validate_pod(&pod) {
+            if let Err(e) = validate_pod_with_gates(&pod, gates) {
                 eprintln!("{e}");
                 ok = false;
                 continue;

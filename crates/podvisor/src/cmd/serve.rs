@@ -56,6 +56,11 @@ pub struct Args {
     /// `crashLoopBackOff.maxContainerRestartPeriod` (1s..300s).
     #[arg(long)]
     pub max_restart_period: Option<String>,
+    /// Feature gates, as kube's `--feature-gates`: `A=true,B=false`. Known:
+    /// RestartAllContainersOnContainerExits (alpha, default false; KEP-5532: restart rules
+    /// with the action `RestartAllContainers`).
+    #[arg(long, value_parser = super::parse_feature_gates, default_value = "")]
+    pub feature_gates: podvisor_api::FeatureGates,
     /// Take an existing empty (0-byte) store.redb for a new, empty store: every pod it may
     /// have held is forgotten. Without this flag an empty store file is refused.
     #[arg(long)]
@@ -125,7 +130,8 @@ const MANIFEST_POLL: Duration = Duration::from_secs(1);
 /// The engine's own failures: state directory, store, address in use, runtime start-up.
 pub fn run(args: &Args) -> anyhow::Result<i32> {
     let started = Instant::now();
-    let config = machine_config(args.backoff, args.max_restart_period.as_deref())?;
+    let mut config = machine_config(args.backoff, args.max_restart_period.as_deref())?;
+    config.gates = args.feature_gates;
     image_gc(args)?;
     let state_dir = match &args.state_dir {
         Some(dir) => dir.clone(),
@@ -222,7 +228,8 @@ async fn serve(
     // `pods/exec` reaches the pod workers through the node.
     let server = server
         .with_exec(Arc::new(NodeExec(node.control())))
-        .with_history(Arc::new(NodeHistory(history)));
+        .with_history(Arc::new(NodeHistory(history)))
+        .with_feature_gates(args.feature_gates);
     let (api_stop_tx, api_stop_rx) = tokio::sync::oneshot::channel::<()>();
     let mut api = tokio::spawn(server.run(async {
         let _ = api_stop_rx.await;

@@ -35,6 +35,7 @@ pub struct Args {
     pub output: Output,
     pub backoff: BackoffCurve,
     pub max_restart_period: Option<String>,
+    pub feature_gates: podvisor_api::FeatureGates,
 }
 
 /// The pods to simulate: Pods and workloads' pod templates; other objects are skipped with a
@@ -99,11 +100,12 @@ pub fn run(args: &Args) -> anyhow::Result<i32> {
         }
         opts.config.backoff = opts.config.backoff.with_max_period(max);
     }
+    opts.config.gates = args.feature_gates;
     let mut invalid = false;
     for mut pod in pods {
         defaults::apply_defaults(&mut pod);
         podvisor_api::drop_disabled_fields(&mut pod, None);
-        if let Err(errors) = validation::validate_pod(&pod) {
+        if let Err(errors) = validation::validate_pod_with_gates(&pod, args.feature_gates) {
             eprintln!("{errors}");
             invalid = true;
             continue;

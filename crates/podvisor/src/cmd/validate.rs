@@ -10,7 +10,9 @@
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
-use podvisor_api::{apply_defaults, decode_pods, drop_disabled_fields, validate_pod};
+use podvisor_api::{
+    FeatureGates, apply_defaults, decode_pods, drop_disabled_fields, validate_pod_with_gates,
+};
 
 /// Validates every pod in `files` (`-` reads stdin) and returns the exit code.
 ///
@@ -18,10 +20,10 @@ use podvisor_api::{apply_defaults, decode_pods, drop_disabled_fields, validate_p
 ///
 /// None in practice: problems with one file are reported and counted, and
 /// the other files are still checked.
-pub fn run(files: &[PathBuf]) -> anyhow::Result<i32> {
+pub fn run(files: &[PathBuf], gates: FeatureGates) -> anyhow::Result<i32> {
     let mut failed = false;
     for file in files {
-        if !check_file(file) {
+        if !check_file(file, gates) {
             failed = true;
         }
     }
@@ -39,7 +41,7 @@ fn read_input(file: &Path) -> std::io::Result<String> {
 }
 
 /// Checks one file; returns whether everything in it was valid.
-fn check_file(file: &Path) -> bool {
+fn check_file(file: &Path, gates: FeatureGates) -> bool {
     let source = file.display().to_string();
     let text = match read_input(file) {
         Ok(t) => t,
@@ -59,7 +61,7 @@ fn check_file(file: &Path) -> bool {
     for mut pod in pods {
         apply_defaults(&mut pod);
         drop_disabled_fields(&mut pod, None);
-        match validate_pod(&pod) {
+        match validate_pod_with_gates(&pod, gates) {
             Ok(()) => {
                 let name = pod
                     .metadata
