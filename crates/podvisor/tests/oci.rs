@@ -676,11 +676,12 @@ fn parent_of(pid: u32) -> Option<u32> {
 }
 
 /// A pod's PID namespace holder (`shareProcessNamespace`) dies with its shim: the shim
-/// SIGKILLed (no chance to kill it itself), the kernel kills the holder (`PR_SET_PDEATHSIG`),
+/// SIGKILLed while serve is down (no chance to kill it itself, no agent to clean up), the
+/// kernel kills the holder (`PR_SET_PDEATHSIG`),
 /// so no orphan `podvisor shim --pid-holder` is left holding a namespace, and with it the
 /// pod's processes in that namespace. The holder outlived the connection that started it
-/// (the death signal follows the shim's holders' thread, not that connection's), and the pod
-/// comes back with a new shim and a new holder.
+/// (the death signal follows the shim's holders' thread, not that connection's), and with
+/// serve back the pod comes back with a new shim and a new holder.
 #[test]
 #[ignore = "needs root: run as root with --include-ignored (scripts/test does)"]
 fn oci_pid_holder_dies_with_its_shim() {
@@ -742,6 +743,9 @@ spec:
     // The start's connection has ended by now; the holder lives on.
     std::thread::sleep(Duration::from_millis(500));
     assert!(pid_holders().contains(&holder), "the holder died early");
+    // serve down first: nothing of the agent's (which kills a dead shim's process group
+    // when it sees it) may do the kernel's work.
+    ctx.kill9();
     let killed = Command::new("kill")
         .args(["-KILL", &shim.to_string()])
         .status()
@@ -750,6 +754,7 @@ spec:
     wait_for(&ctx, "the holder gone with its shim", Duration::from_secs(10), || {
         !pid_holders().contains(&holder)
     });
+    ctx.start(&["--runtime", "oci"]);
     wait_for(
         &ctx,
         "the pod back with a new shim and holder",
