@@ -113,8 +113,9 @@ fn usage() -> String {
 /// Set by `--oci`: the pods run from the busybox image on the CNI bridge.
 static OCI: AtomicBool = AtomicBool::new(false);
 
-/// `--oci-executor run`: `runc run --detach` instead of `runc create` + `runc start`.
-static RUNC_RUN: AtomicBool = AtomicBool::new(false);
+/// `--oci-executor runc-run` (the default, as `serve`'s): `runc run --detach`; `runc`: `runc
+/// create` + `runc start`.
+static RUNC_RUN: AtomicBool = AtomicBool::new(true);
 
 /// `--warm-sandboxes N`: oci sandboxes kept ready ahead of their pods.
 static WARM: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);

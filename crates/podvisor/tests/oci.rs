@@ -672,7 +672,12 @@ fn serve_common_kubectl() -> std::path::PathBuf {
 /// The parent pid of `pid` (field 4 of `/proc/<pid>/stat`, after the parenthesised name).
 fn parent_of(pid: u32) -> Option<u32> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    stat.rsplit_once(')')?.1.split_whitespace().nth(1)?.parse().ok()
+    stat.rsplit_once(')')?
+        .1
+        .split_whitespace()
+        .nth(1)?
+        .parse()
+        .ok()
 }
 
 /// A pod's PID namespace holder (`shareProcessNamespace`) dies with its shim: the shim
@@ -751,9 +756,12 @@ spec:
         .status()
         .unwrap();
     assert!(killed.success());
-    wait_for(&ctx, "the holder gone with its shim", Duration::from_secs(10), || {
-        !pid_holders().contains(&holder)
-    });
+    wait_for(
+        &ctx,
+        "the holder gone with its shim",
+        Duration::from_secs(10),
+        || !pid_holders().contains(&holder),
+    );
     ctx.start(&["--runtime", "oci"]);
     wait_for(
         &ctx,

@@ -560,7 +560,8 @@ impl<R: CommandRunner> OciExecutor for Runc<R> {
             args.push("--all".as_ref());
         }
         args.extend([OsStr::new(id), OsStr::new(&signal)]);
-        self.invoke("kill", &args, ProcessIo::null(), false).map(drop)
+        self.invoke("kill", &args, ProcessIo::null(), false)
+            .map(drop)
     }
 
     fn delete(&self, id: &str, force: bool) -> Result<(), ExecutorError> {
@@ -839,7 +840,8 @@ mod tests {
     /// reaches `registered` once, before `run` returns.
     #[test]
     fn run_modes_through_a_fake_runtime() {
-        let dir = std::env::temp_dir().join(format!("podvisor-fake-runc-run-{}", std::process::id()));
+        let dir =
+            std::env::temp_dir().join(format!("podvisor-fake-runc-run-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
         let script = dir.join("runc");
@@ -880,9 +882,24 @@ mod tests {
             .collect();
         let pid_file = pid_file.display().to_string();
         let want: [&[&str]; 3] = [
-            &["create", "--bundle", "/bundle", "--pid-file", &pid_file, "c1"],
+            &[
+                "create",
+                "--bundle",
+                "/bundle",
+                "--pid-file",
+                &pid_file,
+                "c1",
+            ],
             &["start", "c1"],
-            &["run", "--detach", "--bundle", "/bundle", "--pid-file", &pid_file, "c1"],
+            &[
+                "run",
+                "--detach",
+                "--bundle",
+                "/bundle",
+                "--pid-file",
+                &pid_file,
+                "c1",
+            ],
         ];
         assert_eq!(lines, want);
         std::fs::remove_dir_all(&dir).unwrap();
