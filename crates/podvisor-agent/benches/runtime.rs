@@ -104,7 +104,7 @@ const PHASES: [&str; 6] = ["podman", "start", "exit", "burst", "exec", "http"];
 
 fn usage() -> String {
     format!(
-        "usage: cargo bench -p podvisor-agent --bench runtime -- [--quick] [--oci] [--warm-sandboxes N] [--shim PATH] [--only {}] [--no-podman] \
+        "usage: cargo bench -p podvisor-agent --bench runtime -- [--quick] [--oci] [--oci-executor runc|runc-run] [--warm-sandboxes N] [--shim PATH] [--only {}] [--no-podman] \
          [--probe-seconds N]",
         PHASES.join(",")
     )
@@ -112,6 +112,10 @@ fn usage() -> String {
 
 /// Set by `--oci`: the pods run from the busybox image on the CNI bridge.
 static OCI: AtomicBool = AtomicBool::new(false);
+
+/// `--oci-executor runc-run` (the default, as `serve`'s): `runc run --detach`; `runc`: `runc
+/// create` + `runc start`.
+static RUNC_RUN: AtomicBool = AtomicBool::new(true);
 
 /// `--warm-sandboxes N`: oci sandboxes kept ready ahead of their pods.
 static WARM: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
@@ -147,6 +151,11 @@ fn parse_options(args: &[String]) -> Result<Options> {
                 let n: usize = it.next().context("--warm-sandboxes needs N")?.parse()?;
                 WARM.store(n, Ordering::Relaxed);
             }
+            "--oci-executor" => match it.next().map(String::as_str) {
+                Some("runc") => RUNC_RUN.store(false, Ordering::Relaxed),
+                Some("runc-run") => RUNC_RUN.store(true, Ordering::Relaxed),
+                other => bail!("--oci-executor takes runc or runc-run, not {other:?}"),
+            },
             "--shim" => shim = Some(PathBuf::from(it.next().context("--shim needs a path")?)),
             "--probe-seconds" => {
                 let n: u64 = it.next().context("--probe-seconds needs N")?.parse()?;
@@ -645,10 +654,12 @@ fn bench(args: &[String]) -> Result<()> {
         "shim {}, {} mode, {} runtime class, load average {load}",
         opts.shim.display(),
         if opts.quick { "quick" } else { "full" },
-        if opts.oci {
-            "oci (runc, CNI bridge)"
-        } else {
+        if !opts.oci {
             "process"
+        } else if RUNC_RUN.load(Ordering::Relaxed) {
+            "oci (runc run -d, CNI bridge)"
+        } else {
+            "oci (runc create + start, CNI bridge)"
         }
     ));
     let mut results = Results::default();
@@ -688,6 +699,11 @@ fn oci_runtime(state_dir: &Path, shim: &Path) -> Result<ProcessRuntime> {
             images,
             registry: None,
             warm_sandboxes: WARM.load(Ordering::Relaxed),
+            executor: if RUNC_RUN.load(Ordering::Relaxed) {
+                podvisor_runtime::oci::executor::RuncMode::Run
+            } else {
+                podvisor_runtime::oci::executor::RuncMode::CreateStart
+            },
         }),
         RuntimeClass::Oci,
     )

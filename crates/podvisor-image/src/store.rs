@@ -594,9 +594,21 @@ impl ImageStore {
     ///
     /// An unwritable index.
     pub fn mark_used(&self, id: &ImageId) -> Result<()> {
+        // `last_used` counts seconds: a second start within the same second (a burst of pods
+        // of one image) would rewrite and fsync the whole index for no change, on every
+        // container start's path.
+        let now = now_secs();
+        if self
+            .read_index()?
+            .images
+            .get(id.as_str())
+            .is_none_or(|rec| rec.last_used >= now)
+        {
+            return Ok(());
+        }
         self.update_index(|index| {
             if let Some(rec) = index.images.get_mut(id.as_str()) {
-                rec.last_used = now_secs();
+                rec.last_used = rec.last_used.max(now);
             }
             Ok(())
         })

@@ -943,3 +943,62 @@ fn joins_the_pod_namespaces_by_path() {
     assert_eq!(out.exit_code, 0, "{out:?}");
     assert_eq!(out.stdout, want);
 }
+
+/// `runc run --detach` ([`RuncMode::Run`]): one runc process creates and starts the
+/// container; `registered` gets the init pid once runc returned, the process is this
+/// subreaper's child (re-parented when runc exited, even if it had exited already) and its
+/// exit code and output arrive as with `create` + `start`. A failure is worded as the
+/// kubelet shows containerd's create failure (`RunContainerError`'s message), runc's
+/// "runc run failed" included.
+#[test]
+#[ignore = "needs root: run as root with --include-ignored (scripts/test does)"]
+fn run_mode_creates_and_starts_in_one_runc() {
+    use podvisor_runtime::oci::executor::RuncMode;
+    let _g = guard();
+    let lab = Lab::new("runmode");
+    let c = container("echo one-step; exit 7", None);
+    let prepared = prepare(&lab, &pod(&c), &c, &image(None));
+    let runc = Runc::new(&lab.dir.join("state")).with_mode(RuncMode::Run);
+    let (out_r, out_w) = std::io::pipe().unwrap();
+    let mut registered = Vec::new();
+    let pid = runc
+        .run(
+            &prepared.bundle,
+            &prepared.id,
+            &lab.dir.join("pid"),
+            ProcessIo::Fds {
+                stdin: None,
+                stdout: Some(OwnedFd::from(out_w)),
+                stderr: None,
+            },
+            &mut |pid| registered.push(pid),
+        )
+        .unwrap_or_else(|e| panic!("{}", e.kubelet_message("")));
+    assert_eq!(registered, [pid]);
+    assert_eq!(parent_of(pid), rustix::process::getpid().as_raw_pid());
+    assert_eq!(wait(pid), (7, None));
+    assert_eq!(std::io::read_to_string(out_r).unwrap(), "one-step\n");
+    teardown(&lab, &prepared);
+
+    let mut c = container("", None);
+    c.command = Some(vec!["/no/such/binary".into()]);
+    let prepared = prepare(&lab, &pod(&c), &c, &image(None));
+    let mut registered = Vec::new();
+    let err = runc
+        .run(
+            &prepared.bundle,
+            &prepared.id,
+            &lab.dir.join("pid"),
+            ProcessIo::null(),
+            &mut |pid| registered.push(pid),
+        )
+        .unwrap_err();
+    assert!(registered.is_empty(), "{registered:?}");
+    assert_eq!(
+        err.kubelet_message(""),
+        "failed to create containerd task: failed to create shim task: OCI runtime create \
+         failed: runc create failed: unable to start container process: exec: \
+         \"/no/such/binary\": stat /no/such/binary: no such file or directory: unknown"
+    );
+    teardown(&lab, &prepared);
+}

@@ -668,3 +668,115 @@ spec:
 fn serve_common_kubectl() -> std::path::PathBuf {
     crate::serve_common::kubectl_binary()
 }
+
+/// The parent pid of `pid` (field 4 of `/proc/<pid>/stat`, after the parenthesised name).
+fn parent_of(pid: u32) -> Option<u32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat.rsplit_once(')')?
+        .1
+        .split_whitespace()
+        .nth(1)?
+        .parse()
+        .ok()
+}
+
+/// A pod's PID namespace holder (`shareProcessNamespace`) dies with its shim: the shim
+/// SIGKILLed while serve is down (no chance to kill it itself, no agent to clean up), the
+/// kernel kills the holder (`PR_SET_PDEATHSIG`),
+/// so no orphan `podvisor shim --pid-holder` is left holding a namespace, and with it the
+/// pod's processes in that namespace. The holder outlived the connection that started it
+/// (the death signal follows the shim's holders' thread, not that connection's), and with
+/// serve back the pod comes back with a new shim and a new holder.
+#[test]
+#[ignore = "needs root: run as root with --include-ignored (scripts/test does)"]
+fn oci_pid_holder_dies_with_its_shim() {
+    let _one = one_at_a_time();
+    let mut ctx = ServeCtx::new("oh");
+    for tool in ["/usr/sbin/runc", "/usr/lib/cni/bridge", "/bin/busybox"] {
+        assert!(
+            Path::new(tool).exists(),
+            "{tool} is missing: run scripts/install-test-deps as root"
+        );
+    }
+    let layout = ctx.path("busybox-layout");
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../../scripts/busybox-image");
+    let made = Command::new(script).arg(&layout).output().unwrap();
+    assert!(made.status.success(), "{made:?}");
+    let loaded = image(&ctx, &["load", "-i", layout.to_str().unwrap()]);
+    assert!(loaded.status.success(), "{loaded:?}");
+    ctx.start(&["--runtime", "oci"]);
+    let m = ctx.marker.clone();
+    let manifest = ctx.manifest(
+        "shared",
+        &format!(
+            r#"apiVersion: v1
+kind: Pod
+metadata:
+  name: shared
+spec:
+  shareProcessNamespace: true
+  containers:
+  - name: a
+    image: busybox:latest
+    imagePullPolicy: IfNotPresent
+    command: [sh, -c, 'exec sleep 1004; : {m}']
+"#
+        ),
+    );
+    ctx.kubectl_ok(&["apply", "-f", manifest.to_str().unwrap()]);
+    wait_for(&ctx, "the pod runs", Duration::from_secs(60), || {
+        ctx.kubectl_ok(&["get", "pod", "shared", "--no-headers"])
+            .contains("Running")
+    });
+    // This serve's holder: the one whose parent is a shim of this test's state directory.
+    let state = ctx.state().to_string_lossy().into_owned();
+    let ours = || -> Vec<(u32, u32)> {
+        pid_holders()
+            .into_iter()
+            .filter_map(|holder| {
+                let shim = parent_of(holder)?;
+                let cmdline = std::fs::read(format!("/proc/{shim}/cmdline")).ok()?;
+                String::from_utf8_lossy(&cmdline)
+                    .contains(&state)
+                    .then_some((holder, shim))
+            })
+            .collect()
+    };
+    let first = ours();
+    assert_eq!(first.len(), 1, "one holder for the pod: {first:?}");
+    let (holder, shim) = first[0];
+    // The start's connection has ended by now; the holder lives on.
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(pid_holders().contains(&holder), "the holder died early");
+    // serve down first: nothing of the agent's (which kills a dead shim's process group
+    // when it sees it) may do the kernel's work.
+    ctx.kill9();
+    let killed = Command::new("kill")
+        .args(["-KILL", &shim.to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    wait_for(
+        &ctx,
+        "the holder gone with its shim",
+        Duration::from_secs(10),
+        || !pid_holders().contains(&holder),
+    );
+    ctx.start(&["--runtime", "oci"]);
+    wait_for(
+        &ctx,
+        "the pod back with a new shim and holder",
+        Duration::from_secs(90),
+        || {
+            let now = ours();
+            now.len() == 1 && now[0].1 != shim
+        },
+    );
+    ctx.kubectl_ok(&["delete", "pod", "shared", "--grace-period=1"]);
+    wait_for(&ctx, "the pod is gone", Duration::from_secs(60), || {
+        ctx.kubectl_ok(&["get", "pods", "--no-headers"])
+            .trim()
+            .is_empty()
+    });
+    assert!(ours().is_empty(), "holders left: {:?}", ours());
+}

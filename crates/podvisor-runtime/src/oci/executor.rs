@@ -135,8 +135,18 @@ impl ExecutorError {
             ExecutorError::Runtime { op, message } => (*op, message.clone()),
             ExecutorError::Io { op, source } => (*op, source.to_string()),
         };
+        // `runc run` is `create` + `start` in one process; containerd always runs them apart,
+        // and what fails in a `run` fails in its create part (the start is one FIFO write),
+        // so the kubelet's text is the create's, runc's own prefix included.
+        let message = match op {
+            "run" => match message.strip_prefix("runc run failed: ") {
+                Some(rest) => format!("runc create failed: {rest}"),
+                None => message,
+            },
+            _ => message,
+        };
         match op {
-            "create" => format!(
+            "create" | "run" => format!(
                 "failed to create containerd task: failed to create shim task: OCI runtime \
                  create failed: {message}: unknown"
             ),
@@ -169,6 +179,21 @@ pub trait OciExecutor: Send + Sync {
     /// Starts the created container's process.
     fn start(&self, id: &str) -> Result<(), ExecutorError>;
 
+    /// Creates and starts container `id`; returns its init pid. `registered` gets the pid as
+    /// soon as the process exists and before the caller's reaper can take its exit: between
+    /// [`OciExecutor::create`] and [`OciExecutor::start`] by default. When it was called and
+    /// the start then fails, the process exists (waiting to be started): the caller kills it.
+    fn run(
+        &self,
+        bundle: &Path,
+        id: &str,
+        pid_file: &Path,
+        io: ProcessIo,
+        registered: &mut dyn FnMut(u32),
+    ) -> Result<u32, ExecutorError> {
+        create_then_start(self, bundle, id, pid_file, io, registered)
+    }
+
     /// Sends `signal` to the init process, or with `all` to every process of the container.
     fn kill(&self, id: &str, signal: i32, all: bool) -> Result<(), ExecutorError>;
 
@@ -190,10 +215,38 @@ pub trait OciExecutor: Send + Sync {
     fn state(&self, id: &str) -> Result<Option<ContainerState>, ExecutorError>;
 }
 
+/// [`OciExecutor::run`] as `create`, `registered`, `start`.
+fn create_then_start<E: OciExecutor + ?Sized>(
+    executor: &E,
+    bundle: &Path,
+    id: &str,
+    pid_file: &Path,
+    io: ProcessIo,
+    registered: &mut dyn FnMut(u32),
+) -> Result<u32, ExecutorError> {
+    let pid = executor.create(bundle, id, pid_file, io)?;
+    registered(pid);
+    executor.start(id)?;
+    Ok(pid)
+}
+
 /// Runs a prepared command to its end.
 pub trait CommandRunner: Send + Sync {
     /// Spawns `command` and waits for it (and only it) to exit.
     fn run(&self, command: &mut Command) -> io::Result<ExitStatus>;
+
+    /// [`CommandRunner::run`], then `then` with its status before any other child of the
+    /// caller is reaped: for a command that leaves a process behind (`runc run --detach`), so
+    /// that the caller knows its pid before its exit can be seen.
+    fn run_then(
+        &self,
+        command: &mut Command,
+        then: &mut dyn FnMut(&ExitStatus),
+    ) -> io::Result<ExitStatus> {
+        let status = self.run(command)?;
+        then(&status);
+        Ok(status)
+    }
 }
 
 /// Spawns and waits with `std::process`: for callers whose other children are not reaped
@@ -215,6 +268,20 @@ pub struct Runc<R: CommandRunner = DirectRunner> {
     log_dir: PathBuf,
     runner: R,
     seq: AtomicU64,
+    mode: RuncMode,
+}
+
+/// How [`OciExecutor::run`] drives runc.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum RuncMode {
+    /// `runc create`, then `runc start` (two runc processes; the pid is registered while
+    /// the init process waits on runc's exec FIFO, so no exit can come before it).
+    #[default]
+    CreateStart,
+    /// `runc run --detach` (one runc process); the caller's reaper is held off from the
+    /// moment runc is spawned until the pid is registered ([`CommandRunner::run_then`]).
+    Run,
 }
 
 impl Runc<DirectRunner> {
@@ -233,7 +300,15 @@ impl<R: CommandRunner> Runc<R> {
             log_dir: state.join("runc-log"),
             runner,
             seq: AtomicU64::new(0),
+            mode: RuncMode::default(),
         }
+    }
+
+    /// The same runc driven in `mode` by [`OciExecutor::run`].
+    #[must_use]
+    pub fn with_mode(mut self, mode: RuncMode) -> Runc<R> {
+        self.mode = mode;
+        self
     }
 
     /// runc's state directory (`--root`).
@@ -266,12 +341,24 @@ impl<R: CommandRunner> Runc<R> {
 
     /// Runs `runc <global flags> <args>` with `io` as its standard I/O (`stdout` captured
     /// when `capture` is set and `io` gives none); `Err` carries runc's logged error.
-    fn run(
+    fn invoke(
         &self,
         op: &'static str,
         args: &[&std::ffi::OsStr],
         io: ProcessIo,
         capture: bool,
+    ) -> Result<Vec<u8>, ExecutorError> {
+        self.invoke_then(op, args, io, capture, &mut |_| {})
+    }
+
+    /// [`Runc::invoke`], with `then` called as [`CommandRunner::run_then`] does.
+    fn invoke_then(
+        &self,
+        op: &'static str,
+        args: &[&std::ffi::OsStr],
+        io: ProcessIo,
+        capture: bool,
+        then: &mut dyn FnMut(&ExitStatus),
     ) -> Result<Vec<u8>, ExecutorError> {
         let ioerr = |source: io::Error| ExecutorError::Io { op, source };
         std::fs::create_dir_all(&self.log_dir).map_err(ioerr)?;
@@ -322,7 +409,7 @@ impl<R: CommandRunner> Runc<R> {
                     .stderr(Stdio::null());
             }
         }
-        let status = self.runner.run(&mut command).map_err(ioerr);
+        let status = self.runner.run_then(&mut command, then).map_err(ioerr);
         // The descriptors given to the child must close here, not when the caller drops
         // the executor's return value: the container holds its own copies.
         drop(command);
@@ -408,18 +495,62 @@ impl<R: CommandRunner> OciExecutor for Runc<R> {
             args.extend([OsStr::new("--console-socket"), socket.as_os_str()]);
         }
         args.push(id.as_ref());
-        self.run("create", &args, io, false)?;
+        self.invoke("create", &args, io, false)?;
         read_pid("create", pid_file)
     }
 
     fn start(&self, id: &str) -> Result<(), ExecutorError> {
-        self.run(
+        self.invoke(
             "start",
             &["start".as_ref(), id.as_ref()],
             ProcessIo::null(),
             false,
         )
         .map(drop)
+    }
+
+    fn run(
+        &self,
+        bundle: &Path,
+        id: &str,
+        pid_file: &Path,
+        io: ProcessIo,
+        registered: &mut dyn FnMut(u32),
+    ) -> Result<u32, ExecutorError> {
+        if self.mode == RuncMode::CreateStart {
+            return create_then_start(self, bundle, id, pid_file, io, registered);
+        }
+        let mut args: Vec<&std::ffi::OsStr> = vec![
+            "run".as_ref(),
+            "--detach".as_ref(),
+            "--bundle".as_ref(),
+            bundle.as_os_str(),
+            "--pid-file".as_ref(),
+            pid_file.as_os_str(),
+        ];
+        let console = match &io {
+            ProcessIo::Terminal { console_socket } => Some(console_socket.clone()),
+            ProcessIo::Fds { .. } => None,
+        };
+        if let Some(socket) = &console {
+            args.extend([OsStr::new("--console-socket"), socket.as_os_str()]);
+        }
+        args.push(id.as_ref());
+        let mut pid = None;
+        self.invoke_then("run", &args, io, false, &mut |status| {
+            if status.success() {
+                pid = Some(read_pid("run", pid_file));
+                if let Some(Ok(pid)) = &pid {
+                    registered(*pid);
+                }
+            }
+        })?;
+        pid.unwrap_or_else(|| {
+            Err(ExecutorError::Io {
+                op: "run",
+                source: io::Error::other("runc run succeeded without a pid"),
+            })
+        })
     }
 
     fn kill(&self, id: &str, signal: i32, all: bool) -> Result<(), ExecutorError> {
@@ -429,7 +560,8 @@ impl<R: CommandRunner> OciExecutor for Runc<R> {
             args.push("--all".as_ref());
         }
         args.extend([OsStr::new(id), OsStr::new(&signal)]);
-        self.run("kill", &args, ProcessIo::null(), false).map(drop)
+        self.invoke("kill", &args, ProcessIo::null(), false)
+            .map(drop)
     }
 
     fn delete(&self, id: &str, force: bool) -> Result<(), ExecutorError> {
@@ -438,7 +570,7 @@ impl<R: CommandRunner> OciExecutor for Runc<R> {
             args.push("--force".as_ref());
         }
         args.push(id.as_ref());
-        match self.run("delete", &args, ProcessIo::null(), false) {
+        match self.invoke("delete", &args, ProcessIo::null(), false) {
             Err(e) if not_found(&e) => Ok(()),
             other => other.map(drop),
         }
@@ -472,14 +604,14 @@ impl<R: CommandRunner> OciExecutor for Runc<R> {
             args.extend([OsStr::new("--console-socket"), socket.as_os_str()]);
         }
         args.push(id.as_ref());
-        let result = self.run("exec", &args, io, false);
+        let result = self.invoke("exec", &args, io, false);
         let _ = std::fs::remove_file(&spec_path);
         result?;
         read_pid("exec", pid_file)
     }
 
     fn state(&self, id: &str) -> Result<Option<ContainerState>, ExecutorError> {
-        match self.run(
+        match self.invoke(
             "state",
             &["state".as_ref(), id.as_ref()],
             ProcessIo::null(),
@@ -605,6 +737,17 @@ mod tests {
              failed: x: unknown"
         );
         assert_eq!(last_error(b"not json\n"), None);
+        // `runc run` fails in its create part: the kubelet sees containerd's create text.
+        let e = ExecutorError::Runtime {
+            op: "run",
+            message: "runc run failed: unable to start container process: exec: \"nope\"".into(),
+        };
+        assert_eq!(
+            e.kubelet_message(""),
+            "failed to create containerd task: failed to create shim task: OCI runtime create \
+             failed: runc create failed: unable to start container process: exec: \"nope\": \
+             unknown"
+        );
     }
 
     #[test]
@@ -690,6 +833,75 @@ mod tests {
         ))));
         // Every call's log is gone.
         assert_eq!(std::fs::read_dir(dir.join("runc-log")).unwrap().count(), 0);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// [`RuncMode`]: `create` + `start` by default, one `run --detach` in run mode; the pid
+    /// reaches `registered` once, before `run` returns.
+    #[test]
+    fn run_modes_through_a_fake_runtime() {
+        let dir =
+            std::env::temp_dir().join(format!("podvisor-fake-runc-run-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let script = dir.join("runc");
+        let calls = dir.join("calls");
+        std::fs::write(
+            &script,
+            format!(
+                "#!/bin/sh\necho \"$@\" >> {calls}\n\
+                 case \"$7\" in\n\
+                 create) echo 4242 > \"${{11}}\" ;;\n\
+                 run) echo 4343 > \"${{12}}\" ;;\n\
+                 esac\n",
+                calls = calls.display()
+            ),
+        )
+        .unwrap();
+        std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+            .unwrap();
+        let pid_file = dir.join("pid");
+        for (mode, want) in [(RuncMode::CreateStart, 4242), (RuncMode::Run, 4343)] {
+            let runc = Runc::with_runner(&script, &dir, DirectRunner).with_mode(mode);
+            let mut registered = Vec::new();
+            let pid = runc
+                .run(
+                    Path::new("/bundle"),
+                    "c1",
+                    &pid_file,
+                    ProcessIo::null(),
+                    &mut |pid| registered.push(pid),
+                )
+                .unwrap();
+            assert_eq!((pid, registered), (want, vec![want]), "{mode:?}");
+        }
+        let calls = std::fs::read_to_string(&calls).unwrap();
+        let lines: Vec<Vec<&str>> = calls
+            .lines()
+            .map(|l| l.split(' ').skip(6).collect())
+            .collect();
+        let pid_file = pid_file.display().to_string();
+        let want: [&[&str]; 3] = [
+            &[
+                "create",
+                "--bundle",
+                "/bundle",
+                "--pid-file",
+                &pid_file,
+                "c1",
+            ],
+            &["start", "c1"],
+            &[
+                "run",
+                "--detach",
+                "--bundle",
+                "/bundle",
+                "--pid-file",
+                &pid_file,
+                "c1",
+            ],
+        ];
+        assert_eq!(lines, want);
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -58,6 +58,9 @@ pub struct OciLaunch {
     pub resolv_conf: Option<PathBuf>,
     /// The pod's `/etc/hostname`.
     pub hostname_file: Option<PathBuf>,
+    /// How runc creates and starts the container (`--oci-executor`).
+    #[serde(default)]
+    pub executor: super::executor::RuncMode,
 }
 
 /// The PID namespace of a container, as the kubelet asks the runtime for it (CRI
@@ -156,6 +159,7 @@ impl OciLaunch {
     /// runc over this instance's state, commands run by `runner`.
     pub fn runc<R: super::executor::CommandRunner>(&self, runner: R) -> Runc<R> {
         Runc::with_runner(Path::new(super::executor::RUNC), &self.runc_state, runner)
+            .with_mode(self.executor)
     }
 
     /// The pid file runc writes for the instance's init process.

@@ -75,6 +75,8 @@ pub struct OciOptions {
     /// How many pod sandboxes to keep ready on podvisor's own network
     /// ([`crate::sandbox::pool`]); 0: none.
     pub warm_sandboxes: usize,
+    /// How runc creates and starts containers (`--oci-executor`).
+    pub executor: crate::oci::executor::RuncMode,
 }
 
 /// The `oci` class of a [`super::ProcessRuntime`].
@@ -90,6 +92,7 @@ pub(super) struct OciClass {
     pulls: tokio::sync::Mutex<()>,
     /// Sandboxes made ahead of their pods (podvisor's own network only).
     pool: Option<Arc<SandboxPool>>,
+    executor: crate::oci::executor::RuncMode,
 }
 
 /// A pod sandbox's network, as made (`<pod dir>/network.json`).
@@ -205,6 +208,7 @@ impl OciClass {
             state_dir: state_dir.to_owned(),
             pulls: tokio::sync::Mutex::new(()),
             pool,
+            executor: options.executor,
         })
     }
 
@@ -581,6 +585,7 @@ impl OciClass {
             hosts: Some(network.hosts.clone()),
             resolv_conf: Some(network.resolv_conf.clone()),
             hostname_file: Some(network.hostname_file.clone()),
+            executor: self.executor,
         };
         // containerd reports the repo digest the image came by, else its id.
         let image_id = image

@@ -9,20 +9,96 @@
 //! `execve` of the shim's own binary), where it is PID 1 and does what pause does: nothing,
 //! except reaping every zombie handed to it, until `SIGTERM`/`SIGINT` or `SIGKILL`.
 //! Containers join it through `/proc/<holder>/ns/pid`. The holder is the shim's child (the
-//! shim reaps it); the shim kills it when it exits itself.
+//! shim reaps it); the shim kills it when it exits itself, and when the shim dies without a
+//! word (SIGKILL) the kernel kills it: the holder asks for `SIGKILL` on its parent's death
+//! (`PR_SET_PDEATHSIG`) before it `execve`s, then checks that the parent did not die before
+//! that. The "parent" of `PR_SET_PDEATHSIG` is the *thread* that cloned it, so holders are
+//! cloned by one thread of the shim that lives as long as the shim ([`spawn`]), never by a
+//! connection thread that ends after its request.
 
 use std::ffi::CString;
 use std::io;
+use std::sync::{Mutex, OnceLock, mpsc};
 
 /// The argument that makes `podvisor shim` the holder.
 pub(super) const ARG: &str = "--pid-holder";
 
+/// A request to the holders' thread: where its answer goes.
+type Reply = mpsc::Sender<io::Result<u32>>;
+
+/// The thread that clones every holder of this shim, started on first use; it waits for
+/// requests for the rest of the shim's life.
+static SPAWNER: OnceLock<Mutex<mpsc::Sender<Reply>>> = OnceLock::new();
+
 /// Starts a holder in a new PID namespace and returns its PID (in the shim's namespace).
-/// Call with the shim's fork lock held, as for any child.
+/// Call with the shim's fork lock held, as for any child: the clone happens on the holders'
+/// thread while the caller waits.
 ///
 /// # Errors
-/// The shim's binary cannot be named, or `clone` fails.
+/// The holders' thread cannot be started, the shim's binary cannot be named, or `clone`
+/// fails.
 pub(super) fn spawn() -> io::Result<u32> {
+    let requests = match SPAWNER.get() {
+        Some(requests) => requests,
+        None => {
+            let (tx, rx) = mpsc::channel::<Reply>();
+            std::thread::Builder::new()
+                .name("pid-holder".into())
+                .stack_size(super::supervisor::THREAD_STACK)
+                .spawn(move || {
+                    for reply in rx {
+                        let _ = reply.send(clone_holder());
+                    }
+                })?;
+            // Only connection threads holding the fork lock get here: no other thread
+            // started one meanwhile.
+            SPAWNER.get_or_init(|| Mutex::new(tx))
+        }
+    };
+    let (reply, answer) = mpsc::channel();
+    requests
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .send(reply)
+        .map_err(|_| io::Error::other("the PID namespace holders' thread is gone"))?;
+    answer
+        .recv()
+        .map_err(|_| io::Error::other("the PID namespace holders' thread is gone"))?
+}
+
+/// A pidfd of the calling thread (Linux 6.9's `PIDFD_THREAD`), or of the whole process on an
+/// older kernel: readable once it has exited. The holders' thread only ends with the shim,
+/// so either tells the shim's death.
+fn own_pidfd() -> io::Result<std::os::fd::OwnedFd> {
+    use std::os::fd::FromRawFd;
+    // SAFETY: plain system calls; a non-negative result is a new descriptor we own.
+    #[allow(unsafe_code)]
+    unsafe {
+        let mut fd = libc::syscall(
+            libc::SYS_pidfd_open,
+            libc::c_long::from(libc::gettid()),
+            libc::c_long::from(libc::O_EXCL),
+        );
+        if fd < 0 {
+            fd = libc::syscall(
+                libc::SYS_pidfd_open,
+                libc::c_long::from(libc::getpid()),
+                0 as libc::c_long,
+            );
+        }
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        let fd = i32::try_from(fd).map_err(io::Error::other)?;
+        Ok(std::os::fd::OwnedFd::from_raw_fd(fd))
+    }
+}
+
+/// The clone itself, on the holders' thread.
+fn clone_holder() -> io::Result<u32> {
+    use std::os::fd::AsRawFd;
+    let parent = own_pidfd()?;
+    let parent_fd = parent.as_raw_fd();
     // Everything the child needs is made before the clone: after it, in a copy of a
     // multi-threaded process, the child may only make async-signal-safe calls.
     // The child's own `/proc/self/exe` is this binary, even one replaced on disk since.
@@ -40,8 +116,8 @@ pub(super) fn spawn() -> io::Result<u32> {
     let envp: [*const libc::c_char; 1] = [std::ptr::null()];
     let flags = libc::CLONE_NEWPID | libc::SIGCHLD;
     // SAFETY: a raw `clone` without a new stack behaves as `fork` (the child continues on a
-    // copy of this stack); the child only calls `execve` and `_exit`, both async-signal-safe,
-    // with arguments built above.
+    // copy of this stack); the child only makes system calls (`prctl`, `poll`, `execve`,
+    // `_exit`) with arguments built above.
     #[allow(unsafe_code)]
     let pid = unsafe {
         let pid = libc::syscall(
@@ -53,11 +129,27 @@ pub(super) fn spawn() -> io::Result<u32> {
             0 as libc::c_long,
         );
         if pid == 0 {
+            // Killed when this thread (and so the shim) dies; kept across `execve`.
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                libc::_exit(126);
+            }
+            // The parent may have died before the request took hold: then nobody kills
+            // the holder later, so it goes now (`getppid` says 0 in a new PID namespace,
+            // whether the parent lives or not: the pidfd tells).
+            let mut gone = libc::pollfd {
+                fd: parent_fd,
+                events: libc::POLLIN,
+                revents: 0,
+            };
+            if libc::poll(&raw mut gone, 1, 0) > 0 {
+                libc::_exit(0);
+            }
             libc::execve(exe.as_ptr(), argv.as_ptr(), envp.as_ptr());
             libc::_exit(127);
         }
         pid
     };
+    drop(parent);
     if pid < 0 {
         return Err(io::Error::last_os_error());
     }

@@ -739,6 +739,7 @@ impl Shim {
             }
         };
         let cgroups_path = format!("/{}/{}-{instance}", config.cgroup_parent, config.name);
+        let begun = std::time::Instant::now();
         // On a thread with a full-size stack: building and serialising a runtime spec takes
         // far more than a connection thread's.
         let prepared = {
@@ -766,34 +767,19 @@ impl Shim {
         let (io, [stdin, stdout, stderr], outputs) = ContainerIo::create(config.stdio)?;
         let runc = launch.runc(ShimRunner(Arc::clone(self)));
         let oom_baseline = cgroup.oom_kill_count();
-        let created = runc.create(
-            &prepared.bundle,
-            &launch.id,
-            &launch.pid_file(),
-            ProcessIo::Fds {
-                stdin,
-                stdout,
-                stderr,
-            },
-        );
-        let pid = match created {
-            Ok(pid) => pid,
-            Err(e) => {
-                // What the pipes got is runc's own error: dropped with them.
-                drop(outputs);
-                if let Err(e) = crate::oci::launch::cleanup(&launch, ShimRunner(Arc::clone(self))) {
-                    eprintln!("podvisor shim: cleaning up after a failed create: {e}");
-                }
-                return Ok(Response::StartFailed {
-                    reason: "RunContainerError".into(),
-                    message: e.kubelet_message(""),
-                    created: true,
-                });
-            }
-        };
+        let bundled = begun.elapsed();
         let (done_tx, done_rx) = mpsc::channel();
-        let started_at = now();
-        {
+        let pumps = outputs.len();
+        let mut done_rx = Some(done_rx);
+        let mut registered = None;
+        let mut oci = Some(Arc::new(OciExec {
+            launch: (*launch).clone(),
+            process: prepared.process,
+        }));
+        // Called by the executor once the init process exists, before the reaper can see it
+        // exit (runc's exec FIFO holds it, or the reaper is held off).
+        let mut register = |pid: u32| {
+            let started_at = now();
             let mut state = self.state();
             state
                 .waiters
@@ -808,18 +794,44 @@ impl Shim {
                     started_at: started_at.clone(),
                     cgroup: Some(Arc::clone(cgroup)),
                     oom_baseline,
-                    pumps: Some((done_rx, outputs.len())),
+                    pumps: done_rx.take().map(|rx| (rx, pumps)),
                     io: Some(Arc::clone(&io)),
-                    oci: Some(Arc::new(OciExec {
-                        launch: (*launch).clone(),
-                        process: prepared.process,
-                    })),
+                    oci: oci.take(),
                     reaped: false,
                     exit: None,
                     acked: false,
                 },
             );
-        }
+            registered = Some((pid, started_at, begun.elapsed()));
+        };
+        let ran = runc.run(
+            &prepared.bundle,
+            &launch.id,
+            &launch.pid_file(),
+            ProcessIo::Fds {
+                stdin,
+                stdout,
+                stderr,
+            },
+            &mut register,
+        );
+        let Some((pid, started_at, created)) = registered else {
+            // Nothing of the container runs: what the pipes got is runc's own error,
+            // dropped with them.
+            drop(outputs);
+            if let Err(e) = crate::oci::launch::cleanup(&launch, ShimRunner(Arc::clone(self))) {
+                eprintln!("podvisor shim: cleaning up after a failed create: {e}");
+            }
+            let message = match ran {
+                Err(e) => e.kubelet_message(""),
+                Ok(_) => "the OCI runtime started no process".to_owned(),
+            };
+            return Ok(Response::StartFailed {
+                reason: "RunContainerError".into(),
+                message,
+                created: true,
+            });
+        };
         for (fd, stream) in outputs {
             let (writer, done, io) = (writer.clone(), done_tx.clone(), Arc::clone(&io));
             thread::Builder::new()
@@ -827,7 +839,7 @@ impl Shim {
                 .stack_size(THREAD_STACK)
                 .spawn(move || pump(File::from(fd), stream, &writer, &done, &io))?;
         }
-        if let Err(e) = runc.start(&launch.id) {
+        if let Err(e) = ran {
             // Created but not started: its exit (killed now) is recorded as any other.
             if let Some(pid) = pid_of(pid) {
                 let _ = rustix::process::kill_process(pid, Signal::KILL);
@@ -838,6 +850,17 @@ impl Shim {
                 created: true,
             });
         }
+        // Where a start's time goes (bundle: rootfs mount + spec; then the runtime's create,
+        // or `run` in one go, and start), one line per container in shim.log.
+        eprintln!(
+            "podvisor shim: started {} (instance {instance}, {:?}): bundle {:.1} ms, \
+             create {:.1} ms, start {:.1} ms",
+            config.name,
+            launch.executor,
+            bundled.as_secs_f64() * 1e3,
+            (created - bundled).as_secs_f64() * 1e3,
+            (begun.elapsed() - created).as_secs_f64() * 1e3,
+        );
         Ok(Response::Started {
             pid,
             started_at,
@@ -1136,6 +1159,29 @@ impl crate::oci::executor::CommandRunner for ShimRunner {
         drop(child);
         let status = rx.recv().map_err(io::Error::other)?;
         Ok(std::process::ExitStatus::from_raw(status.as_raw()))
+    }
+
+    /// Holds the fork lock from the spawn until `then` has run: the reaper reaps only under
+    /// it, so the command is waited for here, and what it left behind (`runc run
+    /// --detach`'s container, re-parented to the shim when runc exits, perhaps exited
+    /// already) cannot be reaped before `then` has registered it.
+    fn run_then(
+        &self,
+        command: &mut Command,
+        then: &mut dyn FnMut(&std::process::ExitStatus),
+    ) -> io::Result<std::process::ExitStatus> {
+        let _fork = self
+            .0
+            .fork_lock
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut child = command.spawn()?;
+        let status = child.wait()?;
+        then(&status);
+        // The reaper may be waiting for a first child to appear.
+        self.0.state().forks += 1;
+        self.0.forked.notify_all();
+        Ok(status)
     }
 }
 
