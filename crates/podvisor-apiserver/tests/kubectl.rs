@@ -1,4 +1,4 @@
-//! podvisor-apiserver driven by the real kubectl (`PODVISOR_KUBECTL`, else /usr/bin/kubectl),
+//! podvisor-apiserver driven by the real kubectl (`PODVISOR_KUBECTL`, else the one on PATH),
 //! linked as one test binary: `scripts/test` runs it twice, the second time with kubectl 1.34.
 //! `tests/common` starts a real API server.
 

@@ -28,3 +28,26 @@ pub use procs::{
 };
 /// The signals [`signal`] and [`signal_marked`] send.
 pub use rustix::process::Signal;
+
+/// The kubectl the tests drive: `PODVISOR_KUBECTL` when set, else the first `kubectl` on
+/// `PATH` (`/usr/local/bin`, `/usr/bin`, ...), else the kubectl 1.34 that
+/// `scripts/install-test-deps` keeps under `~/.cache/podvisor-test`. Panics, saying how to
+/// get one, when there is none.
+pub fn kubectl() -> std::path::PathBuf {
+    use std::path::PathBuf;
+    if let Some(p) = std::env::var_os("PODVISOR_KUBECTL").filter(|p| !p.is_empty()) {
+        return PathBuf::from(p);
+    }
+    let on_path = std::env::var_os("PATH").and_then(|path| {
+        std::env::split_paths(&path)
+            .map(|dir| dir.join("kubectl"))
+            .find(|p| p.is_file())
+    });
+    let cached = std::env::var_os("HOME")
+        .map(|h| PathBuf::from(h).join(".cache/podvisor-test/kubectl-1.34/kubectl"))
+        .filter(|p| p.is_file());
+    on_path.or(cached).expect(
+        "no kubectl: put one on PATH, name it with PODVISOR_KUBECTL, or run \
+         scripts/install-test-deps (it downloads kubectl 1.34)",
+    )
+}

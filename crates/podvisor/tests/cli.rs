@@ -1,5 +1,5 @@
 //! `podvisor apply/get/describe/logs/delete` (the CLI for people without kubectl) against a real
-//! `podvisor serve`, each compared with what `/usr/bin/kubectl` prints for the same pods at the
+//! `podvisor serve`, each compared with what the kubectl on PATH prints for the same pods at the
 //! same moment: identical, except the AGE column and the events' ages (kubectl computes them
 //! a few milliseconds later). Root only (the process runtime needs it); every process and
 //! directory the test made is removed at the end.
@@ -8,14 +8,15 @@
 
 use crate::common;
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use common::{Ctx, MARKER_ENV};
 
-const KUBECTL: &str = "/usr/bin/kubectl";
+static KUBECTL: std::sync::LazyLock<std::path::PathBuf> =
+    std::sync::LazyLock::new(podvisor_testkit::kubectl);
 /// The longest any single state may take to be reached.
 const WAIT: Duration = Duration::from_secs(20);
 
@@ -30,8 +31,9 @@ impl Session {
     fn start() -> Session {
         let ctx = Ctx::new("cli");
         assert!(
-            Path::new(KUBECTL).exists(),
-            "{KUBECTL} is not installed (scripts/test installs it)"
+            KUBECTL.exists(),
+            "{} is not installed (scripts/test installs it)",
+            KUBECTL.display()
         );
         let log = std::fs::File::create(ctx.path("serve.log")).unwrap();
         let serve = Command::new(env!("CARGO_BIN_EXE_podvisor"))
@@ -79,7 +81,7 @@ impl Session {
     }
 
     fn kubectl_cmd(&self, args: &[&str]) -> Command {
-        let mut cmd = Command::new(KUBECTL);
+        let mut cmd = Command::new(&*KUBECTL);
         cmd.arg("--kubeconfig")
             .arg(self.kubeconfig())
             .arg("--cache-dir")

@@ -1,7 +1,7 @@
 //! The scenarios of `../shared/spec/conformance-examples.md` through the real kubectl (issue 4):
 //! ONE `podvisor serve` for the whole file, shared by every scenario, each running in its own
 //! thread (distinct pod names, ports and scratch paths), the pods driven only through
-//! `/usr/bin/kubectl`. Manifests are under `tests/conformance/` (verbatim from the document
+//! the kubectl on PATH (`podvisor_testkit::kubectl`). Manifests are under `tests/conformance/` (verbatim from the document
 //! where it gives them); the event log and its predicates are `conformance_support`'s.
 //!
 //! The harness operations of section 0.1, mapped onto kubectl:
@@ -33,7 +33,7 @@
 //! and against `serve --runtime oci` (runc containers from the `busybox` image, a network
 //! namespace and pod IP per pod: `oci_run.rs` says how section 0 maps onto that run).
 //!
-//! Needs root (`#[ignore]`d unless run as root with `--include-ignored`) and `/usr/bin/kubectl`;
+//! Needs root (`#[ignore]`d unless run as root with `--include-ignored`) and a kubectl (on PATH, or `PODVISOR_KUBECTL`);
 //! the oci run also runc, the CNI plugins, docker-registry, skopeo, python3 and dash
 //! (`scripts/install-test-deps`).
 //! The modules under `conformance_kubectl/`: `harness` (serve, watches, pods through kubectl,
@@ -67,7 +67,6 @@ mod probes;
 
 use conformance_support::{require_root, secs};
 use harness::{KUBECTL, Runtime, ScenarioFn, Server};
-use std::path::Path;
 use std::sync::{Condvar, Mutex};
 use std::time::{Duration, Instant};
 
@@ -167,8 +166,9 @@ fn run_all(runtime: Runtime) {
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner);
     assert!(
-        Path::new(KUBECTL).exists(),
-        "{KUBECTL} is not installed (scripts/test installs it)"
+        KUBECTL.exists(),
+        "{} is not installed (scripts/test installs it)",
+        KUBECTL.display()
     );
     let only: Option<Vec<String>> = std::env::var("PODVISOR_CONFORMANCE_ONLY")
         .ok()

@@ -1,5 +1,5 @@
 //! `kubectl exec` against `podvisor serve` (WebSockets, `v5.channel.k8s.io`), with the real
-//! kubectl: `PODVISOR_KUBECTL` (else /usr/bin/kubectl), and kubectl 1.34 too when it is at
+//! kubectl: `PODVISOR_KUBECTL` (else the one on PATH), and kubectl 1.34 too when it is at
 //! `/root/.cache/podvisor-test/kubectl-1.34/kubectl`. Streams stay apart, exit codes come
 //! through, stdin reaches the command, the command sees the container's env, working directory
 //! and emptyDir, `-c` picks the container, errors read as against a real cluster, a TTY works,

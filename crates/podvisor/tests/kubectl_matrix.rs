@@ -1,5 +1,5 @@
 //! The client matrix: every kubectl the machine has — Debian 12's 1.20
-//! (`PODVISOR_KUBECTL_120`), `/usr/bin/kubectl` (1.32 here), 1.34 (`PODVISOR_KUBECTL_134`)
+//! (`PODVISOR_KUBECTL_120`), the kubectl on PATH (1.32 here), 1.34 (`PODVISOR_KUBECTL_134`)
 //! and 1.37 (`PODVISOR_KUBECTL_137`), installed by `scripts/install-test-deps` — runs the
 //! everyday pod loop against one `podvisor serve`: apply, wait, get, logs, exec, describe,
 //! create configmap, delete. kubectl 1.20 only speaks SPDY for exec, which podvisor does not

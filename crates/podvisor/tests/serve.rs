@@ -12,7 +12,8 @@ use std::process::{Child, Command, Output, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-const KUBECTL: &str = "/usr/bin/kubectl";
+static KUBECTL: std::sync::LazyLock<std::path::PathBuf> =
+    std::sync::LazyLock::new(podvisor_testkit::kubectl);
 /// What each test waits for at most for one state to be reached.
 const WAIT: Duration = Duration::from_secs(20);
 
@@ -51,8 +52,9 @@ impl World {
             "needs root: this test is #[ignore]d unless run as root with --include-ignored (podvisor serve's process runtime needs cgroups and mount namespaces)"
         );
         assert!(
-            Path::new(KUBECTL).exists(),
-            "{KUBECTL} is not installed (scripts/test installs it)"
+            KUBECTL.exists(),
+            "{} is not installed (scripts/test installs it)",
+            KUBECTL.display()
         );
         static N: AtomicU64 = AtomicU64::new(0);
         let nanos = SystemTime::now()
@@ -174,7 +176,7 @@ impl World {
     }
 
     fn kubectl(&self, args: &[&str]) -> Output {
-        Command::new(KUBECTL)
+        Command::new(&*KUBECTL)
             .arg("--kubeconfig")
             .arg(self.kubeconfig())
             .arg("--cache-dir")
@@ -726,7 +728,7 @@ fn serve_stops_promptly_with_a_watch_open_and_warns_when_exposed() {
             && logs.contains("the bearer token and TLS still apply"),
         "{logs}"
     );
-    let mut watcher = Command::new(KUBECTL)
+    let mut watcher = Command::new(&*KUBECTL)
         .arg("--kubeconfig")
         .arg(w.kubeconfig())
         .arg("--cache-dir")
@@ -1052,7 +1054,7 @@ fn serve_resizes_a_running_container_in_place() {
             .unwrap_or_default()
     };
     assert_eq!(cgroup_limit(), (64u64 << 20).to_string());
-    let mut kubectls = vec![PathBuf::from(KUBECTL)];
+    let mut kubectls = vec![KUBECTL.clone()];
     if let Some(k) = std::env::var_os("PODVISOR_KUBECTL_134") {
         kubectls.push(PathBuf::from(k));
     }

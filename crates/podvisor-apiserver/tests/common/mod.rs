@@ -25,7 +25,7 @@ use tokio_rustls::rustls::{self, ClientConfig, RootCertStore};
 
 /// The kubectl under test (`PODVISOR_KUBECTL` overrides, e.g. a 1.34 binary).
 pub fn kubectl_binary() -> String {
-    std::env::var("PODVISOR_KUBECTL").unwrap_or_else(|_| "/usr/bin/kubectl".to_owned())
+    podvisor_testkit::kubectl().display().to_string()
 }
 
 /// The node name the test servers use.

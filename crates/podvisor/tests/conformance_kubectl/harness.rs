@@ -12,7 +12,8 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-pub(crate) const KUBECTL: &str = "/usr/bin/kubectl";
+pub(crate) static KUBECTL: std::sync::LazyLock<std::path::PathBuf> =
+    std::sync::LazyLock::new(podvisor_testkit::kubectl);
 
 /// A scenario: runs against the shared server, panics on a failed check.
 pub(crate) type ScenarioFn = fn(&Server);
@@ -136,7 +137,7 @@ impl Server {
 
     /// Runs kubectl with `args` (and `stdin`).
     pub(crate) fn kubectl(&self, args: &[&str], stdin: Option<&str>) -> Output {
-        let mut child = Command::new(KUBECTL)
+        let mut child = Command::new(&*KUBECTL)
             .args(self.kubectl_base())
             .args(args)
             .stdin(if stdin.is_some() {
@@ -417,7 +418,7 @@ pub(crate) fn watch_loop(args: &[OsString], w: &Watch) {
             if st.stopped {
                 return;
             }
-            let mut child = Command::new(KUBECTL)
+            let mut child = Command::new(&*KUBECTL)
                 .args(args)
                 .stdin(Stdio::null())
                 .stdout(Stdio::piped())

@@ -19,9 +19,7 @@ pub const START_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// The kubectl to use: `PODVISOR_KUBECTL`, else the machine's.
 pub fn kubectl_binary() -> PathBuf {
-    std::env::var_os("PODVISOR_KUBECTL")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from("/usr/bin/kubectl"))
+    podvisor_testkit::kubectl()
 }
 
 /// One test's `serve`, directory and processes.
