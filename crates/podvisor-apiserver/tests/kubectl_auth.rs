@@ -56,3 +56,28 @@ fn kubectl_auth_can_i_is_yes_for_everything() {
     assert_eq!(code, 200);
     assert_eq!(version["major"], "1");
 }
+
+/// `kubectl port-forward` gets a message that says why and what to do instead.
+#[test]
+fn kubectl_port_forward_is_refused_with_a_reason() {
+    let s = TestServer::start();
+    s.create(&common::pod_yaml("pf"));
+    // No node agent here: the pod is made Running by hand, as kubectl checks the phase first.
+    s.kubectl_ok(&[
+        "patch",
+        "pod",
+        "pf",
+        "--subresource=status",
+        "--type=merge",
+        "-p",
+        r#"{"status":{"phase":"Running"}}"#,
+    ]);
+    let r = s.kubectl(&["port-forward", "pod/pf", "0:80"]);
+    assert!(!r.ok);
+    assert!(
+        r.stderr
+            .contains("pods/portforward is not served by podvisor (kubectl tunnels it as SPDY"),
+        "{}",
+        r.stderr
+    );
+}
