@@ -13,7 +13,8 @@
 //!   ([`objects::PodObjects`] in [`BuildOptions`]); a missing one is `configmap "x" not found`
 //!   unless `optional: true`;
 //! - only `emptyDir` and `hostPath` volumes can be mounted;
-//! - no service-link variables (`KUBERNETES_SERVICE_HOST`, ...) are injected;
+//! - of the service-link variables only the `kubernetes` Service's (`KUBERNETES_SERVICE_HOST`,
+//!   ...) are injected, when the node knows the API's address: podvisor serves no Services;
 //! - like containerd's default spec, `PATH` (and `HOSTNAME`, from `spec.nodeName`) are set
 //!   unless the container defines them;
 //! - without an image user, a container without `runAsUser` runs as uid 0 (and gid 0 without

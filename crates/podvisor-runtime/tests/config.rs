@@ -770,3 +770,22 @@ fn kubernetes_service_variables_yield_to_the_container() {
     let env = env_of(&build(&p).unwrap());
     assert!(!env.contains_key("KUBERNETES_SERVICE_HOST"));
 }
+
+/// `$(VAR)` in `env` values and in the command may name the `kubernetes` Service's variables,
+/// as the kubelet's `MappingFuncFor(tmpEnv, serviceEnv)` and `ExpandContainerCommandAndArgs`
+/// allow.
+#[test]
+fn kubernetes_service_variables_expand_in_env_and_command() {
+    let mut opts = BuildOptions::default();
+    opts.objects.api_service = Some(("127.0.0.1".to_owned(), 6443));
+    let p = pod(json!({"containers": [{"name": "app",
+        "command": ["echo", "$(KUBERNETES_SERVICE_HOST)"],
+        "env": [{"name": "API", "value": "https://$(KUBERNETES_SERVICE_HOST):$(KUBERNETES_SERVICE_PORT)"}]}]}));
+    let built = build_with(&p, &opts).unwrap();
+    let env = env_of(&built);
+    assert_eq!(
+        env.get("API").map(String::as_str),
+        Some("https://127.0.0.1:6443")
+    );
+    assert_eq!(built.argv, ["echo", "127.0.0.1"]);
+}

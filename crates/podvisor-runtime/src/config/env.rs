@@ -49,10 +49,24 @@ pub(super) fn make_environment(
             }
         }
     }
+    // The master service's variables (`FromServices`): `$(VAR)` references in `env` may name
+    // them (the kubelet's `MappingFuncFor(tmpEnv, serviceEnv)`), and they are added below.
+    let service_env = objects
+        .api_service
+        .as_ref()
+        .map(|(host, port)| kubernetes_service_env(host, *port))
+        .unwrap_or_default();
     for var in container.env.iter().flatten() {
         let value = var.value.as_deref().unwrap_or_default();
         let runtime_value = if !value.is_empty() {
-            expand(value, |name| env.get(name).map(str::to_owned))
+            expand(value, |name| {
+                env.get(name).map(str::to_owned).or_else(|| {
+                    service_env
+                        .iter()
+                        .find(|(n, _)| n == name)
+                        .map(|(_, v)| v.clone())
+                })
+            })
         } else if let Some(from) = &var.value_from {
             if let Some(field) = &from.field_ref {
                 field_ref_value(pod, field.api_version.as_deref(), &field.field_path)?
@@ -113,11 +127,9 @@ pub(super) fn make_environment(
     }
     // The master service's variables, whatever `enableServiceLinks` says; the container's own
     // definitions win.
-    if let Some((host, port)) = &objects.api_service {
-        for (name, value) in kubernetes_service_env(host, *port) {
-            if env.get(&name).is_none() {
-                env.set(&name, value);
-            }
+    for (name, value) in service_env {
+        if env.get(&name).is_none() {
+            env.set(&name, value);
         }
     }
     Ok(env.vars)
