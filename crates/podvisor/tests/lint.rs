@@ -352,3 +352,29 @@ fn simulate_runs_a_workload_template_chosen_by_name() {
     let none = podvisor(&["simulate", "examples/lint/workloads.yaml", "--pod", "nope"]);
     assert_eq!(none.status.code(), Some(2));
 }
+
+/// A manifest that needs a feature gate is invalid without it (PL000, the API server's
+/// message) and lints clean with `--feature-gates`, as `validate` and `serve` take them.
+#[test]
+fn lint_validates_with_the_feature_gates_given() {
+    let (json, code) = lint_json(&["examples/restart-all.yaml"]);
+    assert_eq!(code, Some(1), "{json}");
+    assert!(
+        json.to_string()
+            .contains("Unsupported value: \\\"RestartAllContainers\\\""),
+        "{json}"
+    );
+    let (json, code) = lint_json(&[
+        "--feature-gates",
+        "RestartAllContainersOnContainerExits=true",
+        "examples/restart-all.yaml",
+    ]);
+    assert_eq!(code, Some(0), "{json}");
+    let out = podvisor(&[
+        "lint",
+        "--feature-gates",
+        "Nope=true",
+        "examples/restart-all.yaml",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+}

@@ -29,7 +29,9 @@ use k8s_openapi::api::core::v1::{Container, Pod, PodSpec, Probe};
 use serde::Serialize;
 
 pub use hint::{SimulateHint, Simulation, shell_quote};
-pub use targets::{Entry, Problem, Skipped, Target, decode_targets, pods_and_templates};
+pub use targets::{
+    Entry, Problem, Skipped, Target, decode_targets, decode_targets_with_gates, pods_and_templates,
+};
 
 /// How bad a finding is. Only `error` makes `podvisor lint` exit 1.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]

@@ -139,9 +139,22 @@ fn str_at(v: &Value, keys: &[&str]) -> String {
 /// document ([`DecodeError::Syntax`], [`DecodeError::Empty`]). Errors inside one object are its
 /// target's [`Target::problems`].
 pub fn decode_targets(text: &str, source: &str) -> Result<Vec<Entry>, DecodeError> {
+    decode_targets_with_gates(text, source, crate::FeatureGates::default())
+}
+
+/// [`decode_targets`], validating with `gates` on (the API server's `--feature-gates`).
+///
+/// # Errors
+///
+/// As [`decode_targets`].
+pub fn decode_targets_with_gates(
+    text: &str,
+    source: &str,
+    gates: crate::FeatureGates,
+) -> Result<Vec<Entry>, DecodeError> {
     Ok(objects(text, source)?
         .into_iter()
-        .map(|(value, at)| entry(value, source, at))
+        .map(|(value, at)| entry(value, source, at, gates))
         .collect())
 }
 
@@ -262,7 +275,7 @@ fn template_pod(
         })
 }
 
-fn entry(value: Value, source: &str, at: DocumentRef) -> Entry {
+fn entry(value: Value, source: &str, at: DocumentRef, gates: crate::FeatureGates) -> Entry {
     let api_version = str_at(&value, &["apiVersion"]);
     let kind = str_at(&value, &["kind"]);
     let name = str_at(&value, &["metadata", "name"]);
@@ -321,7 +334,7 @@ fn entry(value: Value, source: &str, at: DocumentRef) -> Entry {
     match decoded {
         Ok(pod) => {
             target.pod = pod;
-            check(&mut target, &value, w.as_ref());
+            check(&mut target, &value, w.as_ref(), gates);
         }
         Err(DecodeError::UnknownFields { fields, .. }) => {
             target.problems = fields
@@ -348,7 +361,7 @@ fn entry(value: Value, source: &str, at: DocumentRef) -> Entry {
 
 /// Defaults and validates the target's pod as the API server would, plus the workload's
 /// `restartPolicy` rule (`ValidatePodTemplateSpecForReplicaSet`, `validateJobSpec`).
-fn check(target: &mut Target, value: &Value, w: Option<&Workload>) {
+fn check(target: &mut Target, value: &Value, w: Option<&Workload>, gates: crate::FeatureGates) {
     if target.name.is_empty() {
         target.name = target
             .pod
@@ -359,7 +372,7 @@ fn check(target: &mut Target, value: &Value, w: Option<&Workload>) {
     }
     crate::apply_defaults(&mut target.pod);
     crate::drop_disabled_fields(&mut target.pod, None);
-    let mut errors: Vec<FieldError> = match crate::validate_pod(&target.pod) {
+    let mut errors: Vec<FieldError> = match crate::validate_pod_with_gates(&target.pod, gates) {
         Ok(()) => Vec::new(),
         Err(e) => e.errors,
     };

@@ -33,6 +33,10 @@ pub struct Args {
     /// Output format: compiler-like text, or one JSON document for CI.
     #[arg(long, short = 'o', value_enum, default_value_t = OutputFormat::Text)]
     pub output: OutputFormat,
+    /// Feature gates the manifests are validated with, as kube's `--feature-gates`:
+    /// `A=true,B=false`. Known: RestartAllContainersOnContainerExits (alpha, default false).
+    #[arg(long, value_parser = super::parse_feature_gates, default_value = "")]
+    pub feature_gates: podvisor_api::FeatureGates,
 }
 
 /// What one run found, for printing.
@@ -74,7 +78,13 @@ pub fn run(args: &Args) -> anyhow::Result<i32> {
         let source = file.display().to_string();
         let entries = read_input(file)
             .with_context(|| format!("reading {source}"))
-            .and_then(|text| Ok(lint::decode_targets(&text, &source)?));
+            .and_then(|text| {
+                Ok(lint::decode_targets_with_gates(
+                    &text,
+                    &source,
+                    args.feature_gates,
+                )?)
+            });
         match entries {
             Ok(entries) => {
                 for e in entries {
