@@ -687,3 +687,243 @@ pub async fn run<S: NodeObjectStore>(store: Arc<S>, config: NodeStatusConfig) {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn facts() -> MachineFacts {
+        MachineFacts {
+            cpus: 4,
+            memory_bytes: 8 * 1024 * 1024 * 1024,
+            memory_available_bytes: 4 * 1024 * 1024 * 1024,
+            fs_bytes: 100 * 1024 * 1024 * 1024,
+            fs_available_bytes: 50 * 1024 * 1024 * 1024,
+            pid_max: 4_194_304,
+            pids_running: 300,
+            kernel_version: "6.1.0-test".into(),
+            os_image: "Test Linux 1".into(),
+            machine_id: "m".into(),
+            boot_id: "b".into(),
+            system_uuid: String::new(),
+            hostname: "worker-1".into(),
+            internal_ip: Some("192.0.2.10".into()),
+        }
+    }
+
+    fn config() -> NodeStatusConfig {
+        NodeStatusConfig::new("worker-1".into(), PathBuf::from("/tmp"), 6443)
+    }
+
+    fn at(secs: i64) -> Timestamp {
+        Timestamp::from_second(1_700_000_000 + secs).unwrap()
+    }
+
+    fn cond<'a>(s: &'a NodeStatus, t: &str) -> &'a NodeCondition {
+        s.conditions
+            .as_ref()
+            .unwrap()
+            .iter()
+            .find(|c| c.type_ == t)
+            .unwrap()
+    }
+
+    #[test]
+    fn machine_file_parsers() {
+        assert_eq!(count_cpu_list("0-3,6\n"), 5);
+        assert_eq!(count_cpu_list("0"), 1);
+        assert_eq!(count_cpu_list(""), 0);
+        let meminfo = "MemTotal:       16384 kB\nMemFree:  10 kB\nMemAvailable:    8192 kB\n";
+        assert_eq!(meminfo_bytes(meminfo, "MemTotal"), Some(16384 * 1024));
+        assert_eq!(meminfo_bytes(meminfo, "MemAvailable"), Some(8192 * 1024));
+        assert_eq!(meminfo_bytes(meminfo, "Mem"), None);
+        assert_eq!(
+            os_release_pretty_name("NAME=x\nPRETTY_NAME=\"Debian GNU/Linux 12 (bookworm)\"\n")
+                .as_deref(),
+            Some("Debian GNU/Linux 12 (bookworm)")
+        );
+        assert_eq!(binary_quantity(16 * 1024 * 1024 * 1024), "16Gi");
+        assert_eq!(binary_quantity(24_684_084 * 1024), "24684084Ki");
+        assert_eq!(binary_quantity(1000), "1000");
+    }
+
+    #[test]
+    fn status_from_machine_facts() {
+        let s = node_status(&facts(), &config(), None, at(0));
+        let cap = s.capacity.as_ref().unwrap();
+        assert_eq!(cap["cpu"].0, "4");
+        assert_eq!(cap["memory"].0, "8Gi");
+        assert_eq!(cap["pods"].0, "110");
+        assert_eq!(cap["ephemeral-storage"].0, "100Gi");
+        let alloc = s.allocatable.as_ref().unwrap();
+        // Capacity less the default hard eviction thresholds.
+        assert_eq!(alloc["memory"].0, "8092Mi");
+        assert_eq!(
+            alloc["ephemeral-storage"].0,
+            (100_u64 * 1024 * 1024 * 1024 - 10 * 1024 * 1024 * 1024).to_string()
+        );
+        let types: Vec<&str> = s
+            .conditions
+            .as_ref()
+            .unwrap()
+            .iter()
+            .map(|c| c.type_.as_str())
+            .collect();
+        assert_eq!(
+            types,
+            ["MemoryPressure", "DiskPressure", "PIDPressure", "Ready"]
+        );
+        let ready = cond(&s, "Ready");
+        assert_eq!(
+            (
+                ready.status.as_str(),
+                ready.reason.as_deref(),
+                ready.message.as_deref()
+            ),
+            (
+                "True",
+                Some("KubeletReady"),
+                Some("kubelet is posting ready status")
+            )
+        );
+        assert_eq!(
+            cond(&s, "MemoryPressure").reason.as_deref(),
+            Some("KubeletHasSufficientMemory")
+        );
+        assert_eq!(
+            cond(&s, "DiskPressure").reason.as_deref(),
+            Some("KubeletHasNoDiskPressure")
+        );
+        assert_eq!(
+            cond(&s, "PIDPressure").reason.as_deref(),
+            Some("KubeletHasSufficientPID")
+        );
+        let addrs: Vec<(&str, &str)> = s
+            .addresses
+            .as_ref()
+            .unwrap()
+            .iter()
+            .map(|a| (a.type_.as_str(), a.address.as_str()))
+            .collect();
+        assert_eq!(
+            addrs,
+            [("InternalIP", "192.0.2.10"), ("Hostname", "worker-1")]
+        );
+        let info = s.node_info.as_ref().unwrap();
+        assert_eq!(info.kernel_version, "6.1.0-test");
+        assert_eq!(info.os_image, "Test Linux 1");
+        assert_eq!(info.kubelet_version, "v1.35.0-podvisor");
+        assert!(info.container_runtime_version.starts_with("podvisor://"));
+        assert_eq!(
+            s.daemon_endpoints.unwrap().kubelet_endpoint.unwrap().port,
+            6443
+        );
+    }
+
+    #[test]
+    fn pressure_conditions_follow_the_eviction_thresholds() {
+        let mut f = facts();
+        f.memory_available_bytes = 50 * 1024 * 1024;
+        f.fs_available_bytes = 5 * 1024 * 1024 * 1024;
+        f.pids_running = f.pid_max;
+        let s = node_status(&f, &config(), None, at(0));
+        let mem = cond(&s, "MemoryPressure");
+        assert_eq!(
+            (mem.status.as_str(), mem.reason.as_deref()),
+            ("True", Some("KubeletHasInsufficientMemory"))
+        );
+        let disk = cond(&s, "DiskPressure");
+        assert_eq!(
+            (disk.status.as_str(), disk.reason.as_deref()),
+            ("True", Some("KubeletHasDiskPressure"))
+        );
+        assert_eq!(cond(&s, "PIDPressure").status, "True");
+    }
+
+    #[test]
+    fn heartbeats_move_and_transitions_only_on_change() {
+        let first = node_status(&facts(), &config(), None, at(0));
+        let second = node_status(&facts(), &config(), Some(&first), at(10));
+        let ready = cond(&second, "Ready");
+        assert_eq!(ready.last_heartbeat_time, Some(Time(at(10))));
+        assert_eq!(ready.last_transition_time, Some(Time(at(0))));
+        assert!(!status_changed(Some(&first), &second));
+        let mut f = facts();
+        f.memory_available_bytes = 1;
+        let third = node_status(&f, &config(), Some(&second), at(20));
+        assert!(status_changed(Some(&second), &third));
+        assert_eq!(
+            cond(&third, "MemoryPressure").last_transition_time,
+            Some(Time(at(20)))
+        );
+        assert_eq!(
+            cond(&third, "Ready").last_transition_time,
+            Some(Time(at(0)))
+        );
+        assert!(status_changed(None, &third));
+    }
+
+    #[test]
+    fn reports_on_change_and_every_report_interval() {
+        let dir = std::env::temp_dir().join(format!("podvisor-node-status-{}", crate::new_uid()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let store = Arc::new(Store::open(&dir.join("store.redb")).unwrap());
+        let mut r = NodeReporter::new(Arc::clone(&store), config());
+        let node = r.register(at(0)).unwrap();
+        assert_eq!(
+            node["metadata"]["labels"]["kubernetes.io/hostname"],
+            "worker-1"
+        );
+        assert!(
+            r.report(&facts(), at(0)).unwrap(),
+            "the first status is written"
+        );
+        assert!(!r.report(&facts(), at(10)).unwrap(), "nothing changed");
+        let mut f = facts();
+        f.memory_available_bytes = 1;
+        assert!(r.report(&f, at(20)).unwrap(), "a change is written at once");
+        assert!(!r.report(&f, at(310)).unwrap());
+        assert!(
+            r.report(&f, at(320)).unwrap(),
+            "5 minutes after the last write"
+        );
+        let stored = store
+            .get(&Key::cluster("nodes", "worker-1"))
+            .unwrap()
+            .unwrap();
+        let status: NodeStatus = serde_json::from_value(stored["status"].clone()).unwrap();
+        assert_eq!(
+            cond(&status, "Ready").last_heartbeat_time,
+            Some(Time(at(320)))
+        );
+        // A cordon made through the API survives registration and reports.
+        let mut cordoned = stored.clone();
+        cordoned["spec"]["unschedulable"] = json!(true);
+        store
+            .update(
+                &Key::cluster("nodes", "worker-1"),
+                cordoned,
+                Preconditions::default(),
+            )
+            .unwrap();
+        r.register(at(330)).unwrap();
+        r.report(&f, at(700)).unwrap();
+        let stored = store
+            .get(&Key::cluster("nodes", "worker-1"))
+            .unwrap()
+            .unwrap();
+        assert_eq!(stored["spec"]["unschedulable"], json!(true));
+
+        let lease = r.renew_lease(at(0)).unwrap();
+        assert_eq!(lease["spec"]["holderIdentity"], "worker-1");
+        assert_eq!(lease["spec"]["leaseDurationSeconds"], 40);
+        assert_eq!(
+            lease["metadata"]["ownerReferences"][0]["uid"],
+            node["metadata"]["uid"]
+        );
+        let renewed = r.renew_lease(at(10)).unwrap();
+        assert_eq!(renewed["spec"]["renewTime"], micro_time(at(10)));
+        assert_eq!(renewed["metadata"]["uid"], lease["metadata"]["uid"]);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
