@@ -94,7 +94,7 @@ fn validate(res: Resource, obj: &Value) -> ApiResult<()> {
     {
         FieldError::invalid(
             &Path::new("spec").child("leaseDurationSeconds"),
-            &obj["spec"]["leaseDurationSeconds"].to_string(),
+            obj["spec"]["leaseDurationSeconds"].to_string(),
             "must be greater than 0",
         )
     } else {
