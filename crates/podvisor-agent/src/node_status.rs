@@ -159,14 +159,16 @@ impl MachineFacts {
     }
 }
 
-/// The kubelet's node IP without `--node-ip`: the first non-loopback address the hostname
-/// resolves to.
+/// The kubelet's node IP without `--node-ip` (`getNodeIP`): the first non-loopback address
+/// the hostname resolves to, else the address of the interface of the default route.
 fn internal_ip(hostname: &str) -> Option<String> {
     use std::net::ToSocketAddrs;
     let addrs: Vec<std::net::IpAddr> = (hostname, 0)
         .to_socket_addrs()
-        .ok()?
-        .map(|a| a.ip())
+        .map(|a| a.map(|a| a.ip()).collect())
+        .unwrap_or_default();
+    let addrs: Vec<std::net::IpAddr> = addrs
+        .into_iter()
         .filter(|ip| !ip.is_loopback() && !ip.is_unspecified())
         .collect();
     addrs
@@ -174,6 +176,49 @@ fn internal_ip(hostname: &str) -> Option<String> {
         .find(|ip| ip.is_ipv4())
         .or_else(|| addrs.first())
         .map(ToString::to_string)
+        .or_else(|| {
+            default_route_ip(
+                &std::fs::read_to_string("/proc/net/route").ok()?,
+                &std::fs::read_to_string("/proc/net/fib_trie").ok()?,
+            )
+            .map(|ip| ip.to_string())
+        })
+}
+
+/// The local IPv4 address on the default route's interface, from `/proc/net/route` (its
+/// interface's subnets) and `/proc/net/fib_trie` (the machine's `host LOCAL` addresses).
+pub fn default_route_ip(route: &str, fib_trie: &str) -> Option<std::net::Ipv4Addr> {
+    let hex = |s: &str| u32::from_str_radix(s, 16).ok().map(u32::from_be);
+    let rows: Vec<(&str, u32, u32)> = route
+        .lines()
+        .skip(1)
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            // Iface Destination Gateway Flags RefCnt Use Metric Mask ...; each word is the
+            // address's network-order bytes read as a host-order number.
+            let dest = hex(f.get(1)?)?;
+            let mask = hex(f.get(7)?)?;
+            Some((*f.first()?, dest, mask))
+        })
+        .collect();
+    let iface = rows.iter().find(|r| r.1 == 0 && r.2 == 0)?.0;
+    let subnets: Vec<(u32, u32)> = rows
+        .iter()
+        .filter(|r| r.0 == iface && r.2 != 0)
+        .map(|r| (r.1, r.2))
+        .collect();
+    let lines: Vec<&str> = fib_trie.lines().collect();
+    lines.windows(2).find_map(|w| {
+        let ip: std::net::Ipv4Addr = w[0].trim().strip_prefix("|-- ")?.parse().ok()?;
+        if !w[1].contains("host LOCAL") || ip.is_loopback() {
+            return None;
+        }
+        let n = u32::from(ip);
+        subnets
+            .iter()
+            .any(|(dest, mask)| n & mask == *dest)
+            .then_some(ip)
+    })
 }
 
 /// A byte count as the API server writes a binary-SI quantity (`16Gi`, `1024Ki`, `1000`).
@@ -745,6 +790,23 @@ mod tests {
         assert_eq!(binary_quantity(16 * 1024 * 1024 * 1024), "16Gi");
         assert_eq!(binary_quantity(24_684_084 * 1024), "24684084Ki");
         assert_eq!(binary_quantity(1000), "1000");
+    }
+
+    #[test]
+    fn internal_ip_is_the_default_route_interface_address() {
+        let route = "Iface\tDestination\tGateway \tFlags\tRefCnt\tUse\tMetric\tMask\t\tMTU\tWindow\tIRTT\n\
+            eth0\t00000000\t010200C0\t0003\t0\t0\t0\t00000000\t0\t0\t0\n\
+            pv0\t0000F40A\t00000000\t0001\t0\t0\t0\t0000FFFF\t0\t0\t0\n\
+            eth0\t000200C0\t00000000\t0001\t0\t0\t0\t00FFFFFF\t0\t0\t0\n";
+        let fib = "Main:\n  +-- 0.0.0.0/0 3 0 5\n              |-- 10.244.0.1\n                 /32 host LOCAL\n\
+            |-- 127.0.0.1\n              /32 host LOCAL\n           |-- 192.0.2.0\n              /24 link UNICAST\n\
+            |-- 192.0.2.2\n              /32 host LOCAL\n";
+        assert_eq!(
+            default_route_ip(route, fib),
+            Some(std::net::Ipv4Addr::new(192, 0, 2, 2))
+        );
+        let no_default = route.replace("\t00000000\t010200C0", "\t0000000A\t010200C0");
+        assert_eq!(default_route_ip(&no_default, fib), None);
     }
 
     #[test]
