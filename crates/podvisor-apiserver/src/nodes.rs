@@ -97,6 +97,8 @@ fn validate(res: Resource, obj: &Value) -> ApiResult<()> {
             obj["spec"]["leaseDurationSeconds"].to_string(),
             "must be greater than 0",
         )
+    } else if let Some(err) = invalid_taint(obj) {
+        err
     } else {
         return Ok(());
     };
@@ -105,6 +107,27 @@ fn validate(res: Resource, obj: &Value) -> ApiResult<()> {
         name,
         vec![err],
     )))
+}
+
+/// `validateNodeTaints`: every taint has a key and one of the three effects.
+fn invalid_taint(obj: &Value) -> Option<FieldError> {
+    let taints = obj.pointer("/spec/taints")?.as_array()?;
+    taints.iter().enumerate().find_map(|(i, t)| {
+        let path = Path::new("spec").child("taints").index(i);
+        let key = t["key"].as_str().unwrap_or("");
+        let effect = t["effect"].as_str().unwrap_or("");
+        if key.is_empty() {
+            Some(FieldError::required(&path.child("key"), ""))
+        } else if !matches!(effect, "NoSchedule" | "PreferNoSchedule" | "NoExecute") {
+            Some(FieldError::not_supported(
+                &path.child("effect"),
+                effect,
+                &["NoExecute", "NoSchedule", "PreferNoSchedule"],
+            ))
+        } else {
+            None
+        }
+    })
 }
 
 /// `POST` of a Node (`ns` empty) or a Lease.
@@ -437,5 +460,14 @@ mod tests {
         assert!(!is_dns1123_subdomain("a..b"));
         let bad = json!({"metadata": {"name": "x"}, "spec": {"leaseDurationSeconds": 0}});
         assert_eq!(validate(LEASES, &bad).unwrap_err().code, 422);
+        let taint = |effect: &str| json!({"metadata": {"name": "n"}, "spec": {"taints": [{"key": "k", "effect": effect}]}});
+        assert!(validate(NODES, &taint("NoSchedule")).is_ok());
+        let err = validate(NODES, &taint("Sometimes")).unwrap_err();
+        assert_eq!(err.code, 422);
+        assert!(
+            err.message.contains("spec.taints[0].effect"),
+            "{}",
+            err.message
+        );
     }
 }

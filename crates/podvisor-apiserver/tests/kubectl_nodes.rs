@@ -161,6 +161,22 @@ fn get_nodes_wide_describe_cordon_uncordon() {
         node["status"]["conditions"][3]["reason"], "KubeletReady",
         "{node}"
     );
+    // A taint with an unknown effect is refused, naming the field.
+    let r = s.kubectl(&[
+        "patch",
+        "node",
+        "worker-1",
+        "--type=merge",
+        "-p",
+        r#"{"spec":{"taints":[{"key":"k","effect":"Sometimes"}]}}"#,
+    ]);
+    assert!(
+        !r.ok
+            && r.stderr
+                .contains("spec.taints[0].effect: Unsupported value: \"Sometimes\""),
+        "{}",
+        r.stderr
+    );
 }
 
 #[test]
