@@ -476,6 +476,61 @@ pub fn status_changed(old: Option<&NodeStatus>, new: &NodeStatus) -> bool {
     old.is_none_or(|o| strip(o) != strip(new))
 }
 
+/// The events the kubelet's setters record for a status: one per condition that is new or
+/// changed status (`NodeHasSufficientMemory`, `NodeHasDiskPressure`, `NodeReady`, ...).
+pub fn condition_events(old: Option<&NodeStatus>, new: &NodeStatus) -> Vec<&'static str> {
+    let old_status = |t: &str| {
+        old.and_then(|o| o.conditions.as_ref())
+            .and_then(|cs| cs.iter().find(|c| c.type_ == t))
+            .map(|c| c.status.clone())
+    };
+    new.conditions
+        .iter()
+        .flatten()
+        .filter(|c| old_status(&c.type_).as_deref() != Some(c.status.as_str()))
+        .filter_map(|c| {
+            Some(match (c.type_.as_str(), c.status == "True") {
+                ("MemoryPressure", false) => "NodeHasSufficientMemory",
+                ("MemoryPressure", true) => "NodeHasInsufficientMemory",
+                ("DiskPressure", false) => "NodeHasNoDiskPressure",
+                ("DiskPressure", true) => "NodeHasDiskPressure",
+                ("PIDPressure", false) => "NodeHasSufficientPID",
+                ("PIDPressure", true) => "NodeHasInsufficientPID",
+                ("Ready", true) => "NodeReady",
+                ("Ready", false) => "NodeNotReady",
+                _ => return None,
+            })
+        })
+        .collect()
+}
+
+/// An Event about the node as the kubelet records it: the involved object's uid is the node's
+/// name (kubelet's `nodeRef`), stored in `default`, named `<node>.<unix nanos in hex>`.
+pub fn node_event(node_name: &str, reason: &str, message: &str, now: Timestamp) -> Value {
+    let stamp = time_text(now);
+    json!({
+        "apiVersion": "v1",
+        "kind": "Event",
+        "metadata": {
+            "name": format!("{node_name}.{:x}", now.as_nanosecond()),
+            "namespace": "default",
+            "uid": crate::new_uid(),
+            "creationTimestamp": stamp,
+        },
+        "involvedObject": {"kind": "Node", "name": node_name, "uid": node_name, "apiVersion": "v1"},
+        "reason": reason,
+        "message": message,
+        "source": {"component": "kubelet", "host": node_name},
+        "firstTimestamp": stamp,
+        "lastTimestamp": stamp,
+        "count": 1,
+        "type": "Normal",
+        "eventTime": null,
+        "reportingComponent": "kubelet",
+        "reportingInstance": node_name,
+    })
+}
+
 /// A `MicroTime` as the API writes it.
 pub fn micro_time(t: Timestamp) -> String {
     t.strftime("%Y-%m-%dT%H:%M:%S%.6fZ").to_string()
@@ -553,6 +608,8 @@ pub struct NodeReporter<S: NodeObjectStore> {
     config: NodeStatusConfig,
     /// The status last written, and when.
     last: Option<(NodeStatus, Timestamp)>,
+    /// Events recorded so far.
+    events: u64,
 }
 
 impl<S: NodeObjectStore> NodeReporter<S> {
@@ -562,6 +619,7 @@ impl<S: NodeObjectStore> NodeReporter<S> {
             store,
             config,
             last: None,
+            events: 0,
         }
     }
 
@@ -645,11 +703,32 @@ impl<S: NodeObjectStore> NodeReporter<S> {
         let rv = rv_of(&node);
         match self.store.update(&key, node, rv) {
             Ok(_) => {
+                for reason in condition_events(previous.as_ref(), &status) {
+                    let message = format!("Node {} status is now: {reason}", self.config.node_name);
+                    self.event(reason, &message, now);
+                }
                 self.last = Some((status, now));
                 Ok(true)
             }
             Err(StoreError::Conflict { .. }) => Ok(false),
             Err(e) => Err(e),
+        }
+    }
+
+    /// Records an Event about the node; one that cannot be written is logged and dropped, as
+    /// the kubelet's recorder does.
+    pub fn event(&mut self, reason: &str, message: &str, now: Timestamp) {
+        let name = &self.config.node_name;
+        let mut event = node_event(name, reason, message, now);
+        // Several events of one report share `now`: each its own name.
+        self.events += 1;
+        let ev_name = format!("{name}.{:x}", now.as_nanosecond() + i128::from(self.events));
+        event["metadata"]["name"] = json!(ev_name);
+        if let Err(e) = self
+            .store
+            .create(&Key::new("events", "default", &ev_name), event)
+        {
+            warning!("node {name}: recording the event {reason}: {e}");
         }
     }
 
@@ -705,6 +784,7 @@ pub async fn run<S: NodeObjectStore>(store: Arc<S>, config: NodeStatusConfig) {
             let done = (|| {
                 if !registered {
                     reporter.register(now)?;
+                    reporter.event("Starting", "Starting kubelet.", now);
                 }
                 if status {
                     let facts = MachineFacts::read(&dir, &host);
@@ -926,6 +1006,37 @@ mod tests {
     }
 
     #[test]
+    fn condition_changes_are_events() {
+        let first = node_status(&facts(), &config(), None, at(0));
+        assert_eq!(
+            condition_events(None, &first),
+            [
+                "NodeHasSufficientMemory",
+                "NodeHasNoDiskPressure",
+                "NodeHasSufficientPID",
+                "NodeReady"
+            ]
+        );
+        let same = node_status(&facts(), &config(), Some(&first), at(10));
+        assert!(condition_events(Some(&first), &same).is_empty());
+        let mut f = facts();
+        f.memory_available_bytes = 1;
+        let low = node_status(&f, &config(), Some(&same), at(20));
+        assert_eq!(
+            condition_events(Some(&same), &low),
+            ["NodeHasInsufficientMemory"]
+        );
+        let e = node_event(
+            "worker-1",
+            "NodeReady",
+            "Node worker-1 status is now: NodeReady",
+            at(0),
+        );
+        assert_eq!(e["involvedObject"]["uid"], "worker-1");
+        assert_eq!(e["metadata"]["namespace"], "default");
+    }
+
+    #[test]
     fn reports_on_change_and_every_report_interval() {
         let dir = std::env::temp_dir().join(format!("podvisor-node-status-{}", crate::new_uid()));
         std::fs::create_dir_all(&dir).unwrap();
@@ -948,6 +1059,19 @@ mod tests {
         assert!(
             r.report(&f, at(320)).unwrap(),
             "5 minutes after the last write"
+        );
+        let (events, _) = store.list("events", Some("default")).unwrap();
+        let mut reasons: Vec<&str> = events.iter().filter_map(|e| e["reason"].as_str()).collect();
+        reasons.sort_unstable();
+        assert_eq!(
+            reasons,
+            [
+                "NodeHasInsufficientMemory",
+                "NodeHasNoDiskPressure",
+                "NodeHasSufficientMemory",
+                "NodeHasSufficientPID",
+                "NodeReady"
+            ]
         );
         let stored = store
             .get(&Key::cluster("nodes", "worker-1"))

@@ -98,6 +98,9 @@ fn node_and_lease_are_registered_reported_and_renewed() {
         "sleeper",
         "Allocated resources:",
         "HolderIdentity:",
+        // The kubelet's events about the node (involvedObject.uid is the node's name).
+        "Starting kubelet.",
+        "status is now: NodeReady",
     ] {
         assert!(out.contains(want), "describe lacks {want:?}:\n{out}");
     }
