@@ -22,6 +22,7 @@ pub mod history;
 mod identity;
 mod log;
 pub mod node;
+pub mod node_status;
 pub mod objects;
 mod pod_task;
 pub mod tokens;

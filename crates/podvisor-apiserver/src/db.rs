@@ -54,6 +54,27 @@ pub(crate) const NAMESPACES: Resource = Resource {
     namespaced: false,
 };
 
+/// `nodes` (cluster-scoped).
+pub(crate) const NODES: Resource = Resource {
+    kind: "Node",
+    plural: "nodes",
+    namespaced: false,
+};
+/// `leases` (`coordination.k8s.io/v1`).
+pub(crate) const LEASES: Resource = Resource {
+    kind: "Lease",
+    plural: "leases",
+    namespaced: true,
+};
+
+/// The `apiVersion` of a resource's objects and lists.
+pub(crate) fn api_version(res: Resource) -> &'static str {
+    match res.kind {
+        "Lease" => "coordination.k8s.io/v1",
+        _ => "v1",
+    }
+}
+
 /// The store key of an object: the resource plural, the namespace (`""` for cluster-scoped
 /// resources) and the name.
 pub(crate) fn key(res: Resource, namespace: &str, name: &str) -> Key {

@@ -65,6 +65,7 @@ pub(crate) async fn apis() -> Response {
         &json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": [
             crate::runtimeclasses::group(),
             crate::events_v1::group(),
+            crate::nodes::coordination_group(),
             crate::reviews::groups()[0].clone(),
             crate::reviews::groups()[1].clone(),
         ]}),
@@ -144,6 +145,11 @@ pub(crate) fn v1_resources() -> Value {
                 "namespaces", "namespace", false, "Namespace",
                 &["create", "delete", "get", "list", "patch", "update", "watch"], &["ns"], &[],
             ),
+            resource(
+                "nodes", "node", false, "Node",
+                &["create", "delete", "get", "list", "patch", "update", "watch"], &["no"], &[],
+            ),
+            resource("nodes/status", "", false, "Node", &["get", "patch", "update"], &[], &[]),
             resource("pods", "pod", true, "Pod", &all, &["po"], &["all"]),
             resource("pods/attach", "", true, "PodAttachOptions", &["create", "get"], &[], &[]),
             resource("pods/binding", "", true, "Binding", &["create"], &[], &[]),

@@ -63,6 +63,7 @@ mod logs;
 mod managed;
 pub mod namespace_controller;
 mod namespaces;
+mod nodes;
 mod objects;
 mod openapi;
 mod patch;

@@ -23,12 +23,15 @@ use std::time::Duration;
 use podvisor_store::{Key, Preconditions, Store, StoreError, WatchFrom};
 use serde_json::{Value, json};
 
-use crate::db::{self, CONFIGMAPS, EVENTS, NAMESPACES, PODS, Resource, SECRETS, SERVICEACCOUNTS};
+use crate::db::{
+    self, CONFIGMAPS, EVENTS, LEASES, NAMESPACES, PODS, Resource, SECRETS, SERVICEACCOUNTS,
+};
 use crate::request::{now, time_text};
 use crate::status::{ApiError, ApiResult};
 
 /// The namespaced kinds the API serves: a namespace's content.
-pub(crate) const CONTENT: [Resource; 5] = [PODS, CONFIGMAPS, SECRETS, SERVICEACCOUNTS, EVENTS];
+pub(crate) const CONTENT: [Resource; 6] =
+    [PODS, CONFIGMAPS, SECRETS, SERVICEACCOUNTS, LEASES, EVENTS];
 
 /// How often a terminating namespace is looked at again while content remains.
 const RESYNC: Duration = Duration::from_millis(250);

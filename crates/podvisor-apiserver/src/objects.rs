@@ -113,7 +113,7 @@ pub(crate) fn list(
         }
         Representation::Object => json!({
             "kind": format!("{}List", res.kind),
-            "apiVersion": "v1",
+            "apiVersion": db::api_version(res),
             "metadata": meta,
             "items": items,
         }),

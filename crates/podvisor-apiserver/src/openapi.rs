@@ -16,7 +16,7 @@ use serde_json::{Value, json};
 use crate::status::json_response;
 
 /// Changes whenever the v3 document below changes, so kubectl's cache is refreshed.
-const V3_HASH: &str = "podvisor-1-35-0-5";
+const V3_HASH: &str = "podvisor-1-35-0-6";
 
 /// `GET /openapi/v3`.
 pub(crate) async fn v3_root() -> Response {
@@ -25,7 +25,8 @@ pub(crate) async fn v3_root() -> Response {
         &json!({
             "paths": {
                 "api/v1": {"serverRelativeURL": format!("/openapi/v3/api/v1?hash={V3_HASH}")},
-                "apis/events.k8s.io/v1": {"serverRelativeURL": format!("/openapi/v3/apis/events.k8s.io/v1?hash={V3_HASH}")}
+                "apis/events.k8s.io/v1": {"serverRelativeURL": format!("/openapi/v3/apis/events.k8s.io/v1?hash={V3_HASH}")},
+                "apis/coordination.k8s.io/v1": {"serverRelativeURL": format!("/openapi/v3/apis/coordination.k8s.io/v1?hash={V3_HASH}")}
             }
         }),
     )
@@ -41,6 +42,9 @@ fn query_param(name: &str, description: &str) -> Value {
 }
 
 fn gvk(kind: &str) -> Value {
+    if let Some(kind) = kind.strip_prefix("coordination.k8s.io/") {
+        return json!({"group": "coordination.k8s.io", "version": "v1", "kind": kind});
+    }
     if let Some(kind) = kind.strip_prefix("events.k8s.io/") {
         return json!({"group": "events.k8s.io", "version": "v1", "kind": kind});
     }
@@ -49,6 +53,9 @@ fn gvk(kind: &str) -> Value {
 
 /// `kind` is a core/v1 kind, or `events.k8s.io/Event`.
 fn schema_ref(kind: &str) -> Value {
+    if let Some(kind) = kind.strip_prefix("coordination.k8s.io/") {
+        return json!({"$ref": format!("#/components/schemas/io.k8s.api.coordination.v1.{kind}")});
+    }
     if let Some(kind) = kind.strip_prefix("events.k8s.io/") {
         return json!({"$ref": format!("#/components/schemas/io.k8s.api.events.v1.{kind}")});
     }
@@ -56,6 +63,9 @@ fn schema_ref(kind: &str) -> Value {
 }
 
 fn op_name(kind: &str) -> String {
+    if let Some(kind) = kind.strip_prefix("coordination.k8s.io/") {
+        return format!("CoordinationV1{kind}");
+    }
     match kind.strip_prefix("events.k8s.io/") {
         Some(kind) => format!("EventsV1{kind}"),
         None => format!("CoreV1{kind}"),
@@ -82,7 +92,7 @@ fn write_params() -> Vec<Value> {
 fn post_op(kind: &str) -> Value {
     json!({
         "tags": ["core_v1"],
-        "operationId": format!("create{}", if kind == "Namespace" { op_name(kind) } else { op_name(kind).replacen("V1", "V1Namespaced", 1) }),
+        "operationId": format!("create{}", if matches!(kind, "Namespace" | "Node") { op_name(kind) } else { op_name(kind).replacen("V1", "V1Namespaced", 1) }),
         "parameters": write_params(),
         "requestBody": {"content": {"*/*": {"schema": schema_ref(kind)}}, "required": true},
         "responses": {
@@ -103,7 +113,7 @@ fn patch_op(kind: &str) -> Value {
     let patch_schema = json!({"schema": {"type": "object"}});
     json!({
         "tags": ["core_v1"],
-        "operationId": format!("patch{}", if kind == "Namespace" { op_name(kind) } else { op_name(kind).replacen("V1", "V1Namespaced", 1) }),
+        "operationId": format!("patch{}", if matches!(kind, "Namespace" | "Node") { op_name(kind) } else { op_name(kind).replacen("V1", "V1Namespaced", 1) }),
         "parameters": params,
         "requestBody": {
             "content": {
@@ -148,7 +158,7 @@ fn schemas(
 }
 
 fn core_v1_schemas() -> Value {
-    use k8s_openapi::api::core::v1::{ConfigMap, Event, Namespace, Pod, Secret};
+    use k8s_openapi::api::core::v1::{ConfigMap, Event, Namespace, Node, Pod, Secret};
     schemas(
         &[
             ("", "v1", "Pod"),
@@ -156,6 +166,7 @@ fn core_v1_schemas() -> Value {
             ("", "v1", "Event"),
             ("", "v1", "ConfigMap"),
             ("", "v1", "Secret"),
+            ("", "v1", "Node"),
         ],
         |g| {
             g.subschema_for::<Pod>();
@@ -163,6 +174,7 @@ fn core_v1_schemas() -> Value {
             g.subschema_for::<Event>();
             g.subschema_for::<ConfigMap>();
             g.subschema_for::<Secret>();
+            g.subschema_for::<Node>();
         },
     )
 }
@@ -183,6 +195,26 @@ pub(crate) fn v3_events_v1() -> Value {
 }
 
 /// `GET /openapi/v3/apis/events.k8s.io/v1[?hash=]`.
+/// The `coordination.k8s.io/v1` document: Leases.
+pub(crate) fn v3_coordination_v1() -> Value {
+    json!({
+        "openapi": "3.0.0",
+        "info": {"title": "Kubernetes", "version": crate::discovery::GIT_VERSION},
+        "paths": {
+            "/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases": {"post": post_op("coordination.k8s.io/Lease")},
+            "/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases/{name}": {"patch": patch_op("coordination.k8s.io/Lease")}
+        },
+        "components": {"schemas": schemas(&[("coordination.k8s.io", "v1", "Lease")], |g| {
+            g.subschema_for::<k8s_openapi::api::coordination::v1::Lease>();
+        })}
+    })
+}
+
+/// `GET /openapi/v3/apis/coordination.k8s.io/v1`.
+pub(crate) async fn v3_coordination() -> Response {
+    immutable(json_response(StatusCode::OK, &v3_coordination_v1()))
+}
+
 pub(crate) async fn v3_events() -> Response {
     immutable(json_response(StatusCode::OK, &v3_events_v1()))
 }
@@ -210,7 +242,9 @@ pub(crate) fn v3_api_v1() -> Value {
             "/api/v1/namespaces/{namespace}/configmaps": {"post": post_op("ConfigMap")},
             "/api/v1/namespaces/{namespace}/configmaps/{name}": {"patch": patch_op("ConfigMap")},
             "/api/v1/namespaces/{namespace}/secrets": {"post": post_op("Secret")},
-            "/api/v1/namespaces/{namespace}/secrets/{name}": {"patch": patch_op("Secret")}
+            "/api/v1/namespaces/{namespace}/secrets/{name}": {"patch": patch_op("Secret")},
+            "/api/v1/nodes": {"post": post_op("Node")},
+            "/api/v1/nodes/{name}": {"patch": patch_op("Node")}
         },
         "components": {"schemas": core_v1_schemas()}
     })

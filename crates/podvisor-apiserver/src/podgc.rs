@@ -11,16 +11,21 @@
 //! Force-deleting is upstream's `markFailedAndDeletePodWithCondition`: a pod not yet
 //! terminal first gets `status.phase: Failed` (a status write a watch sees as MODIFIED), then
 //! a delete with grace 0 (DELETED, or only marked while finalizers remain). PodGC records no
-//! events. `DisruptionTarget` (reason `DeletionByPodGC`, `PodGC: node no longer exists`) is
-//! upstream's for `gcOrphaned` only: pods bound to a Node object that no longer exists. That
-//! part, and `gcTerminating` (out-of-service nodes), need Node objects, which podvisor does
-//! not serve yet; they are not done.
+//! events.
+//! - `gcOrphaned`: a pod bound to a Node that does not exist, for the quarantine time
+//!   ([`ORPHAN_QUARANTINE`], 40 s, from the pass that first saw it missing), gets
+//!   `DisruptionTarget` (reason `DeletionByPodGC`, `PodGC: node no longer exists`) with
+//!   `Failed` if not terminal, and is force-deleted.
+//!
+//! `gcTerminating` (pods on out-of-service tainted nodes) is not done: this node's agent
+//! finishes its own pods.
 //!
 //! [`plan`] chooses what to collect (pure); [`collect`] does it against the store; [`run`] is
 //! the controller loop `podvisor serve` starts.
 
 use std::cmp::Ordering;
-use std::time::Duration;
+use std::collections::{BTreeSet, HashMap};
+use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Pod;
 use podvisor_store::{Key, Preconditions, Store, StoreError};
@@ -32,6 +37,41 @@ pub const DEFAULT_TERMINATED_POD_GC_THRESHOLD: usize = 12_500;
 /// PodGC's `gcCheckPeriod`.
 pub const GC_CHECK_PERIOD: Duration = Duration::from_secs(20);
 
+/// PodGC's `quarantineTime`: how long a Node must be missing before its pods are orphans.
+pub const ORPHAN_QUARANTINE: Duration = Duration::from_secs(40);
+
+/// The nodes pods are bound to that are missing, and since when (upstream's `nodeQueue`).
+#[derive(Debug, Default)]
+pub struct Orphans {
+    missing_since: HashMap<String, Instant>,
+}
+
+impl Orphans {
+    /// The node names of `pods` that are not in `nodes` and have been missing for at least
+    /// [`ORPHAN_QUARANTINE`] at `now`.
+    pub fn missing(
+        &mut self,
+        pods: &[Pod],
+        nodes: &BTreeSet<String>,
+        now: Instant,
+    ) -> BTreeSet<String> {
+        let bound: BTreeSet<&str> = pods
+            .iter()
+            .filter_map(|p| p.spec.as_ref().and_then(|s| s.node_name.as_deref()))
+            .filter(|n| !n.is_empty() && !nodes.contains(*n))
+            .collect();
+        self.missing_since.retain(|n, _| bound.contains(n.as_str()));
+        bound
+            .into_iter()
+            .filter(|n| {
+                let since = *self.missing_since.entry((*n).to_owned()).or_insert(now);
+                now.duration_since(since) >= ORPHAN_QUARANTINE
+            })
+            .map(str::to_owned)
+            .collect()
+    }
+}
+
 /// Why a pod is collected.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Reason {
@@ -39,6 +79,8 @@ pub enum Reason {
     Terminated,
     /// Being deleted and never bound to a node (`gcUnscheduledTerminating`).
     TerminatingUnscheduled,
+    /// Bound to a Node that no longer exists (`gcOrphaned`).
+    Orphaned,
 }
 
 /// One pod to force-delete.
@@ -98,9 +140,10 @@ fn collection(pod: &Pod, reason: Reason) -> Collection {
 }
 
 /// What one PodGC pass collects from `pods`, in upstream's order: the terminated pods beyond
-/// `threshold` (0: none), then the unscheduled terminating ones. A pod appears once.
+/// `threshold` (0: none), the pods bound to the `missing_nodes`, then the unscheduled
+/// terminating ones. A pod appears once.
 #[must_use]
-pub fn plan(pods: &[Pod], threshold: usize) -> Vec<Collection> {
+pub fn plan(pods: &[Pod], threshold: usize, missing_nodes: &BTreeSet<String>) -> Vec<Collection> {
     let mut out = Vec::new();
     if threshold > 0 {
         let mut terminated: Vec<&Pod> = pods.iter().filter(|p| is_terminated(p)).collect();
@@ -112,6 +155,17 @@ pub fn plan(pods: &[Pod], threshold: usize) -> Vec<Collection> {
                     .iter()
                     .map(|p| collection(p, Reason::Terminated)),
             );
+        }
+    }
+    for pod in pods {
+        let node = pod
+            .spec
+            .as_ref()
+            .and_then(|s| s.node_name.as_deref())
+            .unwrap_or("");
+        let uid = pod.metadata.uid.as_deref().unwrap_or("");
+        if missing_nodes.contains(node) && !out.iter().any(|c| c.uid == uid) {
+            out.push(collection(pod, Reason::Orphaned));
         }
     }
     for pod in pods {
@@ -130,20 +184,32 @@ pub fn plan(pods: &[Pod], threshold: usize) -> Vec<Collection> {
     out
 }
 
-/// One PodGC pass over the store's pods; returns what was collected (a pod that changed or
-/// went meanwhile is skipped).
+/// One PodGC pass over the store's pods and nodes at `now`; returns what was collected (a
+/// pod that changed or went meanwhile is skipped).
 ///
 /// # Errors
 ///
-/// The pods could not be listed.
-pub fn collect(store: &Store, threshold: usize) -> Result<Vec<Collection>, StoreError> {
+/// The pods or nodes could not be listed.
+pub fn collect(
+    store: &Store,
+    threshold: usize,
+    orphans: &mut Orphans,
+    now: Instant,
+) -> Result<Vec<Collection>, StoreError> {
     let (objects, _) = store.list("pods", None)?;
     let pods: Vec<Pod> = objects
         .into_iter()
         .filter_map(|o| serde_json::from_value(o).ok())
         .collect();
+    let (nodes, _) = store.list("nodes", None)?;
+    let nodes: BTreeSet<String> = nodes
+        .iter()
+        .filter_map(|n| n.pointer("/metadata/name").and_then(Value::as_str))
+        .map(str::to_owned)
+        .collect();
+    let missing = orphans.missing(&pods, &nodes, now);
     let mut done = Vec::new();
-    for c in plan(&pods, threshold) {
+    for c in plan(&pods, threshold, &missing) {
         match force_delete(store, &c) {
             Ok(()) => done.push(c),
             Err(StoreError::NotFound(_) | StoreError::Conflict { .. }) => {}
@@ -169,6 +235,9 @@ fn force_delete(store: &Store, c: &Collection) -> Result<(), StoreError> {
                 .or_insert_with(|| Value::Object(serde_json::Map::new()));
             if let Some(s) = status.as_object_mut() {
                 s.insert("phase".to_owned(), Value::from("Failed"));
+                if c.reason == Reason::Orphaned {
+                    disruption_target(s);
+                }
             }
             Ok(current)
         })?;
@@ -189,20 +258,53 @@ fn force_delete(store: &Store, c: &Collection) -> Result<(), StoreError> {
     Ok(())
 }
 
+/// `UpdatePodCondition` with PodGC's `DisruptionTarget` condition for an orphaned pod.
+fn disruption_target(status: &mut serde_json::Map<String, Value>) {
+    let now = crate::request::time_text(crate::request::now());
+    let condition = serde_json::json!({
+        "type": "DisruptionTarget",
+        "status": "True",
+        "reason": "DeletionByPodGC",
+        "message": "PodGC: node no longer exists",
+        "lastTransitionTime": now,
+    });
+    let conditions = status
+        .entry("conditions")
+        .or_insert_with(|| Value::Array(Vec::new()));
+    if let Some(list) = conditions.as_array_mut() {
+        match list.iter_mut().find(|c| c["type"] == "DisruptionTarget") {
+            Some(existing) => *existing = condition,
+            None => list.push(condition),
+        }
+    }
+}
+
 /// The PodGC controller: a pass every [`GC_CHECK_PERIOD`] (the first at once) until `stop`
 /// completes.
 pub async fn run(store: Store, threshold: usize, stop: impl std::future::Future<Output = ()>) {
     let mut tick = tokio::time::interval(GC_CHECK_PERIOD);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     tokio::pin!(stop);
+    let mut orphans = Orphans::default();
     loop {
         tokio::select! {
             () = &mut stop => return,
             _ = tick.tick() => {
                 let store = store.clone();
-                let pass = tokio::task::spawn_blocking(move || collect(&store, threshold)).await;
-                if let Ok(Err(e)) = pass {
-                    tracing::warn!("PodGC: listing pods: {e}");
+                let mut o = std::mem::take(&mut orphans);
+                let pass = tokio::task::spawn_blocking(move || {
+                    let r = collect(&store, threshold, &mut o, Instant::now());
+                    (o, r)
+                })
+                .await;
+                match pass {
+                    Ok((o, r)) => {
+                        orphans = o;
+                        if let Err(e) = r {
+                            tracing::warn!("PodGC: listing pods: {e}");
+                        }
+                    }
+                    Err(e) => tracing::warn!("PodGC: the pass failed: {e}"),
                 }
             }
         }
@@ -233,6 +335,10 @@ mod tests {
         pod
     }
 
+    fn none() -> BTreeSet<String> {
+        BTreeSet::new()
+    }
+
     fn names(plan: &[Collection]) -> Vec<&str> {
         plan.iter().map(|c| c.name.as_str()).collect()
     }
@@ -248,14 +354,14 @@ mod tests {
             pod("b", 20, "Succeeded"),
             pod("d", 40, "Failed"),
         ];
-        let got = plan(&pods, 2);
+        let got = plan(&pods, 2, &none());
         assert_eq!(names(&got), ["a", "b"]);
         assert!(
             got.iter()
                 .all(|c| c.reason == Reason::Terminated && !c.mark_failed)
         );
-        assert!(plan(&pods, 4).is_empty());
-        assert!(plan(&pods, 5).is_empty());
+        assert!(plan(&pods, 4, &none()).is_empty());
+        assert!(plan(&pods, 5, &none()).is_empty());
     }
 
     /// M14 (`byEvictionAndCreationTimestamp`): evicted pods go first, equal creation times
@@ -270,7 +376,7 @@ mod tests {
             evicted,
             pod("w", 60, "Failed"),
         ];
-        assert_eq!(names(&plan(&pods, 1)), ["z-evicted", "x", "y"]);
+        assert_eq!(names(&plan(&pods, 1, &none())), ["z-evicted", "x", "y"]);
     }
 
     /// M14: a threshold of 0 turns the terminated-pod collection off (`terminatedPodThreshold
@@ -278,7 +384,7 @@ mod tests {
     #[test]
     fn m14_threshold_zero_collects_no_terminated_pod() {
         let pods = [pod("a", 1, "Succeeded"), pod("b", 2, "Failed")];
-        assert!(plan(&pods, 0).is_empty());
+        assert!(plan(&pods, 0, &none()).is_empty());
     }
 
     /// M14 (`gcUnscheduledTerminating`): a deleted pod that was never bound is marked Failed
@@ -295,6 +401,7 @@ mod tests {
         let got = plan(
             &[gated, bound, unbound_alive],
             DEFAULT_TERMINATED_POD_GC_THRESHOLD,
+            &none(),
         );
         assert_eq!(
             got,
@@ -314,7 +421,7 @@ mod tests {
         let mut p = pod("a", 1, "Failed");
         p.spec.as_mut().unwrap().node_name = None;
         p.metadata.deletion_timestamp = Some(Time(Timestamp::from_second(5).unwrap()));
-        let got = plan(&[p, pod("b", 2, "Failed")], 1);
+        let got = plan(&[p, pod("b", 2, "Failed")], 1, &none());
         assert_eq!(names(&got), ["a"]);
     }
 
@@ -346,7 +453,12 @@ mod tests {
                 podvisor_store::WatchFrom::After(store.resource_version()),
             )
             .unwrap();
-        let done = collect(&store, 1).unwrap();
+        let node =
+            serde_json::json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "node-1"}});
+        store
+            .create(&Key::cluster("nodes", "node-1"), node)
+            .unwrap();
+        let done = collect(&store, 1, &mut Orphans::default(), Instant::now()).unwrap();
         assert_eq!(names(&done), ["old", "gated"]);
         let (left, _) = store.list("pods", None).unwrap();
         assert_eq!(left.len(), 1);
@@ -368,5 +480,66 @@ mod tests {
                 "Deleted gated Failed"
             ]
         );
+    }
+
+    /// M14 (`gcOrphaned`): a pod bound to a Node missing for the quarantine time gets
+    /// `DisruptionTarget` (`DeletionByPodGC`) and `Failed`, and is force-deleted; a pod on an
+    /// existing Node, or on one missing for less than 40 s, stays.
+    #[test]
+    fn m14_pods_of_a_missing_node_are_orphans_after_the_quarantine() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("store.redb")).unwrap();
+        let node =
+            serde_json::json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "here"}});
+        store.create(&Key::cluster("nodes", "here"), node).unwrap();
+        let mut on_here = pod("on-here", 1, "Running");
+        on_here.spec.as_mut().unwrap().node_name = Some("here".to_owned());
+        let mut gone = pod("on-gone", 2, "Running");
+        gone.spec.as_mut().unwrap().node_name = Some("gone".to_owned());
+        for p in [on_here, gone] {
+            let key = Key::new("pods", "default", p.metadata.name.as_deref().unwrap());
+            store
+                .create(&key, serde_json::to_value(&p).unwrap())
+                .unwrap();
+        }
+        let mut orphans = Orphans::default();
+        let t0 = Instant::now();
+        assert!(collect(&store, 0, &mut orphans, t0).unwrap().is_empty());
+        assert!(
+            collect(&store, 0, &mut orphans, t0 + Duration::from_secs(20))
+                .unwrap()
+                .is_empty()
+        );
+        let mut watch = store
+            .watch(
+                "pods",
+                None,
+                podvisor_store::WatchFrom::After(store.resource_version()),
+            )
+            .unwrap();
+        let done = collect(&store, 0, &mut orphans, t0 + ORPHAN_QUARANTINE).unwrap();
+        assert_eq!(names(&done), ["on-gone"]);
+        assert_eq!(done[0].reason, Reason::Orphaned);
+        let marked = watch.try_next().expect("the status write");
+        let status = &marked.object["status"];
+        assert_eq!(status["phase"], "Failed");
+        let c = &status["conditions"][0];
+        assert_eq!(
+            (
+                c["type"].as_str(),
+                c["status"].as_str(),
+                c["reason"].as_str(),
+                c["message"].as_str()
+            ),
+            (
+                Some("DisruptionTarget"),
+                Some("True"),
+                Some("DeletionByPodGC"),
+                Some("PodGC: node no longer exists")
+            )
+        );
+        let (left, _) = store.list("pods", None).unwrap();
+        assert_eq!(left.len(), 1);
+        assert_eq!(left[0]["metadata"]["name"], "on-here");
     }
 }

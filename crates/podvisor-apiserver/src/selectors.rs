@@ -249,6 +249,10 @@ fn field_value(res: Resource, obj: &Value, field: &str) -> Option<Option<String>
         },
         ("Namespace", "status.phase") => s("/status/phase"),
         ("Secret", "type") => s("/type"),
+        ("Node", "spec.unschedulable") => match obj.pointer("/spec/unschedulable") {
+            Some(Value::Bool(true)) => Some("true".to_owned()),
+            _ => Some("false".to_owned()),
+        },
         _ => return None,
     };
     Some(v)

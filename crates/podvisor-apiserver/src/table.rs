@@ -165,6 +165,48 @@ fn columns(res: Resource) -> Vec<Value> {
             column("Data", "", 0, SECRET_DATA_DOC),
             column("Age", "", 0, AGE_DOC),
         ],
+        "Node" => vec![
+            column("Name", "name", 0, NAME_DOC),
+            column("Status", "", 0, "The status of the node"),
+            column("Roles", "", 0, "The roles of the node"),
+            column("Age", "", 0, AGE_DOC),
+            column("Version", "", 0, "Kubelet Version reported by the node."),
+            column(
+                "Internal-IP",
+                "",
+                1,
+                "List of addresses reachable to the node. Queried from cloud provider, if available. More info: https://kubernetes.io/docs/reference/node/node-status/#addresses",
+            ),
+            column(
+                "External-IP",
+                "",
+                1,
+                "List of addresses reachable to the node. Queried from cloud provider, if available. More info: https://kubernetes.io/docs/reference/node/node-status/#addresses",
+            ),
+            column(
+                "OS-Image",
+                "",
+                1,
+                "OS Image reported by the node from /etc/os-release (e.g. Debian GNU/Linux 7 (wheezy)).",
+            ),
+            column(
+                "Kernel-Version",
+                "",
+                1,
+                "Kernel Version reported by the node from 'uname -r' (e.g. 3.16.0-0.bpo.4-amd64).",
+            ),
+            column(
+                "Container-Runtime",
+                "",
+                1,
+                "ContainerRuntime Version reported by the node through runtime remote API (e.g. containerd://1.4.2).",
+            ),
+        ],
+        "Lease" => vec![
+            column("Name", "name", 0, NAME_DOC),
+            column("Holder", "", 0, "The holder of the lease"),
+            column("Age", "", 0, AGE_DOC),
+        ],
         _ => vec![
             column("Name", "name", 0, NAME_DOC),
             column("Status", "", 0, "The status of the namespace"),
@@ -215,6 +257,18 @@ fn cells(res: Resource, obj: &Value, now: Timestamp) -> (Vec<Value>, Option<Valu
             )
         }
         "Event" => (event_cells(obj, now), None),
+        "Node" => (node_cells(obj, now), None),
+        "Lease" => (
+            vec![
+                json!(str_of(obj, "/metadata/name")),
+                json!(str_of(obj, "/spec/holderIdentity")),
+                json!(translate_timestamp_since(
+                    time_of(obj, "/metadata/creationTimestamp").as_ref(),
+                    now
+                )),
+            ],
+            None,
+        ),
         "ServiceAccount" => (
             vec![
                 json!(str_of(obj, "/metadata/name")),
@@ -265,6 +319,82 @@ fn cells(res: Resource, obj: &Value, now: Timestamp) -> (Vec<Value>, Option<Valu
             None,
         ),
     }
+}
+
+/// `printNode` with `Wide: true`: the status from the `Ready` condition (and
+/// `SchedulingDisabled` when cordoned), the roles from the `node-role.kubernetes.io/<role>`
+/// and `kubernetes.io/role` labels.
+fn node_cells(obj: &Value, now: Timestamp) -> Vec<Value> {
+    let none = |s: &str| {
+        if s.is_empty() {
+            "<none>".to_owned()
+        } else {
+            s.to_owned()
+        }
+    };
+    let ready = obj
+        .pointer("/status/conditions")
+        .and_then(Value::as_array)
+        .and_then(|cs| cs.iter().find(|c| c["type"] == "Ready"));
+    let mut status: Vec<&str> = vec![match ready.and_then(|c| c["status"].as_str()) {
+        Some("True") => "Ready",
+        Some("False") => "NotReady",
+        _ => "Unknown",
+    }];
+    if obj.pointer("/spec/unschedulable") == Some(&Value::Bool(true)) {
+        status.push("SchedulingDisabled");
+    }
+    let mut roles: Vec<String> = obj
+        .pointer("/metadata/labels")
+        .and_then(Value::as_object)
+        .map(|labels| {
+            labels
+                .iter()
+                .filter_map(|(k, v)| {
+                    if let Some(role) = k.strip_prefix("node-role.kubernetes.io/") {
+                        Some(role.to_owned())
+                    } else if k == "kubernetes.io/role" {
+                        v.as_str().map(str::to_owned)
+                    } else {
+                        None
+                    }
+                })
+                .filter(|r| !r.is_empty())
+                .collect()
+        })
+        .unwrap_or_default();
+    roles.sort();
+    roles.dedup();
+    let address = |t: &str| {
+        obj.pointer("/status/addresses")
+            .and_then(Value::as_array)
+            .and_then(|a| a.iter().find(|x| x["type"] == t))
+            .and_then(|x| x["address"].as_str())
+            .unwrap_or("")
+            .to_owned()
+    };
+    vec![
+        json!(str_of(obj, "/metadata/name")),
+        json!(status.join(",")),
+        json!(if roles.is_empty() {
+            "<none>".to_owned()
+        } else {
+            roles.join(",")
+        }),
+        json!(translate_timestamp_since(
+            time_of(obj, "/metadata/creationTimestamp").as_ref(),
+            now
+        )),
+        json!(str_of(obj, "/status/nodeInfo/kubeletVersion")),
+        json!(none(&address("InternalIP"))),
+        json!(none(&address("ExternalIP"))),
+        json!(none(str_of(obj, "/status/nodeInfo/osImage"))),
+        json!(none(str_of(obj, "/status/nodeInfo/kernelVersion"))),
+        json!(none(str_of(
+            obj,
+            "/status/nodeInfo/containerRuntimeVersion"
+        ))),
+    ]
 }
 
 /// `printEvent` with `Wide: true`.

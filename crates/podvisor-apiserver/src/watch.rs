@@ -103,7 +103,7 @@ impl Presenter {
         if initial_end {
             meta["annotations"] = json!({"k8s.io/initial-events-end": "true"});
         }
-        let obj = json!({"kind": self.res.kind, "apiVersion": "v1", "metadata": meta});
+        let obj = json!({"kind": self.res.kind, "apiVersion": crate::db::api_version(self.res), "metadata": meta});
         self.line("BOOKMARK", &obj)
     }
 }

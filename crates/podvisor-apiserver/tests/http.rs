@@ -103,6 +103,7 @@ fn tokens_kubeconfig_and_discovery() {
         [
             "node.k8s.io",
             "events.k8s.io",
+            "coordination.k8s.io",
             "authentication.k8s.io",
             "authorization.k8s.io"
         ]
@@ -120,6 +121,8 @@ fn tokens_kubeconfig_and_discovery() {
             "configmaps",
             "events",
             "namespaces",
+            "nodes",
+            "nodes/status",
             "pods",
             "pods/attach",
             "pods/binding",
@@ -134,8 +137,9 @@ fn tokens_kubeconfig_and_discovery() {
         ]
     );
     assert_eq!(v1["resources"][0]["shortNames"], json!(["cm"]));
-    assert_eq!(v1["resources"][3]["shortNames"], json!(["po"]));
-    assert_eq!(v1["resources"][3]["categories"], json!(["all"]));
+    assert_eq!(v1["resources"][3]["shortNames"], json!(["no"]));
+    assert_eq!(v1["resources"][5]["shortNames"], json!(["po"]));
+    assert_eq!(v1["resources"][5]["categories"], json!(["all"]));
     let (_, root) = s.json("GET", "/openapi/v3", None);
     let url = root["paths"]["api/v1"]["serverRelativeURL"]
         .as_str()
@@ -497,7 +501,7 @@ fn namespaces_and_events() {
     let names = s.kubectl_ok(&["get", "ns", "-o", "name"]);
     assert_eq!(
         names,
-        "namespace/default\nnamespace/kube-system\nnamespace/other\nnamespace/team\n"
+        "namespace/default\nnamespace/kube-node-lease\nnamespace/kube-system\nnamespace/other\nnamespace/team\n"
     );
     let (code, _) = s.json("POST", "/api/v1/namespaces/team/pods", Some(&pod_json("p")));
     assert_eq!(code, 201);

@@ -9,6 +9,7 @@ mod kubectl_configs;
 mod kubectl_debug;
 mod kubectl_logs_events;
 mod kubectl_namespaces;
+mod kubectl_nodes;
 mod kubectl_openapi;
 mod kubectl_pods;
 mod kubectl_resize;

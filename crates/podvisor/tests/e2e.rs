@@ -24,5 +24,6 @@ mod restart_all;
 mod scheduling;
 mod serve;
 mod serve_configs;
+mod serve_node;
 mod serve_projected;
 mod serve_service_accounts;

@@ -225,6 +225,15 @@ async fn serve(
             image_gc: image_gc(args)?,
         },
     );
+    // The node's Node object and its Lease in `kube-node-lease`, as the kubelet keeps them.
+    let node_objects = tokio::spawn(podvisor_agent::node_status::run(
+        Arc::new(store.clone()),
+        podvisor_agent::node_status::NodeStatusConfig::new(
+            node_name.clone(),
+            state_dir.to_path_buf(),
+            i32::from(server.local_addr().port()),
+        ),
+    ));
     // `pods/exec` reaches the pod workers through the node.
     let server = server
         .with_exec(Arc::new(NodeExec(node.control())))
@@ -276,6 +285,8 @@ async fn serve(
         result = &mut api => Stop::Api(result),
         result = node.join_mut() => Stop::Node(result),
     };
+    // The node stops reporting: its Lease runs out as a stopped kubelet's does.
+    node_objects.abort();
     match why {
         Stop::Signal if args.drain_on_exit => {
             eprintln!("podvisor: deleting every pod (signal again to stop at once)");
