@@ -104,10 +104,13 @@ impl ApiServer {
             .trim_start_matches("https://")
             .to_owned();
         let issuer = std::sync::Arc::new(crate::TokenIssuer::load_or_create(&config.state_dir)?);
-        // The API server's system namespaces controller: `kube-node-lease` holds the nodes'
-        // Leases.
-        crate::nodes::ensure_namespace(&config.store, crate::nodes::NODE_LEASE_NAMESPACE)
-            .map_err(|e| ServeError::Store(format!("creating the namespace: {}", e.message)))?;
+        // The API server's system namespaces controller: `kube-public` (readable by all in a
+        // cluster) and `kube-node-lease`, which holds the nodes' Leases.
+        for ns in ["kube-public", crate::nodes::NODE_LEASE_NAMESPACE] {
+            crate::nodes::ensure_namespace(&config.store, ns).map_err(|e| {
+                ServeError::Store(format!("creating the namespace {ns}: {}", e.message))
+            })?;
+        }
         crate::serviceaccounts::ensure_all(&config.store, &pki.ca_pem).map_err(|e| {
             ServeError::Store(format!("writing the service accounts: {}", e.message))
         })?;

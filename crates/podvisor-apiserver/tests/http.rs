@@ -501,7 +501,7 @@ fn namespaces_and_events() {
     let names = s.kubectl_ok(&["get", "ns", "-o", "name"]);
     assert_eq!(
         names,
-        "namespace/default\nnamespace/kube-node-lease\nnamespace/kube-system\nnamespace/other\nnamespace/team\n"
+        "namespace/default\nnamespace/kube-node-lease\nnamespace/kube-public\nnamespace/kube-system\nnamespace/other\nnamespace/team\n"
     );
     let (code, _) = s.json("POST", "/api/v1/namespaces/team/pods", Some(&pod_json("p")));
     assert_eq!(code, 201);
