@@ -225,6 +225,9 @@ fn m14_podgc_deletes_terminated_pods_beyond_the_threshold_oldest_first() {
         );
         std::thread::sleep(Duration::from_millis(250));
     }
+    // The list already shows b gone; give the watch time to print its DELETED event too
+    // before it is stopped (it arrives a moment after the store's delete).
+    std::thread::sleep(Duration::from_secs(2));
     let _ = watch.kill();
     let mut out = String::new();
     watch
