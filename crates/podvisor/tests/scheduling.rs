@@ -5,8 +5,6 @@
 
 use crate::serve_common::ServeCtx;
 use serde_json::Value;
-use std::io::Read;
-use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 fn node_name() -> String {
@@ -182,20 +180,16 @@ fn m11_a_gated_pod_runs_only_once_its_last_gate_goes() {
 fn m14_podgc_deletes_terminated_pods_beyond_the_threshold_oldest_first() {
     let mut ctx = ServeCtx::new("gc");
     ctx.start(&["--terminated-pod-gc-threshold", "1"]);
-    // A watch from now on: PodGC's deletions are DELETED events.
-    let mut watch = ctx
-        .kubectl_command(&[
-            "get",
-            "pods",
-            "--watch-only",
-            "--output-watch-events",
-            "-o",
-            "json",
-            "--request-timeout=0",
-        ])
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
+    // The version before anything happens: a watch resumed from it later replays PodGC's
+    // deletions as DELETED events, in order (one long-lived kubectl watch could miss the
+    // second pass under load).
+    let list: Value =
+        serde_json::from_str(&ctx.kubectl_ok(&["get", "--raw", "/api/v1/namespaces/default/pods"]))
+            .unwrap();
+    let from = list["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap()
+        .to_owned();
     for name in ["a", "b", "c"] {
         create(
             &ctx,
@@ -225,18 +219,13 @@ fn m14_podgc_deletes_terminated_pods_beyond_the_threshold_oldest_first() {
         );
         std::thread::sleep(Duration::from_millis(250));
     }
-    // The list already shows b gone; give the watch time to print its DELETED event too
-    // before it is stopped (it arrives a moment after the store's delete).
-    std::thread::sleep(Duration::from_secs(2));
-    let _ = watch.kill();
-    let mut out = String::new();
-    watch
-        .stdout
-        .take()
-        .unwrap()
-        .read_to_string(&mut out)
-        .unwrap();
-    let _ = watch.wait();
+    let out = ctx.kubectl_ok(&[
+        "get",
+        "--raw",
+        &format!(
+            "/api/v1/namespaces/default/pods?watch=true&resourceVersion={from}&timeoutSeconds=2"
+        ),
+    ]);
     let events: Vec<Value> = serde_json::Deserializer::from_str(&out)
         .into_iter::<Value>()
         .map(Result::unwrap)
