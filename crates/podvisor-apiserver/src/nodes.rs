@@ -187,32 +187,20 @@ fn create_value(req: &Req, res: Resource, ns: &str, mut value: Value) -> ApiResu
 /// The object to store from the stored `old` and the written `new`: the part written comes
 /// from `new`, the rest and the system metadata from `old`.
 fn merge(old: &Value, new: &Value, part: Part) -> Value {
-    let mut out = match part {
-        Part::Main => {
-            let mut out = new.clone();
-            match old.get("status") {
-                Some(s) => out["status"] = s.clone(),
-                None => {
-                    if let Some(o) = out.as_object_mut() {
-                        o.remove("status");
-                    }
-                }
-            }
-            out
-        }
-        Part::Status => {
-            let mut out = old.clone();
-            match new.get("status") {
-                Some(s) => out["status"] = s.clone(),
-                None => {
-                    if let Some(o) = out.as_object_mut() {
-                        o.remove("status");
-                    }
-                }
-            }
-            out
-        }
+    // The main resource keeps the stored status; `nodes/status` writes only the status.
+    let (base, status_from) = match part {
+        Part::Main => (new, old),
+        Part::Status => (old, new),
     };
+    let mut out = base.clone();
+    match status_from.get("status") {
+        Some(s) => out["status"] = s.clone(),
+        None => {
+            if let Some(o) = out.as_object_mut() {
+                o.remove("status");
+            }
+        }
+    }
     for k in [
         "name",
         "namespace",
