@@ -120,6 +120,8 @@ struct Stress {
     victim_uid: String,
     /// How many times `victim`'s shim was killed.
     victim_kills: i64,
+    /// How many of those kills were while serve ran (serve is killed a moment later).
+    victim_kills_while_up: i64,
     /// `lastTransitionTime` of the Ready condition of each pod that became Ready and must stay
     /// so (`long`, and churn pods until someone deletes them).
     ready_since: BTreeMap<String, String>,
@@ -339,6 +341,7 @@ spec:
             format!("victim's shim {shim} killed while serve was down")
         } else {
             let shim = self.kill_shim_of("victim", &self.victim_uid);
+            self.victim_kills_while_up += 1;
             let delay = self.rng.millis(0, 600);
             std::thread::sleep(delay);
             format!(
@@ -605,8 +608,10 @@ spec:
         assert_eq!(count("Killing"), 0, "nobody stopped long: {events}");
     }
 
-    /// One `SandboxChanged` per shim of `victim` killed, and no `Killing` (nobody stopped it:
-    /// its lost container was killed by the runtime).
+    /// One `SandboxChanged` per shim of `victim` killed, one `Started` per new sandbox. A loss
+    /// seen by a running serve may be reported twice: when serve is killed after the event but
+    /// before the new sandbox is recorded, the next serve finds the old sandbox dead again (the
+    /// kubelet, restarted there, also says `SandboxChanged` again). The starts stay exact.
     fn check_victim_events(&mut self) {
         let events: Value =
             serde_json::from_str(&self.ctx.kubectl_ok(&["get", "events", "-o", "json"])).unwrap();
@@ -619,10 +624,13 @@ spec:
                 .map(|e| e["count"].as_i64().unwrap_or(1))
                 .sum()
         };
-        assert_eq!(
-            count("SandboxChanged"),
+        let changed = count("SandboxChanged");
+        assert!(
+            (self.victim_kills..=self.victim_kills + self.victim_kills_while_up).contains(&changed),
+            "one SandboxChanged per lost sandbox of victim (at most one more per loss seen by a \
+             running serve): {changed} for {} losses, {} seen while serve ran",
             self.victim_kills,
-            "one SandboxChanged per lost sandbox of victim"
+            self.victim_kills_while_up
         );
         assert_eq!(count("Started"), self.victim_kills + 1, "victim's starts");
     }
@@ -972,6 +980,7 @@ fn serve_survives_kill_9_at_random_moments() {
         victim_dir,
         victim_uid: String::new(),
         victim_kills: 0,
+        victim_kills_while_up: 0,
         ready_since: BTreeMap::new(),
         answered: Vec::new(),
         settled: Vec::new(),
