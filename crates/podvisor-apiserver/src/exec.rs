@@ -18,7 +18,7 @@
 //! closes it. A client that goes away ends the session, which kills the command's process
 //! group.
 
-mod ws;
+pub(crate) mod ws;
 
 use std::future::Future;
 use std::pin::Pin;
@@ -52,6 +52,19 @@ pub trait PodExec: Send + Sync + 'static {
         container: &str,
         request: ExecRequest,
     ) -> Pin<Box<dyn Future<Output = Result<ExecSession, ExecError>> + Send + 'static>>;
+
+    /// Connects to `port` on the loopback of the pod with this UID, inside its network
+    /// (`kubectl port-forward`). The error is the node's words for why it could not.
+    fn port_forward(
+        &self,
+        pod_uid: &str,
+        port: u16,
+    ) -> Pin<Box<dyn Future<Output = Result<tokio::net::TcpStream, String>> + Send + 'static>> {
+        let _ = (pod_uid, port);
+        Box::pin(std::future::ready(Err(
+            "port-forward is not supported by this node".to_owned(),
+        )))
+    }
 }
 
 const STDIN: u8 = 0;
@@ -71,7 +84,7 @@ const OUTPUT_GRACE: Duration = Duration::from_secs(2);
 const FINISH_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// The connection's pending upgrade (hyper's), taken from the request.
-pub(crate) struct Upgrade(Option<OnUpgrade>);
+pub(crate) struct Upgrade(pub(crate) Option<OnUpgrade>);
 
 impl<S: Send + Sync> FromRequestParts<S> for Upgrade {
     type Rejection = std::convert::Infallible;
@@ -141,7 +154,7 @@ fn negotiate(headers: &HeaderMap) -> Option<&'static str> {
         .find_map(|p| PROTOCOLS.iter().find(|s| **s == p.as_str()).copied())
 }
 
-fn header_has(headers: &HeaderMap, name: header::HeaderName, token: &str) -> bool {
+pub(crate) fn header_has(headers: &HeaderMap, name: header::HeaderName, token: &str) -> bool {
     headers
         .get_all(name)
         .iter()

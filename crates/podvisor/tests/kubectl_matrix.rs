@@ -14,7 +14,7 @@ use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
 
 /// The kubectls to run, with their versions' names; `None` for one the machine lacks.
-fn kubectls() -> Vec<(&'static str, Option<PathBuf>)> {
+pub(crate) fn kubectls() -> Vec<(&'static str, Option<PathBuf>)> {
     let env = |name: &str| {
         std::env::var_os(name)
             .map(PathBuf::from)
