@@ -222,7 +222,7 @@ async fn session<R: AsyncRead + Unpin, S: FrameSink>(reader: R, sink: S, target:
         pending: Arc::new(Mutex::new(HashMap::new())),
         tasks: JoinSet::new(),
     };
-    spdy::serve(reader, sink, &mut handler).await;
+    spdy::serve(reader, sink, &mut handler, std::future::pending()).await;
     // Dropping the handler aborts its tasks: every connection to the pod is closed.
 }
 

@@ -507,16 +507,22 @@ pub(crate) trait Handler {
     fn stream(&mut self, stream: InStream, conn: &Conn);
 }
 
-/// Serves one SPDY connection until the client ends it: each stream the client opens goes to
-/// `handler`; pings are echoed. Returns when the byte stream ends, a `GOAWAY` arrives, or it
-/// breaks; the writer goes on until the last [`Conn`] handle is dropped (the caller stops its
-/// stream tasks then) or the sink fails.
-pub(crate) async fn serve<R, S, H>(reader: R, sink: S, handler: &mut H)
-where
+/// Serves one SPDY connection until the client ends it or `stop` resolves: each stream the
+/// client opens goes to `handler`; pings are echoed. Returns when the byte stream ends, a
+/// `GOAWAY` arrives, it breaks, or `stop`; the writer goes on until the last [`Conn`] handle
+/// is dropped (the caller stops its stream tasks then) or the sink fails, so what was queued
+/// before is written before the connection closes.
+pub(crate) async fn serve<R, S, H>(
+    reader: R,
+    sink: S,
+    handler: &mut H,
+    stop: impl Future<Output = ()>,
+) where
     R: AsyncRead + Unpin,
     S: FrameSink,
     H: Handler,
 {
+    tokio::pin!(stop);
     let (out_tx, mut out_rx) = mpsc::channel::<Out>(OUT_BUFFER);
     let conn = Conn { out: out_tx };
     tokio::spawn(async move {
@@ -531,7 +537,11 @@ where
     let mut reader = FrameReader::new(reader);
     let mut streams: HashMap<u32, mpsc::Sender<Vec<u8>>> = HashMap::new();
     loop {
-        let frame = match reader.next().await {
+        let next = tokio::select! {
+            next = reader.next() => next,
+            () = &mut stop => break,
+        };
+        let frame = match next {
             Ok(Some(frame)) => frame,
             Ok(None) => break,
             Err(e) => {
