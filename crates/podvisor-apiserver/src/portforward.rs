@@ -24,10 +24,11 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use axum::body::Body;
-use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, Uri, header};
 use axum::response::Response;
 use hyper_util::rt::TokioIo;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 
 use crate::PodExec;
@@ -52,6 +53,7 @@ pub(crate) fn portforward(
     req: &Req,
     ns: &str,
     name: &str,
+    uri: &Uri,
     upgrade: Upgrade,
 ) -> ApiResult<Response> {
     let pod = pod_of(&db::get(req.state.store(), PODS, ns, name)?)?;
@@ -99,11 +101,7 @@ pub(crate) fn portforward(
                 ApiError::bad_request("unable to upgrade: invalid WebSocket handshake")
             })?;
         if !offers_tunnel(headers) {
-            return Err(ApiError::bad_request(format!(
-                "unable to upgrade: unable to match protocol: port-forwarding over a WebSocket \
-                 is served as the SPDY tunnel ({TUNNEL_PROTOCOL}, kubectl 1.31+), not by \
-                 channels; older clients upgrade with SPDY/3.1"
-            )));
+            return by_channels(headers, uri, key, target, on_upgrade);
         }
         let accept = ws::accept_key(key);
         tokio::spawn(async move {
@@ -139,6 +137,220 @@ pub(crate) fn portforward(
         .header(PROTOCOL_HEADER, PROTOCOL)
         .body(Body::empty())
         .map_err(|e| ApiError::internal(e.to_string()))
+}
+
+/// The WebSocket subprotocols of port-forwarding by channels (the kubelet's; binary).
+const CHANNEL_PROTOCOLS: [&str; 1] = ["v4.channel.k8s.io"];
+
+/// Port-forwarding by channels over a WebSocket (the kubelet's `handleWebSocketStreams`, what
+/// the Python client's `portforward` speaks): the ports come in the query (`ports`, comma
+/// lists allowed), each port `i` has a data channel `2i` and an error channel `2i + 1`, each
+/// channel's first message is its port as two little-endian bytes, and each port is one
+/// connection for the session's life. The WebSocket closes when every port's connection has
+/// ended.
+fn by_channels(
+    headers: &HeaderMap,
+    uri: &Uri,
+    key: &str,
+    target: Arc<Target>,
+    on_upgrade: hyper::upgrade::OnUpgrade,
+) -> ApiResult<Response> {
+    let mut ports = Vec::new();
+    let query = axum::extract::Query::<Vec<(String, String)>>::try_from_uri(uri)
+        .map_err(|e| ApiError::bad_request(e.body_text()))?;
+    for (key, value) in query.0 {
+        if key != "ports" && key != "port" {
+            continue;
+        }
+        for p in value.split(',') {
+            let port = p.trim().parse::<u16>().map_err(|e| {
+                ApiError::bad_request(format!("unable to parse {value:?} as a port: {e}"))
+            })?;
+            if port == 0 {
+                return Err(ApiError::bad_request(format!("port {value:?} must be > 0")));
+            }
+            ports.push(port);
+        }
+    }
+    if ports.is_empty() {
+        return Err(ApiError::bad_request(
+            "query parameter \"ports\" is required to forward ports over a WebSocket by \
+             channels (kubectl 1.31+ tunnels SPDY instead: SPDY/3.1+portforward.k8s.io)",
+        ));
+    }
+    // Channel numbers are one byte.
+    if ports.len() > 128 {
+        return Err(ApiError::bad_request("at most 128 ports per connection"));
+    }
+    let offered: Vec<&str> = headers
+        .get_all(header::SEC_WEBSOCKET_PROTOCOL)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .map(str::trim)
+        .filter(|p| !p.is_empty())
+        .collect();
+    let protocol = offered
+        .iter()
+        .find_map(|p| CHANNEL_PROTOCOLS.iter().find(|s| *s == p).copied());
+    if protocol.is_none() && !offered.is_empty() {
+        return Err(ApiError::bad_request(format!(
+            "unable to upgrade: unable to match protocol: the client offers [{}], port-forwarding \
+             serves {TUNNEL_PROTOCOL} and {}",
+            offered.join(" "),
+            CHANNEL_PROTOCOLS.join(" ")
+        )));
+    }
+    let accept = ws::accept_key(key);
+    tokio::spawn(async move {
+        let Ok(upgraded) = on_upgrade.await else {
+            return;
+        };
+        channels(TokioIo::new(upgraded), target, ports).await;
+    });
+    let mut response = Response::builder()
+        .status(StatusCode::SWITCHING_PROTOCOLS)
+        .header(header::UPGRADE, "websocket")
+        .header(header::CONNECTION, "Upgrade")
+        .header(header::SEC_WEBSOCKET_ACCEPT, accept);
+    if let Some(protocol) = protocol {
+        response = response.header(
+            header::SEC_WEBSOCKET_PROTOCOL,
+            HeaderValue::from_static(protocol),
+        );
+    }
+    response
+        .body(Body::empty())
+        .map_err(|e| ApiError::internal(e.to_string()))
+}
+
+/// The session of [`by_channels`].
+async fn channels<S>(io: S, target: Arc<Target>, ports: Vec<u16>)
+where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let (mut writer, mut reader) = ws::server(io).await;
+    for (i, port) in ports.iter().enumerate() {
+        for channel in [2 * i, 2 * i + 1] {
+            if writer
+                .write_channel(channel as u8, &port.to_le_bytes())
+                .await
+                .is_err()
+            {
+                return;
+            }
+        }
+    }
+    let (out_tx, mut out_rx) = mpsc::channel::<(u8, Vec<u8>)>(64);
+    let mut inputs = Vec::with_capacity(ports.len());
+    let mut tasks = JoinSet::new();
+    for (i, port) in ports.iter().enumerate() {
+        let (tx, rx) = mpsc::channel::<Vec<u8>>(64);
+        inputs.push(Some(tx));
+        tasks.spawn(forward_channel(
+            Arc::clone(&target),
+            *port,
+            i as u8,
+            rx,
+            out_tx.clone(),
+        ));
+    }
+    drop(out_tx);
+    let mut ended = false;
+    loop {
+        tokio::select! {
+            message = reader.next() => match message {
+                Ok(Some(ws::Message::Data(data))) => {
+                    let Some((&channel, bytes)) = data.split_first() else {
+                        continue;
+                    };
+                    let index = usize::from(channel / 2);
+                    if channel % 2 == 0
+                        && let Some(slot) = inputs.get_mut(index)
+                        && let Some(tx) = slot
+                        && tx.send(bytes.to_vec()).await.is_err()
+                    {
+                        *slot = None;
+                    }
+                }
+                Ok(Some(ws::Message::Ping(payload))) => {
+                    if writer.write_pong(&payload).await.is_err() {
+                        break;
+                    }
+                }
+                Ok(Some(ws::Message::Pong)) => {}
+                Ok(Some(ws::Message::Close) | None) | Err(_) => break,
+            },
+            out = out_rx.recv() => match out {
+                Some((channel, data)) => {
+                    if writer.write_channel(channel, &data).await.is_err() {
+                        break;
+                    }
+                }
+                None => {
+                    ended = true;
+                    break;
+                }
+            },
+        }
+    }
+    if ended {
+        // Every port's connection has ended: close, as the kubelet's `conn.Close()`.
+        let _ = writer.write_close().await;
+        let _ = tokio::time::timeout(Duration::from_secs(5), async {
+            while let Ok(Some(message)) = reader.next().await {
+                if message == ws::Message::Close {
+                    break;
+                }
+            }
+        })
+        .await;
+    }
+    writer.shutdown().await;
+    // Dropping the tasks closes every connection to the pod.
+}
+
+/// One port of a [`channels`] session: its connection, both ways.
+async fn forward_channel(
+    target: Arc<Target>,
+    port: u16,
+    index: u8,
+    mut input: mpsc::Receiver<Vec<u8>>,
+    out: mpsc::Sender<(u8, Vec<u8>)>,
+) {
+    let (data, error) = (2 * index, 2 * index + 1);
+    let tcp = match target.backend.port_forward(&target.uid, port).await {
+        Ok(tcp) => tcp,
+        Err(e) => {
+            let message = format!(
+                "error forwarding port {port} to pod {}, uid {}: {e}",
+                target.pod, target.uid
+            );
+            let _ = out.send((error, message.into_bytes())).await;
+            return;
+        }
+    };
+    let (mut from_pod, mut to_pod) = tcp.into_split();
+    let upstream = tokio::spawn(async move {
+        while let Some(chunk) = input.recv().await {
+            if to_pod.write_all(&chunk).await.is_err() {
+                return;
+            }
+        }
+        let _ = to_pod.shutdown().await;
+    });
+    let mut buf = vec![0_u8; spdy::MAX_DATA];
+    loop {
+        match from_pod.read(&mut buf).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => {
+                if out.send((data, buf[..n].to_vec())).await.is_err() {
+                    break;
+                }
+            }
+        }
+    }
+    upstream.abort();
 }
 
 fn offers_tunnel(headers: &HeaderMap) -> bool {

@@ -240,7 +240,7 @@ async fn subresource(
         ("pods", "log", Method::GET) => logs::get(&req, &ns, &name).await,
         ("pods", "history", Method::GET) => crate::history::get(&req, &ns, &name),
         ("pods", "portforward", Method::GET | Method::POST) => {
-            crate::portforward::portforward(&req, &ns, &name, upgrade)
+            crate::portforward::portforward(&req, &ns, &name, &uri, upgrade)
         }
         ("pods", "exec", Method::GET | Method::POST) => {
             exec::exec(&req, &ns, &name, &uri, upgrade, false)

@@ -2,8 +2,9 @@
 //! upgrades the connection to SPDY/3.1 itself, 1.32+ tunnel SPDY through a WebSocket
 //! (`SPDY/3.1+portforward.k8s.io`). One pod serves two ports on the host's loopback (process
 //! runtime): a file over HTTP, fetched by several connections at once, and an echo server
-//! that answers after the client's half-close. A port nothing listens on is reported on the
-//! error stream as the kubelet words it.
+//! whose connection ends after the client's half-close. A port nothing listens on is reported on the
+//! error stream as the kubelet words it. The Python client forwards by WebSocket channels
+//! (`v4.channel.k8s.io`, ports in the query).
 
 #![allow(missing_docs)]
 
@@ -160,13 +161,11 @@ root, http_port, echo_port = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 os.chdir(root)
 class Echo(socketserver.BaseRequestHandler):
     def handle(self):
-        got = b""
         while True:
             chunk = self.request.recv(65536)
             if not chunk:
                 break
-            got += chunk
-        self.request.sendall(got)
+            self.request.sendall(chunk)
 class Threaded(socketserver.ThreadingMixIn, socketserver.TCPServer):
     allow_reuse_address = True
     daemon_threads = True
@@ -222,7 +221,8 @@ fn port_forward_with_every_kubectl_two_ports_concurrent_connections_and_errors()
             let got = fetch.join().unwrap();
             assert!(got == blob, "kubectl {version}: {} bytes back", got.len());
         }
-        // The client's half-close reaches the pod, whose answer still comes back.
+        // Everything comes back, and the client's half-close reaches the pod: its server ends
+        // the connection, which ends the client's.
         let sent = noise(1 << 20, 11);
         let back = echo(echo_local, &sent);
         assert!(
@@ -328,5 +328,85 @@ spec:
     );
     drop(forward);
     ctx.kubectl_ok(&["delete", "pod", "web", "--wait=true"]);
+    assert_eq!(ctx.stop(Duration::from_secs(10)), Some(0));
+}
+
+/// The official Python client's `portforward` (WebSocket by channels, `v4.channel.k8s.io`,
+/// ports in the query) through `tests/python/portforward.py`: two ports in one session, then
+/// the error channel of a port nothing listens on.
+#[test]
+#[ignore = "needs root: run as root with --include-ignored (scripts/test does)"]
+fn python_client_port_forward_by_channels() {
+    let python = crate::python_client::python();
+    assert!(
+        crate::python_client::has_kubernetes_client(&python),
+        "the Python kubernetes client is not installed for {}",
+        python.display()
+    );
+    let mut ctx = ServeCtx::new("pfpy");
+    ctx.start(&[]);
+    let root = ctx.path("www");
+    std::fs::create_dir_all(&root).unwrap();
+    let blob = noise(1 << 20, 3);
+    std::fs::write(root.join("blob"), &blob).unwrap();
+    let script = ctx.path("server.py");
+    std::fs::write(&script, SERVER).unwrap();
+    let (http_port, echo_port, closed_port) = (free_port(), free_port(), free_port());
+    let manifest = format!(
+        "apiVersion: v1\nkind: Pod\nmetadata: {{name: pfpy}}\nspec:\n  terminationGracePeriodSeconds: 1\n  containers:\n  - name: web\n    image: python\n    command: [python3, {}, {}, '{http_port}', '{echo_port}', '{}']\n    readinessProbe:\n      tcpSocket: {{port: {echo_port}}}\n      periodSeconds: 1\n",
+        script.display(),
+        root.display(),
+        ctx.marker
+    );
+    let path = ctx.manifest("pfpy", &manifest);
+    ctx.kubectl_ok(&["apply", "-f", path.to_str().unwrap()]);
+    ctx.kubectl_ok(&["wait", "--for=condition=Ready", "pod/pfpy", "--timeout=60s"]);
+    let client =
+        std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/python/portforward.py");
+    let mut child = Command::new(&python)
+        .arg(&client)
+        .arg(ctx.kubeconfig())
+        .args([
+            "pfpy",
+            &http_port.to_string(),
+            &echo_port.to_string(),
+            &closed_port.to_string(),
+        ])
+        .env("PYTHONDONTWRITEBYTECODE", "1")
+        .env_remove("KUBECONFIG")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("python starts");
+    let deadline = Instant::now() + Duration::from_secs(90);
+    while child.try_wait().unwrap().is_none() {
+        if Instant::now() > deadline {
+            let _ = child.kill();
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let out = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "portforward.py failed:\n{stdout}{stderr}"
+    );
+    let uid = ctx.kubectl_ok(&["get", "pod", "pfpy", "-o", "jsonpath={.metadata.uid}"]);
+    for step in [
+        format!("ok: GET /blob: {} bytes", blob.len()),
+        format!("ok: echo: {} bytes", 256 * 4096),
+        format!(
+            "ok: closed port: error forwarding port {closed_port} to pod pfpy_default, uid \
+             {uid}: failed to connect to localhost:{closed_port}, IPv4: dial tcp4 \
+             127.0.0.1:{closed_port}: connect: connection refused"
+        ),
+    ] {
+        assert!(
+            stdout.contains(&step),
+            "missing {step:?}:\n{stdout}{stderr}"
+        );
+    }
     assert_eq!(ctx.stop(Duration::from_secs(10)), Some(0));
 }
