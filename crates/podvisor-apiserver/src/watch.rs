@@ -3,7 +3,10 @@
 //!
 //! - `resourceVersion` unset or `"0"`: the current state as synthetic `ADDED` events, then
 //!   changes; `n`: every change after `n`, or one `ERROR` event with a 410 `Expired` status
-//!   when `n` is older than the store keeps.
+//!   when `n` is older than the store keeps. `sendInitialEvents=true` (which the API server's
+//!   defaulting gives a watch of no version or `"0"`, `list_options.rs`) sends the current
+//!   state whatever the version; `sendInitialEvents=false` never does, and with no version
+//!   starts at the latest.
 //! - Selectors apply to every event, judged on the object before the change (the store's
 //!   previous value, etcd's `prevKV`) and after it: one that stops matching is sent as
 //!   `DELETED`, one that starts matching as `ADDED` (the watch cache's behaviour). So a watch
@@ -31,6 +34,7 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
 use crate::db::{self, Resource};
+use crate::list_options::ListOptions;
 use crate::objects::table_options;
 use crate::request::{Representation, flag, int_param, now, representation};
 use crate::routes::Req;
@@ -128,11 +132,10 @@ pub(crate) fn start(
         _ => DEFAULT_TIMEOUT,
     };
     let bookmarks = flag(req.params.allow_watch_bookmarks.as_ref());
-    let send_initial = req
-        .params
-        .send_initial_events
-        .as_ref()
-        .map(|v| flag(Some(v)));
+    // A `/watch/` path is a watch without `watch=true`, which the API server validates (and
+    // does not default) as a list.
+    let opts = ListOptions::from_params(&req.params, flag(req.params.watch.as_ref()))?;
+    let send_initial = opts.send_initial_events;
     let table = match representation(&req.headers) {
         Representation::Table { beta } => Some(table_options(req, beta, true)),
         Representation::Object => None,
@@ -144,10 +147,12 @@ pub(crate) fn start(
     };
     let store = req.state.store();
     let requested = db::query_rv(req.params.resource_version.as_deref())?;
-    // Initial state: with no resourceVersion (or with sendInitialEvents=true) the current
-    // objects are sent as ADDED; the watch then continues from the list's version.
+    // Initial state: with sendInitialEvents=true (a legacy watch of no resourceVersion or "0"
+    // is defaulted to it), or without the option and without a resourceVersion, the current
+    // objects are sent as ADDED; the watch then continues from the list's version, as it
+    // does with sendInitialEvents=false and no resourceVersion ("start at most recent").
     let (current, list_rv) = db::list_filtered(store, res, ns, |o| selection.matches(o))?;
-    let initial = requested.is_none() || send_initial == Some(true);
+    let initial = send_initial.unwrap_or(requested.is_none());
     let mut lines = Vec::new();
     if initial {
         let mut sorted: Vec<&Value> = current.iter().collect();
@@ -171,7 +176,11 @@ pub(crate) fn start(
                 tx,
                 presenter,
                 selection,
-                last_rv: requested.unwrap_or(list_rv),
+                last_rv: if initial {
+                    list_rv
+                } else {
+                    requested.unwrap_or(list_rv)
+                },
                 bookmarks,
                 bookmark_interval: req.state.inner.bookmark_interval,
                 timeout,

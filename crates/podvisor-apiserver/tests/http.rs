@@ -21,14 +21,14 @@ fn pod_json(name: &str) -> Value {
 }
 
 /// Reads a watch stream line by line.
-struct Lines {
+pub(crate) struct Lines {
     body: Incoming,
     buf: Vec<u8>,
 }
 
 impl Lines {
     /// The next JSON line, or `None` when the stream ended or nothing came in `wait`.
-    async fn next(&mut self, wait: Duration) -> Option<Value> {
+    pub(crate) async fn next(&mut self, wait: Duration) -> Option<Value> {
         loop {
             if let Some(i) = self.buf.iter().position(|b| *b == b'\n') {
                 let line: Vec<u8> = self.buf.drain(..=i).collect();
@@ -45,7 +45,7 @@ impl Lines {
     }
 }
 
-async fn watch(s: &TestServer, path: &str, accept: &str) -> Lines {
+pub(crate) async fn watch(s: &TestServer, path: &str, accept: &str) -> Lines {
     let (parts, body) = s.raw("GET", path, &[("accept", accept)], None, true).await;
     assert_eq!(parts.status, 200);
     Lines {
@@ -55,7 +55,7 @@ async fn watch(s: &TestServer, path: &str, accept: &str) -> Lines {
 }
 
 /// How long to wait for a watch event that should come at once (generous for loaded machines).
-const EVENT_WAIT: Duration = Duration::from_secs(5);
+pub(crate) const EVENT_WAIT: Duration = Duration::from_secs(5);
 
 #[test]
 fn tokens_kubeconfig_and_discovery() {

@@ -353,6 +353,25 @@ fn kube_rs_watcher_and_reflector_follow_a_pod_across_resumed_watches_in_both_lis
             }
         }
         assert_eq!(replayed, changes_of(&a, "watched"));
+
+        // What made the watchers resume: the server ends a watch after its timeoutSeconds
+        // (so between the watchers' Init and the delete each saw several watches end).
+        let params = WatchParams::default().timeout(WATCH_SECONDS);
+        let rv_now = pods
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .metadata
+            .resource_version
+            .unwrap();
+        let started = Instant::now();
+        let mut quiet = Box::pin(pods.watch(&params, &rv_now).await.unwrap());
+        let ended = tokio::time::timeout(WAIT, async {
+            while quiet.try_next().await.unwrap().is_some() {}
+        })
+        .await;
+        assert!(ended.is_ok(), "the watch did not end after {WATCH_SECONDS} s");
+        assert!(started.elapsed() >= Duration::from_secs(u64::from(WATCH_SECONDS)));
     });
 }
 
