@@ -12,7 +12,8 @@
 //!   `DELETED`, one that starts matching as `ADDED` (the watch cache's behaviour). So a watch
 //!   resumed from an old `n` replays an object deleted since as `MODIFIED` then `DELETED`,
 //!   and one created since as `ADDED`.
-//! - `allowWatchBookmarks=true`: a `BOOKMARK` every bookmark interval, and with
+//! - `allowWatchBookmarks=true`: a `BOOKMARK` every bookmark interval and two seconds before
+//!   the watch's `timeoutSeconds` end it (the watch cache's `nextBookmarkTime`), and with
 //!   `sendInitialEvents=true` one annotated `k8s.io/initial-events-end` after the initial
 //!   events.
 //! - `timeoutSeconds` ends the stream (default 30 minutes); so does the client going away.
@@ -32,6 +33,7 @@ use http_body::Frame;
 use podvisor_store::{EventType, StoreError, Watch, WatchEvent, WatchFrom};
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
+use tokio::time::Instant;
 
 use crate::db::{self, Resource};
 use crate::list_options::ListOptions;
@@ -197,6 +199,21 @@ pub(crate) fn start(
     Ok(streaming_response(rx, "application/json"))
 }
 
+/// A watch's last bookmark comes this long before it ends, so that a client resumes from a
+/// version as fresh as the server's (the watch cache's `nextBookmarkTime`).
+const PRE_TIMEOUT_BOOKMARK: Duration = Duration::from_secs(2);
+
+/// When the next `BOOKMARK` is due: one interval from `now`, or two seconds before the watch
+/// ends if that is sooner; none once that moment has passed (upstream's `nextBookmarkTime`).
+fn next_bookmark(now: Instant, interval: Duration, ends_at: Instant) -> Option<Instant> {
+    let heartbeat = now + interval;
+    let at = match ends_at.checked_sub(PRE_TIMEOUT_BOOKMARK) {
+        Some(pre_timeout) if pre_timeout < heartbeat => pre_timeout,
+        _ => heartbeat,
+    };
+    (at > now).then_some(at)
+}
+
 struct WatchJob {
     watch: Watch,
     tx: mpsc::Sender<Bytes>,
@@ -232,18 +249,24 @@ impl WatchJob {
                 return;
             }
         }
-        let deadline = tokio::time::sleep(self.timeout);
+        let ends_at = Instant::now() + self.timeout;
+        let deadline = tokio::time::sleep_until(ends_at);
         tokio::pin!(deadline);
-        let mut ticker = tokio::time::interval_at(
-            tokio::time::Instant::now() + self.bookmark_interval,
-            self.bookmark_interval,
-        );
+        let mut bookmark_at = next_bookmark(Instant::now(), self.bookmark_interval, ends_at);
+        let bookmark = tokio::time::sleep_until(bookmark_at.unwrap_or(ends_at));
+        tokio::pin!(bookmark);
         loop {
             let line = tokio::select! {
                 () = self.tx.closed() => return,
                 () = &mut deadline => return,
                 () = &mut stopping => return,
-                _ = ticker.tick(), if self.bookmarks => self.presenter.bookmark(self.last_rv, false),
+                () = &mut bookmark, if self.bookmarks && bookmark_at.is_some() => {
+                    bookmark_at = next_bookmark(Instant::now(), self.bookmark_interval, ends_at);
+                    if let Some(at) = bookmark_at {
+                        bookmark.as_mut().reset(at);
+                    }
+                    self.presenter.bookmark(self.last_rv, false)
+                }
                 event = self.watch.next() => {
                     let Some(event) = event else { return };
                     self.last_rv = self.last_rv.max(event.resource_version);
@@ -257,5 +280,33 @@ impl WatchJob {
                 return;
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `cache_watcher.go`'s `nextBookmarkTime`: a heartbeat one interval away unless the
+    /// pre-timeout one (2 s before the end) is sooner; none once that has passed.
+    #[test]
+    fn next_bookmark_follows_next_bookmark_time() {
+        let now = Instant::now();
+        let minute = Duration::from_secs(60);
+        let secs = Duration::from_secs;
+        assert_eq!(
+            next_bookmark(now, minute, now + secs(290)),
+            Some(now + minute)
+        );
+        assert_eq!(
+            next_bookmark(now, minute, now + secs(30)),
+            Some(now + secs(28))
+        );
+        assert_eq!(
+            next_bookmark(now, secs(1), now + secs(4)),
+            Some(now + secs(1))
+        );
+        assert_eq!(next_bookmark(now, minute, now + secs(2)), None);
+        assert_eq!(next_bookmark(now, minute, now + secs(1)), None);
     }
 }

@@ -284,15 +284,16 @@ fn watch_semantics() {
         assert_eq!(e["object"]["reason"], "Expired");
         assert!(gone.next(EVENT_WAIT).await.is_none());
 
-        // Bookmarks, and timeoutSeconds ending the stream.
+        // Bookmarks (every second here, and none in the last two seconds, as upstream's
+        // `nextBookmarkTime`), and timeoutSeconds ending the stream.
         let mut marks = watch(
             &s,
-            &format!("/api/v1/namespaces/default/pods?watch=true&resourceVersion={rv}&allowWatchBookmarks=true&timeoutSeconds=2"),
+            &format!("/api/v1/namespaces/default/pods?watch=true&resourceVersion={rv}&allowWatchBookmarks=true&timeoutSeconds=4"),
             "application/json",
         )
         .await;
         let mut types = Vec::new();
-        while let Some(e) = marks.next(Duration::from_secs(4)).await {
+        while let Some(e) = marks.next(Duration::from_secs(6)).await {
             types.push(e["type"].as_str().unwrap().to_owned());
         }
         assert!(types.contains(&"BOOKMARK".to_owned()), "{types:?}");

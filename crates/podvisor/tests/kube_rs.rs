@@ -355,8 +355,11 @@ fn kube_rs_watcher_and_reflector_follow_a_pod_across_resumed_watches_in_both_lis
         assert_eq!(replayed, changes_of(&a, "watched"));
 
         // What made the watchers resume: the server ends a watch after its timeoutSeconds
-        // (so between the watchers' Init and the delete each saw several watches end).
-        let params = WatchParams::default().timeout(WATCH_SECONDS);
+        // (so between the watchers' Init and the delete each saw several watches end), with
+        // a bookmark 2 s before (the watch cache's pre-timeout bookmark) when bookmarks are
+        // allowed (kube-rs asks for them by default), so a client resumes from the latest
+        // version.
+        let params = WatchParams::default().timeout(4);
         let rv_now = pods
             .list(&ListParams::default())
             .await
@@ -366,12 +369,23 @@ fn kube_rs_watcher_and_reflector_follow_a_pod_across_resumed_watches_in_both_lis
             .unwrap();
         let started = Instant::now();
         let mut quiet = Box::pin(pods.watch(&params, &rv_now).await.unwrap());
+        let mut bookmarks = Vec::new();
         let ended = tokio::time::timeout(WAIT, async {
-            while quiet.try_next().await.unwrap().is_some() {}
+            while let Some(event) = quiet.try_next().await.unwrap() {
+                match event {
+                    WatchEvent::Bookmark(b) => {
+                        bookmarks.push((started.elapsed(), b.metadata.resource_version));
+                    }
+                    other => panic!("nothing changed, yet: {other:?}"),
+                }
+            }
         })
         .await;
-        assert!(ended.is_ok(), "the watch did not end after {WATCH_SECONDS} s");
-        assert!(started.elapsed() >= Duration::from_secs(u64::from(WATCH_SECONDS)));
+        assert!(ended.is_ok(), "the watch did not end after 4 s");
+        assert!(started.elapsed() >= Duration::from_secs(4));
+        assert_eq!(bookmarks.len(), 1, "{bookmarks:?}");
+        assert!(bookmarks[0].0 >= Duration::from_secs(2), "{bookmarks:?}");
+        assert_eq!(bookmarks[0].1, rv_now);
     });
 }
 
