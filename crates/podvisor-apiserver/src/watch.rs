@@ -155,6 +155,12 @@ pub(crate) fn start(
     // does with sendInitialEvents=false and no resourceVersion ("start at most recent").
     let (current, list_rv) = db::list_filtered(store, res, ns, |o| selection.matches(o))?;
     let initial = send_initial.unwrap_or(requested.is_none());
+    // The initial state must be at least as new as the version asked for
+    // (`NotOlderThan`): one the store has not reached is the watch cache's "too large", as
+    // for a list.
+    if let Some(requested) = requested.filter(|&r| initial && r > list_rv) {
+        return Err(ApiError::too_large_resource_version(requested, list_rv));
+    }
     let mut lines = Vec::new();
     if initial {
         let mut sorted: Vec<&Value> = current.iter().collect();

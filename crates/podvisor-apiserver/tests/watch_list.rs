@@ -29,6 +29,18 @@ fn streaming_lists_send_the_state_then_the_initial_events_end_bookmark() {
     let s = TestServer::start();
     s.create(&pod_yaml("a"));
     let rv = list_rv(&s);
+    // The state at a version the store has not reached: the watch cache's "too large".
+    let future = rv.parse::<u64>().unwrap() + 1000;
+    let (code, body) = s.json(
+        "GET",
+        &format!("{PODS}?watch=true&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&resourceVersion={future}&allowWatchBookmarks=true"),
+        None,
+    );
+    assert_eq!(code, 504, "{body}");
+    assert_eq!(
+        body["details"]["causes"][0]["reason"],
+        "ResourceVersionTooLarge"
+    );
     s.rt.block_on(async {
         // Asked for (kube-rs' streaming lists), and given by the defaulting to a watch of no
         // version or "0" that allows bookmarks.
