@@ -5,7 +5,8 @@
 //! ends (`timeoutSeconds`) and kube-rs resumes from the last resourceVersion; the
 //! `events::Recorder` (events.k8s.io/v1, a series on repeat) as kubectl shows it;
 //! `Config::incluster()` from inside a process-runtime pod; `Api::logs`, `Api::exec` (the
-//! `ws` feature: WebSocket `v5.channel.k8s.io`) and server-side apply.
+//! `ws` feature: WebSocket `v5.channel.k8s.io`) and server-side apply; `Discovery` (the legacy
+//! documents: podvisor serves no aggregated discovery) with `DynamicObject`s.
 //!
 //! Each test starts its own `serve` (`serve_common::ServeCtx`) and talks to it through the
 //! kubeconfig serve writes, as a user's program would. Needs root (`#[ignore]`d otherwise) and,
@@ -18,11 +19,14 @@ mod serve_common;
 use futures_util::{Stream, StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::{Namespace, Pod};
 use k8s_openapi::api::events::v1::Event as EventV1;
+use kube::api::DynamicObject;
 use kube::api::{
     Api, AttachParams, DeleteParams, ListParams, LogParams, Patch, PatchParams, PostParams,
     WatchEvent, WatchParams,
 };
 use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::core::GroupVersionKind;
+use kube::discovery::Scope;
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::runtime::{reflector, wait::await_condition, watcher};
 use kube::{Client, Config, Resource, ResourceExt};
@@ -798,5 +802,84 @@ fn kube_rs_server_side_apply_logs_and_exec() {
         .await
         .expect("the pod goes")
         .unwrap();
+    });
+}
+
+#[test]
+#[ignore = "needs root: run as root with --include-ignored (scripts/test does)"]
+fn kube_rs_discovery_finds_the_served_kinds_for_dynamic_objects() {
+    let mut ctx = ServeCtx::new("krdisc");
+    ctx.start(&[]);
+    let m = ctx.marker.clone();
+    runtime().block_on(async {
+        let client = client(&ctx).await;
+        let version = client.apiserver_version().await.unwrap();
+        assert_eq!(
+            (version.major.as_str(), version.minor.as_str()),
+            ("1", "35")
+        );
+
+        let discovery = kube::Discovery::new(client.clone())
+            .run()
+            .await
+            .expect("kube-rs discovers the served groups");
+        for group in ["", "events.k8s.io", "coordination.k8s.io", "node.k8s.io"] {
+            assert!(discovery.has_group(group), "{group:?} not discovered");
+        }
+        let (pods, caps) = discovery
+            .resolve_gvk(&GroupVersionKind::gvk("", "v1", "Pod"))
+            .expect("Pod resolved");
+        assert_eq!(pods.plural, "pods");
+        assert_eq!(caps.scope, Scope::Namespaced);
+        for verb in ["list", "watch", "create", "patch", "delete"] {
+            assert!(caps.supports_operation(verb), "{verb}: {caps:?}");
+        }
+        let subresources: Vec<&str> = caps
+            .subresources
+            .iter()
+            .map(|(r, _)| r.plural.as_str())
+            .collect();
+        for sub in ["status", "log", "exec"] {
+            assert!(subresources.contains(&sub), "{sub}: {subresources:?}");
+        }
+        let (events, _) = discovery
+            .resolve_gvk(&GroupVersionKind::gvk("events.k8s.io", "v1", "Event"))
+            .expect("events.k8s.io/v1 Event resolved");
+        let (namespaces, caps) = discovery
+            .resolve_gvk(&GroupVersionKind::gvk("", "v1", "Namespace"))
+            .expect("Namespace resolved");
+        assert_eq!(caps.scope, Scope::Cluster);
+
+        // The resolved resources drive untyped clients.
+        let typed: Api<Pod> = Api::default_namespaced(client.clone());
+        typed
+            .create(
+                &PostParams::default(),
+                &pod("dynamic", &m, "exec sleep 3600", json!({})),
+            )
+            .await
+            .unwrap();
+        let dynamic: Api<DynamicObject> = Api::default_namespaced_with(client.clone(), &pods);
+        let listed = dynamic.list(&ListParams::default()).await.unwrap();
+        let names: Vec<String> = listed.items.iter().map(ResourceExt::name_any).collect();
+        assert_eq!(names, ["dynamic"]);
+        let one = dynamic.get("dynamic").await.unwrap();
+        assert_eq!(one.types.as_ref().map(|t| t.kind.as_str()), Some("Pod"));
+        assert_eq!(one.data["spec"]["containers"][0]["name"], "app");
+        let all: Api<DynamicObject> = Api::all_with(client.clone(), &namespaces);
+        let mut names: Vec<String> = all
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items
+            .iter()
+            .map(ResourceExt::name_any)
+            .collect();
+        names.sort();
+        for ns in ["default", "kube-system"] {
+            assert!(names.iter().any(|n| n == ns), "{names:?}");
+        }
+        let event_api: Api<DynamicObject> = Api::default_namespaced_with(client, &events);
+        event_api.list(&ListParams::default()).await.unwrap();
     });
 }
