@@ -199,19 +199,22 @@ fn kube_rs_watcher_and_reflector_follow_a_pod_across_resumed_watches_in_both_lis
         let client = client(&ctx).await;
         let pods: Api<Pod> = Api::default_namespaced(client.clone());
         let long = "echo started; exec sleep 3600";
-        pods.create(&PostParams::default(), &pod("before", &m, long, json!({})))
-            .await
-            .expect("kube-rs creates a pod");
+        for name in ["before", "before-2"] {
+            pods.create(&PostParams::default(), &pod(name, &m, long, json!({})))
+                .await
+                .expect("kube-rs creates a pod");
+        }
 
-        // Watcher A: list (resourceVersion=0, resourceVersionMatch=NotOlderThan, limit) then
-        // watch, feeding a reflector store. Watcher B: streaming lists.
+        // Watcher A: a paged list (`limit=1`, then `continue`) then a watch from its version,
+        // feeding a reflector store. Watcher B: streaming lists.
         let config = watcher::Config::default().timeout(WATCH_SECONDS);
+        let paged = config.clone().page_size(1);
         let (store, writer) = reflector::store::<Pod>();
         let a: Log = Log::default();
         let b: Log = Log::default();
         let stream_a: Watch = Box::pin(reflector::reflector(
             writer,
-            watcher(pods.clone(), config.clone()),
+            watcher(pods.clone(), paged),
         ));
         let stream_b: Watch = Box::pin(watcher(pods.clone(), config.streaming_lists()));
         for (log, mut stream) in [(a.clone(), stream_a), (b.clone(), stream_b)] {
@@ -227,11 +230,13 @@ fn kube_rs_watcher_and_reflector_follow_a_pod_across_resumed_watches_in_both_lis
             })
             .await;
             let l = log.lock().unwrap();
-            assert_eq!(
-                l.get(..3),
-                Some(&[Seen::Init, Seen::InitApply("before".into()), Seen::InitDone][..]),
-                "{mode}: {l:#?}"
-            );
+            let initial = [
+                Seen::Init,
+                Seen::InitApply("before".into()),
+                Seen::InitApply("before-2".into()),
+                Seen::InitDone,
+            ];
+            assert_eq!(l.get(..4), Some(&initial[..]), "{mode}: {l:#?}");
         }
         tokio::time::timeout(WAIT, store.wait_until_ready())
             .await
@@ -287,7 +292,11 @@ fn kube_rs_watcher_and_reflector_follow_a_pod_across_resumed_watches_in_both_lis
         }
         let mut names: Vec<String> = store.state().iter().map(|p| p.name_any()).collect();
         names.sort();
-        assert_eq!(names, ["before"], "the reflector dropped the deleted pod");
+        assert_eq!(
+            names,
+            ["before", "before-2"],
+            "the reflector dropped the deleted pod"
+        );
 
         let a = a.lock().unwrap().clone();
         let b = b.lock().unwrap().clone();
