@@ -59,6 +59,7 @@ mod events;
 mod events_v1;
 mod exec;
 mod history;
+mod list_options;
 mod logs;
 mod managed;
 pub mod namespace_controller;

@@ -9,6 +9,7 @@ use podvisor_api::validation::go_quote;
 use serde_json::{Value, json};
 
 use crate::db::{self, Resource};
+use crate::list_options::{self, ListOptions};
 use crate::request::{Representation, flag, int_param, now, representation};
 use crate::routes::Req;
 use crate::selectors::Selection;
@@ -46,6 +47,7 @@ pub(crate) fn list(
     if flag(req.params.watch.as_ref()) {
         return watch(req, res, ns, name);
     }
+    let opts = ListOptions::from_params(&req.params, false)?;
     let selection = Selection::parse(
         res,
         req.params.label_selector.as_deref(),
@@ -57,6 +59,14 @@ pub(crate) fn list(
         let current = req.state.store().resource_version();
         if requested > current {
             return Err(ApiError::too_large_resource_version(requested, current));
+        }
+        // `Exact` asks for the objects as they were at that version, which only the latest
+        // state can give here: an older one is answered as etcd answers a compacted revision
+        // (the client lists again without it).
+        if opts.version_match == list_options::EXACT && requested < current {
+            return Err(ApiError::expired(
+                "The resourceVersion for the provided list is too old.",
+            ));
         }
     }
     let limit = int_param("limit", req.params.limit.as_ref())?.filter(|&l| l > 0);

@@ -21,6 +21,7 @@ pub(crate) struct Params {
     pub continue_token: Option<String>,
     pub field_selector: Option<String>,
     pub resource_version: Option<String>,
+    pub resource_version_match: Option<String>,
     pub watch: Option<String>,
     pub timeout_seconds: Option<String>,
     pub allow_watch_bookmarks: Option<String>,

@@ -3,13 +3,17 @@
 //!
 //! - `resourceVersion` unset or `"0"`: the current state as synthetic `ADDED` events, then
 //!   changes; `n`: every change after `n`, or one `ERROR` event with a 410 `Expired` status
-//!   when `n` is older than the store keeps.
+//!   when `n` is older than the store keeps. `sendInitialEvents=true` (which the API server's
+//!   defaulting gives a watch of no version or `"0"`, `list_options.rs`) sends the current
+//!   state whatever the version; `sendInitialEvents=false` never does, and with no version
+//!   starts at the latest.
 //! - Selectors apply to every event, judged on the object before the change (the store's
 //!   previous value, etcd's `prevKV`) and after it: one that stops matching is sent as
 //!   `DELETED`, one that starts matching as `ADDED` (the watch cache's behaviour). So a watch
 //!   resumed from an old `n` replays an object deleted since as `MODIFIED` then `DELETED`,
 //!   and one created since as `ADDED`.
-//! - `allowWatchBookmarks=true`: a `BOOKMARK` every bookmark interval, and with
+//! - `allowWatchBookmarks=true`: a `BOOKMARK` every bookmark interval and two seconds before
+//!   the watch's `timeoutSeconds` end it (the watch cache's `nextBookmarkTime`), and with
 //!   `sendInitialEvents=true` one annotated `k8s.io/initial-events-end` after the initial
 //!   events.
 //! - `timeoutSeconds` ends the stream (default 30 minutes); so does the client going away.
@@ -29,8 +33,10 @@ use http_body::Frame;
 use podvisor_store::{EventType, StoreError, Watch, WatchEvent, WatchFrom};
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
+use tokio::time::Instant;
 
 use crate::db::{self, Resource};
+use crate::list_options::ListOptions;
 use crate::objects::table_options;
 use crate::request::{Representation, flag, int_param, now, representation};
 use crate::routes::Req;
@@ -128,11 +134,10 @@ pub(crate) fn start(
         _ => DEFAULT_TIMEOUT,
     };
     let bookmarks = flag(req.params.allow_watch_bookmarks.as_ref());
-    let send_initial = req
-        .params
-        .send_initial_events
-        .as_ref()
-        .map(|v| flag(Some(v)));
+    // A `/watch/` path is a watch without `watch=true`, which the API server validates (and
+    // does not default) as a list.
+    let opts = ListOptions::from_params(&req.params, flag(req.params.watch.as_ref()))?;
+    let send_initial = opts.send_initial_events;
     let table = match representation(&req.headers) {
         Representation::Table { beta } => Some(table_options(req, beta, true)),
         Representation::Object => None,
@@ -144,10 +149,18 @@ pub(crate) fn start(
     };
     let store = req.state.store();
     let requested = db::query_rv(req.params.resource_version.as_deref())?;
-    // Initial state: with no resourceVersion (or with sendInitialEvents=true) the current
-    // objects are sent as ADDED; the watch then continues from the list's version.
+    // Initial state: with sendInitialEvents=true (a legacy watch of no resourceVersion or "0"
+    // is defaulted to it), or without the option and without a resourceVersion, the current
+    // objects are sent as ADDED; the watch then continues from the list's version, as it
+    // does with sendInitialEvents=false and no resourceVersion ("start at most recent").
     let (current, list_rv) = db::list_filtered(store, res, ns, |o| selection.matches(o))?;
-    let initial = requested.is_none() || send_initial == Some(true);
+    let initial = send_initial.unwrap_or(requested.is_none());
+    // The initial state must be at least as new as the version asked for
+    // (`NotOlderThan`): one the store has not reached is the watch cache's "too large", as
+    // for a list.
+    if let Some(requested) = requested.filter(|&r| initial && r > list_rv) {
+        return Err(ApiError::too_large_resource_version(requested, list_rv));
+    }
     let mut lines = Vec::new();
     if initial {
         let mut sorted: Vec<&Value> = current.iter().collect();
@@ -171,7 +184,11 @@ pub(crate) fn start(
                 tx,
                 presenter,
                 selection,
-                last_rv: requested.unwrap_or(list_rv),
+                last_rv: if initial {
+                    list_rv
+                } else {
+                    requested.unwrap_or(list_rv)
+                },
                 bookmarks,
                 bookmark_interval: req.state.inner.bookmark_interval,
                 timeout,
@@ -186,6 +203,21 @@ pub(crate) fn start(
         Err(e) => return Err(db::api_error(res, name.unwrap_or(""), e)),
     }
     Ok(streaming_response(rx, "application/json"))
+}
+
+/// A watch's last bookmark comes this long before it ends, so that a client resumes from a
+/// version as fresh as the server's (the watch cache's `nextBookmarkTime`).
+const PRE_TIMEOUT_BOOKMARK: Duration = Duration::from_secs(2);
+
+/// When the next `BOOKMARK` is due: one interval from `now`, or two seconds before the watch
+/// ends if that is sooner; none once that moment has passed (upstream's `nextBookmarkTime`).
+fn next_bookmark(now: Instant, interval: Duration, ends_at: Instant) -> Option<Instant> {
+    let heartbeat = now + interval;
+    let at = match ends_at.checked_sub(PRE_TIMEOUT_BOOKMARK) {
+        Some(pre_timeout) if pre_timeout < heartbeat => pre_timeout,
+        _ => heartbeat,
+    };
+    (at > now).then_some(at)
 }
 
 struct WatchJob {
@@ -223,18 +255,24 @@ impl WatchJob {
                 return;
             }
         }
-        let deadline = tokio::time::sleep(self.timeout);
+        let ends_at = Instant::now() + self.timeout;
+        let deadline = tokio::time::sleep_until(ends_at);
         tokio::pin!(deadline);
-        let mut ticker = tokio::time::interval_at(
-            tokio::time::Instant::now() + self.bookmark_interval,
-            self.bookmark_interval,
-        );
+        let mut bookmark_at = next_bookmark(Instant::now(), self.bookmark_interval, ends_at);
+        let bookmark = tokio::time::sleep_until(bookmark_at.unwrap_or(ends_at));
+        tokio::pin!(bookmark);
         loop {
             let line = tokio::select! {
                 () = self.tx.closed() => return,
                 () = &mut deadline => return,
                 () = &mut stopping => return,
-                _ = ticker.tick(), if self.bookmarks => self.presenter.bookmark(self.last_rv, false),
+                () = &mut bookmark, if self.bookmarks && bookmark_at.is_some() => {
+                    bookmark_at = next_bookmark(Instant::now(), self.bookmark_interval, ends_at);
+                    if let Some(at) = bookmark_at {
+                        bookmark.as_mut().reset(at);
+                    }
+                    self.presenter.bookmark(self.last_rv, false)
+                }
                 event = self.watch.next() => {
                     let Some(event) = event else { return };
                     self.last_rv = self.last_rv.max(event.resource_version);
@@ -248,5 +286,33 @@ impl WatchJob {
                 return;
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `cache_watcher.go`'s `nextBookmarkTime`: a heartbeat one interval away unless the
+    /// pre-timeout one (2 s before the end) is sooner; none once that has passed.
+    #[test]
+    fn next_bookmark_follows_next_bookmark_time() {
+        let now = Instant::now();
+        let minute = Duration::from_secs(60);
+        let secs = Duration::from_secs;
+        assert_eq!(
+            next_bookmark(now, minute, now + secs(290)),
+            Some(now + minute)
+        );
+        assert_eq!(
+            next_bookmark(now, minute, now + secs(30)),
+            Some(now + secs(28))
+        );
+        assert_eq!(
+            next_bookmark(now, secs(1), now + secs(4)),
+            Some(now + secs(1))
+        );
+        assert_eq!(next_bookmark(now, minute, now + secs(2)), None);
+        assert_eq!(next_bookmark(now, minute, now + secs(1)), None);
     }
 }

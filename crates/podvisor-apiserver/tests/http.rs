@@ -21,14 +21,14 @@ fn pod_json(name: &str) -> Value {
 }
 
 /// Reads a watch stream line by line.
-struct Lines {
+pub(crate) struct Lines {
     body: Incoming,
     buf: Vec<u8>,
 }
 
 impl Lines {
     /// The next JSON line, or `None` when the stream ended or nothing came in `wait`.
-    async fn next(&mut self, wait: Duration) -> Option<Value> {
+    pub(crate) async fn next(&mut self, wait: Duration) -> Option<Value> {
         loop {
             if let Some(i) = self.buf.iter().position(|b| *b == b'\n') {
                 let line: Vec<u8> = self.buf.drain(..=i).collect();
@@ -45,7 +45,7 @@ impl Lines {
     }
 }
 
-async fn watch(s: &TestServer, path: &str, accept: &str) -> Lines {
+pub(crate) async fn watch(s: &TestServer, path: &str, accept: &str) -> Lines {
     let (parts, body) = s.raw("GET", path, &[("accept", accept)], None, true).await;
     assert_eq!(parts.status, 200);
     Lines {
@@ -55,7 +55,7 @@ async fn watch(s: &TestServer, path: &str, accept: &str) -> Lines {
 }
 
 /// How long to wait for a watch event that should come at once (generous for loaded machines).
-const EVENT_WAIT: Duration = Duration::from_secs(5);
+pub(crate) const EVENT_WAIT: Duration = Duration::from_secs(5);
 
 #[test]
 fn tokens_kubeconfig_and_discovery() {
@@ -284,15 +284,16 @@ fn watch_semantics() {
         assert_eq!(e["object"]["reason"], "Expired");
         assert!(gone.next(EVENT_WAIT).await.is_none());
 
-        // Bookmarks, and timeoutSeconds ending the stream.
+        // Bookmarks (every second here, and none in the last two seconds, as upstream's
+        // `nextBookmarkTime`), and timeoutSeconds ending the stream.
         let mut marks = watch(
             &s,
-            &format!("/api/v1/namespaces/default/pods?watch=true&resourceVersion={rv}&allowWatchBookmarks=true&timeoutSeconds=2"),
+            &format!("/api/v1/namespaces/default/pods?watch=true&resourceVersion={rv}&allowWatchBookmarks=true&timeoutSeconds=4"),
             "application/json",
         )
         .await;
         let mut types = Vec::new();
-        while let Some(e) = marks.next(Duration::from_secs(4)).await {
+        while let Some(e) = marks.next(Duration::from_secs(6)).await {
             types.push(e["type"].as_str().unwrap().to_owned());
         }
         assert!(types.contains(&"BOOKMARK".to_owned()), "{types:?}");
