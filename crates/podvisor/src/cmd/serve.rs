@@ -169,15 +169,27 @@ async fn serve(
         ..StoreOptions::default()
     };
     let store = Store::open_with(&store_path, options).map_err(|e| store_error(e, &store_path))?;
-    let server = ApiServer::bind(ServeConfig {
+    // The runtime before the API: the API listens on the pod network the runtime uses too.
+    let runtime = args
+        .runtime
+        .runtime(state_dir, &state_dir.join("images"), shim)?;
+    let runtime = Arc::new(runtime);
+    let bound = ApiServer::bind(ServeConfig {
         listen: args.listen,
         state_dir: state_dir.to_path_buf(),
         store: store.clone(),
         log_root: state_dir.join("logs"),
         node_name: node_name.clone(),
+        pod_network: runtime.pod_network_host_address(),
     })
-    .await
-    .map_err(|e| bind_error(e, args.listen))?;
+    .await;
+    let server = match bound {
+        Ok(server) => server,
+        Err(e) => {
+            runtime.release_warm_sandboxes().await;
+            return Err(bind_error(e, args.listen));
+        }
+    };
     // The kubeconfig appears only once this process answers: a stale one must not pass for it.
     let kubeconfig = server.kubeconfig_path();
     match std::fs::remove_file(&kubeconfig) {
@@ -190,10 +202,6 @@ async fn serve(
 
     // The scheduler's pass over pods a stopped serve created or ungated but did not bind.
     podvisor_apiserver::bind_pending(&store, &node_name).context("binding pending pods")?;
-    let runtime = args
-        .runtime
-        .runtime(state_dir, &state_dir.join("images"), shim)?;
-    let runtime = Arc::new(runtime);
     let sync_frequency = parse_duration(&args.sync_frequency)
         .map_err(|e| anyhow::anyhow!("--sync-frequency: {e}"))?;
     if sync_frequency.is_zero() {
@@ -211,6 +219,7 @@ async fn serve(
                 store: store.clone(),
                 issuer: server.token_issuer(),
                 api: server.local_addr(),
+                pod_network_api: server.pod_network_addr(),
             }))
             .with_volume_sync_period(sync_frequency)
             .with_history(Arc::clone(&history)),
