@@ -95,7 +95,8 @@ impl ApiServer {
     ///
     /// Certificate, file or socket errors.
     pub async fn bind(config: ServeConfig) -> Result<ApiServer, ServeError> {
-        let pki = tls::load_or_create_pki(&config.state_dir, &config.node_name, config.pod_network)?;
+        let pki =
+            tls::load_or_create_pki(&config.state_dir, &config.node_name, config.pod_network)?;
         let token = tls::load_or_create_token(&config.state_dir)?;
         let acceptor = TlsAcceptor::from(tls::server_config(&pki)?);
         let listener = TcpListener::bind(config.listen)

@@ -395,8 +395,8 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let before = load_or_create_pki(dir.path(), "node1", None).unwrap();
         assert!(accepted_for(&before, "10.244.0.1").is_err());
-        let pki = load_or_create_pki(dir.path(), "node1", Some("10.244.0.1".parse().unwrap()))
-            .unwrap();
+        let pki =
+            load_or_create_pki(dir.path(), "node1", Some("10.244.0.1".parse().unwrap())).unwrap();
         assert_eq!(pki.ca_pem, before.ca_pem, "the pods' ca.crt stays valid");
         for name in [
             "10.244.0.1",

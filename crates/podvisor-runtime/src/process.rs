@@ -226,7 +226,10 @@ impl ProcessRuntime {
     /// configuration does not tell it ([`crate::sandbox::cni::host_address`]).
     #[must_use]
     pub fn pod_network_host_address(&self) -> Option<std::net::IpAddr> {
-        self.inner.oci.as_ref().and_then(oci_class::OciClass::host_address)
+        self.inner
+            .oci
+            .as_ref()
+            .and_then(oci_class::OciClass::host_address)
     }
 
     /// The class `pod` runs as: its `runtimeClassName`, else the default.
@@ -798,7 +801,7 @@ impl Runtime for ProcessRuntime {
     async fn start_container(
         &self,
         sandbox: &ProcessSandbox,
-        request: StartRequest,
+        mut request: StartRequest,
     ) -> Result<Started, StartError> {
         let config_error = |message| StartError {
             reason: "CreateContainerConfigError".into(),
@@ -806,15 +809,16 @@ impl Runtime for ProcessRuntime {
             created: false,
             pulling: false,
         };
-        let mut opts = config::BuildOptions {
-            objects: request.objects.clone(),
-            ..config::BuildOptions::default()
-        };
         if sandbox.network.as_ref().is_some_and(|n| !n.host_network) {
             // A pod on the pod network reaches the API at the host's address there (the
             // host's loopback is out of its reach); none, no `KUBERNETES_SERVICE_*` variables.
-            opts.objects.api_service = opts.objects.api_service_pod_network.take();
+            // Set in the request: the oci launch builds the environment from it too.
+            request.objects.api_service = request.objects.api_service_pod_network.take();
         }
+        let opts = config::BuildOptions {
+            objects: request.objects.clone(),
+            ..config::BuildOptions::default()
+        };
         let (config, image) = match (&sandbox.network, &self.inner.oci) {
             (Some(network), Some(oci)) => {
                 let mut config = config::build_for_image(

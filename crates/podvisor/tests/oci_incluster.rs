@@ -165,7 +165,11 @@ spec:
     };
     let manifest = [
         pod("incluster", "", &script),
-        pod("notoken", "  automountServiceAccountToken: false\n", &no_token),
+        pod(
+            "notoken",
+            "  automountServiceAccountToken: false\n",
+            &no_token,
+        ),
         pod("hostnet", "  hostNetwork: true\n", &script),
     ]
     .concat();
@@ -249,6 +253,29 @@ fn site_packages(python: &Path) -> PathBuf {
     PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
 }
 
+/// The host directories holding the shared libraries the packages' extension modules load
+/// (`ldd` of each `.so`: libgcc_s, libstdc++, ..., which the image's python3 does not need).
+fn library_dirs(dir: &Path, found: &mut std::collections::BTreeSet<PathBuf>) {
+    for entry in std::fs::read_dir(dir).unwrap().flatten() {
+        let path = entry.path();
+        let kind = entry.file_type().unwrap();
+        if kind.is_dir() {
+            library_dirs(&path, found);
+        } else if kind.is_file() && path.extension().is_some_and(|e| e == "so") {
+            let out = Command::new("ldd").arg(&path).output().unwrap();
+            for line in String::from_utf8_lossy(&out.stdout).lines() {
+                if let Some((_, lib)) = line.split_once("=> ")
+                    && let Some(lib) = lib.split_whitespace().next()
+                    && let Some(parent) = Path::new(lib).parent()
+                    && lib.starts_with('/')
+                {
+                    found.insert(parent.to_owned());
+                }
+            }
+        }
+    }
+}
+
 /// `major.minor` of a Python interpreter.
 fn python_version(python: &Path) -> String {
     let out = Command::new(python)
@@ -269,7 +296,10 @@ fn oci_pods_run_the_python_client_with_in_cluster_config() {
         python.display()
     );
     // The image's python3 is Debian's: the packages must be of the same version.
-    let (host, image) = (python_version(&python), python_version(Path::new("/usr/bin/python3")));
+    let (host, image) = (
+        python_version(&python),
+        python_version(Path::new("/usr/bin/python3")),
+    );
     assert_eq!(
         host,
         image,
@@ -277,6 +307,8 @@ fn oci_pods_run_the_python_client_with_in_cluster_config() {
         python.display()
     );
     let packages = site_packages(&python);
+    let mut libs = std::collections::BTreeSet::new();
+    library_dirs(&packages, &mut libs);
     let ctx = serve_with_image("icpy", &["--with-python"]);
     let m = ctx.marker.clone();
     let port = api_port(&ctx);
@@ -287,17 +319,29 @@ config.load_incluster_config()
 c = client.Configuration.get_default_copy()
 ns = open("/var/run/secrets/kubernetes.io/serviceaccount/namespace").read()
 pods = client.CoreV1Api().list_namespaced_pod(ns).items
-print("host", c.host)
-print("ca", c.ssl_ca_cert, c.verify_ssl)
-print("pods", ",".join(sorted(p.metadata.name for p in pods)))
+print("RESULT host", c.host)
+print("RESULT ca", c.ssl_ca_cert, c.verify_ssl)
+print("RESULT pods", ",".join(sorted(p.metadata.name for p in pods)))
 "#;
     let no_token = r#"
 from kubernetes import config
 try:
     config.load_incluster_config()
 except config.ConfigException as e:
-    print("refused", e)
+    print("RESULT refused", e)
 "#;
+    let (mut volumes, mut mounts, mut library_path) = (String::new(), String::new(), Vec::new());
+    for (i, dir) in libs.iter().enumerate() {
+        volumes.push_str(&format!(
+            "  - {{name: lib{i}, hostPath: {{path: {}, type: Directory}}}}\n",
+            dir.display()
+        ));
+        mounts.push_str(&format!(
+            "    - {{name: lib{i}, mountPath: /hostlib/{i}, readOnly: true}}\n"
+        ));
+        library_path.push(format!("/hostlib/{i}"));
+    }
+    let library_path = library_path.join(":");
     let pod = |name: &str, extra: &str, script: &str| {
         format!(
             r"---
@@ -309,40 +353,51 @@ spec:
 {extra}  volumes:
   - name: packages
     hostPath: {{path: {packages}, type: Directory}}
-  containers:
+{volumes}  containers:
   - name: app
     image: busybox:latest
     imagePullPolicy: IfNotPresent
     env:
     - {{name: PYTHONPATH, value: /packages}}
     - {{name: PYTHONDONTWRITEBYTECODE, value: '1'}}
+    - {{name: LD_LIBRARY_PATH, value: '{library_path}'}}
     volumeMounts:
     - {{name: packages, mountPath: /packages, readOnly: true}}
-    command: [/usr/bin/python3, -c, {script:?}, {m}]
+{mounts}    command: [/usr/bin/python3, -c, {script:?}, {m}]
 ",
             packages = packages.display()
         )
     };
     let manifest = [
         pod("pylister", "", script),
-        pod("pynotoken", "  automountServiceAccountToken: false\n", no_token),
+        pod(
+            "pynotoken",
+            "  automountServiceAccountToken: false\n",
+            no_token,
+        ),
     ]
     .concat();
     let logs = run_to_completion(&ctx, &manifest, &["pylister", "pynotoken"]);
-    let lines: Vec<&str> = logs[0].lines().collect();
+    let result = |logs: &str| -> Vec<String> {
+        logs.lines()
+            .filter_map(|l| l.strip_prefix("RESULT "))
+            .map(str::to_owned)
+            .collect()
+    };
+    let lines = result(&logs[0]);
     assert_eq!(
         lines,
         [
-            format!("host https://{GATEWAY}:{port}").as_str(),
-            "ca /var/run/secrets/kubernetes.io/serviceaccount/ca.crt True",
-            "pods pylister,pynotoken",
+            format!("host https://{GATEWAY}:{port}"),
+            "ca /var/run/secrets/kubernetes.io/serviceaccount/ca.crt True".to_owned(),
+            "pods pylister,pynotoken".to_owned(),
         ],
         "{}",
         logs[0]
     );
     assert_eq!(
-        logs[1].trim(),
-        "refused Service token file does not exist.",
+        result(&logs[1]),
+        ["refused Service token file does not exist."],
         "{}",
         logs[1]
     );
