@@ -11,7 +11,10 @@
 //! The state directory is root's only (0700; the store, token and keys 0600, also when an
 //! older version left them readable). A damaged `store.redb` stops the start with exit 2 and
 //! what to do (restore it, or move it aside); an empty one is refused unless
-//! `--reset-empty-store`. A `--listen` address other than loopback is warned about.
+//! `--reset-empty-store`. A `--listen` address other than loopback is warned about. The API
+//! also listens on the host's address on the `oci` pods' network (the CNI bridge's gateway,
+//! same port; `podvisor_apiserver::ServeConfig::pod_network`), which those pods get as
+//! `KUBERNETES_SERVICE_HOST`: the runtime is made before the API for that.
 //! Exit status: 0 after a clean stop, 2 when the engine could not start.
 
 use crate::BackoffCurve;
@@ -40,7 +43,9 @@ pub struct Args {
     /// otherwise).
     #[arg(long)]
     pub state_dir: Option<PathBuf>,
-    /// Where the API listens (port 0 picks a free port; the kubeconfig says which).
+    /// Where the API listens (port 0 picks a free port; the kubeconfig says which). Pods on
+    /// the pod network reach it on this port at the network's gateway, where it listens too
+    /// (a wildcard address covers it).
     #[arg(long, default_value = "127.0.0.1:6443")]
     pub listen: SocketAddr,
     /// Run every manifest in this directory as a static pod (re-read every second).
