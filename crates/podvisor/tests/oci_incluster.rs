@@ -5,8 +5,9 @@
 //! clients are real and find the API themselves, with no kubeconfig: the static kubectl
 //! bind-mounted from the host (client-go's `InClusterConfig`), and the Python client's
 //! `load_incluster_config` (the image's Debian python3 with the test venv's packages
-//! mounted read-only). Without a token (`automountServiceAccountToken: false`) the
-//! variables are there and kubectl falls back to `localhost:8080`, as it does in a cluster.
+//! mounted read-only). Without a token (`automountServiceAccountToken: false`, and
+//! `enableServiceLinks: false`, which leaves the master service's variables) the variables
+//! are there and kubectl falls back to `localhost:8080`, as it does in a cluster.
 //!
 //! Needs root, runc, the CNI plugins, busybox-static, kubectl and, for the Python test, the
 //! Python `kubernetes` client (`scripts/install-test-deps`).
@@ -165,9 +166,10 @@ spec:
     };
     let manifest = [
         pod("incluster", "", &script),
+        // The master service's variables do not depend on `enableServiceLinks`.
         pod(
             "notoken",
-            "  automountServiceAccountToken: false\n",
+            "  automountServiceAccountToken: false\n  enableServiceLinks: false\n",
             &no_token,
         ),
         pod("hostnet", "  hostNetwork: true\n", &script),
@@ -204,7 +206,8 @@ spec:
         logs[0]
     );
 
-    // No token: the variables all the same, and kubectl's usual fallback.
+    // No token (and no service links): the variables all the same, and kubectl's usual
+    // fallback.
     assert_eq!(
         section(&logs[1], "env"),
         [format!("KUBERNETES_SERVICE_HOST={GATEWAY}")],
