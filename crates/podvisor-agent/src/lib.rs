@@ -308,6 +308,25 @@ impl PodControl {
         }
         answer.await.unwrap_or_else(|_| Err(not_found()))
     }
+
+    /// A TCP connection to `port` on the pod's loopback, inside its network (`kubectl
+    /// port-forward`).
+    ///
+    /// # Errors
+    /// The pod has no sandbox (or its worker has finished), or nothing answers on the port:
+    /// the runtime's words.
+    pub async fn port_forward(&self, port: u16) -> Result<tokio::net::TcpStream, String> {
+        let gone = || "the pod's worker has finished".to_owned();
+        let (reply, answer) = oneshot::channel();
+        if self
+            .commands
+            .send(Command::PortForward { port, reply })
+            .is_err()
+        {
+            return Err(gone());
+        }
+        answer.await.unwrap_or_else(|_| Err(gone()))
+    }
 }
 
 /// A running pod: its identity, its updates, deletion, and its end.

@@ -152,6 +152,31 @@ impl NodeControl {
             _ => Err(not_found()),
         }
     }
+
+    /// A TCP connection to `port` in the network of the pod with this UID (`kubectl
+    /// port-forward`).
+    ///
+    /// # Errors
+    /// The pod is not on this node, has no sandbox, or nothing answers on the port.
+    pub async fn port_forward(
+        &self,
+        uid: &str,
+        port: u16,
+    ) -> Result<tokio::net::TcpStream, String> {
+        let (reply, answer) = oneshot::channel();
+        let command = NodeCommand::Exec {
+            uid: uid.to_owned(),
+            reply,
+        };
+        let not_here = || format!("pod {uid} is not running on this node");
+        if self.commands.send(command).is_err() {
+            return Err(not_here());
+        }
+        match answer.await {
+            Ok(Some(control)) => control.port_forward(port).await,
+            _ => Err(not_here()),
+        }
+    }
 }
 
 #[derive(Debug)]

@@ -47,6 +47,11 @@ pub(crate) enum Command {
         request: ExecRequest,
         reply: oneshot::Sender<Result<ExecSession, ExecError>>,
     },
+    /// A connection to `port` on the pod's loopback (`kubectl port-forward`).
+    PortForward {
+        port: u16,
+        reply: oneshot::Sender<Result<tokio::net::TcpStream, String>>,
+    },
 }
 
 /// A sandbox re-adopted after an agent restart, for [`PodTask::recovered`].
@@ -380,6 +385,9 @@ impl<R: Runtime> PodTask<R> {
                 request,
                 reply,
             })) => self.exec(container, request, reply),
+            Wake::Command(Some(Command::PortForward { port, reply })) => {
+                self.port_forward(port, reply);
+            }
             Wake::Command(None) => self.commands_open = false,
             Wake::Runtime(Some(RuntimeEvent::Exited { instance, exit })) => {
                 if self.starting.contains(&instance) {
@@ -954,6 +962,28 @@ impl<R: Runtime> PodTask<R> {
                 other => other.map_err(ExecError::from),
             };
             let _ = reply.send(result);
+        });
+    }
+
+    /// Connects to `port` in the pod's network from a task of its own (the connection is the
+    /// caller's). A pod without a sandbox has no network to reach.
+    fn port_forward(
+        &self,
+        port: u16,
+        reply: oneshot::Sender<Result<tokio::net::TcpStream, String>>,
+    ) {
+        let Some(sandbox) = self.sandbox.clone() else {
+            let _ = reply.send(Err(format!(
+                "pod {} has no running sandbox",
+                self.full_name
+            )));
+            return;
+        };
+        debug!("{}: port-forward to port {port}", self.full_name);
+        let rt = Arc::clone(&self.rt);
+        tokio::spawn(async move {
+            let result = rt.port_forward(&sandbox, port).await;
+            let _ = reply.send(result.map_err(|e| e.to_string()));
         });
     }
 

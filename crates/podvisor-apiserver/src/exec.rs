@@ -18,7 +18,8 @@
 //! closes it. A client that goes away ends the session, which kills the command's process
 //! group.
 
-mod ws;
+mod spdy_session;
+pub(crate) mod ws;
 
 use std::future::Future;
 use std::pin::Pin;
@@ -52,6 +53,19 @@ pub trait PodExec: Send + Sync + 'static {
         container: &str,
         request: ExecRequest,
     ) -> Pin<Box<dyn Future<Output = Result<ExecSession, ExecError>> + Send + 'static>>;
+
+    /// Connects to `port` on the loopback of the pod with this UID, inside its network
+    /// (`kubectl port-forward`). The error is the node's words for why it could not.
+    fn port_forward(
+        &self,
+        pod_uid: &str,
+        port: u16,
+    ) -> Pin<Box<dyn Future<Output = Result<tokio::net::TcpStream, String>> + Send + 'static>> {
+        let _ = (pod_uid, port);
+        Box::pin(std::future::ready(Err(
+            "port-forward is not supported by this node".to_owned(),
+        )))
+    }
 }
 
 const STDIN: u8 = 0;
@@ -71,7 +85,7 @@ const OUTPUT_GRACE: Duration = Duration::from_secs(2);
 const FINISH_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// The connection's pending upgrade (hyper's), taken from the request.
-pub(crate) struct Upgrade(Option<OnUpgrade>);
+pub(crate) struct Upgrade(pub(crate) Option<OnUpgrade>);
 
 impl<S: Send + Sync> FromRequestParts<S> for Upgrade {
     type Rejection = std::convert::Infallible;
@@ -141,7 +155,7 @@ fn negotiate(headers: &HeaderMap) -> Option<&'static str> {
         .find_map(|p| PROTOCOLS.iter().find(|s| **s == p.as_str()).copied())
 }
 
-fn header_has(headers: &HeaderMap, name: header::HeaderName, token: &str) -> bool {
+pub(crate) fn header_has(headers: &HeaderMap, name: header::HeaderName, token: &str) -> bool {
     headers
         .get_all(name)
         .iter()
@@ -184,11 +198,16 @@ pub(crate) fn exec(
     let headers = &req.headers;
     let websocket = header_has(headers, header::UPGRADE, "websocket")
         && header_has(headers, header::CONNECTION, "upgrade");
+    let spdy = header_has(headers, header::UPGRADE, "SPDY/3.1")
+        && header_has(headers, header::CONNECTION, "upgrade");
+    if spdy && !websocket {
+        return spdy_upgrade(req, &pod, container, request, upgrade);
+    }
     if !websocket {
         return Err(ApiError::bad_request(
             if headers.contains_key(header::UPGRADE) {
-                "unable to upgrade connection: only WebSocket streaming (v5.channel.k8s.io, \
-             v4.channel.k8s.io) is served"
+                "unable to upgrade connection: streaming is served over WebSocket \
+                 (v5.channel.k8s.io, v4.channel.k8s.io) or SPDY/3.1 (v4.channel.k8s.io)"
             } else {
                 "Upgrade request required"
             },
@@ -241,6 +260,69 @@ pub(crate) fn exec(
             header::SEC_WEBSOCKET_PROTOCOL,
             HeaderValue::from_static(protocol),
         )
+        .body(Body::empty())
+        .map_err(|e| ApiError::internal(e.to_string()))
+}
+
+/// The SPDY/3.1 upgrade of an exec or attach (`httpstream.Handshake` for the protocol, then
+/// the kubelet's streaming session, [`spdy_session`]).
+fn spdy_upgrade(
+    req: &Req,
+    pod: &k8s_openapi::api::core::v1::Pod,
+    container: String,
+    request: ExecRequest,
+    upgrade: Upgrade,
+) -> ApiResult<Response> {
+    let offered: Vec<&str> = req
+        .headers
+        .get_all("x-stream-protocol-version")
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .map(str::trim)
+        .collect();
+    if offered.is_empty() {
+        return Err(ApiError::bad_request(
+            "unable to upgrade: X-Stream-Protocol-Version is required",
+        ));
+    }
+    let Some(protocol) = offered
+        .iter()
+        .find_map(|p| spdy_session::PROTOCOLS.iter().find(|s| *s == p).copied())
+    else {
+        return Err(ApiError::forbidden_message(format!(
+            "unable to upgrade: unable to negotiate protocol: client supports [{}], server \
+             accepts [{}]",
+            offered.join(" "),
+            spdy_session::PROTOCOLS.join(" ")
+        )));
+    };
+    let Upgrade(Some(on_upgrade)) = upgrade else {
+        return Err(ApiError::internal("the connection cannot be upgraded"));
+    };
+    let Some(backend) = req.state.inner.exec.clone() else {
+        return Err(ApiError::bad_request(
+            "unable to upgrade connection: this API server runs no pods",
+        ));
+    };
+    let target = spdy_session::Target {
+        uid: pod.metadata.uid.clone().unwrap_or_default(),
+        container,
+        request,
+        backend,
+    };
+    tokio::spawn(async move {
+        let Ok(upgraded) = on_upgrade.await else {
+            return;
+        };
+        let (reader, writer) = tokio::io::split(TokioIo::new(upgraded));
+        spdy_session::serve(reader, crate::spdy::RawSink(writer), target).await;
+    });
+    Response::builder()
+        .status(StatusCode::SWITCHING_PROTOCOLS)
+        .header(header::CONNECTION, "Upgrade")
+        .header(header::UPGRADE, "SPDY/3.1")
+        .header("x-stream-protocol-version", protocol)
         .body(Body::empty())
         .map_err(|e| ApiError::internal(e.to_string()))
 }

@@ -239,12 +239,9 @@ async fn subresource(
         }
         ("pods", "log", Method::GET) => logs::get(&req, &ns, &name).await,
         ("pods", "history", Method::GET) => crate::history::get(&req, &ns, &name),
-        // kubectl tunnels port-forward as SPDY (over a WebSocket since 1.31): not spoken here.
-        ("pods", "portforward", _) => Err(ApiError::bad_request(
-            "pods/portforward is not served by podvisor (kubectl tunnels it as SPDY, which \
-             podvisor does not speak): reach the pod at its IP under the oci runtime, or on the \
-             host's ports under the process runtime",
-        )),
+        ("pods", "portforward", Method::GET | Method::POST) => {
+            crate::portforward::portforward(&req, &ns, &name, &uri, upgrade)
+        }
         ("pods", "exec", Method::GET | Method::POST) => {
             exec::exec(&req, &ns, &name, &uri, upgrade, false)
         }
@@ -276,6 +273,7 @@ async fn subresource(
             | "log"
             | "exec"
             | "attach"
+            | "portforward"
             | "binding"
             | "ephemeralcontainers"
             | "history",

@@ -119,6 +119,11 @@ impl ApiError {
         .with_details(name, resource)
     }
 
+    /// 403 with a free-form message (a refused protocol negotiation).
+    pub fn forbidden_message(message: impl Into<String>) -> Self {
+        Self::new(403, "Forbidden", message)
+    }
+
     /// 401 for a missing or wrong bearer token.
     pub fn unauthorized() -> Self {
         Self::new(401, "Unauthorized", "Unauthorized")

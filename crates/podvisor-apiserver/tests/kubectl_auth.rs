@@ -57,9 +57,11 @@ fn kubectl_auth_can_i_is_yes_for_everything() {
     assert_eq!(version["major"], "1");
 }
 
-/// `kubectl port-forward` gets a message that says why and what to do instead.
+/// `kubectl port-forward` against an API server that runs no pods (no node agent here) gets
+/// a message that says why; `serve`'s forwarding is tested end to end in
+/// `crates/podvisor/tests/port_forward.rs`.
 #[test]
-fn kubectl_port_forward_is_refused_with_a_reason() {
+fn kubectl_port_forward_without_a_node_is_refused_with_a_reason() {
     let s = TestServer::start();
     s.create(&common::pod_yaml("pf"));
     // No node agent here: the pod is made Running by hand, as kubectl checks the phase first.
@@ -76,7 +78,7 @@ fn kubectl_port_forward_is_refused_with_a_reason() {
     assert!(!r.ok);
     assert!(
         r.stderr
-            .contains("pods/portforward is not served by podvisor (kubectl tunnels it as SPDY"),
+            .contains("unable to upgrade connection: this API server runs no pods"),
         "{}",
         r.stderr
     );

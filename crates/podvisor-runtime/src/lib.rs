@@ -17,6 +17,7 @@ pub mod hooks;
 pub mod host_paths;
 pub mod logs;
 pub mod oci;
+pub mod portforward;
 pub mod probe;
 pub mod process;
 pub mod sandbox;

@@ -1008,6 +1008,23 @@ impl Runtime for ProcessRuntime {
         exec_stream::session(&request, started)
     }
 
+    async fn port_forward(
+        &self,
+        sandbox: &ProcessSandbox,
+        port: u16,
+    ) -> Result<tokio::net::TcpStream, RuntimeError> {
+        // An oci pod with its own network: inside its namespace (containerd's way); the
+        // process runtime's pods and `hostNetwork` ones share the host's.
+        let netns = sandbox.network.as_ref().and_then(|n| {
+            n.namespace(crate::sandbox::netns::NsKind::Net)
+                .map(|path| (path, n.cni_id.clone()))
+        });
+        match netns {
+            Some((path, id)) => crate::portforward::dial_localhost(Some(path), id, port).await,
+            None => crate::portforward::dial_localhost(None, String::new(), port).await,
+        }
+    }
+
     async fn update_container_resources(
         &self,
         sandbox: &ProcessSandbox,

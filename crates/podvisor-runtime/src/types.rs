@@ -422,6 +422,18 @@ pub trait Runtime: Send + Sync + 'static {
         )))
     }
 
+    /// A TCP connection to `port` on the pod's loopback (`kubectl port-forward`; CRI
+    /// `PortForward`). The default is this host's loopback, for a runtime whose pods share the
+    /// host's network.
+    fn port_forward(
+        &self,
+        sandbox: &Self::Sandbox,
+        port: u16,
+    ) -> impl Future<Output = Result<tokio::net::TcpStream, RuntimeError>> + Send {
+        let _ = sandbox;
+        crate::portforward::dial_localhost(None, String::new(), port)
+    }
+
     /// In-place resize (CRI `UpdateContainerResources`): applies the cpu and memory requests
     /// and limits of `resources` to the running instance of container `name`, and returns
     /// the resources it now runs with. A memory limit below what the container uses is not

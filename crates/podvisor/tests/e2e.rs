@@ -20,6 +20,7 @@ mod kubectl_matrix;
 mod oci;
 mod oci_incluster;
 mod oci_pull_secrets;
+mod port_forward;
 mod python_client;
 mod restart_all;
 mod scheduling;

@@ -2,8 +2,8 @@
 //! (`PODVISOR_KUBECTL_120`), the kubectl on PATH (1.32 here), 1.34 (`PODVISOR_KUBECTL_134`)
 //! and 1.37 (`PODVISOR_KUBECTL_137`), installed by `scripts/install-test-deps` — runs the
 //! everyday pod loop against one `podvisor serve`: apply, wait, get, logs, exec, describe,
-//! create configmap, delete. kubectl 1.20 only speaks SPDY for exec, which podvisor does not
-//! serve: it gets podvisor's clear message instead.
+//! exec (with stdin and an exit code), describe, create configmap, delete. kubectl 1.20 streams
+//! exec over SPDY/3.1, the others over a WebSocket.
 
 #![allow(missing_docs)]
 
@@ -14,7 +14,7 @@ use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
 
 /// The kubectls to run, with their versions' names; `None` for one the machine lacks.
-fn kubectls() -> Vec<(&'static str, Option<PathBuf>)> {
+pub(crate) fn kubectls() -> Vec<(&'static str, Option<PathBuf>)> {
     let env = |name: &str| {
         std::env::var_os(name)
             .map(PathBuf::from)
@@ -141,22 +141,36 @@ fn every_kubectl_runs_the_pod_loop() {
         );
         let logs = ok(kubectl, &ctx, &["logs", &pod], None);
         assert_eq!(logs.trim(), format!("hello {version}"), "kubectl {version}");
+        // 1.20 upgrades to SPDY/3.1, the others to a WebSocket (v5/v4.channel.k8s.io).
         let exec = run(kubectl, &ctx, &["exec", &pod, "--", "echo", "inside"], None);
-        if *version == "1.20" {
-            assert!(!exec.status.success());
-            let stderr = String::from_utf8_lossy(&exec.stderr);
-            assert!(
-                stderr.contains("only WebSocket streaming"),
-                "kubectl 1.20 exec: {stderr}"
-            );
-        } else {
-            assert!(
-                exec.status.success(),
-                "kubectl {version} exec: {}",
-                String::from_utf8_lossy(&exec.stderr)
-            );
-            assert_eq!(String::from_utf8_lossy(&exec.stdout).trim(), "inside");
-        }
+        assert!(
+            exec.status.success(),
+            "kubectl {version} exec: {}",
+            String::from_utf8_lossy(&exec.stderr)
+        );
+        assert_eq!(String::from_utf8_lossy(&exec.stdout).trim(), "inside");
+        // Standard input to its end, both outputs, and the exit code.
+        let exec = run(
+            kubectl,
+            &ctx,
+            &[
+                "exec",
+                "-i",
+                &pod,
+                "--",
+                "sh",
+                "-c",
+                "cat; echo err >&2; exit 3",
+            ],
+            Some("piped\n"),
+        );
+        assert_eq!(exec.status.code(), Some(3), "kubectl {version}: {exec:?}");
+        assert_eq!(String::from_utf8_lossy(&exec.stdout), "piped\n");
+        let stderr = String::from_utf8_lossy(&exec.stderr);
+        assert!(
+            stderr.starts_with("err\n") && stderr.contains("command terminated with exit code 3"),
+            "kubectl {version}: {stderr}"
+        );
         let described = ok(kubectl, &ctx, &["describe", "pod", &pod], None);
         assert!(
             described.contains("Started container app"),

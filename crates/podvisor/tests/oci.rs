@@ -29,7 +29,7 @@ fn wait_for(ctx: &ServeCtx, what: &str, limit: Duration, mut check: impl FnMut()
 /// The OCI tests run one at a time: each checks the host for what its pods left behind.
 static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
-fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+pub(crate) fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
     ONE_AT_A_TIME
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner)
@@ -505,7 +505,7 @@ fn runc_ids(ctx: &ServeCtx) -> String {
 }
 
 /// `podvisor image ARGS --state-dir <serve's>`.
-fn image(ctx: &ServeCtx, args: &[&str]) -> std::process::Output {
+pub(crate) fn image(ctx: &ServeCtx, args: &[&str]) -> std::process::Output {
     Command::new(env!("CARGO_BIN_EXE_podvisor"))
         .arg("image")
         .args(args)

@@ -88,6 +88,11 @@ impl<S: AsyncRead + AsyncWrite + Unpin> MessageWriter<S> {
         self.send(WsMessage::Binary(payload.into())).await
     }
 
+    /// Sends `data` as one binary message, as it is.
+    pub(crate) async fn write_binary(&mut self, data: Vec<u8>) -> io::Result<()> {
+        self.send(WsMessage::Binary(data.into())).await
+    }
+
     /// Answers a ping.
     pub(crate) async fn write_pong(&mut self, payload: &[u8]) -> io::Result<()> {
         self.send(WsMessage::Pong(payload.to_vec().into())).await

@@ -373,6 +373,16 @@ impl podvisor_apiserver::PodExec for NodeExec {
         let (uid, container) = (pod_uid.to_owned(), container.to_owned());
         Box::pin(async move { node.exec(&uid, &container, request).await })
     }
+
+    fn port_forward(
+        &self,
+        pod_uid: &str,
+        port: u16,
+    ) -> Pin<Box<dyn Future<Output = Result<tokio::net::TcpStream, String>> + Send + 'static>> {
+        let node = self.0.clone();
+        let uid = pod_uid.to_owned();
+        Box::pin(async move { node.port_forward(&uid, port).await })
+    }
 }
 
 /// Why `serve` stops.
