@@ -126,6 +126,9 @@ fn oci_pods_run_kubectl_with_in_cluster_config() {
     let ctx = serve_with_image("ickube", &[]);
     let m = ctx.marker.clone();
     let port = api_port(&ctx);
+    let said =
+        format!("podvisor: pods on the pod network reach the API at https://{GATEWAY}:{port}");
+    assert_eq!(ctx.grep_logs(&said).len(), 1, "{}", ctx.last_logs(1));
     // The static kubectl, from the host's file: `kubectl()` may name a symbolic link.
     let kubectl = std::fs::canonicalize(podvisor_testkit::kubectl()).unwrap();
     let kubectl = kubectl.display();

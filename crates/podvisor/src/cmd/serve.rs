@@ -204,6 +204,7 @@ async fn serve(
         _ => {}
     }
     let url = server.url();
+    let pod_network_api = server.pod_network_addr();
 
     // The scheduler's pass over pods a stopped serve created or ungated but did not bind.
     podvisor_apiserver::bind_pending(&store, &node_name).context("binding pending pods")?;
@@ -284,6 +285,9 @@ async fn serve(
             node.join().await.context("starting the node agent")?;
             bail!("the node agent stopped during start-up");
         }
+    }
+    if let Some(addr) = pod_network_api {
+        eprintln!("podvisor: pods on the pod network reach the API at https://{addr}");
     }
 
     // PodGC, as kube-controller-manager runs it (ends with the runtime).
