@@ -32,10 +32,11 @@ pub(crate) fn bind_freebind(addr: SocketAddr) -> std::io::Result<TcpListener> {
             socket
         }
     };
-    // As `TcpListener::bind`: a restarted serve rebinds while old connections linger.
+    // As `TcpListener::bind` (and its backlog): a restarted serve rebinds while old
+    // connections linger.
     socket.set_reuseaddr(true)?;
     socket.bind(addr)?;
-    socket.listen(1024)
+    socket.listen(128)
 }
 
 /// The next connection on `main` or, when there is one, `pod` (both accepts are cancel-safe).
