@@ -52,6 +52,12 @@ pub trait ObjectSource: Send + Sync {
     fn kubernetes_service(&self) -> Option<(String, u16)> {
         None
     }
+
+    /// The same for a pod on the pod network (its own network namespace), which cannot
+    /// reach the host's loopback: the API's address on that network, if it listens there.
+    fn kubernetes_service_on_pod_network(&self) -> Option<(String, u16)> {
+        None
+    }
 }
 
 /// A source without objects: every reference is to something that does not exist.
@@ -126,6 +132,7 @@ pub fn fetch(
 ) -> Result<PodObjects, String> {
     let mut objects = PodObjects {
         api_service: source.kubernetes_service(),
+        api_service_pod_network: source.kubernetes_service_on_pod_network(),
         ..PodObjects::default()
     };
     for name in &names.config_maps {

@@ -35,6 +35,7 @@
 //!     store: store.clone(), // the agent keeps its own clone
 //!     log_root: state_dir.join("logs"),
 //!     node_name: "node-1".to_owned(),
+//!     pod_network: None, // or the CNI bridge's gateway, for pods on the pod network
 //! })
 //! .await?;
 //! // `<state>/kubeconfig` appears once the API answers.
@@ -68,6 +69,7 @@ mod nodes;
 mod objects;
 mod openapi;
 mod patch;
+mod pod_network;
 pub mod podgc;
 mod pods;
 mod portforward;

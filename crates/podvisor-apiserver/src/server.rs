@@ -2,7 +2,7 @@
 //! kubeconfig written once the API answers.
 
 use std::future::Future;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -64,6 +64,11 @@ pub struct ServeConfig {
     pub log_root: PathBuf,
     /// The node name: `spec.nodeName` of admitted pods, a certificate SAN, events' host.
     pub node_name: String,
+    /// The host's address on the pod network (the CNI bridge's gateway), where pods with
+    /// their own network namespace reach the node: the API listens there too, on the port of
+    /// `listen` (unless `listen` is a wildcard that covers it), and the serving certificate
+    /// names it. See [`ApiServer::pod_network_addr`].
+    pub pod_network: Option<IpAddr>,
 }
 
 /// A bound, not yet serving, API server: its address, credentials and state are known, so a
@@ -71,6 +76,9 @@ pub struct ServeConfig {
 pub struct ApiServer {
     listener: TcpListener,
     local_addr: SocketAddr,
+    /// The listener on the pod network, when `listen` does not cover it.
+    pod_listener: Option<TcpListener>,
+    pod_network_addr: Option<SocketAddr>,
     acceptor: TlsAcceptor,
     ca_pem: String,
     token: String,
@@ -87,7 +95,8 @@ impl ApiServer {
     ///
     /// Certificate, file or socket errors.
     pub async fn bind(config: ServeConfig) -> Result<ApiServer, ServeError> {
-        let pki = tls::load_or_create_pki(&config.state_dir, &config.node_name)?;
+        let pki =
+            tls::load_or_create_pki(&config.state_dir, &config.node_name, config.pod_network)?;
         let token = tls::load_or_create_token(&config.state_dir)?;
         let acceptor = TlsAcceptor::from(tls::server_config(&pki)?);
         let listener = TcpListener::bind(config.listen)
@@ -100,6 +109,27 @@ impl ApiServer {
             what: "reading the listening address".to_owned(),
             source,
         })?;
+        let (pod_listener, pod_network_addr) = match config.pod_network {
+            None => (None, None),
+            Some(ip) if crate::pod_network::covers(local_addr, ip) => {
+                (None, Some(SocketAddr::new(ip, local_addr.port())))
+            }
+            Some(ip) => {
+                let addr = SocketAddr::new(ip, local_addr.port());
+                match crate::pod_network::bind_freebind(addr) {
+                    Ok(listener) => (Some(listener), Some(addr)),
+                    // Pods on the pod network then go without the API, as they would without
+                    // a pod network address; the host's own clients are not refused for it.
+                    Err(e) => {
+                        tracing::warn!(
+                            "cannot listen on {addr} for pods on the pod network: {e}; their \
+                             containers get no KUBERNETES_SERVICE_HOST"
+                        );
+                        (None, None)
+                    }
+                }
+            }
+        };
         let advertise = tls::server_url(local_addr)
             .trim_start_matches("https://")
             .to_owned();
@@ -121,6 +151,8 @@ impl ApiServer {
         Ok(ApiServer {
             listener,
             local_addr,
+            pod_listener,
+            pod_network_addr,
             acceptor,
             ca_pem: pki.ca_pem,
             token,
@@ -133,6 +165,13 @@ impl ApiServer {
     /// The address the server listens on.
     pub fn local_addr(&self) -> SocketAddr {
         self.local_addr
+    }
+
+    /// Where pods on the pod network reach the API (the host's address there and the port
+    /// of [`ApiServer::local_addr`]): `None` without a pod network address, or when it could
+    /// not be listened on.
+    pub fn pod_network_addr(&self) -> Option<SocketAddr> {
+        self.pod_network_addr
     }
 
     /// The URL clients use (`https://127.0.0.1:<port>`).
@@ -206,7 +245,7 @@ impl ApiServer {
     pub async fn run(self, shutdown: impl Future<Output = ()>) -> Result<(), ServeError> {
         let app = router(self.state.clone());
         let (url, kubeconfig_path) = (self.url(), self.kubeconfig_path());
-        let listener = self.listener;
+        let (listener, pod_listener) = (self.listener, self.pod_listener);
         let (stop_tx, stop_rx) = watch::channel(false);
         let mut connections = JoinSet::new();
         let mut check = tokio::spawn(self_check(
@@ -228,7 +267,7 @@ impl ApiServer {
         let result = loop {
             tokio::select! {
                 () = &mut shutdown => break Ok(()),
-                accepted = listener.accept() => {
+                accepted = crate::pod_network::accept_any(&listener, pod_listener.as_ref()) => {
                     let Ok((tcp, _peer)) = accepted else {
                         // Out of file descriptors and the like: back off a little.
                         tokio::time::sleep(Duration::from_millis(50)).await;
@@ -265,6 +304,7 @@ impl ApiServer {
         };
         check.abort();
         drop(listener);
+        drop(pod_listener);
         self.state.stop_streams();
         let _ = stop_tx.send(true);
         let drain = async { while connections.join_next().await.is_some() {} };

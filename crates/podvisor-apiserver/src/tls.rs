@@ -103,28 +103,44 @@ fn ca_params() -> Result<CertificateParams, ServeError> {
     Ok(p)
 }
 
+/// The names of the `kubernetes` Service in the `default` namespace, which in-cluster
+/// clients may use for the API (the API server's certificate holds them all).
+const KUBERNETES_SERVICE_NAMES: [&str; 4] = [
+    "kubernetes",
+    "kubernetes.default",
+    "kubernetes.default.svc",
+    "kubernetes.default.svc.cluster.local",
+];
+
 /// The server certificate's subject alternative names, one per line (stored next to it so
-/// a changed node name re-issues the certificate).
-fn san_list(node_name: &str) -> Vec<String> {
+/// a changed node name or pod network address re-issues the certificate): loopback, the
+/// node name, the host's address on the pod network, the `kubernetes` Service's names.
+fn san_list(node_name: &str, pod_network: Option<IpAddr>) -> Vec<String> {
     let mut sans = vec![
         "127.0.0.1".to_owned(),
         "::1".to_owned(),
         "localhost".to_owned(),
     ];
-    if !node_name.is_empty() && !sans.iter().any(|s| s == node_name) {
-        sans.push(node_name.to_owned());
+    let extra = [node_name.to_owned()]
+        .into_iter()
+        .chain(pod_network.map(|ip| ip.to_string()))
+        .chain(KUBERNETES_SERVICE_NAMES.map(str::to_owned));
+    for san in extra {
+        if !san.is_empty() && !sans.contains(&san) {
+            sans.push(san);
+        }
     }
     sans
 }
 
-fn server_cert(node_name: &str, ca_key: &KeyPair) -> Result<(String, String), ServeError> {
+fn server_cert(sans: &[String], ca_key: &KeyPair) -> Result<(String, String), ServeError> {
     let mut params = CertificateParams::new(Vec::<String>::new())?;
-    for san in san_list(node_name) {
+    for san in sans {
         match san.parse::<IpAddr>() {
             Ok(ip) => params.subject_alt_names.push(SanType::IpAddress(ip)),
             Err(_) => params
                 .subject_alt_names
-                .push(SanType::DnsName(san.try_into()?)),
+                .push(SanType::DnsName(san.clone().try_into()?)),
         }
     }
     let mut dn = DistinguishedName::new();
@@ -155,8 +171,12 @@ fn private_dir(dir: &Path) -> Result<(), ServeError> {
 }
 
 /// Loads `<state>/pki`, creating the CA and the server certificate on first start (and a
-/// new server certificate when the node name changed).
-pub(crate) fn load_or_create_pki(state_dir: &Path, node_name: &str) -> Result<Pki, ServeError> {
+/// new server certificate, signed by the same CA, when its names changed).
+pub(crate) fn load_or_create_pki(
+    state_dir: &Path,
+    node_name: &str,
+    pod_network: Option<IpAddr>,
+) -> Result<Pki, ServeError> {
     let dir = state_dir.join("pki");
     let (ca_crt, ca_key_path) = (dir.join("ca.crt"), dir.join("ca.key"));
     let (crt, key_path, sans_path) = (
@@ -177,12 +197,13 @@ pub(crate) fn load_or_create_pki(state_dir: &Path, node_name: &str) -> Result<Pk
             (cert.pem(), key)
         }
     };
-    let wanted_sans = san_list(node_name).join("\n");
+    let sans = san_list(node_name, pod_network);
+    let wanted_sans = sans.join("\n");
     let stored = (read(&crt)?, read_private(&key_path)?, read(&sans_path)?);
     let (cert_pem, key_pem) = match stored {
         (Some(c), Some(k), Some(s)) if s == wanted_sans => (c, k),
         _ => {
-            let (c, k) = server_cert(node_name, &ca_key)?;
+            let (c, k) = server_cert(&sans, &ca_key)?;
             write_private(&key_path, k.as_bytes(), 0o600)?;
             write_private(&crt, c.as_bytes(), 0o644)?;
             write_private(&sans_path, wanted_sans.as_bytes(), 0o644)?;
@@ -295,10 +316,10 @@ mod tests {
     #[test]
     fn pki_is_created_once_and_reused() {
         let dir = tempfile::tempdir().unwrap();
-        let a = load_or_create_pki(dir.path(), "node1").unwrap();
-        let b = load_or_create_pki(dir.path(), "node1").unwrap();
+        let a = load_or_create_pki(dir.path(), "node1", None).unwrap();
+        let b = load_or_create_pki(dir.path(), "node1", None).unwrap();
         assert_eq!(a.cert_pem, b.cert_pem);
-        let c = load_or_create_pki(dir.path(), "node2").unwrap();
+        let c = load_or_create_pki(dir.path(), "node2", None).unwrap();
         assert_eq!(a.ca_pem, c.ca_pem);
         assert_ne!(a.cert_pem, c.cert_pem);
         let mode = std::fs::metadata(dir.path().join("pki/apiserver.key"))
@@ -316,7 +337,7 @@ mod tests {
     #[test]
     fn secrets_left_readable_by_an_older_version_are_made_private() {
         let dir = tempfile::tempdir().unwrap();
-        load_or_create_pki(dir.path(), "node1").unwrap();
+        load_or_create_pki(dir.path(), "node1", None).unwrap();
         load_or_create_token(dir.path()).unwrap();
         let set = |p: &str, mode: u32| {
             std::fs::set_permissions(dir.path().join(p), std::fs::Permissions::from_mode(mode))
@@ -337,12 +358,67 @@ mod tests {
         ] {
             set(path, old);
         }
-        load_or_create_pki(dir.path(), "node1").unwrap();
+        load_or_create_pki(dir.path(), "node1", None).unwrap();
         load_or_create_token(dir.path()).unwrap();
         assert_eq!(mode("pki"), 0o700);
         assert_eq!(mode("pki/ca.key"), 0o600);
         assert_eq!(mode("pki/apiserver.key"), 0o600);
         assert_eq!(mode("token"), 0o600);
+    }
+
+    /// A TLS handshake in memory: does a client trusting only `ca_pem` accept the server's
+    /// certificate for `name`?
+    fn accepted_for(pki: &Pki, name: &str) -> Result<(), rustls::Error> {
+        use rustls::pki_types::ServerName;
+        let name = ServerName::try_from(name.to_owned()).unwrap();
+        let mut client =
+            rustls::ClientConnection::new(client_config(&pki.ca_pem).unwrap(), name).unwrap();
+        let mut server = rustls::ServerConnection::new(server_config(pki).unwrap()).unwrap();
+        for _ in 0..10 {
+            let mut buf = Vec::new();
+            client.write_tls(&mut buf).unwrap();
+            server.read_tls(&mut buf.as_slice()).unwrap();
+            server.process_new_packets()?;
+            let mut buf = Vec::new();
+            server.write_tls(&mut buf).unwrap();
+            client.read_tls(&mut buf.as_slice()).unwrap();
+            client.process_new_packets()?;
+            if !client.is_handshaking() {
+                return Ok(());
+            }
+        }
+        panic!("the handshake did not finish");
+    }
+
+    #[test]
+    fn the_pod_network_address_and_the_kubernetes_service_names_are_served_by_the_same_ca() {
+        let dir = tempfile::tempdir().unwrap();
+        let before = load_or_create_pki(dir.path(), "node1", None).unwrap();
+        assert!(accepted_for(&before, "10.244.0.1").is_err());
+        let pki =
+            load_or_create_pki(dir.path(), "node1", Some("10.244.0.1".parse().unwrap())).unwrap();
+        assert_eq!(pki.ca_pem, before.ca_pem, "the pods' ca.crt stays valid");
+        for name in [
+            "10.244.0.1",
+            "127.0.0.1",
+            "node1",
+            "kubernetes",
+            "kubernetes.default",
+            "kubernetes.default.svc",
+            "kubernetes.default.svc.cluster.local",
+        ] {
+            accepted_for(&pki, name).unwrap_or_else(|e| panic!("{name}: {e}"));
+        }
+        assert!(accepted_for(&pki, "10.244.0.2").is_err());
+        // Another CA's client refuses it.
+        let other = tempfile::tempdir().unwrap();
+        let stranger = load_or_create_pki(other.path(), "node1", None).unwrap();
+        let mixed = Pki {
+            ca_pem: stranger.ca_pem,
+            cert_pem: pki.cert_pem.clone(),
+            key_pem: pki.key_pem.clone(),
+        };
+        assert!(accepted_for(&mixed, "10.244.0.1").is_err());
     }
 
     #[test]

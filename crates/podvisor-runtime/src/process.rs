@@ -221,6 +221,17 @@ impl ProcessRuntime {
         }
     }
 
+    /// The host's address on the network of `oci` pods (the CNI bridge's gateway), where
+    /// they reach the node: `None` without the `oci` class, or when the network's
+    /// configuration does not tell it ([`crate::sandbox::cni::host_address`]).
+    #[must_use]
+    pub fn pod_network_host_address(&self) -> Option<std::net::IpAddr> {
+        self.inner
+            .oci
+            .as_ref()
+            .and_then(oci_class::OciClass::host_address)
+    }
+
     /// The class `pod` runs as: its `runtimeClassName`, else the default.
     ///
     /// # Errors
@@ -790,7 +801,7 @@ impl Runtime for ProcessRuntime {
     async fn start_container(
         &self,
         sandbox: &ProcessSandbox,
-        request: StartRequest,
+        mut request: StartRequest,
     ) -> Result<Started, StartError> {
         let config_error = |message| StartError {
             reason: "CreateContainerConfigError".into(),
@@ -798,15 +809,16 @@ impl Runtime for ProcessRuntime {
             created: false,
             pulling: false,
         };
-        let mut opts = config::BuildOptions {
+        if sandbox.network.as_ref().is_some_and(|n| !n.host_network) {
+            // A pod on the pod network reaches the API at the host's address there (the
+            // host's loopback is out of its reach); none, no `KUBERNETES_SERVICE_*` variables.
+            // Set in the request: the oci launch builds the environment from it too.
+            request.objects.api_service = request.objects.api_service_pod_network.take();
+        }
+        let opts = config::BuildOptions {
             objects: request.objects.clone(),
             ..config::BuildOptions::default()
         };
-        if sandbox.network.is_some() {
-            // The API's address is the host's loopback, which a pod network cannot reach:
-            // oci containers get no `KUBERNETES_SERVICE_*` variables.
-            opts.objects.api_service = None;
-        }
         let (config, image) = match (&sandbox.network, &self.inner.oci) {
             (Some(network), Some(oci)) => {
                 let mut config = config::build_for_image(

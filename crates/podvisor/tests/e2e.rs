@@ -18,6 +18,7 @@ mod exec;
 mod helm;
 mod kubectl_matrix;
 mod oci;
+mod oci_incluster;
 mod oci_pull_secrets;
 mod port_forward;
 mod python_client;

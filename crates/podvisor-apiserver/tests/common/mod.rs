@@ -91,6 +91,7 @@ impl TestServer {
             store,
             log_root: log_root.clone(),
             node_name: NODE.to_owned(),
+            pod_network: None,
         };
         let server: ApiServer = rt
             .block_on(ApiServer::bind(config))

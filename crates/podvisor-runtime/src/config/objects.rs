@@ -69,6 +69,10 @@ pub struct PodObjects {
     /// (host, port): the kubelet gives every container its `KUBERNETES_SERVICE_*` and
     /// `KUBERNETES_PORT*` variables.
     pub api_service: Option<(String, u16)>,
+    /// The same for a pod with its own network namespace on the pod network (an `oci` pod
+    /// without `hostNetwork`), which cannot reach the host's loopback: the API's address on
+    /// that network, if it listens there.
+    pub api_service_pod_network: Option<(String, u16)>,
 }
 
 /// What a `serviceAccountToken` projection asks for (the pod and its service account are

@@ -212,6 +212,12 @@ impl OciClass {
         })
     }
 
+    /// The host's address on the pod network, when the configuration tells it
+    /// ([`crate::sandbox::cni::host_address`]).
+    pub(super) fn host_address(&self) -> Option<IpAddr> {
+        crate::sandbox::cni::host_address(&self.network)
+    }
+
     /// Fills the pool of ready sandboxes in the background, first releasing those an earlier
     /// agent left (nothing without a pool, or outside a tokio runtime).
     pub(super) fn warm(&self) {

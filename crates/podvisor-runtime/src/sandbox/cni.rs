@@ -25,6 +25,7 @@
 //! [`loopback_network`] as a list of its own.
 
 mod config;
+mod gateway;
 mod result;
 
 use std::path::{Path, PathBuf};
@@ -39,6 +40,7 @@ pub use config::{
     DefaultNetwork, MASQ_CHAIN, NetworkConfigList, load_default_network, resolve_network,
     version_at_least,
 };
+pub use gateway::host_address;
 pub use result::{CniResult, Dns, Interface, IpConfig, PluginError, Route};
 
 /// Debian's plugin directory (`containernetworking-plugins`).

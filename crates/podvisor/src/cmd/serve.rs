@@ -11,7 +11,10 @@
 //! The state directory is root's only (0700; the store, token and keys 0600, also when an
 //! older version left them readable). A damaged `store.redb` stops the start with exit 2 and
 //! what to do (restore it, or move it aside); an empty one is refused unless
-//! `--reset-empty-store`. A `--listen` address other than loopback is warned about.
+//! `--reset-empty-store`. A `--listen` address other than loopback is warned about. The API
+//! also listens on the host's address on the `oci` pods' network (the CNI bridge's gateway,
+//! same port; `podvisor_apiserver::ServeConfig::pod_network`), which those pods get as
+//! `KUBERNETES_SERVICE_HOST`: the runtime is made before the API for that.
 //! Exit status: 0 after a clean stop, 2 when the engine could not start.
 
 use crate::BackoffCurve;
@@ -40,7 +43,9 @@ pub struct Args {
     /// otherwise).
     #[arg(long)]
     pub state_dir: Option<PathBuf>,
-    /// Where the API listens (port 0 picks a free port; the kubeconfig says which).
+    /// Where the API listens (port 0 picks a free port; the kubeconfig says which). Pods on
+    /// the pod network reach it on this port at the network's gateway, where it listens too
+    /// (a wildcard address covers it).
     #[arg(long, default_value = "127.0.0.1:6443")]
     pub listen: SocketAddr,
     /// Run every manifest in this directory as a static pod (re-read every second).
@@ -169,15 +174,27 @@ async fn serve(
         ..StoreOptions::default()
     };
     let store = Store::open_with(&store_path, options).map_err(|e| store_error(e, &store_path))?;
-    let server = ApiServer::bind(ServeConfig {
+    // The runtime before the API: the API listens on the pod network the runtime uses too.
+    let runtime = args
+        .runtime
+        .runtime(state_dir, &state_dir.join("images"), shim)?;
+    let runtime = Arc::new(runtime);
+    let bound = ApiServer::bind(ServeConfig {
         listen: args.listen,
         state_dir: state_dir.to_path_buf(),
         store: store.clone(),
         log_root: state_dir.join("logs"),
         node_name: node_name.clone(),
+        pod_network: runtime.pod_network_host_address(),
     })
-    .await
-    .map_err(|e| bind_error(e, args.listen))?;
+    .await;
+    let server = match bound {
+        Ok(server) => server,
+        Err(e) => {
+            runtime.release_warm_sandboxes().await;
+            return Err(bind_error(e, args.listen));
+        }
+    };
     // The kubeconfig appears only once this process answers: a stale one must not pass for it.
     let kubeconfig = server.kubeconfig_path();
     match std::fs::remove_file(&kubeconfig) {
@@ -187,13 +204,10 @@ async fn serve(
         _ => {}
     }
     let url = server.url();
+    let pod_network_api = server.pod_network_addr();
 
     // The scheduler's pass over pods a stopped serve created or ungated but did not bind.
     podvisor_apiserver::bind_pending(&store, &node_name).context("binding pending pods")?;
-    let runtime = args
-        .runtime
-        .runtime(state_dir, &state_dir.join("images"), shim)?;
-    let runtime = Arc::new(runtime);
     let sync_frequency = parse_duration(&args.sync_frequency)
         .map_err(|e| anyhow::anyhow!("--sync-frequency: {e}"))?;
     if sync_frequency.is_zero() {
@@ -211,6 +225,7 @@ async fn serve(
                 store: store.clone(),
                 issuer: server.token_issuer(),
                 api: server.local_addr(),
+                pod_network_api: server.pod_network_addr(),
             }))
             .with_volume_sync_period(sync_frequency)
             .with_history(Arc::clone(&history)),
@@ -270,6 +285,9 @@ async fn serve(
             node.join().await.context("starting the node agent")?;
             bail!("the node agent stopped during start-up");
         }
+    }
+    if let Some(addr) = pod_network_api {
+        eprintln!("podvisor: pods on the pod network reach the API at https://{addr}");
     }
 
     // PodGC, as kube-controller-manager runs it (ends with the runtime).

@@ -1,7 +1,7 @@
 //! What `serve`'s node agent reads besides pods: ConfigMaps and Secrets from the store,
 //! service account tokens from the API server's issuer (the kubelet's `TokenRequest`), and
-//! the address at which host-network containers reach the API (their `KUBERNETES_SERVICE_*`
-//! variables).
+//! the addresses at which containers reach the API (their `KUBERNETES_SERVICE_*` variables):
+//! loopback on the host network, the API's listener on the pod network otherwise.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -20,6 +20,8 @@ pub(crate) struct ServeObjects {
     pub(crate) issuer: Arc<TokenIssuer>,
     /// The API's listening address.
     pub(crate) api: SocketAddr,
+    /// Where pods on the pod network reach it ([`podvisor_apiserver::ApiServer::pod_network_addr`]).
+    pub(crate) pod_network_api: Option<SocketAddr>,
 }
 
 impl ObjectSource for ServeObjects {
@@ -54,5 +56,10 @@ impl ObjectSource for ServeObjects {
             ip => ip.to_string(),
         };
         Some((ip, self.api.port()))
+    }
+
+    fn kubernetes_service_on_pod_network(&self) -> Option<(String, u16)> {
+        self.pod_network_api
+            .map(|addr| (addr.ip().to_string(), addr.port()))
     }
 }
