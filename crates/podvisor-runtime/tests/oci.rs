@@ -3,6 +3,10 @@
 //! overlay, a bundle is written with `build_spec`, and runc runs it as a child of this test
 //! process, a child subreaper, with its output pumped into a CRI log file as the shim does.
 //!
+//! The executor is runc, or with `PODVISOR_OCI_EXECUTOR=youki` the embedded youki runtime
+//! of the podvisor binary at `PODVISOR_BIN` (`podvisor youki`; `.ci/run` runs this file both
+//! ways): the same scenarios, the same words.
+//!
 //! Self-contained (no `common` module): the runtime crate's tests are being regrouped.
 //! The tests share the process (subreaper, `waitpid`): they take a lock and run one at a time.
 
@@ -18,7 +22,7 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use oci_spec::image::{Config as ImageConfig, ConfigBuilder};
 use podvisor_runtime::cgroup::{self, ContainerCgroup};
 use podvisor_runtime::logs::{SharedLogWriter, Stream, parse_line};
-use podvisor_runtime::oci::executor::{ConsoleSocket, OciExecutor, ProcessIo, Runc};
+use podvisor_runtime::oci::executor::{ConsoleSocket, DirectRunner, OciExecutor, ProcessIo, Runc};
 use podvisor_runtime::oci::rootfs::{self, RootfsKind, Strategy};
 use podvisor_runtime::oci::spec::{
     HostFacts, Namespace, PodFiles, PodNamespaces, SpecInput, build_spec, exec_process,
@@ -30,13 +34,32 @@ const NEEDS_ROOT: &str = "needs root: this test is #[ignore]d unless run as root
 
 static SERIAL: Mutex<()> = Mutex::new(());
 
-/// Root, runc and busybox present, one test at a time, and this process a subreaper.
+/// The podvisor binary whose `youki` mode is the executor under test, if it is youki.
+fn youki_helper() -> Option<PathBuf> {
+    (std::env::var("PODVISOR_OCI_EXECUTOR").as_deref() == Ok("youki")).then(|| {
+        let bin = std::env::var_os("PODVISOR_BIN")
+            .expect("PODVISOR_OCI_EXECUTOR=youki needs PODVISOR_BIN=<the podvisor binary>");
+        PathBuf::from(bin)
+    })
+}
+
+/// The executor under test over `state`: runc, or the embedded youki ([`youki_helper`]).
+fn executor(state: &Path) -> Runc {
+    match youki_helper() {
+        Some(helper) => Runc::youki(&helper, state, DirectRunner),
+        None => Runc::new(state),
+    }
+}
+
+/// Root, the runtime and busybox present, one test at a time, and this process a subreaper.
 fn guard() -> MutexGuard<'static, ()> {
     assert!(rustix::process::geteuid().is_root(), "{NEEDS_ROOT}");
-    for tool in [podvisor_runtime::oci::executor::RUNC, "/bin/busybox"] {
+    let runtime = youki_helper().unwrap_or_else(|| podvisor_runtime::oci::executor::RUNC.into());
+    for tool in [runtime.as_path(), Path::new("/bin/busybox")] {
         assert!(
-            Path::new(tool).exists(),
-            "{tool} is missing: run scripts/install-test-deps (apt-get install runc busybox-static)"
+            tool.exists(),
+            "{} is missing: run scripts/install-test-deps (apt-get install runc busybox-static)",
+            tool.display()
         );
     }
     let lock = SERIAL
@@ -258,7 +281,7 @@ fn prepare_in(
     spec.save(bundle.join("config.json")).unwrap();
     Prepared {
         id,
-        runc: Runc::new(&lab.dir.join("state")),
+        runc: executor(&lab.dir.join("state")),
         bundle,
         spec,
     }
@@ -283,12 +306,7 @@ fn teardown(lab: &Lab, prepared: &Prepared) {
         cgroup_dirs(&format!("podvisor-oci-test/{id}")),
         Vec::<PathBuf>::new()
     );
-    assert_eq!(
-        std::fs::read_dir(lab.dir.join("state/runc-log"))
-            .unwrap()
-            .count(),
-        0
-    );
+    assert_eq!(std::fs::read_dir(runc.log_dir()).unwrap().count(), 0);
 }
 
 /// Runs the container to its end with runc, as the shim would: created with its output on
@@ -958,7 +976,7 @@ fn run_mode_creates_and_starts_in_one_runc() {
     let lab = Lab::new("runmode");
     let c = container("echo one-step; exit 7", None);
     let prepared = prepare(&lab, &pod(&c), &c, &image(None));
-    let runc = Runc::new(&lab.dir.join("state")).with_mode(RuncMode::Run);
+    let runc = executor(&lab.dir.join("state")).with_mode(RuncMode::Run);
     let (out_r, out_w) = std::io::pipe().unwrap();
     let mut registered = Vec::new();
     let pid = runc

@@ -25,6 +25,9 @@ pub enum OciExecutorChoice {
     /// `runc run --detach`: one runc process per container (measured ~15 % faster here).
     #[default]
     RuncRun,
+    /// youki's `libcontainer`, embedded in podvisor (`podvisor youki`, one single-threaded
+    /// helper process per operation): no runc needed.
+    Youki,
 }
 
 /// The runtime flags.
@@ -42,8 +45,9 @@ pub struct RuntimeArgs {
     /// without waiting for the CNI plugins. Only on podvisor's own network; 0: none.
     #[arg(long, default_value_t = 0)]
     pub warm_sandboxes: usize,
-    /// How `oci` containers are created and started: `runc-run` (`runc run --detach`) or
-    /// `runc` (`runc create` + `runc start`, one runc process more).
+    /// The OCI runtime of `oci` containers: `runc-run` (`runc run --detach`), `runc` (`runc
+    /// create` + `runc start`, one runc process more) or `youki` (youki's libcontainer
+    /// embedded in podvisor, no runc needed).
     #[arg(long, value_enum, default_value_t = OciExecutorChoice::RuncRun)]
     pub oci_executor: OciExecutorChoice,
 }
@@ -65,7 +69,8 @@ impl RuntimeArgs {
             RuntimeChoice::Process => RuntimeClass::Process,
             RuntimeChoice::Oci => RuntimeClass::Oci,
         };
-        let runc = Path::new(podvisor_runtime::oci::executor::RUNC).exists();
+        let runc = Path::new(podvisor_runtime::oci::executor::RUNC).exists()
+            || self.oci_executor == OciExecutorChoice::Youki;
         if default == RuntimeClass::Oci && !runc {
             anyhow::bail!(
                 "--runtime oci needs runc at {} (apt-get install runc)",
@@ -88,6 +93,7 @@ impl RuntimeArgs {
                 executor: match self.oci_executor {
                     OciExecutorChoice::Runc => RuncMode::CreateStart,
                     OciExecutorChoice::RuncRun => RuncMode::Run,
+                    OciExecutorChoice::Youki => RuncMode::Youki,
                 },
             })
         } else {
