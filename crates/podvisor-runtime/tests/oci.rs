@@ -504,6 +504,27 @@ fn read_only_root_filesystem() {
     );
 }
 
+/// The container's process has only its standard I/O: a descriptor the runtime inherited
+/// without close-on-exec (here a pipe this test leaves open on purpose) is closed by the
+/// runtime's init before the container's program runs (ARCHITECTURE.md's invariant).
+#[test]
+#[ignore = "needs root: run as root with --include-ignored (scripts/test does)"]
+fn the_container_inherits_only_descriptors_0_to_2() {
+    let _g = guard();
+    let lab = Lab::new("fds");
+    // Inheritable on purpose: the runtime's process gets it across its exec.
+    let (leak_r, leak_w) = rustix::pipe::pipe().unwrap();
+    let c = container("ls /proc/self/fd", None);
+    let out = run(&lab, &pod(&c), &c, &image(None));
+    drop((leak_r, leak_w));
+    // 3 is `ls`'s own handle on the directory it lists.
+    assert_eq!(
+        (out.exit_code, out.stdout.as_str()),
+        (0, "0\n1\n2\n3\n"),
+        "{out:?}"
+    );
+}
+
 #[test]
 #[ignore = "needs root: run as root with --include-ignored (scripts/test does)"]
 fn dropped_capabilities_are_gone() {
