@@ -113,10 +113,10 @@ fn usage() -> String {
 /// Set by `--oci`: the pods run from the busybox image on the CNI bridge.
 static OCI: AtomicBool = AtomicBool::new(false);
 
-/// `--oci-executor`: `runc-run` (`runc run --detach`, the default), `runc` (`runc create` +
-/// `runc start`) or `youki` (the shim's embedded libcontainer).
+/// `--oci-executor`: `youki` (the shim's embedded libcontainer, the default as `serve`'s),
+/// `runc-run` (`runc run --detach`) or `runc` (`runc create` + `runc start`).
 static EXECUTOR: std::sync::Mutex<podvisor_runtime::oci::executor::RuncMode> =
-    std::sync::Mutex::new(podvisor_runtime::oci::executor::RuncMode::Run);
+    std::sync::Mutex::new(podvisor_runtime::oci::executor::RuncMode::Youki);
 
 /// `--warm-sandboxes N`: oci sandboxes kept ready ahead of their pods.
 static WARM: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
@@ -664,10 +664,19 @@ fn bench(args: &[String]) -> Result<()> {
         if opts.quick { "quick" } else { "full" },
         if !opts.oci {
             "process"
-        } else if RUNC_RUN.load(Ordering::Relaxed) {
-            "oci (runc run -d, CNI bridge)"
         } else {
-            "oci (runc create + start, CNI bridge)"
+            match *EXECUTOR
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+            {
+                podvisor_runtime::oci::executor::RuncMode::Run => "oci (runc run -d, CNI bridge)",
+                podvisor_runtime::oci::executor::RuncMode::CreateStart => {
+                    "oci (runc create + start, CNI bridge)"
+                }
+                podvisor_runtime::oci::executor::RuncMode::Youki => {
+                    "oci (embedded youki, CNI bridge)"
+                }
+            }
         }
     ));
     let mut results = Results::default();

@@ -7,8 +7,8 @@
 //! `imageID`, `serve` killed and restarted with the pods running (same containers), and
 //! nothing left after the pods are deleted (no veth, no mount, no runc state).
 //!
-//! The OCI runtime is serve's default, or the one `PODVISOR_OCI_EXECUTOR` names
-//! (`--oci-executor`: `youki`, `runc-run`, `runc`; `.ci/run` runs this file with youki too).
+//! The OCI runtime is the one `PODVISOR_OCI_EXECUTOR` names (`--oci-executor`: `youki`, the
+//! default, `runc-run` or `runc`; `scripts/test` runs this file with `runc-run` too).
 //!
 //! Needs root, runc, the CNI plugins and busybox-static (`scripts/install-test-deps`).
 
@@ -59,32 +59,30 @@ fn addresses_held(uids: &[String]) -> Vec<String> {
         .unwrap_or_default()
 }
 
-/// `--oci-executor` from `PODVISOR_OCI_EXECUTOR`, if set.
-fn executor() -> Option<String> {
+/// `--oci-executor` from `PODVISOR_OCI_EXECUTOR`, else serve's default (`youki`).
+fn executor() -> String {
     std::env::var("PODVISOR_OCI_EXECUTOR")
         .ok()
         .filter(|e| !e.is_empty())
+        .unwrap_or_else(|| "youki".to_owned())
+}
+
+fn youki() -> bool {
+    executor() == "youki"
 }
 
 /// `serve` with `args` and the executor under test.
 fn start(ctx: &mut ServeCtx, args: &[&str]) {
-    let mut args = args.to_vec();
     let executor = executor();
-    if let Some(e) = &executor {
-        args.extend(["--oci-executor", e]);
-    }
+    let mut args = args.to_vec();
+    args.extend(["--oci-executor", &executor]);
     ctx.start(&args);
 }
 
 /// The OCI runtime's state directory under serve's (`runc`, or `youki` for the embedded
 /// one).
 fn runtime_state(ctx: &ServeCtx) -> std::path::PathBuf {
-    let name = if executor().as_deref() == Some("youki") {
-        "youki"
-    } else {
-        "runc"
-    };
-    ctx.state().join(name)
+    ctx.state().join(if youki() { "youki" } else { "runc" })
 }
 
 fn jsonpath(ctx: &ServeCtx, pod: &str, path: &str) -> String {
@@ -530,7 +528,7 @@ spec:
 /// The containers runc has state of (`runc --root <state>/runc list`; youki's: its state
 /// directory's entries, one per container).
 fn runc_ids(ctx: &ServeCtx) -> String {
-    if executor().as_deref() == Some("youki") {
+    if youki() {
         return std::fs::read_dir(runtime_state(ctx))
             .map(|d| {
                 d.flatten()
