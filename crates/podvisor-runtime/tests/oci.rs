@@ -723,6 +723,95 @@ fn exec_and_kill_in_a_running_container() {
     teardown(&lab, &prepared);
 }
 
+/// A foreground exec (probes, `kubectl exec`) whose process group the shim kills on a
+/// timeout: the process in the container dies with it, though the runtime put it in a
+/// session of its own (youki's helper gives it a parent-death signal). With runc it does not
+/// (runc 1.1.5's exec'd process outlives a SIGKILLed `runc exec`: a known gap of the runc
+/// executors, measured by this test), so the test runs for youki only.
+#[test]
+#[ignore = "needs root: run as root with --include-ignored (scripts/test does)"]
+fn a_foreground_exec_dies_with_its_process_group() {
+    use std::os::unix::process::CommandExt;
+    if youki_helper().is_none() {
+        eprintln!("runc: its exec'd process outlives a killed `runc exec`; youki only");
+        return;
+    }
+    let _g = guard();
+    let lab = Lab::new("execkill");
+    let c = container("exec sleep 60", None);
+    let prepared = prepare(&lab, &pod(&c), &c, &image(None));
+    let Prepared {
+        id,
+        runc,
+        bundle,
+        spec,
+    } = &prepared;
+    let pid = runc
+        .create(bundle, id, &lab.dir.join("pid"), ProcessIo::null())
+        .unwrap();
+    runc.start(id).unwrap();
+    let process = exec_process(
+        spec.process().as_ref().unwrap(),
+        vec!["sleep".into(), "4321".into()],
+        false,
+    );
+    let file = lab.dir.join("exec.json");
+    std::fs::write(&file, serde_json::to_vec(&process).unwrap()).unwrap();
+    let mut command = runc.exec_command(id, &file, None);
+    command
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .process_group(0);
+    let mut child = command.spawn().unwrap();
+    let find = || {
+        std::fs::read_dir("/proc")
+            .unwrap()
+            .flatten()
+            .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+            .find(|p| {
+                std::fs::read(format!("/proc/{p}/cmdline")).is_ok_and(|c| c == b"sleep\x004321\x00")
+            })
+    };
+    let started = std::time::Instant::now();
+    let exec_pid = loop {
+        if let Some(p) = find() {
+            break p;
+        }
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(10),
+            "the exec's process never ran"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    let group = rustix::process::Pid::from_raw(i32::try_from(child.id()).unwrap()).unwrap();
+    rustix::process::kill_process_group(group, rustix::process::Signal::KILL).unwrap();
+    child.wait().unwrap();
+    // Re-parented to this subreaper, it is reaped here once dead.
+    let exec = rustix::process::Pid::from_raw(i32::try_from(exec_pid).unwrap()).unwrap();
+    let started = std::time::Instant::now();
+    let status = loop {
+        match rustix::process::waitpid(Some(exec), rustix::process::WaitOptions::NOHANG) {
+            Ok(Some((_, status))) => break Some(status),
+            Ok(None) => {}
+            // Not ours: gone with its group.
+            Err(_) if !std::path::Path::new(&format!("/proc/{exec_pid}")).exists() => break None,
+            Err(_) => {}
+        }
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(10),
+            "the exec's process outlived its killed process group"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    if let Some(status) = status {
+        assert_eq!(status.terminating_signal(), Some(9), "{status:?}");
+    }
+    runc.kill(id, 9, true).unwrap();
+    assert_eq!(wait(pid), (137, Some(9)));
+    teardown(&lab, &prepared);
+}
+
 #[test]
 #[ignore = "needs root: run as root with --include-ignored (scripts/test does)"]
 fn create_failures_carry_runc_words() {
