@@ -104,7 +104,7 @@ const PHASES: [&str; 6] = ["podman", "start", "exit", "burst", "exec", "http"];
 
 fn usage() -> String {
     format!(
-        "usage: cargo bench -p podvisor-agent --bench runtime -- [--quick] [--oci] [--oci-executor runc|runc-run] [--warm-sandboxes N] [--shim PATH] [--only {}] [--no-podman] \
+        "usage: cargo bench -p podvisor-agent --bench runtime -- [--quick] [--oci] [--oci-executor runc|runc-run|youki] [--warm-sandboxes N] [--shim PATH] [--only {}] [--no-podman] \
          [--probe-seconds N]",
         PHASES.join(",")
     )
@@ -113,9 +113,10 @@ fn usage() -> String {
 /// Set by `--oci`: the pods run from the busybox image on the CNI bridge.
 static OCI: AtomicBool = AtomicBool::new(false);
 
-/// `--oci-executor runc-run` (the default, as `serve`'s): `runc run --detach`; `runc`: `runc
-/// create` + `runc start`.
-static RUNC_RUN: AtomicBool = AtomicBool::new(true);
+/// `--oci-executor`: `youki` (the shim's embedded libcontainer, the default as `serve`'s),
+/// `runc-run` (`runc run --detach`) or `runc` (`runc create` + `runc start`).
+static EXECUTOR: std::sync::Mutex<podvisor_runtime::oci::executor::RuncMode> =
+    std::sync::Mutex::new(podvisor_runtime::oci::executor::RuncMode::Youki);
 
 /// `--warm-sandboxes N`: oci sandboxes kept ready ahead of their pods.
 static WARM: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
@@ -151,11 +152,18 @@ fn parse_options(args: &[String]) -> Result<Options> {
                 let n: usize = it.next().context("--warm-sandboxes needs N")?.parse()?;
                 WARM.store(n, Ordering::Relaxed);
             }
-            "--oci-executor" => match it.next().map(String::as_str) {
-                Some("runc") => RUNC_RUN.store(false, Ordering::Relaxed),
-                Some("runc-run") => RUNC_RUN.store(true, Ordering::Relaxed),
-                other => bail!("--oci-executor takes runc or runc-run, not {other:?}"),
-            },
+            "--oci-executor" => {
+                use podvisor_runtime::oci::executor::RuncMode;
+                let mode = match it.next().map(String::as_str) {
+                    Some("runc") => RuncMode::CreateStart,
+                    Some("runc-run") => RuncMode::Run,
+                    Some("youki") => RuncMode::Youki,
+                    other => bail!("--oci-executor takes runc, runc-run or youki, not {other:?}"),
+                };
+                *EXECUTOR
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner) = mode;
+            }
             "--shim" => shim = Some(PathBuf::from(it.next().context("--shim needs a path")?)),
             "--probe-seconds" => {
                 let n: u64 = it.next().context("--probe-seconds needs N")?.parse()?;
@@ -656,10 +664,19 @@ fn bench(args: &[String]) -> Result<()> {
         if opts.quick { "quick" } else { "full" },
         if !opts.oci {
             "process"
-        } else if RUNC_RUN.load(Ordering::Relaxed) {
-            "oci (runc run -d, CNI bridge)"
         } else {
-            "oci (runc create + start, CNI bridge)"
+            match *EXECUTOR
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+            {
+                podvisor_runtime::oci::executor::RuncMode::Run => "oci (runc run -d, CNI bridge)",
+                podvisor_runtime::oci::executor::RuncMode::CreateStart => {
+                    "oci (runc create + start, CNI bridge)"
+                }
+                podvisor_runtime::oci::executor::RuncMode::Youki => {
+                    "oci (embedded youki, CNI bridge)"
+                }
+            }
         }
     ));
     let mut results = Results::default();
@@ -699,11 +716,9 @@ fn oci_runtime(state_dir: &Path, shim: &Path) -> Result<ProcessRuntime> {
             images,
             registry: None,
             warm_sandboxes: WARM.load(Ordering::Relaxed),
-            executor: if RUNC_RUN.load(Ordering::Relaxed) {
-                podvisor_runtime::oci::executor::RuncMode::Run
-            } else {
-                podvisor_runtime::oci::executor::RuncMode::CreateStart
-            },
+            executor: *EXECUTOR
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
         }),
         RuntimeClass::Oci,
     )

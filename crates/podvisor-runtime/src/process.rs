@@ -751,7 +751,8 @@ impl Runtime for ProcessRuntime {
                     .is_some_and(process_alive);
                 if let (RuntimeClass::Oci, Some(oci), false) = (class, &self.inner.oci, shim_alive)
                 {
-                    oci.remove_dead_containers(&paths).await;
+                    oci.remove_dead_containers(&paths, &self.inner.shim_exe)
+                        .await;
                 }
                 let created_logs = !paths.log_dir.exists();
                 let started = self.start_shim(pod, &paths, &socket).await;

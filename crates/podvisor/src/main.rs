@@ -5,6 +5,7 @@
 
 mod client;
 mod cmd;
+mod youki;
 
 use clap::{Parser, Subcommand, ValueEnum};
 use std::path::PathBuf;
@@ -172,10 +173,19 @@ fn main() -> ExitCode {
     // The shim (one per pod, long-lived) is dispatched before argument parsing builds clap's
     // command tree: it keeps the shim's memory small and starts no async runtime.
     let mut raw = std::env::args();
-    if raw.nth(1).as_deref() == Some("shim") {
-        let args: Vec<String> = raw.collect();
-        let code = podvisor_runtime::shim::server::main(&args);
-        return ExitCode::from(u8::try_from(code).unwrap_or(1));
+    match raw.nth(1).as_deref() {
+        Some("shim") => {
+            let args: Vec<String> = raw.collect();
+            let code = podvisor_runtime::shim::server::main(&args);
+            return ExitCode::from(u8::try_from(code).unwrap_or(1));
+        }
+        // The embedded OCI runtime (`--oci-executor youki`), run by the shim per operation:
+        // single-threaded, so its clones are safe.
+        Some("youki") => {
+            let code = youki::main(std::env::args_os().skip(2));
+            return ExitCode::from(u8::try_from(code).unwrap_or(1));
+        }
+        _ => {}
     }
     let cli = Cli::parse();
     // Commands that print and end behave as Unix filters: a reader that closes the pipe

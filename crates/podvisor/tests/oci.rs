@@ -7,6 +7,9 @@
 //! `imageID`, `serve` killed and restarted with the pods running (same containers), and
 //! nothing left after the pods are deleted (no veth, no mount, no runc state).
 //!
+//! The OCI runtime is the one `PODVISOR_OCI_EXECUTOR` names (`--oci-executor`: `youki`, the
+//! default, `runc-run` or `runc`; `scripts/test` runs this file with `runc-run` too).
+//!
 //! Needs root, runc, the CNI plugins and busybox-static (`scripts/install-test-deps`).
 
 use crate::serve_common::ServeCtx;
@@ -56,6 +59,32 @@ fn addresses_held(uids: &[String]) -> Vec<String> {
         .unwrap_or_default()
 }
 
+/// `--oci-executor` from `PODVISOR_OCI_EXECUTOR`, else serve's default (`youki`).
+fn executor() -> String {
+    std::env::var("PODVISOR_OCI_EXECUTOR")
+        .ok()
+        .filter(|e| !e.is_empty())
+        .unwrap_or_else(|| "youki".to_owned())
+}
+
+fn youki() -> bool {
+    executor() == "youki"
+}
+
+/// `serve` with `args` and the executor under test.
+fn start(ctx: &mut ServeCtx, args: &[&str]) {
+    let executor = executor();
+    let mut args = args.to_vec();
+    args.extend(["--oci-executor", &executor]);
+    ctx.start(&args);
+}
+
+/// The OCI runtime's state directory under serve's (`runc`, or `youki` for the embedded
+/// one).
+fn runtime_state(ctx: &ServeCtx) -> std::path::PathBuf {
+    ctx.state().join(if youki() { "youki" } else { "runc" })
+}
+
 fn jsonpath(ctx: &ServeCtx, pod: &str, path: &str) -> String {
     ctx.kubectl_ok(&["get", "pod", pod, "-o", &format!("jsonpath={path}")])
 }
@@ -78,7 +107,7 @@ fn oci_pods_run_images_with_their_own_network() {
     assert!(made.status.success(), "{made:?}");
     let loaded = image(&ctx, &["load", "-i", layout.to_str().unwrap()]);
     assert!(loaded.status.success(), "{loaded:?}");
-    ctx.start(&["--runtime", "oci", "--warm-sandboxes", "2"]);
+    start(&mut ctx, &["--runtime", "oci", "--warm-sandboxes", "2"]);
     let m = ctx.marker.clone();
     let manifest = ctx.manifest(
         "pods",
@@ -338,18 +367,21 @@ spec:
     assert!(loaded.status.success(), "{loaded:?}");
     assert!(image_names(&ctx).contains("spare"));
     ctx.kill9();
-    ctx.start(&[
-        "--runtime",
-        "oci",
-        "--image-gc-high-threshold",
-        "1",
-        "--image-gc-low-threshold",
-        "0",
-        "--minimum-image-ttl-duration",
-        "0s",
-        "--image-gc-period",
-        "1s",
-    ]);
+    start(
+        &mut ctx,
+        &[
+            "--runtime",
+            "oci",
+            "--image-gc-high-threshold",
+            "1",
+            "--image-gc-low-threshold",
+            "0",
+            "--minimum-image-ttl-duration",
+            "0s",
+            "--image-gc-period",
+            "1s",
+        ],
+    );
     wait_for(
         &ctx,
         "the unused image collected",
@@ -397,7 +429,7 @@ spec:
         runc_ids(&ctx).contains(&old_peer),
         "runc knows the container"
     );
-    ctx.start(&["--runtime", "oci"]);
+    start(&mut ctx, &["--runtime", "oci"]);
     wait_for(&ctx, "peer restarted", Duration::from_secs(60), || {
         jsonpath(&ctx, "peer", "{.status.containerStatuses[0].restartCount}") == "1"
             && jsonpath(&ctx, "peer", "{.status.containerStatuses[0].ready}") == "true"
@@ -450,7 +482,7 @@ spec:
         !mountinfo.contains(ctx.dir.to_str().unwrap()),
         "a mount is left"
     );
-    let runc_state: Vec<_> = std::fs::read_dir(ctx.state().join("runc"))
+    let runc_state: Vec<_> = std::fs::read_dir(runtime_state(&ctx))
         .map(|d| d.flatten().map(|e| e.file_name()).collect())
         .unwrap_or_default();
     assert!(runc_state.is_empty(), "runc state left: {runc_state:?}");
@@ -461,7 +493,7 @@ spec:
     // A serve started with warm sandboxes and stopped releases them (those of the serve
     // killed above went at the next start).
     ctx.stop(Duration::from_secs(30));
-    ctx.start(&["--runtime", "oci", "--warm-sandboxes", "2"]);
+    start(&mut ctx, &["--runtime", "oci", "--warm-sandboxes", "2"]);
     wait_for(&ctx, "the pool filled", Duration::from_secs(30), || {
         std::fs::read_dir(ctx.state().join("sandbox-pool")).is_ok_and(|d| d.count() == 2)
     });
@@ -493,8 +525,18 @@ spec:
     assert!(left.is_empty(), "PID namespace holders left: {left:?}");
 }
 
-/// The containers runc has state of (`runc --root <state>/runc list`).
+/// The containers runc has state of (`runc --root <state>/runc list`; youki's: its state
+/// directory's entries, one per container).
 fn runc_ids(ctx: &ServeCtx) -> String {
+    if youki() {
+        return std::fs::read_dir(runtime_state(ctx))
+            .map(|d| {
+                d.flatten()
+                    .map(|e| e.file_name().to_string_lossy().into_owned() + "\n")
+                    .collect()
+            })
+            .unwrap_or_default();
+    }
     let out = Command::new("runc")
         .arg("--root")
         .arg(ctx.state().join("runc"))
@@ -557,7 +599,7 @@ fn oci_kubectl_debug_joins_the_target_pid_namespace() {
     assert!(made.status.success(), "{made:?}");
     let loaded = image(&ctx, &["load", "-i", layout.to_str().unwrap()]);
     assert!(loaded.status.success(), "{loaded:?}");
-    ctx.start(&["--runtime", "oci"]);
+    start(&mut ctx, &["--runtime", "oci"]);
     let m = ctx.marker.clone();
     let manifest = ctx.manifest(
         "app",
@@ -659,7 +701,7 @@ spec:
             .trim()
             .is_empty()
     });
-    let runc_state: Vec<_> = std::fs::read_dir(ctx.state().join("runc"))
+    let runc_state: Vec<_> = std::fs::read_dir(runtime_state(&ctx))
         .map(|d| d.flatten().map(|e| e.file_name()).collect())
         .unwrap_or_default();
     assert!(runc_state.is_empty(), "runc state left: {runc_state:?}");
@@ -704,7 +746,7 @@ fn oci_pid_holder_dies_with_its_shim() {
     assert!(made.status.success(), "{made:?}");
     let loaded = image(&ctx, &["load", "-i", layout.to_str().unwrap()]);
     assert!(loaded.status.success(), "{loaded:?}");
-    ctx.start(&["--runtime", "oci"]);
+    start(&mut ctx, &["--runtime", "oci"]);
     let m = ctx.marker.clone();
     let manifest = ctx.manifest(
         "shared",
@@ -762,7 +804,7 @@ spec:
         Duration::from_secs(10),
         || !pid_holders().contains(&holder),
     );
-    ctx.start(&["--runtime", "oci"]);
+    start(&mut ctx, &["--runtime", "oci"]);
     wait_for(
         &ctx,
         "the pod back with a new shim and holder",

@@ -43,6 +43,11 @@ use serde::Deserialize;
 /// Debian's runc.
 pub const RUNC: &str = "/usr/sbin/runc";
 
+/// The shim's own executable, whose `podvisor youki` mode is the embedded OCI runtime
+/// ([`RuncMode::Youki`]): always the binary the running shim was started from, even if the
+/// file was replaced since.
+pub const SELF_EXE: &str = "/proc/self/exe";
+
 /// How a container process (init or exec) is wired to the caller.
 #[derive(Debug)]
 pub enum ProcessIo {
@@ -261,9 +266,13 @@ impl CommandRunner for DirectRunner {
 }
 
 /// [`OciExecutor`] over the `runc` binary: `--root <root>`, cgroupfs (no `--systemd-cgroup`),
-/// a JSON log per call under `<log_dir>` (read for the error, then removed).
+/// a JSON log per call under `<log_dir>` (read for the error, then removed). The same
+/// command line drives `podvisor youki`, youki's `libcontainer` embedded in podvisor's own
+/// binary ([`Runc::youki`]).
 pub struct Runc<R: CommandRunner = DirectRunner> {
     binary: PathBuf,
+    /// Arguments before runc's global flags (`youki` for the embedded runtime).
+    prefix: Vec<std::ffi::OsString>,
     root: PathBuf,
     log_dir: PathBuf,
     runner: R,
@@ -282,6 +291,22 @@ pub enum RuncMode {
     /// `runc run --detach` (one runc process); the caller's reaper is held off from the
     /// moment runc is spawned until the pid is registered ([`CommandRunner::run_then`]).
     Run,
+    /// youki's `libcontainer`, embedded: `podvisor youki run --detach` (one single-threaded
+    /// helper process of podvisor's own binary, no Go runtime and no re-exec), registered as
+    /// [`RuncMode::Run`]; every other operation (`exec`, `kill`, `delete`, `state`) goes
+    /// through the helper too, over its own state directory (`<state>/youki`).
+    Youki,
+}
+
+impl RuncMode {
+    /// The executor this mode drives: Debian's runc, or the `youki` mode of `helper` (the
+    /// podvisor binary: [`SELF_EXE`] in the shim), over `state`.
+    pub fn executor<R: CommandRunner>(self, helper: &Path, state: &Path, runner: R) -> Runc<R> {
+        match self {
+            RuncMode::Youki => Runc::youki(helper, state, runner),
+            mode => Runc::with_runner(Path::new(RUNC), state, runner).with_mode(mode),
+        }
+    }
 }
 
 impl Runc<DirectRunner> {
@@ -296,11 +321,27 @@ impl<R: CommandRunner> Runc<R> {
     pub fn with_runner(binary: &Path, state: &Path, runner: R) -> Runc<R> {
         Runc {
             binary: binary.to_owned(),
+            prefix: Vec::new(),
             root: state.join("runc"),
             log_dir: state.join("runc-log"),
             runner,
             seq: AtomicU64::new(0),
             mode: RuncMode::default(),
+        }
+    }
+
+    /// The embedded youki runtime: `<helper> youki`, with its state under `<state>/youki`
+    /// (made 0700 by the helper) and logs under `<state>/youki-log`; `run` is one `run
+    /// --detach`.
+    pub fn youki(helper: &Path, state: &Path, runner: R) -> Runc<R> {
+        Runc {
+            binary: helper.to_owned(),
+            prefix: vec!["youki".into()],
+            root: state.join("youki"),
+            log_dir: state.join("youki-log"),
+            runner,
+            seq: AtomicU64::new(0),
+            mode: RuncMode::Youki,
         }
     }
 
@@ -316,6 +357,11 @@ impl<R: CommandRunner> Runc<R> {
         &self.root
     }
 
+    /// Where each call's JSON log is written (and removed after it was read).
+    pub fn log_dir(&self) -> &Path {
+        &self.log_dir
+    }
+
     /// `runc exec --process <process> <id>` in the foreground, for the caller to spawn and
     /// wait for (exec probes, hooks, `kubectl exec`): runc's exit status is the process's
     /// (128 + n when a signal n ended it), its standard I/O is the process's, and a process
@@ -324,6 +370,7 @@ impl<R: CommandRunner> Runc<R> {
     pub fn exec_command(&self, id: &str, process: &Path, console_socket: Option<&Path>) -> Command {
         let mut command = Command::new(&self.binary);
         command
+            .args(&self.prefix)
             .arg("--root")
             .arg(&self.root)
             .arg("exec")
@@ -369,6 +416,7 @@ impl<R: CommandRunner> Runc<R> {
         ));
         let mut command = Command::new(&self.binary);
         command
+            .args(&self.prefix)
             .arg("--root")
             .arg(&self.root)
             .arg("--log")

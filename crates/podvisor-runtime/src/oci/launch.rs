@@ -58,7 +58,7 @@ pub struct OciLaunch {
     pub resolv_conf: Option<PathBuf>,
     /// The pod's `/etc/hostname`.
     pub hostname_file: Option<PathBuf>,
-    /// How runc creates and starts the container (`--oci-executor`).
+    /// The OCI runtime and how it creates and starts the container (`--oci-executor`).
     #[serde(default)]
     pub executor: super::executor::RuncMode,
 }
@@ -156,10 +156,14 @@ pub struct Prepared {
 }
 
 impl OciLaunch {
-    /// runc over this instance's state, commands run by `runner`.
+    /// The executor over this instance's state (runc, or the embedded youki of the shim's
+    /// own binary), commands run by `runner`. For the shim only: youki is `/proc/self/exe`.
     pub fn runc<R: super::executor::CommandRunner>(&self, runner: R) -> Runc<R> {
-        Runc::with_runner(Path::new(super::executor::RUNC), &self.runc_state, runner)
-            .with_mode(self.executor)
+        self.executor.executor(
+            Path::new(super::executor::SELF_EXE),
+            &self.runc_state,
+            runner,
+        )
     }
 
     /// The pid file runc writes for the instance's init process.

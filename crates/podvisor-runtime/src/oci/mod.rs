@@ -10,8 +10,9 @@
 //!   and a writable upper directory (a copy where overlayfs is missing), and `subPath` sources
 //!   prepared so that no container can swap them.
 //! - [`executor`]: [`executor::OciExecutor`], the narrow seam to the OCI runtime, and
-//!   [`executor::Runc`], which drives Debian's `runc` so that the container's init process
-//!   becomes a child of the calling subreaper.
+//!   [`executor::Runc`], which drives runc's command line, Debian's `runc` or podvisor's own
+//!   `podvisor youki` (youki's libcontainer, the default; [`executor::RuncMode::Youki`]), so
+//!   that the container's init process becomes a child of the calling subreaper.
 //!
 //! Nothing here decides when a container starts or stops, and nothing here knows the shim's
 //! protocol: the backend assembles these pieces.

@@ -277,6 +277,12 @@ fn build(input: &SpecInput<'_>) -> Result<Spec, SpecError> {
         .build()
         .map_err(SpecError::internal)?;
     process.set_rlimits(None);
+    // Absent is false (the runtime spec); youki's libcontainer loads seccomp while it still
+    // holds CAP_SYS_ADMIN only when the field is absent, and an explicit false would have it
+    // load the filter after dropping capabilities, which the kernel refuses.
+    if !no_new_privileges {
+        process.set_no_new_privileges(None);
+    }
 
     let termination_message_path = container
         .termination_message_path

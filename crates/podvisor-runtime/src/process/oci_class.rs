@@ -75,7 +75,7 @@ pub struct OciOptions {
     /// How many pod sandboxes to keep ready on podvisor's own network
     /// ([`crate::sandbox::pool`]); 0: none.
     pub warm_sandboxes: usize,
-    /// How runc creates and starts containers (`--oci-executor`).
+    /// The OCI runtime and how it creates and starts containers (`--oci-executor`).
     pub executor: crate::oci::executor::RuncMode,
 }
 
@@ -375,10 +375,13 @@ impl OciClass {
         }
     }
 
-    /// Deletes runc's state of the pod's containers whose shim died with them (a sandbox
-    /// found dead after a restart of the node): `runc delete --force` of each instance that
-    /// has a bundle under `<pod dir>/oci`, which also removes its cgroup. Best effort.
-    pub(super) async fn remove_dead_containers(&self, paths: &PodPaths) {
+    /// Deletes the OCI runtime's state of the pod's containers whose shim died with them (a
+    /// sandbox found dead after a restart of the node): `delete --force` of each instance
+    /// that has a bundle under `<pod dir>/oci`, which also removes its cgroup, in runc's
+    /// state and in the embedded youki's (`helper`: the podvisor binary), whichever made it
+    /// (the executor may have changed across restarts). Best effort.
+    pub(super) async fn remove_dead_containers(&self, paths: &PodPaths, helper: &Path) {
+        use crate::oci::executor::{DirectRunner, OciExecutor, RuncMode};
         let Ok(entries) = std::fs::read_dir(paths.pod_dir.join("oci")) else {
             return;
         };
@@ -390,14 +393,21 @@ impl OciClass {
                 id.rsplit("://").next().unwrap_or(&id).to_owned()
             })
             .collect();
-        let runc = crate::oci::executor::Runc::new(&self.state_dir);
+        let mut executors = vec![RuncMode::Youki.executor(helper, &self.state_dir, DirectRunner)];
+        if Path::new(crate::oci::executor::RUNC).exists() {
+            executors.push(RuncMode::Run.executor(helper, &self.state_dir, DirectRunner));
+        }
         let _ = tokio::task::spawn_blocking(move || {
-            use crate::oci::executor::OciExecutor;
-            for id in ids {
-                if matches!(runc.state(&id), Ok(Some(_)))
-                    && let Err(e) = runc.delete(&id, true)
-                {
-                    tracing::warn!("runc delete {id} of a dead sandbox: {e}");
+            for executor in &executors {
+                if !executor.root().exists() {
+                    continue;
+                }
+                for id in &ids {
+                    if matches!(executor.state(id), Ok(Some(_)))
+                        && let Err(e) = executor.delete(id, true)
+                    {
+                        tracing::warn!("OCI runtime delete {id} of a dead sandbox: {e}");
+                    }
                 }
             }
         })

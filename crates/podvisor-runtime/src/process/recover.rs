@@ -94,7 +94,8 @@ impl ProcessRuntime {
             return Ok(());
         };
         if let Some(oci) = &self.inner.oci {
-            oci.remove_dead_containers(&paths).await;
+            oci.remove_dead_containers(&paths, &self.inner.shim_exe)
+                .await;
             oci.remove_network_of(&paths.pod_dir).await;
         }
         let dir = paths.clone();

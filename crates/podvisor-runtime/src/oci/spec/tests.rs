@@ -173,7 +173,7 @@ fn a_plain_container() {
     );
     assert_eq!(process.cwd(), Path::new("/"));
     assert_eq!((process.user().uid(), process.user().gid()), (0, 0));
-    assert_eq!(process.no_new_privileges(), Some(false));
+    assert_eq!(process.no_new_privileges(), None);
     assert_eq!(process.terminal(), Some(false));
     // BestEffort.
     assert_eq!(process.oom_score_adj(), Some(1000));
@@ -272,10 +272,7 @@ fn security_context_fields() {
             })
             .build()
             .unwrap();
-        assert_eq!(
-            spec.process().as_ref().unwrap().no_new_privileges(),
-            Some(false)
-        );
+        assert_eq!(spec.process().as_ref().unwrap().no_new_privileges(), None);
     }
 
     // Privileged: every capability the runtime holds, no masks, no seccomp.
