@@ -822,3 +822,75 @@ spec:
     });
     assert!(ours().is_empty(), "holders left: {:?}", ours());
 }
+
+/// An exec probe that times out is killed with everything it started, under every executor:
+/// a killed `runc exec` leaves its process running (re-parented to the shim), which the shim
+/// then kills through its pid file; youki's exec dies with its helper. So probes that time
+/// out every second never pile up.
+#[test]
+#[ignore = "needs root: run as root with --include-ignored (scripts/test does)"]
+fn oci_exec_probes_that_time_out_leave_no_process_behind() {
+    let _one = one_at_a_time();
+    let mut ctx = ServeCtx::new("oet");
+    for tool in ["/usr/lib/cni/bridge", "/bin/busybox"] {
+        assert!(
+            Path::new(tool).exists(),
+            "{tool} is missing: run scripts/install-test-deps as root"
+        );
+    }
+    let layout = ctx.path("busybox-layout");
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../../scripts/busybox-image");
+    let made = Command::new(script).arg(&layout).output().unwrap();
+    assert!(made.status.success(), "{made:?}");
+    let loaded = image(&ctx, &["load", "-i", layout.to_str().unwrap()]);
+    assert!(loaded.status.success(), "{loaded:?}");
+    start(&mut ctx, &["--runtime", "oci"]);
+    // A duration no other test uses: the probe's processes are found by it.
+    let seconds = 40_000 + std::process::id() % 9_999;
+    let manifest = ctx.manifest(
+        "slow",
+        &format!(
+            r#"apiVersion: v1
+kind: Pod
+metadata:
+  name: slow
+spec:
+  terminationGracePeriodSeconds: 1
+  containers:
+  - name: app
+    image: busybox:latest
+    imagePullPolicy: IfNotPresent
+    command: [sh, -c, 'exec sleep 1004; : {m}']
+    readinessProbe:
+      exec: {{command: [sleep, '{seconds}']}}
+      timeoutSeconds: 1
+      periodSeconds: 1
+"#,
+            m = ctx.marker
+        ),
+    );
+    ctx.kubectl_ok(&["apply", "-f", manifest.to_str().unwrap()]);
+    let probe_processes = || {
+        podvisor_testkit::procs::all_processes()
+            .into_iter()
+            .filter(|p| !p.is_zombie() && p.cmdline == format!("sleep {seconds}"))
+            .count()
+    };
+    wait_for(
+        &ctx,
+        "three probe timeouts",
+        Duration::from_secs(60),
+        || {
+            let events =
+                ctx.kubectl_ok(&["get", "events", "--field-selector=involvedObject.name=slow"]);
+            events.contains("Readiness probe errored") || events.contains("Unhealthy")
+        },
+    );
+    std::thread::sleep(Duration::from_secs(5));
+    // At most the probe in flight.
+    let running = probe_processes();
+    assert!(running <= 1, "{running} timed-out probes still run");
+    ctx.kubectl_ok(&["delete", "pod", "slow", "--wait=true"]);
+    assert_eq!(probe_processes(), 0);
+    assert_eq!(ctx.stop(Duration::from_secs(10)), Some(0));
+}

@@ -366,8 +366,15 @@ impl<R: CommandRunner> Runc<R> {
     /// wait for (exec probes, hooks, `kubectl exec`): runc's exit status is the process's
     /// (128 + n when a signal n ended it), its standard I/O is the process's, and a process
     /// group started with it holds the process too. With `console_socket`, the process gets a
-    /// terminal whose master runc sends there.
-    pub fn exec_command(&self, id: &str, process: &Path, console_socket: Option<&Path>) -> Command {
+    /// terminal whose master runc sends there. With `pid_file`, the process's pid is written
+    /// there (to find it if runc is killed first: it then outlives runc).
+    pub fn exec_command(
+        &self,
+        id: &str,
+        process: &Path,
+        console_socket: Option<&Path>,
+        pid_file: Option<&Path>,
+    ) -> Command {
         let mut command = Command::new(&self.binary);
         command
             .args(&self.prefix)
@@ -378,6 +385,9 @@ impl<R: CommandRunner> Runc<R> {
             .arg(process);
         if let Some(socket) = console_socket {
             command.arg("--console-socket").arg(socket);
+        }
+        if let Some(pid_file) = pid_file {
+            command.arg("--pid-file").arg(pid_file);
         }
         command
             .arg(id)

@@ -49,7 +49,7 @@ fn run(
     let (read_err, write_err) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)?;
     // An OCI container's exec is `runc exec` (its namespaces, root, user, capabilities, in
     // its cgroup); a host process's joins the container's view itself, in a cgroup of its own.
-    let (mut command, processes, report, _spec) = match &target.oci {
+    let (mut command, processes, report, spec) = match &target.oci {
         Some(oci) => {
             let (command, spec) = oci.command(shim, argv, None)?;
             (command, None, None, Some(spec))
@@ -137,8 +137,12 @@ fn run(
         None => (rx.recv().map_err(io::Error::other)?, false),
     };
     if timed_out {
-        // Whatever the group left behind goes too (it may have re-parented to the shim).
+        // Whatever the group left behind goes too (it may have re-parented to the shim), and
+        // the process a killed `runc exec` leaves running.
         kill_group();
+        if let Some(spec) = &spec {
+            spec.kill_left_behind();
+        }
     }
     // The exec is over: whatever it started goes, even what left its process group, and
     // the pipes those held reach EOF.

@@ -1129,21 +1129,63 @@ impl OciExec {
             crate::oci::spec::exec_process(&self.process, argv.to_vec(), console_socket.is_some());
         let json = serde_json::to_vec(&process).map_err(io::Error::other)?;
         std::fs::write(&path, json)?;
+        let pid_file = dir.join(format!("{n}.pid"));
         let command = self.launch.runc(ShimRunner(Arc::clone(shim))).exec_command(
             &self.launch.id,
             &path,
             console_socket,
+            Some(&pid_file),
         );
-        Ok((command, ExecSpecFile(path)))
+        Ok((
+            command,
+            ExecSpecFile {
+                spec: path,
+                pid_file,
+            },
+        ))
     }
 }
 
-/// An exec's process spec file, removed when dropped.
-pub(super) struct ExecSpecFile(PathBuf);
+/// An exec's process spec file and the pid file its runtime writes, removed when dropped.
+pub(super) struct ExecSpecFile {
+    spec: PathBuf,
+    pid_file: PathBuf,
+}
+
+impl ExecSpecFile {
+    /// Kills the exec's process if its runtime left it behind: `runc exec` killed (a timeout)
+    /// leaves the process it started running, re-parented to the shim. Only a process that is
+    /// the shim's own child is signalled, through a pidfd, so a reused pid never is.
+    pub(super) fn kill_left_behind(&self) {
+        let Some(pid) = std::fs::read_to_string(&self.pid_file)
+            .ok()
+            .and_then(|text| text.trim().parse::<i32>().ok())
+            .and_then(rustix::process::Pid::from_raw)
+        else {
+            return;
+        };
+        let Ok(pidfd) = rustix::process::pidfd_open(pid, rustix::process::PidfdFlags::empty())
+        else {
+            return;
+        };
+        let parent = std::fs::read_to_string(format!("/proc/{}/status", pid.as_raw_nonzero()))
+            .ok()
+            .and_then(|status| {
+                status
+                    .lines()
+                    .find_map(|l| l.strip_prefix("PPid:").map(|v| v.trim().parse::<u32>()))
+            })
+            .and_then(Result::ok);
+        if parent == Some(std::process::id()) {
+            let _ = rustix::process::pidfd_send_signal(&pidfd, rustix::process::Signal::KILL);
+        }
+    }
+}
 
 impl Drop for ExecSpecFile {
     fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.0);
+        let _ = std::fs::remove_file(&self.spec);
+        let _ = std::fs::remove_file(&self.pid_file);
     }
 }
 
