@@ -113,10 +113,10 @@ fn usage() -> String {
 /// Set by `--oci`: the pods run from the busybox image on the CNI bridge.
 static OCI: AtomicBool = AtomicBool::new(false);
 
-/// `--oci-executor`: `youki` (the shim's embedded libcontainer, the default as `serve`'s),
-/// `runc-run` (`runc run --detach`) or `runc` (`runc create` + `runc start`).
+/// `--oci-executor`: `runc-run` (`runc run --detach`, the default as `serve`'s), `youki` (the
+/// shim's embedded libcontainer) or `runc` (`runc create` + `runc start`).
 static EXECUTOR: std::sync::Mutex<podvisor_runtime::oci::executor::RuncMode> =
-    std::sync::Mutex::new(podvisor_runtime::oci::executor::RuncMode::Youki);
+    std::sync::Mutex::new(podvisor_runtime::oci::executor::RuncMode::Run);
 
 /// `--warm-sandboxes N`: oci sandboxes kept ready ahead of their pods.
 static WARM: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);

@@ -7,8 +7,8 @@
 //! `imageID`, `serve` killed and restarted with the pods running (same containers), and
 //! nothing left after the pods are deleted (no veth, no mount, no runc state).
 //!
-//! The OCI runtime is the one `PODVISOR_OCI_EXECUTOR` names (`--oci-executor`: `youki`, the
-//! default, `runc-run` or `runc`; `scripts/test` runs this file with `runc-run` too).
+//! The OCI runtime is the one `PODVISOR_OCI_EXECUTOR` names (`--oci-executor`: `runc-run`,
+//! the default, `youki` or `runc`; `scripts/test` runs this file with `youki` too).
 //!
 //! Needs root, runc, the CNI plugins and busybox-static (`scripts/install-test-deps`).
 
@@ -20,11 +20,16 @@ use std::time::{Duration, Instant};
 fn wait_for(ctx: &ServeCtx, what: &str, limit: Duration, mut check: impl FnMut() -> bool) {
     let start = Instant::now();
     while !check() {
-        assert!(
-            start.elapsed() < limit,
-            "timed out waiting for {what}:\n{}",
-            ctx.last_logs(1)
-        );
+        if start.elapsed() >= limit {
+            let pods = ctx.kubectl(&["get", "pods", "-A", "-o", "wide"]);
+            let events = ctx.kubectl(&["get", "events", "-A"]);
+            panic!(
+                "timed out waiting for {what}:\n{}{}{}",
+                String::from_utf8_lossy(&pods.stdout),
+                String::from_utf8_lossy(&events.stdout),
+                ctx.last_logs(1)
+            );
+        }
         std::thread::sleep(Duration::from_millis(100));
     }
 }
@@ -59,12 +64,12 @@ fn addresses_held(uids: &[String]) -> Vec<String> {
         .unwrap_or_default()
 }
 
-/// `--oci-executor` from `PODVISOR_OCI_EXECUTOR`, else serve's default (`youki`).
+/// `--oci-executor` from `PODVISOR_OCI_EXECUTOR`, else serve's default (`runc-run`).
 fn executor() -> String {
     std::env::var("PODVISOR_OCI_EXECUTOR")
         .ok()
         .filter(|e| !e.is_empty())
-        .unwrap_or_else(|| "youki".to_owned())
+        .unwrap_or_else(|| "runc-run".to_owned())
 }
 
 fn youki() -> bool {

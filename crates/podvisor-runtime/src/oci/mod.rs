@@ -11,7 +11,7 @@
 //!   prepared so that no container can swap them.
 //! - [`executor`]: [`executor::OciExecutor`], the narrow seam to the OCI runtime, and
 //!   [`executor::Runc`], which drives runc's command line, Debian's `runc` or podvisor's own
-//!   `podvisor youki` (youki's libcontainer, the default; [`executor::RuncMode::Youki`]), so
+//!   `podvisor youki` (youki's libcontainer; [`executor::RuncMode::Youki`]), so
 //!   that the container's init process becomes a child of the calling subreaper.
 //!
 //! Nothing here decides when a container starts or stops, and nothing here knows the shim's
