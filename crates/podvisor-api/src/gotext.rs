@@ -1,5 +1,5 @@
 //! The Go formatting rules that leak into Kubernetes messages, in one place: `%q` quoting
-//! (`strconv.Quote`) and `time.Duration`'s text, both ways.
+//! (`strconv.Quote`), `time.Duration`'s text, both ways, and OS error texts.
 
 use std::fmt::Write as _;
 use std::time::Duration;
@@ -123,4 +123,22 @@ fn split_fraction(value: u128, digits: u32) -> (u128, String) {
     }
     let text = format!("{frac:0width$}", width = digits as usize);
     (value / scale, format!(".{}", text.trim_end_matches('0')))
+}
+
+/// The text Go prints for an OS error: the `strerror` message, lower-cased like Go's table
+/// (`connection refused`, `no route to host`), without Rust's `(os error N)` suffix.
+pub fn os_error(e: &std::io::Error) -> String {
+    let text = match e.raw_os_error() {
+        Some(code) => {
+            let full = std::io::Error::from_raw_os_error(code).to_string();
+            let suffix = format!(" (os error {code})");
+            full.strip_suffix(&suffix).unwrap_or(&full).to_string()
+        }
+        None => e.to_string(),
+    };
+    let mut chars = text.chars();
+    match chars.next() {
+        Some(first) => first.to_lowercase().chain(chars).collect(),
+        None => text,
+    }
 }

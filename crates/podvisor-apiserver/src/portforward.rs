@@ -315,21 +315,33 @@ async fn forward_channel(
     target: Arc<Target>,
     port: u16,
     index: u8,
-    mut input: mpsc::Receiver<Vec<u8>>,
+    input: mpsc::Receiver<Vec<u8>>,
     out: mpsc::Sender<(u8, Vec<u8>)>,
 ) {
     let (data, error) = (2 * index, 2 * index + 1);
     let tcp = match target.backend.port_forward(&target.uid, port).await {
         Ok(tcp) => tcp,
         Err(e) => {
-            let message = format!(
-                "error forwarding port {port} to pod {}, uid {}: {e}",
-                target.pod, target.uid
-            );
+            let message = target.forward_error(port, &e);
             let _ = out.send((error, message.into_bytes())).await;
             return;
         }
     };
+    pipe(tcp, input, |bytes| {
+        let out = out.clone();
+        async move { out.send((data, bytes)).await.is_ok() }
+    })
+    .await;
+}
+
+/// One forwarded connection's bytes both ways: `input` (the client's) to the pod, from a task
+/// of its own, with the client's end of input as a half-close (the pod may still answer); the
+/// pod's output through `send` (false: the client is gone) until the pod ends it.
+async fn pipe<F, Fut>(tcp: tokio::net::TcpStream, mut input: mpsc::Receiver<Vec<u8>>, send: F)
+where
+    F: Fn(Vec<u8>) -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
     let (mut from_pod, mut to_pod) = tcp.into_split();
     let upstream = tokio::spawn(async move {
         while let Some(chunk) = input.recv().await {
@@ -344,7 +356,7 @@ async fn forward_channel(
         match from_pod.read(&mut buf).await {
             Ok(0) | Err(_) => break,
             Ok(n) => {
-                if out.send((data, buf[..n].to_vec())).await.is_err() {
+                if !send(buf[..n].to_vec()).await {
                     break;
                 }
             }
@@ -392,6 +404,16 @@ struct Target {
     /// `<name>_<namespace>`, as the kubelet names a pod in its errors.
     pod: String,
     backend: Arc<dyn PodExec>,
+}
+
+impl Target {
+    /// The kubelet's words for a port it could not forward, as the error stream carries them.
+    fn forward_error(&self, port: u16, error: &str) -> String {
+        format!(
+            "error forwarding port {port} to pod {}, uid {}: {error}",
+            self.pod, self.uid
+        )
+    }
 }
 
 /// The SPDY session inside a WebSocket: binary messages in are the byte stream, each frame
@@ -543,36 +565,15 @@ async fn forward(target: Arc<Target>, conn: Conn, data: InStream, error: InStrea
     drop(error);
     match target.backend.port_forward(&target.uid, port).await {
         Err(e) => {
-            let message = format!(
-                "error forwarding port {port} to pod {}, uid {}: {e}",
-                target.pod, target.uid
-            );
+            let message = target.forward_error(port, &e);
             conn.data(error_id, message.as_bytes()).await;
         }
         Ok(tcp) => {
-            let (mut from_pod, mut to_pod) = tcp.into_split();
-            let mut input = data.data;
-            let upstream = tokio::spawn(async move {
-                while let Some(chunk) = input.recv().await {
-                    if to_pod.write_all(&chunk).await.is_err() {
-                        return;
-                    }
-                }
-                // The client's end of input: half-close, the pod may still answer.
-                let _ = to_pod.shutdown().await;
-            });
-            let mut buf = vec![0_u8; spdy::MAX_DATA];
-            loop {
-                match from_pod.read(&mut buf).await {
-                    Ok(0) | Err(_) => break,
-                    Ok(n) => {
-                        if !conn.data(data_id, &buf[..n]).await {
-                            break;
-                        }
-                    }
-                }
-            }
-            upstream.abort();
+            pipe(tcp, data.data, |bytes| {
+                let conn = conn.clone();
+                async move { conn.data(data_id, &bytes).await }
+            })
+            .await;
         }
     }
     conn.send(Out::Fin(data_id)).await;

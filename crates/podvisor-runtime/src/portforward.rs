@@ -3,13 +3,13 @@
 //! for a pod on the host network), IPv4 first, then IPv6, with containerd's words when both
 //! fail. The socket stays in the pod's namespace after the helper thread that made it ends.
 
-use std::io;
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::RuntimeError;
 use crate::sandbox::netns::{NsKind, in_namespace};
+use podvisor_api::gotext::os_error;
 
 /// How long a connection to the pod's loopback may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -68,20 +68,9 @@ fn connect(port: u16, sandbox: Option<&str>) -> Result<std::net::TcpStream, Stri
     Err(format!(
         "failed to connect to localhost:{port}{inside}, IPv4: dial tcp4 {v4}: connect: {} \
          IPv6 dial tcp6 {v6}: connect: {} ",
-        go_errno(&e4),
-        go_errno(&e6)
+        os_error(&e4),
+        os_error(&e6)
     ))
-}
-
-/// An OS error as Go prints it (`connection refused`), without Rust's `(os error N)`.
-fn go_errno(e: &io::Error) -> String {
-    let text = e.to_string();
-    let text = text.split(" (os error").next().unwrap_or(&text);
-    let mut chars = text.chars();
-    match chars.next() {
-        Some(first) => first.to_lowercase().chain(chars).collect(),
-        None => text.to_owned(),
-    }
 }
 
 #[cfg(test)]

@@ -468,13 +468,7 @@ fn is_executable(path: &Path) -> bool {
 /// The C library's text of `errno`, lower-cased as Go prints it ("no such file or
 /// directory").
 fn errno_text(errno: i32) -> String {
-    let text = std::io::Error::from_raw_os_error(errno).to_string();
-    let text = text.split(" (os error").next().unwrap_or(&text);
-    let mut chars = text.chars();
-    match chars.next() {
-        Some(first) => first.to_lowercase().chain(chars).collect(),
-        None => String::new(),
-    }
+    podvisor_api::gotext::os_error(&std::io::Error::from_raw_os_error(errno))
 }
 
 #[cfg(test)]

@@ -99,19 +99,7 @@ fn jsonpath(ctx: &ServeCtx, pod: &str, path: &str) -> String {
 fn oci_pods_run_images_with_their_own_network() {
     let _one = one_at_a_time();
     let mut ctx = ServeCtx::new("oc");
-    for tool in ["/usr/sbin/runc", "/usr/lib/cni/bridge", "/bin/busybox"] {
-        assert!(
-            Path::new(tool).exists(),
-            "{tool} is missing: run scripts/install-test-deps as root"
-        );
-    }
-    // The image, loaded into serve's store.
-    let layout = ctx.path("busybox-layout");
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../../scripts/busybox-image");
-    let made = Command::new(script).arg(&layout).output().unwrap();
-    assert!(made.status.success(), "{made:?}");
-    let loaded = image(&ctx, &["load", "-i", layout.to_str().unwrap()]);
-    assert!(loaded.status.success(), "{loaded:?}");
+    load_busybox(&ctx, &[]);
     start(&mut ctx, &["--runtime", "oci", "--warm-sandboxes", "2"]);
     let m = ctx.marker.clone();
     let manifest = ctx.manifest(
@@ -362,6 +350,7 @@ spec:
     // ... and with image garbage collection at every second down to an empty disk: an image
     // no container uses goes, the one the pods use stays.
     let spare = ctx.path("spare-layout");
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../../scripts/busybox-image");
     let made = Command::new(script)
         .arg(&spare)
         .arg("spare:1")
@@ -551,6 +540,27 @@ fn runc_ids(ctx: &ServeCtx) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
+/// Checks the tools the oci runtime needs, then makes the busybox image
+/// (`scripts/busybox-image ARGS`) and loads it into `ctx`'s store (before `serve` starts).
+pub(crate) fn load_busybox(ctx: &ServeCtx, image_args: &[&str]) {
+    for tool in ["/usr/sbin/runc", "/usr/lib/cni/bridge", "/bin/busybox"] {
+        assert!(
+            Path::new(tool).exists(),
+            "{tool} is missing: run scripts/install-test-deps as root"
+        );
+    }
+    let layout = ctx.path("busybox-layout");
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../../scripts/busybox-image");
+    let made = Command::new(script)
+        .args(image_args)
+        .arg(&layout)
+        .output()
+        .unwrap();
+    assert!(made.status.success(), "{made:?}");
+    let loaded = image(ctx, &["load", "-i", layout.to_str().unwrap()]);
+    assert!(loaded.status.success(), "{loaded:?}");
+}
+
 /// `podvisor image ARGS --state-dir <serve's>`.
 pub(crate) fn image(ctx: &ServeCtx, args: &[&str]) -> std::process::Output {
     Command::new(env!("CARGO_BIN_EXE_podvisor"))
@@ -592,18 +602,7 @@ fn pid_holders() -> Vec<u32> {
 fn oci_kubectl_debug_joins_the_target_pid_namespace() {
     let _one = one_at_a_time();
     let mut ctx = ServeCtx::new("od");
-    for tool in ["/usr/sbin/runc", "/usr/lib/cni/bridge", "/bin/busybox"] {
-        assert!(
-            Path::new(tool).exists(),
-            "{tool} is missing: run scripts/install-test-deps as root"
-        );
-    }
-    let layout = ctx.path("busybox-layout");
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../../scripts/busybox-image");
-    let made = Command::new(script).arg(&layout).output().unwrap();
-    assert!(made.status.success(), "{made:?}");
-    let loaded = image(&ctx, &["load", "-i", layout.to_str().unwrap()]);
-    assert!(loaded.status.success(), "{loaded:?}");
+    load_busybox(&ctx, &[]);
     start(&mut ctx, &["--runtime", "oci"]);
     let m = ctx.marker.clone();
     let manifest = ctx.manifest(
@@ -739,18 +738,7 @@ fn parent_of(pid: u32) -> Option<u32> {
 fn oci_pid_holder_dies_with_its_shim() {
     let _one = one_at_a_time();
     let mut ctx = ServeCtx::new("oh");
-    for tool in ["/usr/sbin/runc", "/usr/lib/cni/bridge", "/bin/busybox"] {
-        assert!(
-            Path::new(tool).exists(),
-            "{tool} is missing: run scripts/install-test-deps as root"
-        );
-    }
-    let layout = ctx.path("busybox-layout");
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../../scripts/busybox-image");
-    let made = Command::new(script).arg(&layout).output().unwrap();
-    assert!(made.status.success(), "{made:?}");
-    let loaded = image(&ctx, &["load", "-i", layout.to_str().unwrap()]);
-    assert!(loaded.status.success(), "{loaded:?}");
+    load_busybox(&ctx, &[]);
     start(&mut ctx, &["--runtime", "oci"]);
     let m = ctx.marker.clone();
     let manifest = ctx.manifest(
@@ -828,27 +816,16 @@ spec:
     assert!(ours().is_empty(), "holders left: {:?}", ours());
 }
 
-/// An exec probe that times out is killed with everything it started, under every executor:
+/// R18: an exec probe that times out is killed with everything it started, under every executor:
 /// a killed `runc exec` leaves its process running (re-parented to the shim), which the shim
 /// then kills through its pid file; youki's exec dies with its helper. So probes that time
 /// out every second never pile up.
 #[test]
 #[ignore = "needs root: run as root with --include-ignored (scripts/test does)"]
-fn oci_exec_probes_that_time_out_leave_no_process_behind() {
+fn r18_oci_exec_probes_that_time_out_leave_no_process_behind() {
     let _one = one_at_a_time();
     let mut ctx = ServeCtx::new("oet");
-    for tool in ["/usr/lib/cni/bridge", "/bin/busybox"] {
-        assert!(
-            Path::new(tool).exists(),
-            "{tool} is missing: run scripts/install-test-deps as root"
-        );
-    }
-    let layout = ctx.path("busybox-layout");
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../../scripts/busybox-image");
-    let made = Command::new(script).arg(&layout).output().unwrap();
-    assert!(made.status.success(), "{made:?}");
-    let loaded = image(&ctx, &["load", "-i", layout.to_str().unwrap()]);
-    assert!(loaded.status.success(), "{loaded:?}");
+    load_busybox(&ctx, &[]);
     start(&mut ctx, &["--runtime", "oci"]);
     // A duration no other test uses: the probe's processes are found by it.
     let seconds = 40_000 + std::process::id() % 9_999;

@@ -35,29 +35,8 @@ fn wait_for(ctx: &ServeCtx, what: &str, limit: Duration, mut check: impl FnMut()
 
 /// A `serve --runtime oci` with the busybox image (`scripts/busybox-image ARGS`) loaded.
 fn serve_with_image(tag: &str, image_args: &[&str]) -> ServeCtx {
-    for tool in ["/usr/sbin/runc", "/usr/lib/cni/bridge", "/bin/busybox"] {
-        assert!(
-            Path::new(tool).exists(),
-            "{tool} is missing: run scripts/install-test-deps as root"
-        );
-    }
     let mut ctx = ServeCtx::new(tag);
-    let layout = ctx.path("busybox-layout");
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../../scripts/busybox-image");
-    let made = Command::new(script)
-        .args(image_args)
-        .arg(&layout)
-        .output()
-        .unwrap();
-    assert!(made.status.success(), "{made:?}");
-    let loaded = Command::new(env!("CARGO_BIN_EXE_podvisor"))
-        .args(["image", "load", "-i"])
-        .arg(&layout)
-        .arg("--state-dir")
-        .arg(ctx.state())
-        .output()
-        .unwrap();
-    assert!(loaded.status.success(), "{loaded:?}");
+    crate::oci::load_busybox(&ctx, image_args);
     ctx.start(&["--runtime", "oci"]);
     ctx.kubectl_ok(&["create", "namespace", "apps"]);
     ctx

@@ -280,18 +280,7 @@ fn port_forward_with_every_kubectl_two_ports_concurrent_connections_and_errors()
 fn port_forward_reaches_the_loopback_of_an_oci_pod() {
     let _one = crate::oci::one_at_a_time();
     let mut ctx = ServeCtx::new("pfo");
-    for tool in ["/usr/sbin/runc", "/usr/lib/cni/bridge", "/bin/busybox"] {
-        assert!(
-            Path::new(tool).exists(),
-            "{tool} is missing: run scripts/install-test-deps as root"
-        );
-    }
-    let layout = ctx.path("busybox-layout");
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../../scripts/busybox-image");
-    let made = Command::new(script).arg(&layout).output().unwrap();
-    assert!(made.status.success(), "{made:?}");
-    let loaded = crate::oci::image(&ctx, &["load", "-i", layout.to_str().unwrap()]);
-    assert!(loaded.status.success(), "{loaded:?}");
+    crate::oci::load_busybox(&ctx, &[]);
     ctx.start(&["--runtime", "oci"]);
     let m = ctx.marker.clone();
     let manifest = ctx.manifest(

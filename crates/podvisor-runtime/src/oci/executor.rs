@@ -512,6 +512,28 @@ fn last_error(log: &[u8]) -> Option<String> {
         .map(|l| l.msg)
 }
 
+/// `VERB.. --bundle B --pid-file P [--console-socket S] ID`, as `create` and `run` take them.
+fn container_args(
+    verb: &[&str],
+    bundle: &Path,
+    pid_file: &Path,
+    io: &ProcessIo,
+    id: &str,
+) -> Vec<std::ffi::OsString> {
+    let mut args: Vec<std::ffi::OsString> = verb.iter().map(Into::into).collect();
+    args.extend([
+        "--bundle".into(),
+        bundle.into(),
+        "--pid-file".into(),
+        pid_file.into(),
+    ]);
+    if let ProcessIo::Terminal { console_socket } = io {
+        args.extend(["--console-socket".into(), console_socket.into()]);
+    }
+    args.push(id.into());
+    args
+}
+
 fn read_pid(op: &'static str, pid_file: &Path) -> Result<u32, ExecutorError> {
     let text = std::fs::read_to_string(pid_file).map_err(|source| ExecutorError::Io {
         op,
@@ -538,21 +560,8 @@ impl<R: CommandRunner> OciExecutor for Runc<R> {
         pid_file: &Path,
         io: ProcessIo,
     ) -> Result<u32, ExecutorError> {
-        let mut args: Vec<&std::ffi::OsStr> = vec![
-            "create".as_ref(),
-            "--bundle".as_ref(),
-            bundle.as_os_str(),
-            "--pid-file".as_ref(),
-            pid_file.as_os_str(),
-        ];
-        let console = match &io {
-            ProcessIo::Terminal { console_socket } => Some(console_socket.clone()),
-            ProcessIo::Fds { .. } => None,
-        };
-        if let Some(socket) = &console {
-            args.extend([OsStr::new("--console-socket"), socket.as_os_str()]);
-        }
-        args.push(id.as_ref());
+        let args = container_args(&["create"], bundle, pid_file, &io, id);
+        let args: Vec<&OsStr> = args.iter().map(|a| a.as_os_str()).collect();
         self.invoke("create", &args, io, false)?;
         read_pid("create", pid_file)
     }
@@ -578,22 +587,8 @@ impl<R: CommandRunner> OciExecutor for Runc<R> {
         if self.mode == RuncMode::CreateStart {
             return create_then_start(self, bundle, id, pid_file, io, registered);
         }
-        let mut args: Vec<&std::ffi::OsStr> = vec![
-            "run".as_ref(),
-            "--detach".as_ref(),
-            "--bundle".as_ref(),
-            bundle.as_os_str(),
-            "--pid-file".as_ref(),
-            pid_file.as_os_str(),
-        ];
-        let console = match &io {
-            ProcessIo::Terminal { console_socket } => Some(console_socket.clone()),
-            ProcessIo::Fds { .. } => None,
-        };
-        if let Some(socket) = &console {
-            args.extend([OsStr::new("--console-socket"), socket.as_os_str()]);
-        }
-        args.push(id.as_ref());
+        let args = container_args(&["run", "--detach"], bundle, pid_file, &io, id);
+        let args: Vec<&OsStr> = args.iter().map(|a| a.as_os_str()).collect();
         let mut pid = None;
         self.invoke_then("run", &args, io, false, &mut |status| {
             if status.success() {

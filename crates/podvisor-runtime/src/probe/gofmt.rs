@@ -1,7 +1,8 @@
 //! Reproductions of the few Go formatting rules that leak into kubelet messages: `%q`
-//! quoting, `time.Duration` printing, `strconv.Atoi` errors and OS error texts.
+//! quoting, `time.Duration` printing, `strconv.Atoi` errors and OS error texts (the shared
+//! ones live in `podvisor_api::gotext`).
 
-pub(crate) use podvisor_api::gotext::{duration, quote, quote_bytes};
+pub(crate) use podvisor_api::gotext::{duration, os_error, quote, quote_bytes};
 
 /// Parses like Go's `strconv.Atoi`, returning Go's error text on failure.
 pub(crate) fn atoi(s: &str) -> Result<i64, String> {
@@ -14,24 +15,6 @@ pub(crate) fn atoi(s: &str) -> Result<i64, String> {
     }
     s.parse::<i64>()
         .map_err(|_| format!("strconv.Atoi: parsing {}: value out of range", quote(s)))
-}
-
-/// The text Go prints for an OS error: the `strerror` message, lower-cased like Go's table
-/// (`connection refused`, `no route to host`), without Rust's `(os error N)` suffix.
-pub(crate) fn os_error(e: &std::io::Error) -> String {
-    let text = match e.raw_os_error() {
-        Some(code) => {
-            let full = std::io::Error::from_raw_os_error(code).to_string();
-            let suffix = format!(" (os error {code})");
-            full.strip_suffix(&suffix).unwrap_or(&full).to_string()
-        }
-        None => e.to_string(),
-    };
-    let mut chars = text.chars();
-    match chars.next() {
-        Some(first) => first.to_lowercase().chain(chars).collect(),
-        None => text,
-    }
 }
 
 #[cfg(test)]
