@@ -155,6 +155,31 @@ fn echo(port: u16, data: &[u8]) -> Vec<u8> {
     back
 }
 
+/// What `serve`'s descriptors point at, counted by kind (for a failure's message: one run
+/// under the full suite's load saw `too many open files`).
+fn open_files(ctx: &ServeCtx) -> String {
+    let Some(pid) = ctx.serve_pid() else {
+        return "serve is not running".to_owned();
+    };
+    let mut kinds: std::collections::BTreeMap<String, usize> = Default::default();
+    for entry in std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .into_iter()
+        .flatten()
+        .flatten()
+    {
+        let target = std::fs::read_link(entry.path())
+            .map(|t| t.display().to_string())
+            .unwrap_or_default();
+        let kind = target
+            .split([':', '['])
+            .next()
+            .unwrap_or_default()
+            .to_owned();
+        *kinds.entry(kind).or_default() += 1;
+    }
+    format!("{kinds:?}")
+}
+
 const SERVER: &str = r#"
 import http.server, os, socket, socketserver, sys, threading
 root, http_port, echo_port = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
@@ -247,7 +272,8 @@ fn port_forward_with_every_kubectl_two_ports_concurrent_connections_and_errors()
                  connect to localhost:{closed_port}, IPv4: dial tcp4 127.0.0.1:{closed_port}: \
                  connect: connection refused"
             )),
-            "kubectl {version}: {stderr}"
+            "kubectl {version}: {stderr}\nserve's open files: {}",
+            open_files(&ctx)
         );
     }
 
