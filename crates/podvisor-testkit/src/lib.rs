@@ -51,3 +51,24 @@ pub fn kubectl() -> std::path::PathBuf {
          scripts/install-test-deps (it downloads kubectl 1.34)",
     )
 }
+
+/// Writes an executable script (mode 0755) that a test is about to run, without the
+/// "text file busy" race: were the test process to write it, another test thread's `fork`
+/// could copy the still-open write descriptor into a child that holds it until its `exec`,
+/// and running the script meanwhile fails with `ETXTBSY`. Here a `sh` child writes the file,
+/// so only that short-lived, single-threaded process ever holds it open for writing.
+pub fn write_script(path: &std::path::Path, body: &str) {
+    use std::io::Write;
+    use std::process::{Command, Stdio};
+    let mut sh = Command::new("/bin/sh")
+        .args(["-c", "cat > \"$1\" && chmod 755 \"$1\"", "sh"])
+        .arg(path)
+        .stdin(Stdio::piped())
+        .spawn()
+        .expect("spawn /bin/sh to write a script");
+    let mut stdin = sh.stdin.take().expect("piped stdin");
+    stdin.write_all(body.as_bytes()).expect("write the script body");
+    drop(stdin);
+    let status = sh.wait().expect("wait for /bin/sh");
+    assert!(status.success(), "writing {} failed: {status}", path.display());
+}

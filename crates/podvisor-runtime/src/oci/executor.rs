@@ -826,9 +826,9 @@ mod tests {
         std::fs::create_dir_all(&dir).unwrap();
         let script = dir.join("runc");
         let calls = dir.join("calls");
-        std::fs::write(
+        podvisor_testkit::write_script(
             &script,
-            format!(
+            &format!(
                 "#!/bin/sh\necho \"$@\" >> {calls}\nlog=$4\n\
                  case \"$7\" in\n\
                  create) echo 4242 > \"${{11}}\" ;;\n\
@@ -837,10 +837,7 @@ mod tests {
                  esac\n",
                 calls = calls.display()
             ),
-        )
-        .unwrap();
-        std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755))
-            .unwrap();
+        );
         let runc = Runc::with_runner(&script, &dir, DirectRunner);
         let pid = runc
             .create(
@@ -899,9 +896,9 @@ mod tests {
         std::fs::create_dir_all(&dir).unwrap();
         let script = dir.join("runc");
         let calls = dir.join("calls");
-        std::fs::write(
+        podvisor_testkit::write_script(
             &script,
-            format!(
+            &format!(
                 "#!/bin/sh\necho \"$@\" >> {calls}\n\
                  case \"$7\" in\n\
                  create) echo 4242 > \"${{11}}\" ;;\n\
@@ -909,10 +906,7 @@ mod tests {
                  esac\n",
                 calls = calls.display()
             ),
-        )
-        .unwrap();
-        std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755))
-            .unwrap();
+        );
         let pid_file = dir.join("pid");
         for (mode, want) in [(RuncMode::CreateStart, 4242), (RuncMode::Run, 4343)] {
             let runc = Runc::with_runner(&script, &dir, DirectRunner).with_mode(mode);

@@ -1,7 +1,6 @@
 //! The invocation protocol, against fake plugins (shell scripts) that record what they got.
 
 use std::fs;
-use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -33,8 +32,7 @@ impl Fixture {
             "#!/bin/sh\nin=$(cat)\necho \"{name} $CNI_COMMAND $CNI_CONTAINERID $CNI_IFNAME $CNI_NETNS $CNI_ARGS $in\" >> {}\n{body}\n",
             self.log().display()
         );
-        fs::write(&path, script).unwrap();
-        fs::set_permissions(&path, fs::Permissions::from_mode(0o755)).unwrap();
+        podvisor_testkit::write_script(&path, &script);
     }
 
     fn cni(&self) -> Cni {
