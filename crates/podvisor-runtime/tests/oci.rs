@@ -983,6 +983,80 @@ fn joins_the_pod_namespaces_by_path() {
     assert_eq!(out.stdout, want);
 }
 
+/// A container that joins a pod's PID namespace (`shareProcessNamespace`, a debug container's
+/// target) where its pid is far from 1 (the namespace's last pid set to 31000, a pid no host
+/// process has): it starts, and its `/sys/fs/cgroup` is its own cgroup, read-only, with the
+/// memory limit it was given, under every executor (youki 0.7 looked its pid up in the host's
+/// `/proc` and failed with "failed to prepare rootfs").
+#[test]
+#[ignore = "needs root: run as root with --include-ignored (scripts/test does)"]
+fn joins_a_pid_namespace_at_a_high_pid_and_sees_its_own_cgroup() {
+    let _g = guard();
+    let lab = Lab::new("pidns");
+    let mut holder = std::process::Command::new("unshare")
+        .args([
+            "--pid",
+            "--fork",
+            "--mount-proc",
+            "sh",
+            "-c",
+            "echo 31000 > /proc/sys/kernel/ns_last_pid && exec sleep 60",
+        ])
+        .spawn()
+        .expect("running unshare (util-linux)");
+    // The namespace is the one of unshare's child (the `sleep`).
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    let sleeper = loop {
+        let children = std::fs::read_to_string(format!(
+            "/proc/{0}/task/{0}/children",
+            holder.id()
+        ))
+        .unwrap_or_default();
+        if let Some(pid) = children.split_whitespace().next() {
+            if std::fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|c| c == "sleep\n")
+            {
+                break pid.to_owned();
+            }
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the holder did not start"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    };
+    let namespaces = PodNamespaces {
+        pid: Namespace::Join(PathBuf::from(format!("/proc/{sleeper}/ns/pid"))),
+        ..PodNamespaces::default()
+    };
+    let mut c = container(
+        // `$$$$`: the kubelet's `$(VAR)` expansion makes it `$$`.
+        "echo $$$$; cat /sys/fs/cgroup/memory/memory.limit_in_bytes; \
+         (echo 1 > /sys/fs/cgroup/memory/memory.limit_in_bytes) 2>/dev/null || echo read-only; \
+         ls /sys/fs/cgroup/memory/cgroup.procs",
+        None,
+    );
+    let limits = BTreeMap::from([("memory".to_owned(), Quantity("64Mi".into()))]);
+    c.resources = Some(ResourceRequirements {
+        limits: Some(limits.clone()),
+        requests: Some(limits),
+        ..Default::default()
+    });
+    let out = run_in(&lab, &pod(&c), &c, &image(None), &namespaces);
+    holder.kill().unwrap();
+    holder.wait().unwrap();
+    assert_eq!(out.exit_code, 0, "{out:?}");
+    let lines: Vec<&str> = out.stdout.lines().collect();
+    assert!(
+        lines.first().and_then(|p| p.parse::<u32>().ok()) > Some(31000),
+        "{out:?}"
+    );
+    assert_eq!(
+        lines[1..],
+        ["67108864", "read-only", "/sys/fs/cgroup/memory/cgroup.procs"],
+        "{out:?}"
+    );
+}
+
 /// `runc run --detach` ([`RuncMode::Run`]): one runc process creates and starts the
 /// container; `registered` gets the init pid once runc returned, the process is this
 /// subreaper's child (re-parented when runc exited, even if it had exited already) and its

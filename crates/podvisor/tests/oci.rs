@@ -7,8 +7,8 @@
 //! `imageID`, `serve` killed and restarted with the pods running (same containers), and
 //! nothing left after the pods are deleted (no veth, no mount, no runc state).
 //!
-//! The OCI runtime is the one `PODVISOR_OCI_EXECUTOR` names (`--oci-executor`: `runc-run`,
-//! the default, `youki` or `runc`; `scripts/test` runs this file with `youki` too).
+//! The OCI runtime is the one `PODVISOR_OCI_EXECUTOR` names (`--oci-executor`: `youki`,
+//! the default, `runc-run` or `runc`; `scripts/test` runs this file with `runc-run` too).
 //!
 //! Needs root, runc, the CNI plugins and busybox-static (`scripts/install-test-deps`).
 
@@ -64,12 +64,12 @@ fn addresses_held(uids: &[String]) -> Vec<String> {
         .unwrap_or_default()
 }
 
-/// `--oci-executor` from `PODVISOR_OCI_EXECUTOR`, else serve's default (`runc-run`).
+/// `--oci-executor` from `PODVISOR_OCI_EXECUTOR`, else serve's default (`youki`).
 fn executor() -> String {
     std::env::var("PODVISOR_OCI_EXECUTOR")
         .ok()
         .filter(|e| !e.is_empty())
-        .unwrap_or_else(|| "runc-run".to_owned())
+        .unwrap_or_else(|| "youki".to_owned())
 }
 
 fn youki() -> bool {

@@ -24,13 +24,11 @@ pub enum OciExecutorChoice {
     Runc,
     /// `runc run --detach`: one runc process per container (measured ~15 % faster than
     /// `runc`).
-    #[default]
     RuncRun,
     /// youki's `libcontainer`, embedded in podvisor (`podvisor youki`, one single-threaded
     /// helper process per operation): no runc needed; the container's part of a start ~40 %
-    /// shorter than `runc-run`'s here. Not the default: run inside a PID namespace of its
-    /// own (podvisor in a container), a `shareProcessNamespace` pod's containers fail to
-    /// start ("failed to prepare rootfs").
+    /// shorter than `runc-run`'s here.
+    #[default]
     Youki,
 }
 
@@ -49,11 +47,11 @@ pub struct RuntimeArgs {
     /// without waiting for the CNI plugins. Only on podvisor's own network; 0: none.
     #[arg(long, default_value_t = 0)]
     pub warm_sandboxes: usize,
-    /// The OCI runtime of `oci` containers: `runc-run` (`runc run --detach`, the default),
-    /// `runc` (`runc create` + `runc start`, one runc process more) or `youki` (youki's
-    /// libcontainer embedded in podvisor, no runc needed, faster; inside a PID namespace of
-    /// its own, `shareProcessNamespace` pods fail to start with it).
-    #[arg(long, value_enum, default_value_t = OciExecutorChoice::RuncRun)]
+    /// The OCI runtime of `oci` containers: `youki` (youki's libcontainer embedded in
+    /// podvisor, the default: no runc needed, the fastest), `runc-run` (Debian's runc, one
+    /// `runc run --detach` per container) or `runc` (`runc create` + `runc start`, one runc
+    /// process more).
+    #[arg(long, value_enum, default_value_t = OciExecutorChoice::Youki)]
     pub oci_executor: OciExecutorChoice,
 }
 

@@ -1,0 +1,335 @@
+//! A container's `/sys/fs/cgroup` on a cgroup v1 (legacy or hybrid) host, laid out by the
+//! helper instead of by libcontainer.
+//!
+//! For a mount of type `cgroup` on such a host, libcontainer 0.7 mounts a tmpfs and binds the
+//! container's own cgroup of each hierarchy into it, but first it reads
+//! `/proc/<pid>/cgroup` where `<pid>` is the container process's pid *in the container's PID
+//! namespace*, looked up in the helper's `/proc` (the host's). For a container with a PID
+//! namespace of its own that pid is 1, which always exists; for one that joins a pod's
+//! namespace (`shareProcessNamespace`, a debug container's `--target`) it is 2, 3, ...: on a
+//! host that entry is a kernel thread or some other process, and in a nested PID namespace
+//! (podvisor in a container) it is often missing, and the container fails with "failed to
+//! prepare rootfs". So the helper replaces the mount in `config.json` with the same layout,
+//! computed here from the helper's own `/proc/self`: a tmpfs and, for each v1 hierarchy, a
+//! bind of the container's cgroup (`linux.cgroupsPath` for the hierarchies libcontainer's v1
+//! manager places the container in, the cgroup inherited from the shim for the others, such
+//! as `name=systemd`), read-only when the mount was (containerd asks for `ro` unless
+//! privileged); a comounted hierarchy (`cpu,cpuacct`) is bound under each controller's name
+//! too, where libcontainer makes symlinks. Every container gets this layout, so containers of
+//! one pod see the same `/sys/fs/cgroup` however they join it.
+
+use std::path::{Path, PathBuf};
+
+use libcontainer::oci_spec::runtime::{Mount, MountBuilder, Spec};
+
+/// The controllers libcontainer's v1 manager places a container in (libcgroups'
+/// `CONTROLLERS`): its hierarchies are bound at `linux.cgroupsPath`.
+const MANAGED: [&str; 12] = [
+    "cpu",
+    "cpuacct",
+    "cpuset",
+    "devices",
+    "hugetlb",
+    "memory",
+    "pids",
+    "perf_event",
+    "blkio",
+    "net_prio",
+    "net_cls",
+    "freezer",
+];
+
+/// A v1 hierarchy as this process sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct Hierarchy {
+    /// Where it is mounted (`/sys/fs/cgroup/cpu,cpuacct`).
+    pub mount_point: PathBuf,
+    /// The mount's root within the hierarchy (`/` on a host, deeper in a container).
+    pub root: String,
+    /// Its controllers, and `name=...` for a named one.
+    pub controllers: Vec<String>,
+    /// This process's cgroup in it (`/proc/self/cgroup`).
+    pub own: String,
+}
+
+/// The v1 hierarchies mounted under `/sys/fs/cgroup`, from `mountinfo` and `cgroup` texts of
+/// `/proc/self`. Empty on a cgroup v2 (unified) host.
+pub(super) fn hierarchies(mountinfo: &str, cgroup: &str) -> Vec<Hierarchy> {
+    let own: Vec<(Vec<&str>, &str)> = cgroup
+        .lines()
+        .filter_map(|line| {
+            let mut parts = line.splitn(3, ':');
+            let (_id, controllers, path) = (parts.next()?, parts.next()?, parts.next()?);
+            (!controllers.is_empty()).then(|| (controllers.split(',').collect(), path))
+        })
+        .collect();
+    mountinfo
+        .lines()
+        .filter_map(|line| {
+            let (before, after) = line.split_once(" - ")?;
+            let fields: Vec<&str> = before.split(' ').collect();
+            let mut tail = after.split(' ');
+            let (fs_type, _source, options) = (tail.next()?, tail.next()?, tail.next()?);
+            if fs_type != "cgroup" {
+                return None;
+            }
+            let (root, mount_point) = (*fields.get(3)?, *fields.get(4)?);
+            if !Path::new(mount_point).starts_with("/sys/fs/cgroup") {
+                return None;
+            }
+            let options: Vec<&str> = options.split(',').collect();
+            let (controllers, path) = own
+                .iter()
+                .find(|(controllers, _)| controllers.iter().all(|c| options.contains(c)))?;
+            Some(Hierarchy {
+                mount_point: PathBuf::from(unescape(mount_point)),
+                root: unescape(root),
+                controllers: controllers.iter().map(|c| (*c).to_owned()).collect(),
+                own: (*path).to_owned(),
+            })
+        })
+        .collect()
+}
+
+/// `mountinfo`'s octal escapes (`\040` for a space) undone.
+fn unescape(field: &str) -> String {
+    let bytes = field.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'\\'
+            && i + 3 < bytes.len()
+            && bytes[i + 1..i + 4].iter().all(|b| (b'0'..=b'7').contains(b))
+        {
+            let value = bytes[i + 1..i + 4]
+                .iter()
+                .fold(0u32, |v, b| v * 8 + u32::from(b - b'0'));
+            out.push(u8::try_from(value).unwrap_or(b'?'));
+            i += 4;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// `path` below `base`, without leaving it (`..` components are dropped, as a cgroup path
+/// never has them).
+fn beneath(base: &Path, path: &str) -> PathBuf {
+    let mut out = base.to_path_buf();
+    for part in path.split('/').filter(|p| !p.is_empty() && *p != "." && *p != "..") {
+        out.push(part);
+    }
+    out
+}
+
+/// The mounts that replace `cgroup` (a mount of type `cgroup`) for a container whose cgroup
+/// path is `cgroups_path`.
+pub(super) fn replacement(
+    cgroup: &Mount,
+    hierarchies: &[Hierarchy],
+    cgroups_path: &str,
+) -> Result<Vec<Mount>, String> {
+    let dest = cgroup.destination();
+    let read_only = cgroup
+        .options()
+        .as_ref()
+        .is_some_and(|o| o.iter().any(|o| o == "ro"));
+    let mut mounts = vec![
+        MountBuilder::default()
+            .destination(dest)
+            .typ("tmpfs")
+            .source("tmpfs")
+            .options(
+                ["nosuid", "noexec", "nodev", "mode=755"]
+                    .map(String::from)
+                    .to_vec(),
+            )
+            .build()
+            .map_err(|e| e.to_string())?,
+    ];
+    let bind_options: Vec<String> = [
+        "rbind",
+        if read_only { "ro" } else { "rw" },
+        "nosuid",
+        "noexec",
+        "nodev",
+    ]
+    .map(String::from)
+    .to_vec();
+    for h in hierarchies {
+        let Some(name) = h.mount_point.file_name().and_then(|n| n.to_str()) else {
+            continue;
+        };
+        let managed = h.controllers.iter().any(|c| MANAGED.contains(&c.as_str()));
+        let source = if managed {
+            beneath(&h.mount_point, cgroups_path)
+        } else {
+            let relative = Path::new(&h.own)
+                .strip_prefix(&h.root)
+                .map(|p| p.to_string_lossy().into_owned())
+                .unwrap_or_else(|_| h.own.clone());
+            beneath(&h.mount_point, &relative)
+        };
+        let mut names = vec![name];
+        if name.contains(',') {
+            names.extend(name.split(',').filter(|n| !n.is_empty()));
+        }
+        for name in names {
+            mounts.push(
+                MountBuilder::default()
+                    .destination(dest.join(name))
+                    .typ("bind")
+                    .source(&source)
+                    .options(bind_options.clone())
+                    .build()
+                    .map_err(|e| e.to_string())?,
+            );
+        }
+    }
+    Ok(mounts)
+}
+
+/// Rewrites `bundle/config.json` with every `cgroup` mount replaced (see the module), on a
+/// host with v1 hierarchies; leaves it alone on a unified one or when it has no such mount.
+pub(super) fn rewrite_bundle(bundle: &Path) -> Result<(), String> {
+    let config = bundle.join("config.json");
+    let mut spec = Spec::load(&config).map_err(|e| format!("reading {}: {e}", config.display()))?;
+    let Some(mounts) = spec.mounts().as_ref() else {
+        return Ok(());
+    };
+    if !mounts.iter().any(|m| m.typ().as_deref() == Some("cgroup")) {
+        return Ok(());
+    }
+    let read = |name: &str| {
+        std::fs::read_to_string(Path::new("/proc/self").join(name))
+            .map_err(|e| format!("reading /proc/self/{name}: {e}"))
+    };
+    let hierarchies = hierarchies(&read("mountinfo")?, &read("cgroup")?);
+    if hierarchies.is_empty() {
+        return Ok(());
+    }
+    let cgroups_path = spec
+        .linux()
+        .as_ref()
+        .and_then(|l| l.cgroups_path().as_ref())
+        .map(|p| p.to_string_lossy().into_owned())
+        .ok_or("the spec has no linux.cgroupsPath")?;
+    let mut out = Vec::with_capacity(mounts.len() + hierarchies.len() + 1);
+    for mount in mounts {
+        if mount.typ().as_deref() == Some("cgroup") {
+            out.extend(replacement(mount, &hierarchies, &cgroups_path)?);
+        } else {
+            out.push(mount.clone());
+        }
+    }
+    spec.set_mounts(Some(out));
+    let staged = bundle.join(".config.json.cgroup");
+    spec.save(&staged)
+        .map_err(|e| format!("writing {}: {e}", staged.display()))?;
+    std::fs::rename(&staged, &config).map_err(|e| format!("replacing {}: {e}", config.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MOUNTINFO: &str = "\
+31 23 0:28 / /sys/fs/cgroup rw,relatime - tmpfs tmpfs rw,mode=755
+32 31 0:29 / /sys/fs/cgroup/cpu,cpuacct rw,relatime - cgroup cgroup rw,cpu,cpuacct
+35 31 0:32 /outer /sys/fs/cgroup/memory rw,relatime - cgroup cgroup rw,memory
+40 31 0:37 / /sys/fs/cgroup/systemd rw,relatime - cgroup cgroup rw,xattr,name=systemd
+41 31 0:38 / /sys/fs/cgroup/unified rw,relatime - cgroup2 cgroup2 rw
+50 23 0:40 / /mnt/other\\040dir rw,relatime - cgroup cgroup rw,pids
+";
+    const CGROUP: &str = "\
+9:name=systemd:/user.slice/shim
+4:memory:/outer/pod
+2:cpu,cpuacct:/
+8:pids:/
+0::/
+";
+
+    /// Only the v1 hierarchies under `/sys/fs/cgroup`, each with its mount's root and this
+    /// process's cgroup; cgroup2 and mounts elsewhere are not among them.
+    #[test]
+    fn v1_hierarchies_from_mountinfo_and_own_cgroups() {
+        let got = hierarchies(MOUNTINFO, CGROUP);
+        assert_eq!(
+            got,
+            vec![
+                Hierarchy {
+                    mount_point: "/sys/fs/cgroup/cpu,cpuacct".into(),
+                    root: "/".into(),
+                    controllers: vec!["cpu".into(), "cpuacct".into()],
+                    own: "/".into(),
+                },
+                Hierarchy {
+                    mount_point: "/sys/fs/cgroup/memory".into(),
+                    root: "/outer".into(),
+                    controllers: vec!["memory".into()],
+                    own: "/outer/pod".into(),
+                },
+                Hierarchy {
+                    mount_point: "/sys/fs/cgroup/systemd".into(),
+                    root: "/".into(),
+                    controllers: vec!["name=systemd".into()],
+                    own: "/user.slice/shim".into(),
+                },
+            ]
+        );
+        assert!(hierarchies("41 31 0:38 / /sys/fs/cgroup rw - cgroup2 cgroup2 rw\n", "0::/\n").is_empty());
+        assert_eq!(unescape("/mnt/other\\040dir"), "/mnt/other dir");
+    }
+
+    /// A tmpfs, then each hierarchy's container cgroup bound read-only (the managed ones at
+    /// `cgroupsPath`, `name=systemd` at the inherited cgroup below the mount's root), a
+    /// comounted one under each controller's name too.
+    #[test]
+    fn the_cgroup_mount_becomes_a_tmpfs_and_read_only_binds_of_the_containers_cgroups() {
+        let cgroup = MountBuilder::default()
+            .destination("/sys/fs/cgroup")
+            .typ("cgroup")
+            .source("cgroup")
+            .options(["nosuid", "noexec", "nodev", "relatime", "ro"].map(String::from).to_vec())
+            .build()
+            .unwrap();
+        let got = replacement(&cgroup, &hierarchies(MOUNTINFO, CGROUP), "/podvisor/u1/c1").unwrap();
+        let got: Vec<(String, String, String, String)> = got
+            .iter()
+            .map(|m| {
+                (
+                    m.destination().display().to_string(),
+                    m.typ().clone().unwrap_or_default(),
+                    m.source().as_ref().map(|s| s.display().to_string()).unwrap_or_default(),
+                    m.options().as_ref().map(|o| o.join(",")).unwrap_or_default(),
+                )
+            })
+            .collect();
+        let bind = |dest: &str, source: &str| {
+            (
+                dest.to_owned(),
+                "bind".to_owned(),
+                source.to_owned(),
+                "rbind,ro,nosuid,noexec,nodev".to_owned(),
+            )
+        };
+        assert_eq!(
+            got,
+            vec![
+                (
+                    "/sys/fs/cgroup".to_owned(),
+                    "tmpfs".to_owned(),
+                    "tmpfs".to_owned(),
+                    "nosuid,noexec,nodev,mode=755".to_owned()
+                ),
+                bind("/sys/fs/cgroup/cpu,cpuacct", "/sys/fs/cgroup/cpu,cpuacct/podvisor/u1/c1"),
+                bind("/sys/fs/cgroup/cpu", "/sys/fs/cgroup/cpu,cpuacct/podvisor/u1/c1"),
+                bind("/sys/fs/cgroup/cpuacct", "/sys/fs/cgroup/cpu,cpuacct/podvisor/u1/c1"),
+                bind("/sys/fs/cgroup/memory", "/sys/fs/cgroup/memory/podvisor/u1/c1"),
+                bind("/sys/fs/cgroup/systemd", "/sys/fs/cgroup/systemd/user.slice/shim"),
+            ]
+        );
+    }
+}
