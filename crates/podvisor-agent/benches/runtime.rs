@@ -104,7 +104,7 @@ const PHASES: [&str; 6] = ["podman", "start", "exit", "burst", "exec", "http"];
 
 fn usage() -> String {
     format!(
-        "usage: cargo bench -p podvisor-agent --bench runtime -- [--quick] [--oci] [--oci-executor runc|runc-run|youki] [--warm-sandboxes N] [--shim PATH] [--only {}] [--no-podman] \
+        "usage: cargo bench -p podvisor-agent --bench runtime -- [--quick] [--oci] [--oci-executor runc|runc-run|youki] [--favordynmods on|off] [--warm-sandboxes N] [--shim PATH] [--only {}] [--no-podman] \
          [--probe-seconds N]",
         PHASES.join(",")
     )
@@ -113,10 +113,10 @@ fn usage() -> String {
 /// Set by `--oci`: the pods run from the busybox image on the CNI bridge.
 static OCI: AtomicBool = AtomicBool::new(false);
 
-/// `--oci-executor`: `runc-run` (`runc run --detach`, the default as `serve`'s), `youki` (the
-/// shim's embedded libcontainer) or `runc` (`runc create` + `runc start`).
+/// `--oci-executor`: `youki` (the shim's embedded libcontainer, the default as `serve`'s),
+/// `runc-run` (`runc run --detach`) or `runc` (`runc create` + `runc start`).
 static EXECUTOR: std::sync::Mutex<podvisor_runtime::oci::executor::RuncMode> =
-    std::sync::Mutex::new(podvisor_runtime::oci::executor::RuncMode::Run);
+    std::sync::Mutex::new(podvisor_runtime::oci::executor::RuncMode::Youki);
 
 /// `--warm-sandboxes N`: oci sandboxes kept ready ahead of their pods.
 static WARM: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
@@ -138,6 +138,7 @@ fn parse_options(args: &[String]) -> Result<Options> {
     let mut only = None;
     let mut podman = true;
     let mut probe_seconds = None;
+    let mut favordynmods = true;
     let mut it = args.iter();
     while let Some(arg) = it.next() {
         match arg.as_str() {
@@ -163,6 +164,15 @@ fn parse_options(args: &[String]) -> Result<Options> {
                 *EXECUTOR
                     .lock()
                     .unwrap_or_else(std::sync::PoisonError::into_inner) = mode;
+            }
+            "--favordynmods" => {
+                // `serve` turns it on (`--cgroup-favordynmods`); `off` measures without.
+                let on = match it.next().map(String::as_str) {
+                    Some("on") => true,
+                    Some("off") => false,
+                    other => bail!("--favordynmods takes on or off, not {other:?}"),
+                };
+                favordynmods = on;
             }
             "--shim" => shim = Some(PathBuf::from(it.next().context("--shim needs a path")?)),
             "--probe-seconds" => {
@@ -201,6 +211,14 @@ fn parse_options(args: &[String]) -> Result<Options> {
         bail!(
             "{} is missing: build it (cargo build --release -p podvisor) or pass --shim",
             shim.display()
+        );
+    }
+    if rustix::process::geteuid().is_root() {
+        let done = podvisor_runtime::cgroup::set_favor_dynmods(favordynmods)
+            .context("setting cgroup2's favordynmods")?;
+        println!(
+            "cgroup2 favordynmods {}: {done:?}",
+            if favordynmods { "on" } else { "off" }
         );
     }
     let probe_window = Duration::from_secs(probe_seconds.unwrap_or(if quick { 10 } else { 60 }));

@@ -482,3 +482,59 @@ fn the_v2_path_on_a_cgroup2_mount_without_controllers() {
     cg.remove().unwrap();
     assert!(!cg.unified_dir().unwrap().exists());
 }
+
+/// The cgroup2 mount's superblock options, from this process's mount table.
+fn cgroup2_super_options() -> Option<(PathBuf, Vec<String>)> {
+    let text = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+    cgroup::parse_mount_table(&text)
+        .into_iter()
+        .filter(|m| m.fstype == "cgroup2")
+        .min_by_key(|m| m.mount_point != Path::new("/sys/fs/cgroup"))
+        .map(|m| {
+            (
+                m.mount_point,
+                m.super_options.split(',').map(str::to_owned).collect(),
+            )
+        })
+}
+
+/// `set_favor_dynmods` turns the option off and on and keeps the superblock's others (a
+/// reconfiguration clears what it is not given); asked again, it finds it as asked. The test
+/// leaves it on, as `serve` does.
+#[test]
+#[ignore = "needs root: run as root with --include-ignored (scripts/test does)"]
+fn favor_dynmods_turns_the_option_off_and_on_and_keeps_the_others() {
+    use cgroup::FavorDynmods::{Changed, Unchanged};
+    let (at, before) = cgroup2_super_options().expect("this host mounts cgroup2");
+    let others: Vec<String> = before
+        .into_iter()
+        .filter(|o| !matches!(o.as_str(), "rw" | "ro" | "favordynmods"))
+        .collect();
+    let check = |on: bool| {
+        let now = cgroup2_super_options().unwrap().1;
+        assert_eq!(now.iter().any(|o| o == "favordynmods"), on, "{now:?}");
+        for o in &others {
+            assert!(now.contains(o), "{o} lost: {now:?}");
+        }
+    };
+    for on in [false, true] {
+        let first = cgroup::set_favor_dynmods(on).unwrap();
+        assert!(
+            matches!(&first, Changed(p) | Unchanged(p) if *p == at),
+            "{first:?}"
+        );
+        check(on);
+        assert_eq!(
+            cgroup::set_favor_dynmods(on).unwrap(),
+            Unchanged(at.clone())
+        );
+    }
+    // Off, then on: a change each time.
+    assert_eq!(
+        cgroup::set_favor_dynmods(false).unwrap(),
+        Changed(at.clone())
+    );
+    check(false);
+    assert_eq!(cgroup::set_favor_dynmods(true).unwrap(), Changed(at));
+    check(true);
+}

@@ -1007,16 +1007,12 @@ fn joins_a_pid_namespace_at_a_high_pid_and_sees_its_own_cgroup() {
     // The namespace is the one of unshare's child (the `sleep`).
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
     let sleeper = loop {
-        let children = std::fs::read_to_string(format!(
-            "/proc/{0}/task/{0}/children",
-            holder.id()
-        ))
-        .unwrap_or_default();
-        if let Some(pid) = children.split_whitespace().next() {
-            if std::fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|c| c == "sleep\n")
-            {
-                break pid.to_owned();
-            }
+        let children = std::fs::read_to_string(format!("/proc/{0}/task/{0}/children", holder.id()))
+            .unwrap_or_default();
+        if let Some(pid) = children.split_whitespace().next()
+            && std::fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|c| c == "sleep\n")
+        {
+            break pid.to_owned();
         }
         assert!(
             std::time::Instant::now() < deadline,
@@ -1052,7 +1048,11 @@ fn joins_a_pid_namespace_at_a_high_pid_and_sees_its_own_cgroup() {
     );
     assert_eq!(
         lines[1..],
-        ["67108864", "read-only", "/sys/fs/cgroup/memory/cgroup.procs"],
+        [
+            "67108864",
+            "read-only",
+            "/sys/fs/cgroup/memory/cgroup.procs"
+        ],
         "{out:?}"
     );
 }

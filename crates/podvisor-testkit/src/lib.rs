@@ -67,8 +67,14 @@ pub fn write_script(path: &std::path::Path, body: &str) {
         .spawn()
         .expect("spawn /bin/sh to write a script");
     let mut stdin = sh.stdin.take().expect("piped stdin");
-    stdin.write_all(body.as_bytes()).expect("write the script body");
+    stdin
+        .write_all(body.as_bytes())
+        .expect("write the script body");
     drop(stdin);
     let status = sh.wait().expect("wait for /bin/sh");
-    assert!(status.success(), "writing {} failed: {status}", path.display());
+    assert!(
+        status.success(),
+        "writing {} failed: {status}",
+        path.display()
+    );
 }

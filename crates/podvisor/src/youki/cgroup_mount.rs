@@ -63,62 +63,32 @@ pub(super) fn hierarchies(mountinfo: &str, cgroup: &str) -> Vec<Hierarchy> {
             (!controllers.is_empty()).then(|| (controllers.split(',').collect(), path))
         })
         .collect();
-    mountinfo
-        .lines()
-        .filter_map(|line| {
-            let (before, after) = line.split_once(" - ")?;
-            let fields: Vec<&str> = before.split(' ').collect();
-            let mut tail = after.split(' ');
-            let (fs_type, _source, options) = (tail.next()?, tail.next()?, tail.next()?);
-            if fs_type != "cgroup" {
-                return None;
-            }
-            let (root, mount_point) = (*fields.get(3)?, *fields.get(4)?);
-            if !Path::new(mount_point).starts_with("/sys/fs/cgroup") {
-                return None;
-            }
-            let options: Vec<&str> = options.split(',').collect();
+    podvisor_runtime::cgroup::parse_mount_table(mountinfo)
+        .into_iter()
+        .filter(|m| m.fstype == "cgroup" && m.mount_point.starts_with("/sys/fs/cgroup"))
+        .filter_map(|m| {
+            let options: Vec<&str> = m.super_options.split(',').collect();
             let (controllers, path) = own
                 .iter()
                 .find(|(controllers, _)| controllers.iter().all(|c| options.contains(c)))?;
             Some(Hierarchy {
-                mount_point: PathBuf::from(unescape(mount_point)),
-                root: unescape(root),
                 controllers: controllers.iter().map(|c| (*c).to_owned()).collect(),
                 own: (*path).to_owned(),
+                mount_point: m.mount_point,
+                root: m.root,
             })
         })
         .collect()
-}
-
-/// `mountinfo`'s octal escapes (`\040` for a space) undone.
-fn unescape(field: &str) -> String {
-    let bytes = field.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'\\'
-            && i + 3 < bytes.len()
-            && bytes[i + 1..i + 4].iter().all(|b| (b'0'..=b'7').contains(b))
-        {
-            let value = bytes[i + 1..i + 4]
-                .iter()
-                .fold(0u32, |v, b| v * 8 + u32::from(b - b'0'));
-            out.push(u8::try_from(value).unwrap_or(b'?'));
-            i += 4;
-        } else {
-            out.push(bytes[i]);
-            i += 1;
-        }
-    }
-    String::from_utf8_lossy(&out).into_owned()
 }
 
 /// `path` below `base`, without leaving it (`..` components are dropped, as a cgroup path
 /// never has them).
 fn beneath(base: &Path, path: &str) -> PathBuf {
     let mut out = base.to_path_buf();
-    for part in path.split('/').filter(|p| !p.is_empty() && *p != "." && *p != "..") {
+    for part in path
+        .split('/')
+        .filter(|p| !p.is_empty() && *p != "." && *p != "..")
+    {
         out.push(part);
     }
     out
@@ -279,8 +249,13 @@ mod tests {
                 },
             ]
         );
-        assert!(hierarchies("41 31 0:38 / /sys/fs/cgroup rw - cgroup2 cgroup2 rw\n", "0::/\n").is_empty());
-        assert_eq!(unescape("/mnt/other\\040dir"), "/mnt/other dir");
+        assert!(
+            hierarchies(
+                "41 31 0:38 / /sys/fs/cgroup rw - cgroup2 cgroup2 rw\n",
+                "0::/\n"
+            )
+            .is_empty()
+        );
     }
 
     /// A tmpfs, then each hierarchy's container cgroup bound read-only (the managed ones at
@@ -292,7 +267,11 @@ mod tests {
             .destination("/sys/fs/cgroup")
             .typ("cgroup")
             .source("cgroup")
-            .options(["nosuid", "noexec", "nodev", "relatime", "ro"].map(String::from).to_vec())
+            .options(
+                ["nosuid", "noexec", "nodev", "relatime", "ro"]
+                    .map(String::from)
+                    .to_vec(),
+            )
             .build()
             .unwrap();
         let got = replacement(&cgroup, &hierarchies(MOUNTINFO, CGROUP), "/podvisor/u1/c1").unwrap();
@@ -302,8 +281,14 @@ mod tests {
                 (
                     m.destination().display().to_string(),
                     m.typ().clone().unwrap_or_default(),
-                    m.source().as_ref().map(|s| s.display().to_string()).unwrap_or_default(),
-                    m.options().as_ref().map(|o| o.join(",")).unwrap_or_default(),
+                    m.source()
+                        .as_ref()
+                        .map(|s| s.display().to_string())
+                        .unwrap_or_default(),
+                    m.options()
+                        .as_ref()
+                        .map(|o| o.join(","))
+                        .unwrap_or_default(),
                 )
             })
             .collect();
@@ -324,11 +309,26 @@ mod tests {
                     "tmpfs".to_owned(),
                     "nosuid,noexec,nodev,mode=755".to_owned()
                 ),
-                bind("/sys/fs/cgroup/cpu,cpuacct", "/sys/fs/cgroup/cpu,cpuacct/podvisor/u1/c1"),
-                bind("/sys/fs/cgroup/cpu", "/sys/fs/cgroup/cpu,cpuacct/podvisor/u1/c1"),
-                bind("/sys/fs/cgroup/cpuacct", "/sys/fs/cgroup/cpu,cpuacct/podvisor/u1/c1"),
-                bind("/sys/fs/cgroup/memory", "/sys/fs/cgroup/memory/podvisor/u1/c1"),
-                bind("/sys/fs/cgroup/systemd", "/sys/fs/cgroup/systemd/user.slice/shim"),
+                bind(
+                    "/sys/fs/cgroup/cpu,cpuacct",
+                    "/sys/fs/cgroup/cpu,cpuacct/podvisor/u1/c1"
+                ),
+                bind(
+                    "/sys/fs/cgroup/cpu",
+                    "/sys/fs/cgroup/cpu,cpuacct/podvisor/u1/c1"
+                ),
+                bind(
+                    "/sys/fs/cgroup/cpuacct",
+                    "/sys/fs/cgroup/cpu,cpuacct/podvisor/u1/c1"
+                ),
+                bind(
+                    "/sys/fs/cgroup/memory",
+                    "/sys/fs/cgroup/memory/podvisor/u1/c1"
+                ),
+                bind(
+                    "/sys/fs/cgroup/systemd",
+                    "/sys/fs/cgroup/systemd/user.slice/shim"
+                ),
             ]
         );
     }
