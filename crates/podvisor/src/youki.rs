@@ -24,6 +24,7 @@ use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 
 mod cgroup_mount;
+mod events;
 
 use clap::{Parser, Subcommand};
 use libcontainer::container::builder::ContainerBuilder;
@@ -158,6 +159,9 @@ pub fn main(args: impl Iterator<Item = std::ffi::OsString>) -> i32 {
             return 2;
         }
     };
+    if let Some(log) = &cli.log {
+        events::log_errors_to(log);
+    }
     let (op, result) = run(&cli);
     // After a failure, what libcontainer's processes left (an init that failed, which holds
     // its PID namespace until reaped, and the intermediate process) is reaped here, as runc
@@ -169,7 +173,15 @@ pub fn main(args: impl Iterator<Item = std::ffi::OsString>) -> i32 {
     match result {
         Ok(code) => code,
         Err(Failure(message)) => {
-            let message = worded(op, &message);
+            let mut message = worded(op, &message);
+            let logged = cli
+                .log
+                .as_ref()
+                .and_then(|log| std::fs::read_to_string(log).ok())
+                .unwrap_or_default();
+            if let Some(cause) = events::cause(&logged, &message) {
+                message = format!("{message}: {cause}");
+            }
             if let Some(log) = &cli.log {
                 let line = serde_json::json!({"level": "error", "msg": message});
                 if let Ok(mut file) = std::fs::OpenOptions::new()
