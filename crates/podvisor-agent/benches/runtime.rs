@@ -10,6 +10,8 @@
 //! What it measures (issue 3):
 //! 1. pod start latency, 1 container and 2 init + 1 app: from `Agent::spawn_pod` to the first
 //!    status on the pod's update stream that shows `app` running; one pod at a time;
+//!    The `idle` phase starts 1-container pods one at a time, each after 500 ms of quiet, as
+//!    one `kubectl apply` on a quiet machine.
 //! 2. container exit → status: each container writes the wall-clock time to a file and exits at
 //!    once; measured from that instant to the status update showing it terminated (also from the
 //!    shim's recorded `finishedAt`);
@@ -100,11 +102,11 @@ struct Options {
     podman_runs: usize,
 }
 
-const PHASES: [&str; 6] = ["podman", "start", "exit", "burst", "exec", "http"];
+const PHASES: [&str; 7] = ["podman", "start", "idle", "exit", "burst", "exec", "http"];
 
 fn usage() -> String {
     format!(
-        "usage: cargo bench -p podvisor-agent --bench runtime -- [--quick] [--oci] [--oci-executor runc|runc-run|youki] [--favordynmods on|off] [--warm-sandboxes N] [--shim PATH] [--only {}] [--no-podman] \
+        "usage: cargo bench -p podvisor-agent --bench runtime -- [--quick] [--oci] [--oci-executor runc|runc-run|youki] [--warm-sandboxes N] [--shim PATH] [--only {}] [--no-podman] \
          [--probe-seconds N]",
         PHASES.join(",")
     )
@@ -138,7 +140,6 @@ fn parse_options(args: &[String]) -> Result<Options> {
     let mut only = None;
     let mut podman = true;
     let mut probe_seconds = None;
-    let mut favordynmods = true;
     let mut it = args.iter();
     while let Some(arg) = it.next() {
         match arg.as_str() {
@@ -164,15 +165,6 @@ fn parse_options(args: &[String]) -> Result<Options> {
                 *EXECUTOR
                     .lock()
                     .unwrap_or_else(std::sync::PoisonError::into_inner) = mode;
-            }
-            "--favordynmods" => {
-                // `serve` turns it on (`--cgroup-favordynmods`); `off` measures without.
-                let on = match it.next().map(String::as_str) {
-                    Some("on") => true,
-                    Some("off") => false,
-                    other => bail!("--favordynmods takes on or off, not {other:?}"),
-                };
-                favordynmods = on;
             }
             "--shim" => shim = Some(PathBuf::from(it.next().context("--shim needs a path")?)),
             "--probe-seconds" => {
@@ -211,14 +203,6 @@ fn parse_options(args: &[String]) -> Result<Options> {
         bail!(
             "{} is missing: build it (cargo build --release -p podvisor) or pass --shim",
             shim.display()
-        );
-    }
-    if rustix::process::geteuid().is_root() {
-        let done = podvisor_runtime::cgroup::set_favor_dynmods(favordynmods)
-            .context("setting cgroup2's favordynmods")?;
-        println!(
-            "cgroup2 favordynmods {}: {done:?}",
-            if favordynmods { "on" } else { "off" }
         );
     }
     let probe_window = Duration::from_secs(probe_seconds.unwrap_or(if quick { 10 } else { 60 }));
@@ -613,6 +597,8 @@ async fn wait_terminated(h: &mut PodHandle) -> Result<()> {
 struct Results {
     agent_idle_kib: Option<u64>,
     start_one: Option<Stats>,
+    /// 1-container starts each after [`IDLE_PAUSE`] of quiet (the `idle` phase).
+    start_idle: Option<Stats>,
     start_init: Option<Stats>,
     teardown_one: Option<Stats>,
     /// The runtime's own part of a start: `create_sandbox` (shim up, subscribed) and
@@ -790,6 +776,7 @@ fn run_agent_phases(opts: &Options, exe: &Path, base: &Path, results: &mut Resul
         let (ctx, shared) = (Arc::clone(&ctx), Arc::clone(&shared));
         let opts = PhaseOptions {
             start: opts.runs("start"),
+            idle: opts.runs("idle"),
             exit: opts.runs("exit"),
             burst: opts.runs("burst"),
             exec: opts.runs("exec"),
@@ -818,6 +805,7 @@ fn run_agent_phases(opts: &Options, exe: &Path, base: &Path, results: &mut Resul
         let mut shared = shared.lock().expect("results");
         let r = std::mem::take(&mut *shared);
         results.start_one = r.start_one;
+        results.start_idle = r.start_idle;
         results.start_init = r.start_init;
         results.teardown_one = r.teardown_one;
         results.sandbox = r.sandbox;
@@ -835,6 +823,7 @@ fn run_agent_phases(opts: &Options, exe: &Path, base: &Path, results: &mut Resul
 
 struct PhaseOptions {
     start: bool,
+    idle: bool,
     exit: bool,
     burst: bool,
     exec: bool,
@@ -866,6 +855,27 @@ async fn phases(ctx: Arc<Ctx>, opts: PhaseOptions, out: Arc<Mutex<Results>>) -> 
         let mut r = out.lock().expect("results");
         r.start_one = Some(s);
         r.teardown_one = Some(stats(teardowns));
+    }
+    if opts.idle {
+        // As one `kubectl apply` on a quiet machine: nothing ran for a while before the start
+        // (the back-to-back starts above follow a teardown's cgroup work by microseconds).
+        let n = opts.start_pods / 3;
+        progress(&format!(
+            "start latency after {} ms of quiet, 1 container × {n}",
+            IDLE_PAUSE.as_millis()
+        ));
+        let mut starts = Vec::new();
+        for _ in 0..n {
+            tokio::time::sleep(IDLE_PAUSE).await;
+            starts.push(
+                start_latency(&ctx, one_container_pod(&ctx.name("idle"))?)
+                    .await?
+                    .0,
+            );
+        }
+        let s = stats(starts);
+        progress(&format!("  p50 {} p99 {}", ms(s.p50), ms(s.p99)));
+        out.lock().expect("results").start_idle = Some(s);
     }
     if opts.start {
         let n = opts.start_pods / 3;
@@ -938,6 +948,9 @@ async fn phases(ctx: Arc<Ctx>, opts: PhaseOptions, out: Arc<Mutex<Results>>) -> 
     }
     Ok(())
 }
+
+/// The quiet before each start of the `idle` phase.
+const IDLE_PAUSE: Duration = Duration::from_millis(500);
 
 /// Spawns `pod`, waits for `app` running (the latency), deletes it and waits for its end
 /// (the teardown time).
@@ -1399,6 +1412,18 @@ fn print_summary(opts: &Options, r: &Results, started: Timestamp, load: &str) {
             format!("p50 {}  p99 {}  max {}", ms(s.p50), ms(s.p99), ms(s.max)),
             "p99 ≤ 50 ms",
             verdict(s.p99 <= Duration::from_millis(50)),
+        );
+    }
+    if let Some(s) = &r.start_idle {
+        row(
+            format!(
+                "pod start, 1 container, after {} ms of quiet (n={})",
+                IDLE_PAUSE.as_millis(),
+                s.n
+            ),
+            format!("p50 {}  p99 {}  max {}", ms(s.p50), ms(s.p99), ms(s.max)),
+            "-",
+            "",
         );
     }
     if let Some(s) = &r.start_init {

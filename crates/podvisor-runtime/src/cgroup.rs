@@ -130,69 +130,6 @@ pub fn parse_mount_table(text: &str) -> Vec<MountEntry> {
         .collect()
 }
 
-/// What [`set_favor_dynmods`] found or did.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum FavorDynmods {
-    /// The cgroup2 mount at this path was as asked already.
-    Unchanged(PathBuf),
-    /// It is as asked now.
-    Changed(PathBuf),
-    /// No cgroup2 is mounted (a pure v1 host): nothing was changed.
-    NoCgroup2,
-}
-
-/// Turns cgroup2's `favordynmods` (Linux 6.0+) on or off, keeping the superblock's other
-/// options.
-///
-/// Moving a process into a cgroup takes the kernel's global `cgroup_threadgroup_rwsem` for
-/// writing, and without `favordynmods` the first writer after a quiet spell waits a whole RCU
-/// grace period: measured here, the first `cgroup.procs` write of a container's create took
-/// ~15 ms of youki's ~28 ms. With it, the semaphore stays in its writer-friendly mode for good
-/// (forks and exits take a slightly slower path). The flag is per cgroup2 superblock but
-/// the semaphore is global, so on a hybrid host the controller-less `unified` mount carries
-/// it for the v1 hierarchies too. The change is the host's until reboot or a remount.
-///
-/// # Errors
-/// The mount table cannot be read, or the kernel refuses the reconfiguration (not root, or a
-/// kernel without the option).
-pub fn set_favor_dynmods(on: bool) -> io::Result<FavorDynmods> {
-    use rustix::mount::{
-        FsPickFlags, fsconfig_reconfigure, fsconfig_set_flag, fsconfig_set_string, fspick,
-    };
-    let mounts = parse_mount_table(&fs::read_to_string("/proc/self/mountinfo")?);
-    let Some(v2) = cgroup2_mount(&mounts) else {
-        return Ok(FavorDynmods::NoCgroup2);
-    };
-    let mut options: Vec<&str> = v2
-        .super_options
-        .split(',')
-        .filter(|o| !o.is_empty() && *o != "rw" && *o != "ro")
-        .collect();
-    if options.contains(&"favordynmods") == on {
-        return Ok(FavorDynmods::Unchanged(v2.mount_point.clone()));
-    }
-    options.retain(|o| *o != "favordynmods");
-    if on {
-        options.push("favordynmods");
-    }
-    // A reconfiguration sets the options it is given and clears the others, so the
-    // superblock's own (`nsdelegate`, `memory_recursiveprot`, ...) are given again. The
-    // mount's flags (`nosuid`, ...) are not touched: `fspick` reaches the superblock only.
-    let fs = fspick(
-        rustix::fs::CWD,
-        &v2.mount_point,
-        FsPickFlags::FSPICK_CLOEXEC,
-    )?;
-    for option in options {
-        match option.split_once('=') {
-            Some((key, value)) => fsconfig_set_string(&fs, key, value)?,
-            None => fsconfig_set_flag(&fs, option)?,
-        }
-    }
-    fsconfig_reconfigure(&fs)?;
-    Ok(FavorDynmods::Changed(v2.mount_point.clone()))
-}
-
 /// Undoes the kernel's octal escapes in mount paths of `/proc/*/mountinfo` and `/proc/mounts`
 /// (`\040` for a space).
 pub fn unescape_mount_path(s: &str) -> String {

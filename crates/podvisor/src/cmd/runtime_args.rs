@@ -53,13 +53,6 @@ pub struct RuntimeArgs {
     /// process more).
     #[arg(long, value_enum, default_value_t = OciExecutorChoice::Youki)]
     pub oci_executor: OciExecutorChoice,
-    /// Turn on cgroup2's `favordynmods` mount option (Linux 6.0+) when it is off: every
-    /// container start and exec moves a process into cgroups, and without it the first move
-    /// after a quiet spell waits an RCU grace period (~12 ms of a container's start here).
-    /// A change to the host's cgroup mount that lasts until reboot; `=false` leaves the
-    /// mount alone.
-    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
-    pub cgroup_favordynmods: bool,
 }
 
 impl RuntimeArgs {
@@ -74,21 +67,6 @@ impl RuntimeArgs {
     ) -> anyhow::Result<ProcessRuntime> {
         if let Some(problem) = podvisor_runtime::process::privileges_problem() {
             anyhow::bail!("{problem}");
-        }
-        if self.cgroup_favordynmods {
-            use podvisor_runtime::cgroup::{FavorDynmods, set_favor_dynmods};
-            match set_favor_dynmods(true) {
-                Ok(FavorDynmods::Changed(at)) => eprintln!(
-                    "podvisor: turned on favordynmods on the cgroup2 mount {} (faster moves \
-                     into cgroups; --cgroup-favordynmods=false leaves it off)",
-                    at.display()
-                ),
-                Ok(FavorDynmods::Unchanged(_) | FavorDynmods::NoCgroup2) => {}
-                Err(e) => eprintln!(
-                    "warning: could not turn on cgroup2's favordynmods ({e}); container starts \
-                     may wait an RCU grace period"
-                ),
-            }
         }
         let default = match self.runtime {
             RuntimeChoice::Process => RuntimeClass::Process,
