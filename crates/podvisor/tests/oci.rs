@@ -1,6 +1,6 @@
 //! The `oci` runtime class end to end (issue 8), through `podvisor serve --runtime oci` and the
 //! real kubectl: an image loaded into the store (`scripts/busybox-image` + `podvisor image
-//! load`), pods in runc containers with their own network on the CNI bridge, two containers
+//! load`), pods in OCI containers with their own network on the CNI bridge, two containers
 //! talking over localhost, a readiness probe to the pod IP, a pod reaching another by its IP,
 //! `kubectl exec` inside the container's root, `kubectl cp`, `kubectl run -i --rm` (attach to
 //! the container's stdin), ENTRYPOINT/CMD/command/args, image events and
