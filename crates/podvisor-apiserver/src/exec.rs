@@ -29,7 +29,7 @@ use std::time::Duration;
 use axum::body::Body;
 use axum::extract::FromRequestParts;
 use axum::http::request::Parts;
-use axum::http::{HeaderMap, HeaderValue, StatusCode, Uri, header};
+use axum::http::{HeaderMap, StatusCode, Uri, header};
 use axum::response::Response;
 use hyper::upgrade::OnUpgrade;
 use hyper_util::rt::TokioIo;
@@ -143,25 +143,75 @@ fn serde_urlencoded_pairs(query: &str) -> ApiResult<Vec<(String, String)>> {
 
 /// The subprotocol to answer with: the first the client offers that is served.
 fn negotiate(headers: &HeaderMap) -> Option<&'static str> {
-    let offered: Vec<String> = headers
-        .get_all(header::SEC_WEBSOCKET_PROTOCOL)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-        .map(|p| p.trim().to_owned())
-        .collect();
-    offered
-        .iter()
-        .find_map(|p| PROTOCOLS.iter().find(|s| **s == p.as_str()).copied())
+    first_supported(
+        &header_tokens(headers, header::SEC_WEBSOCKET_PROTOCOL),
+        &PROTOCOLS,
+    )
 }
 
-pub(crate) fn header_has(headers: &HeaderMap, name: header::HeaderName, token: &str) -> bool {
+/// The comma-separated tokens of every `name` header, trimmed, empty ones left out.
+pub(crate) fn header_tokens(headers: &HeaderMap, name: header::HeaderName) -> Vec<&str> {
     headers
         .get_all(name)
         .iter()
         .filter_map(|v| v.to_str().ok())
         .flat_map(|v| v.split(','))
-        .any(|t| t.trim().eq_ignore_ascii_case(token))
+        .map(str::trim)
+        .filter(|t| !t.is_empty())
+        .collect()
+}
+
+pub(crate) fn header_has(headers: &HeaderMap, name: header::HeaderName, token: &str) -> bool {
+    header_tokens(headers, name)
+        .iter()
+        .any(|t| t.eq_ignore_ascii_case(token))
+}
+
+/// The first of the client's `offered` protocols that is `supported`.
+pub(crate) fn first_supported(
+    offered: &[&str],
+    supported: &[&'static str],
+) -> Option<&'static str> {
+    offered
+        .iter()
+        .find_map(|p| supported.iter().find(|s| *s == p).copied())
+}
+
+/// The header a SPDY upgrade negotiates its protocol in.
+const STREAM_PROTOCOL: &str = "x-stream-protocol-version";
+
+/// `httpstream.Handshake` of a SPDY/3.1 upgrade (exec, attach, port-forward): the first
+/// protocol the client offers in `X-Stream-Protocol-Version` that is `supported`, else the
+/// API server's refusal.
+pub(crate) fn spdy_handshake(
+    headers: &HeaderMap,
+    supported: &[&'static str],
+) -> ApiResult<&'static str> {
+    let offered = header_tokens(headers, header::HeaderName::from_static(STREAM_PROTOCOL));
+    if offered.is_empty() {
+        return Err(ApiError::bad_request(
+            "unable to upgrade: X-Stream-Protocol-Version is required",
+        ));
+    }
+    first_supported(&offered, supported).ok_or_else(|| {
+        ApiError::forbidden_message(format!(
+            "unable to upgrade: unable to negotiate protocol: client supports [{}], server \
+             accepts [{}]",
+            offered.join(" "),
+            supported.join(" ")
+        ))
+    })
+}
+
+/// The `101 Switching Protocols` that accepts a SPDY/3.1 upgrade speaking `protocol`.
+pub(crate) fn spdy_switching_protocols(protocol: &'static str) -> ApiResult<Response> {
+    Response::builder()
+        .status(StatusCode::SWITCHING_PROTOCOLS)
+        .header(header::CONNECTION, "Upgrade")
+        .header(header::UPGRADE, "SPDY/3.1")
+        .header(STREAM_PROTOCOL, protocol)
+        .body(Body::empty())
+        .map_err(|e| ApiError::internal(e.to_string()))
 }
 
 /// `POST`/`GET …/pods/{name}/exec`, or `…/attach` (`attach`).
@@ -213,15 +263,7 @@ pub(crate) fn exec(
             },
         ));
     }
-    let key = headers
-        .get(header::SEC_WEBSOCKET_KEY)
-        .and_then(|v| v.to_str().ok())
-        .filter(|_| {
-            headers
-                .get(header::SEC_WEBSOCKET_VERSION)
-                .is_some_and(|v| v == "13")
-        })
-        .ok_or_else(|| ApiError::bad_request("unable to upgrade: invalid WebSocket handshake"))?;
+    let key = ws::handshake_key(headers)?;
     let protocol = negotiate(headers).ok_or_else(|| {
         ApiError::bad_request(format!(
             "unable to upgrade: unable to match protocol: the client offers none of {}",
@@ -236,7 +278,6 @@ pub(crate) fn exec(
             "unable to upgrade connection: this API server runs no pods",
         ));
     };
-    let accept = ws::accept_key(key);
     let uid = pod.metadata.uid.clone().unwrap_or_default();
     let v5 = protocol == PROTOCOLS[0];
     tokio::spawn(async move {
@@ -251,17 +292,7 @@ pub(crate) fn exec(
         };
         session.run(TokioIo::new(upgraded), &*backend).await;
     });
-    Response::builder()
-        .status(StatusCode::SWITCHING_PROTOCOLS)
-        .header(header::UPGRADE, "websocket")
-        .header(header::CONNECTION, "Upgrade")
-        .header(header::SEC_WEBSOCKET_ACCEPT, accept)
-        .header(
-            header::SEC_WEBSOCKET_PROTOCOL,
-            HeaderValue::from_static(protocol),
-        )
-        .body(Body::empty())
-        .map_err(|e| ApiError::internal(e.to_string()))
+    ws::switching_protocols(key, Some(protocol))
 }
 
 /// The SPDY/3.1 upgrade of an exec or attach (`httpstream.Handshake` for the protocol, then
@@ -273,30 +304,7 @@ fn spdy_upgrade(
     request: ExecRequest,
     upgrade: Upgrade,
 ) -> ApiResult<Response> {
-    let offered: Vec<&str> = req
-        .headers
-        .get_all("x-stream-protocol-version")
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-        .map(str::trim)
-        .collect();
-    if offered.is_empty() {
-        return Err(ApiError::bad_request(
-            "unable to upgrade: X-Stream-Protocol-Version is required",
-        ));
-    }
-    let Some(protocol) = offered
-        .iter()
-        .find_map(|p| spdy_session::PROTOCOLS.iter().find(|s| *s == p).copied())
-    else {
-        return Err(ApiError::forbidden_message(format!(
-            "unable to upgrade: unable to negotiate protocol: client supports [{}], server \
-             accepts [{}]",
-            offered.join(" "),
-            spdy_session::PROTOCOLS.join(" ")
-        )));
-    };
+    let protocol = spdy_handshake(&req.headers, &spdy_session::PROTOCOLS)?;
     let Upgrade(Some(on_upgrade)) = upgrade else {
         return Err(ApiError::internal("the connection cannot be upgraded"));
     };
@@ -318,13 +326,7 @@ fn spdy_upgrade(
         let (reader, writer) = tokio::io::split(TokioIo::new(upgraded));
         spdy_session::serve(reader, crate::spdy::RawSink(writer), target).await;
     });
-    Response::builder()
-        .status(StatusCode::SWITCHING_PROTOCOLS)
-        .header(header::CONNECTION, "Upgrade")
-        .header(header::UPGRADE, "SPDY/3.1")
-        .header("x-stream-protocol-version", protocol)
-        .body(Body::empty())
-        .map_err(|e| ApiError::internal(e.to_string()))
+    spdy_switching_protocols(protocol)
 }
 
 /// The final status for a successful command.

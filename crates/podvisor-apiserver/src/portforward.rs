@@ -23,8 +23,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use axum::body::Body;
-use axum::http::{HeaderMap, HeaderValue, StatusCode, Uri, header};
+use axum::http::{HeaderMap, Uri, header};
 use axum::response::Response;
 use hyper_util::rt::TokioIo;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
@@ -33,7 +32,10 @@ use tokio::task::JoinSet;
 
 use crate::PodExec;
 use crate::db::{self, PODS};
-use crate::exec::{Upgrade, header_has, ws};
+use crate::exec::{
+    Upgrade, first_supported, header_has, header_tokens, spdy_handshake, spdy_switching_protocols,
+    ws,
+};
 use crate::pods::pod_of;
 use crate::routes::Req;
 use crate::spdy::{self, Conn, FrameSink, Headers, InStream, Out};
@@ -43,8 +45,6 @@ use crate::status::{ApiError, ApiResult};
 const PROTOCOL: &str = "portforward.k8s.io";
 /// The WebSocket subprotocol of the SPDY tunnel (`WebsocketsSPDYTunnelingPrefix` + it).
 const TUNNEL_PROTOCOL: &str = "SPDY/3.1+portforward.k8s.io";
-/// `X-Stream-Protocol-Version`.
-const PROTOCOL_HEADER: &str = "x-stream-protocol-version";
 /// The kubelet's `streamCreationTimeout`: how long a request waits for its other stream.
 const STREAM_CREATION_TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -89,40 +89,19 @@ pub(crate) fn portforward(
         return Err(ApiError::internal("the connection cannot be upgraded"));
     };
     if websocket {
-        let key = headers
-            .get(header::SEC_WEBSOCKET_KEY)
-            .and_then(|v| v.to_str().ok())
-            .filter(|_| {
-                headers
-                    .get(header::SEC_WEBSOCKET_VERSION)
-                    .is_some_and(|v| v == "13")
-            })
-            .ok_or_else(|| {
-                ApiError::bad_request("unable to upgrade: invalid WebSocket handshake")
-            })?;
-        if !offers_tunnel(headers) {
+        let key = ws::handshake_key(headers)?;
+        if !header_tokens(headers, header::SEC_WEBSOCKET_PROTOCOL).contains(&TUNNEL_PROTOCOL) {
             return by_channels(headers, uri, key, target, on_upgrade);
         }
-        let accept = ws::accept_key(key);
         tokio::spawn(async move {
             let Ok(upgraded) = on_upgrade.await else {
                 return;
             };
             tunnel(TokioIo::new(upgraded), target).await;
         });
-        return Response::builder()
-            .status(StatusCode::SWITCHING_PROTOCOLS)
-            .header(header::UPGRADE, "websocket")
-            .header(header::CONNECTION, "Upgrade")
-            .header(header::SEC_WEBSOCKET_ACCEPT, accept)
-            .header(
-                header::SEC_WEBSOCKET_PROTOCOL,
-                HeaderValue::from_static(TUNNEL_PROTOCOL),
-            )
-            .body(Body::empty())
-            .map_err(|e| ApiError::internal(e.to_string()));
+        return ws::switching_protocols(key, Some(TUNNEL_PROTOCOL));
     }
-    negotiate(headers)?;
+    spdy_handshake(headers, &[PROTOCOL])?;
     tokio::spawn(async move {
         let Ok(upgraded) = on_upgrade.await else {
             return;
@@ -130,13 +109,7 @@ pub(crate) fn portforward(
         let (reader, writer) = tokio::io::split(TokioIo::new(upgraded));
         session(reader, spdy::RawSink(writer), target).await;
     });
-    Response::builder()
-        .status(StatusCode::SWITCHING_PROTOCOLS)
-        .header(header::CONNECTION, "Upgrade")
-        .header(header::UPGRADE, "SPDY/3.1")
-        .header(PROTOCOL_HEADER, PROTOCOL)
-        .body(Body::empty())
-        .map_err(|e| ApiError::internal(e.to_string()))
+    spdy_switching_protocols(PROTOCOL)
 }
 
 /// The WebSocket subprotocols of port-forwarding by channels (the kubelet's; binary).
@@ -182,17 +155,8 @@ fn by_channels(
     if ports.len() > 128 {
         return Err(ApiError::bad_request("at most 128 ports per connection"));
     }
-    let offered: Vec<&str> = headers
-        .get_all(header::SEC_WEBSOCKET_PROTOCOL)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-        .map(str::trim)
-        .filter(|p| !p.is_empty())
-        .collect();
-    let protocol = offered
-        .iter()
-        .find_map(|p| CHANNEL_PROTOCOLS.iter().find(|s| *s == p).copied());
+    let offered = header_tokens(headers, header::SEC_WEBSOCKET_PROTOCOL);
+    let protocol = first_supported(&offered, &CHANNEL_PROTOCOLS);
     if protocol.is_none() && !offered.is_empty() {
         return Err(ApiError::bad_request(format!(
             "unable to upgrade: unable to match protocol: the client offers [{}], port-forwarding \
@@ -201,27 +165,13 @@ fn by_channels(
             CHANNEL_PROTOCOLS.join(" ")
         )));
     }
-    let accept = ws::accept_key(key);
     tokio::spawn(async move {
         let Ok(upgraded) = on_upgrade.await else {
             return;
         };
         channels(TokioIo::new(upgraded), target, ports).await;
     });
-    let mut response = Response::builder()
-        .status(StatusCode::SWITCHING_PROTOCOLS)
-        .header(header::UPGRADE, "websocket")
-        .header(header::CONNECTION, "Upgrade")
-        .header(header::SEC_WEBSOCKET_ACCEPT, accept);
-    if let Some(protocol) = protocol {
-        response = response.header(
-            header::SEC_WEBSOCKET_PROTOCOL,
-            HeaderValue::from_static(protocol),
-        );
-    }
-    response
-        .body(Body::empty())
-        .map_err(|e| ApiError::internal(e.to_string()))
+    ws::switching_protocols(key, protocol)
 }
 
 /// The session of [`by_channels`].
@@ -363,39 +313,6 @@ where
         }
     }
     upstream.abort();
-}
-
-fn offers_tunnel(headers: &HeaderMap) -> bool {
-    headers
-        .get_all(header::SEC_WEBSOCKET_PROTOCOL)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-        .any(|p| p.trim() == TUNNEL_PROTOCOL)
-}
-
-/// `httpstream.Handshake`: the client must offer `portforward.k8s.io`.
-fn negotiate(headers: &HeaderMap) -> ApiResult<()> {
-    let offered: Vec<&str> = headers
-        .get_all(PROTOCOL_HEADER)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-        .map(str::trim)
-        .collect();
-    if offered.is_empty() {
-        return Err(ApiError::bad_request(
-            "unable to upgrade: X-Stream-Protocol-Version is required",
-        ));
-    }
-    if offered.contains(&PROTOCOL) {
-        return Ok(());
-    }
-    Err(ApiError::forbidden_message(format!(
-        "unable to upgrade: unable to negotiate protocol: client supports [{}], server \
-             accepts [{PROTOCOL}]",
-        offered.join(" ")
-    )))
 }
 
 /// The pod a session forwards to.

@@ -13,8 +13,9 @@ use serve_common::ServeCtx;
 use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
 
-/// The kubectls to run, with their versions' names; `None` for one the machine lacks.
-pub(crate) fn kubectls() -> Vec<(&'static str, Option<PathBuf>)> {
+/// The kubectls to run, with their versions' names. Every one of them is installed by
+/// `scripts/install-test-deps`, which CI runs: one missing is a failure, not a skip.
+pub(crate) fn kubectls() -> Vec<(&'static str, PathBuf)> {
     let env = |name: &str| {
         std::env::var_os(name)
             .map(PathBuf::from)
@@ -27,7 +28,7 @@ pub(crate) fn kubectls() -> Vec<(&'static str, Option<PathBuf>)> {
             .join("kubectl");
         p.exists().then_some(p)
     };
-    vec![
+    let all = [
         (
             "1.20",
             env("PODVISOR_KUBECTL_120").or_else(|| cached("kubectl-1.20")),
@@ -44,7 +45,17 @@ pub(crate) fn kubectls() -> Vec<(&'static str, Option<PathBuf>)> {
             "1.37",
             env("PODVISOR_KUBECTL_137").or_else(|| cached("kubectl-1.37")),
         ),
-    ]
+    ];
+    let missing: Vec<&str> = all
+        .iter()
+        .filter(|(_, k)| k.is_none())
+        .map(|(v, _)| *v)
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "kubectl {missing:?} missing: run scripts/install-test-deps"
+    );
+    all.into_iter().filter_map(|(v, k)| Some((v, k?))).collect()
 }
 
 fn run(kubectl: &PathBuf, ctx: &ServeCtx, args: &[&str], stdin: Option<&str>) -> Output {
@@ -96,19 +107,7 @@ fn ok(kubectl: &PathBuf, ctx: &ServeCtx, args: &[&str], stdin: Option<&str>) -> 
 fn every_kubectl_runs_the_pod_loop() {
     let mut ctx = ServeCtx::new("matrix");
     ctx.start(&[]);
-    let all = kubectls();
-    let missing: Vec<&str> = all
-        .iter()
-        .filter(|(_, k)| k.is_none())
-        .map(|(v, _)| *v)
-        .collect();
-    // Every one of them is installed by scripts/install-test-deps, which CI runs.
-    assert!(
-        missing.is_empty(),
-        "kubectl {missing:?} missing: run scripts/install-test-deps"
-    );
-    for (version, kubectl) in &all {
-        let kubectl = kubectl.as_ref().unwrap();
+    for (version, kubectl) in &kubectls() {
         let pod = format!("loop-{}", version.replace('.', ""));
         let manifest = format!(
             "apiVersion: v1\nkind: Pod\nmetadata: {{name: {pod}}}\nspec:\n  terminationGracePeriodSeconds: 1\n  containers:\n  - name: app\n    image: busybox\n    command: [sh, -c, ': {}; echo hello {version}; exec sleep 3600']\n",

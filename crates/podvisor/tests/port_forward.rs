@@ -224,18 +224,7 @@ fn port_forward_with_every_kubectl_two_ports_concurrent_connections_and_errors()
     ctx.kubectl_ok(&["apply", "-f", path.to_str().unwrap()]);
     ctx.kubectl_ok(&["wait", "--for=condition=Ready", "pod/pf", "--timeout=60s"]);
 
-    let all = kubectls();
-    let missing: Vec<&str> = all
-        .iter()
-        .filter(|(_, k)| k.is_none())
-        .map(|(v, _)| *v)
-        .collect();
-    assert!(
-        missing.is_empty(),
-        "kubectl {missing:?} missing: run scripts/install-test-deps"
-    );
-    for (version, kubectl) in &all {
-        let kubectl = kubectl.as_ref().unwrap();
+    for (version, kubectl) in &kubectls() {
         let forward = Forward::start(kubectl, &ctx, "pf", &[http_port, echo_port]);
         let (web, echo_local) = (forward.local[0], forward.local[1]);
         // Four downloads at once on one session, each a stream pair of its own.

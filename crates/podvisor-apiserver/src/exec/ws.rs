@@ -1,9 +1,12 @@
 //! The WebSocket transport of the remote-command protocol, on `tokio-tungstenite` over the
-//! upgraded connection: the handshake's accept key (the upgrade itself is answered by the
-//! handler), then channel-prefixed binary messages in both directions.
+//! upgraded connection: the handshake (the client's key, the `101` with its accept key), then
+//! channel-prefixed binary messages in both directions.
 
 use std::io;
 
+use axum::body::Body;
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::Response;
 use base64::Engine;
 use futures_util::stream::{SplitSink, SplitStream};
 use futures_util::{SinkExt, StreamExt};
@@ -13,11 +16,48 @@ use tokio_tungstenite::tungstenite::Message as WsMessage;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tokio_tungstenite::tungstenite::protocol::{CloseFrame, Role};
 
+use crate::status::{ApiError, ApiResult};
+
 /// The GUID of RFC 6455 section 1.3.
 const ACCEPT_GUID: &str = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11";
 
+/// The client's `Sec-WebSocket-Key` of a version 13 handshake.
+pub(crate) fn handshake_key(headers: &HeaderMap) -> ApiResult<&str> {
+    headers
+        .get(header::SEC_WEBSOCKET_KEY)
+        .and_then(|v| v.to_str().ok())
+        .filter(|_| {
+            headers
+                .get(header::SEC_WEBSOCKET_VERSION)
+                .is_some_and(|v| v == "13")
+        })
+        .ok_or_else(|| ApiError::bad_request("unable to upgrade: invalid WebSocket handshake"))
+}
+
+/// The `101 Switching Protocols` that accepts the WebSocket handshake of `key`, with the
+/// subprotocol chosen, if any.
+pub(crate) fn switching_protocols(
+    key: &str,
+    protocol: Option<&'static str>,
+) -> ApiResult<Response> {
+    let mut response = Response::builder()
+        .status(StatusCode::SWITCHING_PROTOCOLS)
+        .header(header::UPGRADE, "websocket")
+        .header(header::CONNECTION, "Upgrade")
+        .header(header::SEC_WEBSOCKET_ACCEPT, accept_key(key));
+    if let Some(protocol) = protocol {
+        response = response.header(
+            header::SEC_WEBSOCKET_PROTOCOL,
+            HeaderValue::from_static(protocol),
+        );
+    }
+    response
+        .body(Body::empty())
+        .map_err(|e| ApiError::internal(e.to_string()))
+}
+
 /// `Sec-WebSocket-Accept` for a `Sec-WebSocket-Key` (SHA-1 from `ring`, already linked for TLS).
-pub(crate) fn accept_key(key: &str) -> String {
+fn accept_key(key: &str) -> String {
     let mut input = key.trim().as_bytes().to_vec();
     input.extend_from_slice(ACCEPT_GUID.as_bytes());
     let digest = ring::digest::digest(&ring::digest::SHA1_FOR_LEGACY_USE_ONLY, &input);
