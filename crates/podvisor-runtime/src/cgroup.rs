@@ -91,6 +91,111 @@ fn cgroup2_mount(mounts: &[MountEntry]) -> Option<&MountEntry> {
         })
 }
 
+/// The mount point of every cgroup hierarchy this mount namespace sees whole (the mount's
+/// root is the hierarchy's root): each v1 hierarchy (`cpu`, `memory`, `name=systemd`, ...)
+/// and the cgroup2 mount. An OCI runtime places a container in every v1 hierarchy under
+/// `linux.cgroupsPath`, so what a pod leaves behind is looked for in all of them.
+pub fn hierarchy_roots() -> Vec<PathBuf> {
+    let text = fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+    hierarchy_roots_from(&text)
+}
+
+/// [`hierarchy_roots`] of given mountinfo text.
+pub fn hierarchy_roots_from(mount_table: &str) -> Vec<PathBuf> {
+    let mut roots: Vec<PathBuf> = parse_mount_table(mount_table)
+        .into_iter()
+        .filter(|m| matches!(m.fstype.as_str(), "cgroup" | "cgroup2") && m.root == "/")
+        .map(|m| m.mount_point)
+        .collect();
+    roots.sort();
+    roots.dedup();
+    roots
+}
+
+/// The v1 `cpuset` hierarchy's mount point, if there is one (read once per process).
+fn cpuset_v1_root() -> Option<&'static Path> {
+    static ROOT: std::sync::OnceLock<Option<PathBuf>> = std::sync::OnceLock::new();
+    ROOT.get_or_init(|| {
+        let text = fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+        parse_mount_table(&text)
+            .into_iter()
+            .find(|m| {
+                m.fstype == "cgroup"
+                    && m.root == "/"
+                    && m.super_options.split(',').any(|o| o == "cpuset")
+            })
+            .map(|m| m.mount_point)
+    })
+    .as_deref()
+}
+
+/// Makes `<parent>/<name>` in the v1 `cpuset` hierarchy ready for an OCI runtime to put a
+/// container there, without the cost a runtime pays making it itself: each directory it
+/// makes gets `cpuset.sched_load_balance` 0 first, then its parent's `cpus` and `mems`.
+///
+/// A v1 cpuset starts with empty `cpus` and `mems`, so runc and youki's libcontainer copy
+/// the parent's in. With load balancing on (every new cpuset's default), each such write
+/// and each removal of the cpuset makes the kernel rebuild the scheduler domains: a walk of
+/// every cpuset and every task, several milliseconds per container start on a busy node.
+/// With the root cpuset load-balanced (as on every host with one scheduling domain) a child's
+/// flag changes no scheduling, so turning it off before `cpus` is set costs nothing and
+/// makes neither the write nor the removal rebuild anything. Existing directories are left
+/// as they are. `Ok(None)`: no v1 cpuset hierarchy (pure v2, where an empty `cpuset.cpus`
+/// means the parent's).
+pub fn prepare_v1_cpuset(parent: &str, name: &str) -> io::Result<Option<PathBuf>> {
+    match cpuset_v1_root() {
+        Some(root) => prepare_v1_cpuset_at(root, parent, name).map(Some),
+        None => Ok(None),
+    }
+}
+
+/// [`prepare_v1_cpuset`] under a given cpuset hierarchy root.
+pub fn prepare_v1_cpuset_at(root: &Path, parent: &str, name: &str) -> io::Result<PathBuf> {
+    let rel = relative(parent, name)?;
+    let mut current = root.to_path_buf();
+    for component in rel.components() {
+        let above = current.clone();
+        current.push(component);
+        match fs::create_dir(&current) {
+            Ok(()) => {}
+            // Made earlier: ready unless a crash came between its mkdir and its writes.
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+                if !read_trimmed(&current.join("cpuset.cpus"))?.is_empty() {
+                    continue;
+                }
+            }
+            Err(e) => {
+                return Err(io::Error::new(
+                    e.kind(),
+                    format!("creating cgroup {}: {e}", current.display()),
+                ));
+            }
+        }
+        write_if_present(&current.join("cpuset.sched_load_balance"), "0")?;
+        for file in ["cpuset.cpus", "cpuset.mems"] {
+            write_file(&current.join(file), &read_trimmed(&above.join(file))?)?;
+        }
+    }
+    Ok(current)
+}
+
+fn read_trimmed(path: &Path) -> io::Result<String> {
+    fs::read_to_string(path)
+        .map(|v| v.trim().to_owned())
+        .map_err(|e| io::Error::new(e.kind(), format!("reading {}: {e}", path.display())))
+}
+
+/// Removes `dir` and every cgroup below it, deepest first, retrying briefly while the kernel
+/// still reports one busy. A missing `dir` is not an error. The processes must be gone.
+pub fn remove_tree(dir: &Path) -> io::Result<()> {
+    for child in fs::read_dir(dir).into_iter().flatten().flatten() {
+        if child.file_type().is_ok_and(|t| t.is_dir()) {
+            remove_tree(&child.path())?;
+        }
+    }
+    remove_dir_retrying(dir)
+}
+
 /// One line of a mount table.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MountEntry {

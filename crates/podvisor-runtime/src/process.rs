@@ -1218,7 +1218,9 @@ fn process_alive(pid: u32) -> bool {
 
 /// Removes the pod's cgroup parent (`podvisor/<uid>`) in every hierarchy, once the shim is
 /// gone, with whatever container cgroups are still below it (a shim that died, a lost
-/// sandbox's, exec cgroups): a process still in one is killed first.
+/// sandbox's, exec cgroups): a process still in one is killed first. "Every hierarchy" is
+/// every v1 hierarchy too (`cpu`, `cpuset`, `pids`, `name=systemd`, ...): an OCI runtime
+/// makes the pod's directory in each, and removes only its container's.
 fn remove_pod_cgroups(paths: &PodPaths) {
     let Some(uid) = paths.pod_dir.file_name().and_then(|u| u.to_str()) else {
         return;
@@ -1244,11 +1246,13 @@ fn remove_pod_cgroups(paths: &PodPaths) {
             tracing::warn!("removing cgroup {parent}/{name}: {e}");
         }
     }
-    for root in roots {
+    let mut all = roots;
+    all.extend(crate::cgroup::hierarchy_roots());
+    all.sort();
+    all.dedup();
+    for root in all {
         let dir = root.join(&parent);
-        if let Err(e) = std::fs::remove_dir(&dir)
-            && e.kind() != io::ErrorKind::NotFound
-        {
+        if let Err(e) = crate::cgroup::remove_tree(&dir) {
             tracing::warn!("removing cgroup {}: {e}", dir.display());
         }
     }

@@ -69,6 +69,77 @@ cgroup /sys/fs/cgroup/cpu\\040and\\040memory cgroup rw,nosuid,cpu,memory 0 0
 }
 
 #[test]
+fn hierarchy_roots_are_every_whole_cgroup_mount() {
+    // A bind of a sub-cgroup (root other than `/`) is no hierarchy root.
+    let table =
+        format!("{HYBRID_MOUNTINFO}50 31 0:29 /kubepods /mnt/cpu rw - cgroup cgroup rw,cpu\n");
+    assert_eq!(
+        cgroup::hierarchy_roots_from(&table),
+        ["cpu", "memory", "systemd", "unified"]
+            .map(|h| PathBuf::from("/sys/fs/cgroup").join(h))
+            .to_vec()
+    );
+}
+
+#[test]
+#[ignore = "needs root: run as root with --include-ignored (scripts/test does)"]
+fn an_oci_containers_cpuset_is_made_without_load_balancing() {
+    real_mode("an_oci_containers_cpuset_is_made_without_load_balancing");
+    let table = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+    let Some(root) = cgroup::parse_mount_table(&table)
+        .into_iter()
+        .find(|m| m.fstype == "cgroup" && m.super_options.split(',').any(|o| o == "cpuset"))
+        .map(|m| m.mount_point)
+    else {
+        assert!(
+            !matches!(cgroup::detect(), CgroupMode::Hybrid { .. }),
+            "a hybrid machine without a v1 cpuset hierarchy"
+        );
+        assert_eq!(cgroup::prepare_v1_cpuset("p", "c").unwrap(), None);
+        return;
+    };
+    let top = format!("podvisor-test/{}-cpuset", std::process::id());
+    let parent = format!("{top}/pod");
+    let dir = cgroup::prepare_v1_cpuset(&parent, "app-1")
+        .unwrap()
+        .unwrap();
+    assert_eq!(dir, root.join(&parent).join("app-1"));
+    // Every directory made has the root's CPUs and memory nodes, load balancing off.
+    for d in [root.join(&top), root.join(&parent), dir.clone()] {
+        assert_eq!(
+            read(d.join("cpuset.cpus")),
+            read(root.join("cpuset.cpus")),
+            "{d:?}"
+        );
+        assert_eq!(
+            read(d.join("cpuset.mems")),
+            read(root.join("cpuset.mems")),
+            "{d:?}"
+        );
+        assert_eq!(read(d.join("cpuset.sched_load_balance")), "0", "{d:?}");
+    }
+    // A process can join it (an empty cpuset would refuse: ENOSPC).
+    let mut child = Command::new("/bin/sh")
+        .arg("-c")
+        .arg(format!(
+            "echo $$ > {}/cgroup.procs && exit 0 || exit 1",
+            dir.display()
+        ))
+        .spawn()
+        .unwrap();
+    assert!(child.wait().unwrap().success());
+    // Made again (a second container of the pod), nothing changes; all of it goes at once.
+    let again = cgroup::prepare_v1_cpuset(&parent, "app-2")
+        .unwrap()
+        .unwrap();
+    assert_eq!(read(again.join("cpuset.sched_load_balance")), "0");
+    cgroup::remove_tree(&root.join(&top)).unwrap();
+    assert!(!root.join(&top).exists());
+    cgroup::remove_tree(&root.join(&top)).unwrap();
+    let _ = std::fs::remove_dir(root.join("podvisor-test"));
+}
+
+#[test]
 fn the_none_mode_does_nothing_and_paths_cannot_escape() {
     let cg =
         ContainerCgroup::create(&CgroupMode::None, "podvisor/x", "app", Some(1 << 20)).unwrap();

@@ -484,6 +484,17 @@ spec:
         .map(|d| d.flatten().map(|e| e.file_name()).collect())
         .unwrap_or_default();
     assert!(pods_left.is_empty(), "pod directories left: {pods_left:?}");
+    // The OCI runtime made each pod's cgroup in every v1 hierarchy (cpu, cpuset, pids, ...):
+    // none is left in any.
+    let cgroups_left: Vec<_> = podvisor_runtime::cgroup::hierarchy_roots()
+        .iter()
+        .flat_map(|root| uids.iter().map(move |uid| root.join("podvisor").join(uid)))
+        .filter(|dir| dir.exists())
+        .collect();
+    assert!(
+        cgroups_left.is_empty(),
+        "pod cgroups left: {cgroups_left:?}"
+    );
     // A serve started with warm sandboxes and stopped releases them (those of the serve
     // killed above went at the next start).
     ctx.stop(Duration::from_secs(30));

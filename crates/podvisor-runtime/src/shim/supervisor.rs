@@ -569,6 +569,13 @@ impl Shim {
                 ));
             }
         }
+        if config.oci.is_some() && matches!(self.cgroups, crate::cgroup::CgroupMode::Hybrid { .. })
+        {
+            // Not needed for correctness (the OCI runtime would make it), only for speed.
+            if let Err(e) = crate::cgroup::prepare_v1_cpuset(&config.cgroup_parent, &cgroup_name) {
+                eprintln!("podvisor shim: preparing the cpuset cgroup of {cgroup_name}: {e}");
+            }
+        }
         let cgroup = Arc::new(cgroup);
         let result = if config.oci.is_some() {
             self.spawn_oci(instance, config, &cgroup, writer)

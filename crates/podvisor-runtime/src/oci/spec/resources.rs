@@ -111,12 +111,13 @@ pub(super) fn linux_resources(
     } else {
         milli_cpu_to_shares(request)
     };
-    let mut cpu = LinuxCpuBuilder::default()
-        .shares(shares)
-        .period(QUOTA_PERIOD);
+    let mut cpu = LinuxCpuBuilder::default().shares(shares);
+    // The kubelet's request always carries the 100 ms period; here it goes with a quota only.
+    // Without one the cgroup ends the same (100 ms is the kernel's default period), and a
+    // period write is not free: the kernel checks it against every CPU cgroup on the node.
     let quota = milli_cpu_to_quota(limit, QUOTA_PERIOD);
     if quota != 0 {
-        cpu = cpu.quota(quota);
+        cpu = cpu.quota(quota).period(QUOTA_PERIOD);
     }
     let mut builder = LinuxResourcesBuilder::default()
         .cpu(cpu.build().map_err(SpecError::internal)?)
@@ -288,6 +289,7 @@ mod tests {
         let (_, c) = with(&[], &[]);
         let r = linux_resources(&c, None, false, &HostFacts::default()).unwrap();
         assert_eq!(r.cpu().as_ref().unwrap().quota(), None);
+        assert_eq!(r.cpu().as_ref().unwrap().period(), None);
         assert_eq!(r.cpu().as_ref().unwrap().shares(), Some(2));
         assert!(r.memory().is_none());
 
