@@ -678,6 +678,7 @@ fn container_id(paths: &PodPaths, instance: InstanceId) -> String {
 
 /// How often `wait_for_shim` tries the socket: a new shim answers within a few milliseconds,
 /// so every millisecond at first (a failed connect costs microseconds), then less often.
+const SHIM_POLL_FINE: Duration = Duration::from_micros(200);
 const SHIM_POLL_FAST: Duration = Duration::from_millis(1);
 const SHIM_POLL_FAST_FOR: Duration = Duration::from_millis(200);
 const SHIM_POLL_SLOW: Duration = Duration::from_millis(5);
@@ -690,6 +691,25 @@ async fn wait_for_shim(
 ) -> Result<ShimClient, SandboxError> {
     let start = Instant::now();
     let deadline = start + SHIM_START_TIMEOUT;
+    // A shim answers within a few milliseconds: look every 200 µs on a blocking thread
+    // first (tokio's timer rounds each sleep up to a whole millisecond, which a pod's start
+    // would wait out).
+    let fine = {
+        let socket = socket.to_owned();
+        tokio::task::spawn_blocking(move || {
+            while start.elapsed() < SHIM_POLL_FAST_FOR {
+                if std::os::unix::net::UnixStream::connect(&socket).is_ok() {
+                    return true;
+                }
+                if !process_alive(shim_pid) {
+                    return false;
+                }
+                std::thread::sleep(SHIM_POLL_FINE);
+            }
+            false
+        })
+    };
+    let _ = fine.await;
     loop {
         if let Ok(client) = ShimClient::connect(socket).await {
             return Ok(client);
@@ -729,6 +749,7 @@ impl Runtime for ProcessRuntime {
             .ok_or_else(|| sandbox_failed("the pod has no metadata.uid"))?;
         let class = self.class_of(pod)?;
         let socket = layout::socket(&paths.pod_dir);
+        let begun = Instant::now();
         // An `oci` pod's namespaces come first: the shim's mount namespace copies the
         // agent's when it starts (a re-adopted sandbox's network is read back).
         let network = match (class, &self.inner.oci) {
@@ -738,6 +759,7 @@ impl Runtime for ProcessRuntime {
                 None
             }
         };
+        let networked = begun.elapsed();
         let client = match ShimClient::connect(&socket).await {
             // Re-adoption: the pod's shim survived an agent restart.
             Ok(client) => client,
@@ -774,6 +796,7 @@ impl Runtime for ProcessRuntime {
                 }
             }
         };
+        let shim_up = begun.elapsed();
         let (shim_pid, instances) = client
             .state()
             .await
@@ -782,6 +805,13 @@ impl Runtime for ProcessRuntime {
             .subscribe()
             .await
             .map_err(|e| sandbox_failed(format!("subscribing to exits: {e}")))?;
+        tracing::debug!(
+            pod = %paths.pod_dir.display(),
+            network_ms = networked.as_secs_f64() * 1000.0,
+            shim_up_ms = shim_up.as_secs_f64() * 1000.0,
+            total_ms = begun.elapsed().as_secs_f64() * 1000.0,
+            "sandbox made"
+        );
         let watch = Arc::new(Watch::new(paths.clone(), shim_pid, &instances));
         let forwarder = tokio::spawn(forward_exits(
             client.clone(),
@@ -820,6 +850,7 @@ impl Runtime for ProcessRuntime {
             objects: request.objects.clone(),
             ..config::BuildOptions::default()
         };
+        let begun = Instant::now();
         let (config, image) = match (&sandbox.network, &self.inner.oci) {
             (Some(network), Some(oci)) => {
                 let mut config = config::build_for_image(
@@ -885,7 +916,15 @@ impl Runtime for ProcessRuntime {
             created: false,
             pulling: false,
         };
+        let prepared = begun.elapsed();
         let answer = sandbox.client.request(&start).await;
+        tracing::debug!(
+            container = %request.container.name,
+            instance = request.instance,
+            prepare_ms = prepared.as_secs_f64() * 1000.0,
+            total_ms = begun.elapsed().as_secs_f64() * 1000.0,
+            "start answered"
+        );
         let running = match &answer {
             Ok(Response::Started {
                 pid, started_at, ..

@@ -96,6 +96,9 @@ fn main() -> ExitCode {
 }
 
 struct Options {
+    /// `--oci`: pods of the oci runtime class (busybox from the local store, the CNI bridge,
+    /// `--warm-sandboxes 4`), the start phase only.
+    oci: bool,
     starts: usize,
     keep: usize,
     restarts: usize,
@@ -104,6 +107,7 @@ struct Options {
 
 fn parse_options(args: &[String]) -> Result<Options> {
     let mut opts = Options {
+        oci: false,
         starts: START_PODS,
         keep: KEEP_PODS,
         restarts: RESTARTS,
@@ -118,6 +122,7 @@ fn parse_options(args: &[String]) -> Result<Options> {
     while let Some(arg) = it.next() {
         match arg.as_str() {
             "--bench" => {}
+            "--oci" => opts.oci = true,
             "--quick" => {
                 opts.starts = 30;
                 opts.keep = 10;
@@ -130,7 +135,7 @@ fn parse_options(args: &[String]) -> Result<Options> {
             "--churn" => opts.churn = number(it.next(), "--churn")?,
             other => bail!(
                 "unknown argument {other:?}; usage: cargo bench -p podvisor --bench api -- \
-                 [--quick] [--starts N] [--keep N] [--restarts N] [--churn N]"
+                 [--quick] [--oci] [--starts N] [--keep N] [--restarts N] [--churn N]"
             ),
         }
     }
@@ -160,6 +165,8 @@ struct World {
     dir: PathBuf,
     port: u16,
     serve: Option<Child>,
+    /// Extra `serve` arguments (`--runtime oci ...`).
+    serve_args: Vec<String>,
     runs: u32,
     cleaned: bool,
 }
@@ -182,6 +189,7 @@ impl World {
             dir,
             port,
             serve: None,
+            serve_args: Vec::new(),
             runs: 0,
             cleaned: false,
         })
@@ -210,6 +218,7 @@ impl World {
             .arg("--state-dir")
             .arg(self.state())
             .args(["--listen", &listen, "--drain-on-exit"])
+            .args(&self.serve_args)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(log);
@@ -425,10 +434,38 @@ fn pod_manifest(name: &str) -> Value {
             "containers": [{
                 "name": "app",
                 "image": "busybox",
+                "imagePullPolicy": "IfNotPresent",
                 "command": ["sh", "-c", LOOP],
             }],
         },
     })
+}
+
+/// `--oci`: the busybox image (`scripts/busybox-image`) loaded into the state directory's
+/// store, and `serve` told to run pods in OCI containers with sandboxes made ahead.
+fn prepare_oci(world: &mut World) -> Result<()> {
+    let layout = world.dir.join("busybox-layout");
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../../scripts/busybox-image");
+    let made = Command::new(script).arg(&layout).output()?;
+    if !made.status.success() {
+        bail!("{script}: {}", String::from_utf8_lossy(&made.stderr));
+    }
+    let loaded = Command::new(env!("CARGO_BIN_EXE_podvisor"))
+        .args(["image", "load", "--state-dir"])
+        .arg(world.state())
+        .arg("--input")
+        .arg(&layout)
+        .output()?;
+    if !loaded.status.success() {
+        bail!(
+            "podvisor image load: {}",
+            String::from_utf8_lossy(&loaded.stderr)
+        );
+    }
+    world.serve_args = ["--runtime", "oci", "--warm-sandboxes", "4"]
+        .map(str::to_owned)
+        .to_vec();
+    Ok(())
 }
 
 /// Every container of the pod's spec has a status that is running and started.
@@ -553,6 +590,8 @@ async fn wait_started(
 
 #[derive(Default)]
 struct Results {
+    /// The pods ran in OCI containers (`--oci`).
+    oci: bool,
     first_start: Option<Duration>,
     start: Option<Stats>,
     post: Option<Stats>,
@@ -616,6 +655,10 @@ fn containerd_note() -> String {
 }
 
 async fn run(world: &mut World, opts: &Options, results: &mut Results) -> Result<()> {
+    if opts.oci {
+        prepare_oci(world)?;
+        results.oci = true;
+    }
     // A fresh serve.
     let spawned = world.spawn()?;
     world.wait_kubeconfig()?;
@@ -694,6 +737,9 @@ async fn run(world: &mut World, opts: &Options, results: &mut Results) -> Result
     }
     results.start = Some(stats(samples));
     results.post = Some(stats(posts));
+    if opts.oci {
+        return Ok(());
+    }
 
     // 2. Restart → serving with pods running.
     results.keep = opts.keep;
@@ -1055,14 +1101,27 @@ fn print_summary(r: &Results, started: jiff::Timestamp, load: &str) {
         ]);
     }
     if let Some(s) = &r.start {
+        let (what, target, met) = if r.oci {
+            (
+                "OCI pod start (busybox, CNI bridge, 4 warm sandboxes)",
+                "p50 ≤ 20, p99 ≤ 40 ms",
+                s.p50 <= Duration::from_millis(20) && s.p99 <= Duration::from_millis(40),
+            )
+        } else {
+            (
+                "pod start",
+                "p99 ≤ 50 ms",
+                s.p99 <= Duration::from_millis(50),
+            )
+        };
         rows.push([
             format!(
-                "pod start: POST → watch shows all containers started (n={})",
+                "{what}: POST → watch shows all containers started (n={})",
                 s.n
             ),
             format!("p50 {}  p99 {}  max {}", ms(s.p50), ms(s.p99), ms(s.max)),
-            "p99 ≤ 50 ms".into(),
-            verdict(s.p99 <= Duration::from_millis(50)).into(),
+            target.into(),
+            verdict(met).into(),
         ]);
     }
     if let Some(s) = &r.post {

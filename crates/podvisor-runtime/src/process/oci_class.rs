@@ -561,14 +561,14 @@ impl OciClass {
             }
         };
         {
-            let store = self.images.clone();
+            // When it was last used only orders image garbage collection: not worth a start's
+            // wait (it rewrites and fsyncs the store's index once a second at most).
+            let (store, id) = (self.images.clone(), image.id.clone());
+            drop(tokio::task::spawn_blocking(move || store.mark_used(&id)));
             let id = image.id.clone();
             let pod_dir = paths.pod_dir.clone();
-            let recorded = tokio::task::spawn_blocking(move || {
-                let _ = store.mark_used(&id);
-                record_image_use(&pod_dir, &id)
-            })
-            .await;
+            let recorded =
+                tokio::task::spawn_blocking(move || record_image_use(&pod_dir, &id)).await;
             if let Ok(Err(e)) = recorded {
                 // Without the record the image could be collected under the pod: no start.
                 return Err(fail(

@@ -105,6 +105,7 @@ impl SandboxPool {
         if self.filling.swap(true, Ordering::AcqRel) {
             return;
         }
+        let cni = &cni.in_background();
         // Also with a size of 0: an earlier agent may have kept some.
         if !self.swept.swap(true, Ordering::AcqRel) {
             self.release_all(cni, network).await;

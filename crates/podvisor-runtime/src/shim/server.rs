@@ -73,9 +73,6 @@ fn try_main(args: &[String]) -> io::Result<()> {
     let args = parse(args)?;
     // Still single-threaded: the only moment a private mount namespace covers the whole shim.
     let shared_tmpfs = private_mount_namespace();
-    if shared_tmpfs {
-        drop_other_pods_mounts(&args.pod_dir);
-    }
     rustix::process::set_child_subreaper(Some(rustix::process::getpid()))
         .map_err(|e| io::Error::new(e.kind(), format!("becoming a child subreaper: {e}")))?;
     let shim_dir = layout::shim_dir(&args.pod_dir);
@@ -88,6 +85,16 @@ fn try_main(args: &[String]) -> io::Result<()> {
         format!("{}\n", std::process::id()),
     )?;
     let listener = bind(&args.socket)?;
+    if shared_tmpfs {
+        // Off the way to the first answer: each unmount waits for an RCU grace period, and a
+        // node with many pods has many mounts to drop. Until it is done, the pods gone
+        // meanwhile keep their network a few milliseconds longer.
+        let pod_dir = args.pod_dir.clone();
+        thread::Builder::new()
+            .name("unpin".into())
+            .stack_size(THREAD_STACK)
+            .spawn(move || drop_other_pods_mounts(&pod_dir))?;
+    }
     let shim = Arc::new(Shim::new(&args.pod_dir, args.socket.clone(), shared_tmpfs)?);
     {
         let shim = Arc::clone(&shim);

@@ -132,6 +132,11 @@ pub(super) struct Shim {
     state: Mutex<State>,
     forked: Condvar,
     journal: Mutex<File>,
+    /// A new journal's first sync (its directory entry, the file), running on a thread of its
+    /// own from the shim's start and waited for by the first append: a directory's fsync is
+    /// a file-system commit (~2 ms here), which a new pod's first answer need not wait for,
+    /// since nothing is reported from the journal before something is appended to it.
+    first_sync: Mutex<Option<thread::JoinHandle<io::Result<()>>>>,
     /// Requests being answered: the shim does not exit in the middle of one.
     busy: std::sync::atomic::AtomicUsize,
 }
@@ -197,16 +202,36 @@ impl Shim {
             .append(true)
             .open(&journal_path)?;
         // The journal's directory entry must survive a crash too.
-        if let Some(dir) = journal_path.parent() {
-            File::open(dir)?.sync_all()?;
+        let sync = {
+            let (dir, file) = (
+                journal_path.parent().map(Path::to_owned),
+                journal.try_clone()?,
+            );
+            move || -> io::Result<()> {
+                if let Some(dir) = dir {
+                    File::open(dir)?.sync_all()?;
+                }
+                file.sync_data()
+            }
+        };
+        let mut first_sync = None;
+        if lost.is_empty() {
+            first_sync = Some(
+                thread::Builder::new()
+                    .name("journal-sync".into())
+                    .stack_size(THREAD_STACK)
+                    .spawn(sync)?,
+            );
+        } else {
+            // Lost instances' exits are reported as soon as an agent subscribes: durable first.
+            for exit in lost {
+                let mut line =
+                    serde_json::to_vec(&JournalEntry::Exit(exit)).map_err(io::Error::other)?;
+                line.push(b'\n');
+                (&journal).write_all(&line)?;
+            }
+            sync()?;
         }
-        for exit in lost {
-            let mut line =
-                serde_json::to_vec(&JournalEntry::Exit(exit)).map_err(io::Error::other)?;
-            line.push(b'\n');
-            (&journal).write_all(&line)?;
-        }
-        journal.sync_data()?;
         Ok(Shim {
             socket,
             uid: pod_dir
@@ -222,6 +247,7 @@ impl Shim {
             state: Mutex::new(state),
             forked: Condvar::new(),
             journal: Mutex::new(journal),
+            first_sync: Mutex::new(first_sync),
             busy: std::sync::atomic::AtomicUsize::new(0),
         })
     }
@@ -239,6 +265,15 @@ impl Shim {
             .journal
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let first_sync = self
+            .first_sync
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take();
+        if let Some(sync) = first_sync {
+            sync.join()
+                .map_err(|_| io::Error::other("the journal's first sync panicked"))??;
+        }
         (&*file).write_all(&line)?;
         file.sync_data()
     }
