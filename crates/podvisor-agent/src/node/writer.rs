@@ -103,14 +103,18 @@ impl Writer {
         if let Some(pod) = &newest {
             self.latest.send_replace(Some(pod.clone()));
         }
+        // The status first: a watcher waiting for the pod to run should not wait for the
+        // batch's events too (a start's Pulled, Created and Started are three store writes,
+        // each fsynced). The kubelet's status manager and event recorder do not order them
+        // either; the events follow at once.
+        if let Some(pod) = newest {
+            self.write_status(*pod).await;
+        }
         if !events.is_empty() {
             let pod = self.latest.borrow().clone();
             if let Some(pod) = pod {
                 self.record(*pod, events).await;
             }
-        }
-        if let Some(pod) = newest {
-            self.write_status(*pod).await;
         }
         terminated
     }
