@@ -4,7 +4,8 @@
 //! pumps per instance, one short-lived thread per exit (kill leftovers, wait for the pumps,
 //! journal, notify), and one thread per agent connection (in `server`).
 //!
-//! Lock order: `start_lock` before `fork_lock` before `state`; `journal` is taken alone.
+//! Lock order: `start_lock` before `fork_lock` before `state`; `journal` is taken alone (and
+//! `first_sync` only under it).
 //!
 //! Starts are one at a time (`start_lock`, as the kubelet starts one container of a pod at a
 //! time) and each is journaled before it is answered: the shim starts an instance id, and an
