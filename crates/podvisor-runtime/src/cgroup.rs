@@ -112,8 +112,9 @@ pub fn hierarchy_roots_from(mount_table: &str) -> Vec<PathBuf> {
     roots
 }
 
-/// The v1 `cpuset` hierarchy's mount point, if there is one (read once per process).
-fn cpuset_v1_root() -> Option<&'static Path> {
+/// The v1 `cpuset` hierarchy's mount point, if this mount namespace sees it whole (read once
+/// per process).
+pub fn cpuset_v1_root() -> Option<&'static Path> {
     static ROOT: std::sync::OnceLock<Option<PathBuf>> = std::sync::OnceLock::new();
     ROOT.get_or_init(|| {
         let text = fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();

@@ -677,10 +677,9 @@ fn container_id(paths: &PodPaths, instance: InstanceId) -> String {
 }
 
 /// How often `wait_for_shim` tries the socket: a new shim answers within a few milliseconds,
-/// so every millisecond at first (a failed connect costs microseconds), then less often.
+/// so every 200 µs for the first 200 ms (a failed connect costs microseconds), then every 5 ms.
 const SHIM_POLL_FINE: Duration = Duration::from_micros(200);
-const SHIM_POLL_FAST: Duration = Duration::from_millis(1);
-const SHIM_POLL_FAST_FOR: Duration = Duration::from_millis(200);
+const SHIM_POLL_FINE_FOR: Duration = Duration::from_millis(200);
 const SHIM_POLL_SLOW: Duration = Duration::from_millis(5);
 
 /// Waits until a shim answers on `socket` (or the deadline passes).
@@ -691,13 +690,12 @@ async fn wait_for_shim(
 ) -> Result<ShimClient, SandboxError> {
     let start = Instant::now();
     let deadline = start + SHIM_START_TIMEOUT;
-    // A shim answers within a few milliseconds: look every 200 µs on a blocking thread
-    // first (tokio's timer rounds each sleep up to a whole millisecond, which a pod's start
-    // would wait out).
+    // The fine steps on a blocking thread: tokio's timer rounds each sleep up to a whole
+    // millisecond, which a pod's start would wait out.
     let fine = {
         let socket = socket.to_owned();
         tokio::task::spawn_blocking(move || {
-            while start.elapsed() < SHIM_POLL_FAST_FOR {
+            while start.elapsed() < SHIM_POLL_FINE_FOR {
                 if std::os::unix::net::UnixStream::connect(&socket).is_ok() {
                     return true;
                 }
@@ -727,12 +725,7 @@ async fn wait_for_shim(
             };
             return Err(sandbox_failed(format!("the shim {what}: {}", log.trim())));
         }
-        let pause = if start.elapsed() < SHIM_POLL_FAST_FOR {
-            SHIM_POLL_FAST
-        } else {
-            SHIM_POLL_SLOW
-        };
-        tokio::time::sleep(pause).await;
+        tokio::time::sleep(SHIM_POLL_SLOW).await;
     }
 }
 

@@ -85,12 +85,7 @@ fn hierarchy_roots_are_every_whole_cgroup_mount() {
 #[ignore = "needs root: run as root with --include-ignored (scripts/test does)"]
 fn an_oci_containers_cpuset_is_made_without_load_balancing() {
     real_mode("an_oci_containers_cpuset_is_made_without_load_balancing");
-    let table = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
-    let Some(root) = cgroup::parse_mount_table(&table)
-        .into_iter()
-        .find(|m| m.fstype == "cgroup" && m.super_options.split(',').any(|o| o == "cpuset"))
-        .map(|m| m.mount_point)
-    else {
+    let Some(root) = cgroup::cpuset_v1_root() else {
         assert!(
             !matches!(cgroup::detect(), CgroupMode::Hybrid { .. }),
             "a hybrid machine without a v1 cpuset hierarchy"
