@@ -527,3 +527,81 @@ async fn two_pods_on_the_bridge_reach_each_other_and_leave_nothing_behind() {
         ms(median(dels_nm)),
     );
 }
+
+/// Mount points under `dir` in this process's mount namespace.
+fn mounts_under(dir: &Path) -> Vec<PathBuf> {
+    std::fs::read_to_string("/proc/self/mountinfo")
+        .unwrap()
+        .lines()
+        .filter_map(|l| l.split(' ').nth(4))
+        .map(PathBuf::from)
+        .filter(|p| p.starts_with(dir))
+        .collect()
+}
+
+/// The inode a namespace file shows (an nsfs inode once bind-mounted: the namespace's own).
+fn ns_inode(path: &Path) -> u64 {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(path).unwrap().ino()
+}
+
+/// A pod takes a pooled sandbox by one rename of its pool directory: the same namespaces
+/// (same nsfs inodes), now under `<pod dir>/sandbox/ns`, named for the pod; nothing is left in
+/// the pool, no mount under the old path, and removing them leaves no mount at all.
+#[test]
+#[ignore = "needs root: run as root with --include-ignored (scripts/test does)"]
+fn a_pooled_sandbox_is_adopted_by_renaming_its_directory() {
+    use podvisor_runtime::sandbox::pool::{ADOPTED, WarmSandbox, adopt};
+    assert!(
+        rustix::process::geteuid().is_root(),
+        "needs root: this test is #[ignore]d unless run as root with --include-ignored"
+    );
+    let state = std::env::temp_dir().join(format!("pv-sandbox-adopt-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&state);
+    let (pool, pod_dir) = (state.join("pool"), state.join("pods").join("uid-1"));
+    std::fs::create_dir_all(&pod_dir).unwrap();
+    let (namespaces, _) =
+        PodNamespaces::create(&pool.join("w1").join("ns"), "pooled", &NsKind::ALL).unwrap();
+    let before: Vec<u64> = NsKind::ALL
+        .iter()
+        .map(|&k| ns_inode(&namespaces.path(k)))
+        .collect();
+    let warm = WarmSandbox {
+        id: "w1".into(),
+        namespaces,
+        ip: None,
+    };
+
+    let adopted = adopt(&warm, &pod_dir, "web-0").expect("adopt");
+
+    assert_eq!(adopted.dir(), pod_dir.join(ADOPTED).join("ns"));
+    let after: Vec<u64> = NsKind::ALL
+        .iter()
+        .map(|&k| ns_inode(&adopted.path(k)))
+        .collect();
+    assert_eq!(
+        after, before,
+        "the pod holds the pooled namespaces themselves"
+    );
+    assert_eq!(adopted.hostname().unwrap(), "web-0");
+    assert_eq!(
+        std::fs::read_dir(&pool).unwrap().count(),
+        0,
+        "left in the pool"
+    );
+    assert!(mounts_under(&pool).is_empty(), "{:?}", mounts_under(&pool));
+    assert_eq!(
+        mounts_under(&pod_dir).len(),
+        1 + NsKind::ALL.len(),
+        "the directory's own mount and one per namespace: {:?}",
+        mounts_under(&pod_dir)
+    );
+
+    adopted.remove().unwrap();
+    assert!(
+        mounts_under(&state).is_empty(),
+        "{:?}",
+        mounts_under(&state)
+    );
+    std::fs::remove_dir_all(&state).unwrap();
+}

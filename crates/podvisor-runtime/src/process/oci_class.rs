@@ -235,13 +235,14 @@ impl OciClass {
         }
     }
 
-    /// A sandbox from the pool for a pod that can take one, moved into `ns_dir` and named
-    /// `hostname`. `None`: none ready, or the pod needs its own (see [`crate::sandbox::pool`]).
+    /// A sandbox from the pool for a pod that can take one, given to the pod of `pod_dir` and
+    /// named `hostname` ([`pool::adopt`]). `None`: none ready, or the pod needs its own (see
+    /// [`crate::sandbox::pool`]).
     async fn take_warm(
         &self,
         kinds: &[NsKind],
         network: &PodNetwork,
-        ns_dir: &Path,
+        pod_dir: &Path,
     ) -> Option<(PodNamespaces, WarmSandbox)> {
         let pool = self.pool.as_ref()?;
         if kinds != NsKind::ALL || !network.port_mappings.is_empty() {
@@ -249,7 +250,7 @@ impl OciClass {
         }
         let warm = pool.take()?;
         self.warm();
-        let (taken, dir, name) = (warm.clone(), ns_dir.to_owned(), network.hostname.clone());
+        let (taken, dir, name) = (warm.clone(), pod_dir.to_owned(), network.hostname.clone());
         match tokio::task::spawn_blocking(move || pool::adopt(&taken, &dir, &name)).await {
             Ok(Ok(namespaces)) => Some((namespaces, warm)),
             failed => {
@@ -305,7 +306,7 @@ impl OciClass {
         let kinds = NsKind::for_pod(host_network, spec.host_ipc == Some(true));
         let ns_dir = paths.pod_dir.join("ns");
         let mut attached = false;
-        if let Some((namespaces, warm)) = self.take_warm(&kinds, &network, &ns_dir).await {
+        if let Some((namespaces, warm)) = self.take_warm(&kinds, &network, &paths.pod_dir).await {
             attached = true;
             network.namespaces = Some(namespaces.dir().to_owned());
             network.held = Some(kinds);
@@ -360,9 +361,17 @@ impl OciClass {
 
     /// Releases what [`OciClass::create_network`] made: the CNI attachment (the address, the
     /// veth, the port mappings) and the namespaces. Idempotent.
+    ///
+    /// The plugins run in the background ([`Cni::in_background`]): nothing a user waits for
+    /// waits on a DEL as it waits on a start (a `bridge` DEL is 25 to 50 ms of a Go process's
+    /// CPU, which a pod deleted just before another is created took from that pod's start).
     pub(super) async fn remove_network(&self, network: &PodNetwork) {
         if let Some(attachment) = network.attachment()
-            && let Err(e) = self.cni.del(&self.network, &attachment).await
+            && let Err(e) = self
+                .cni
+                .in_background()
+                .del(&self.network, &attachment)
+                .await
         {
             tracing::warn!("releasing the network of sandbox {}: {e}", network.cni_id);
         }
