@@ -728,8 +728,10 @@ async fn run(world: &mut World, opts: &Options, results: &mut Results) -> Result
                 progress("note: no process names the pod's uid; deletions are not waited out");
             }
         }
-        // The next pod starts on a quiet machine: this one's shim and container are gone.
+        // The next pod starts on a quiet machine: this one's shim and container are gone, and
+        // the node has torn its sandbox down (its directory goes last).
         wait_no_processes(&marker, &uid).await?;
+        wait_gone(&world.state().join("pods").join(&uid)).await?;
         world.check_alive()?;
         if (i + 1) % 25 == 0 {
             progress(&format!("  {} pods", i + 1));
@@ -1051,6 +1053,19 @@ async fn wait_no_processes(marker: &str, uid: &str) -> Result<()> {
         }
         tokio::time::sleep(Duration::from_millis(2)).await;
     }
+}
+
+/// Waits until `path` no longer exists (a deleted pod's directory: the node removes it once
+/// the pod's sandbox is torn down).
+async fn wait_gone(path: &Path) -> Result<()> {
+    let deadline = Instant::now() + DEADLINE;
+    while path.exists() {
+        if Instant::now() > deadline {
+            bail!("{} still there after {DEADLINE:?}", path.display());
+        }
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    Ok(())
 }
 
 /// Polls the API (a new connection per attempt) and the kubeconfig every millisecond; the
