@@ -530,11 +530,10 @@ async fn two_pods_on_the_bridge_reach_each_other_and_leave_nothing_behind() {
 
 /// Mount points under `dir` in this process's mount namespace.
 fn mounts_under(dir: &Path) -> Vec<PathBuf> {
-    std::fs::read_to_string("/proc/self/mountinfo")
-        .unwrap()
-        .lines()
-        .filter_map(|l| l.split(' ').nth(4))
-        .map(PathBuf::from)
+    let table = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+    podvisor_runtime::cgroup::parse_mount_table(&table)
+        .into_iter()
+        .map(|m| m.mount_point)
         .filter(|p| p.starts_with(dir))
         .collect()
 }

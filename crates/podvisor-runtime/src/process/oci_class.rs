@@ -362,9 +362,9 @@ impl OciClass {
     /// Releases what [`OciClass::create_network`] made: the CNI attachment (the address, the
     /// veth, the port mappings) and the namespaces. Idempotent.
     ///
-    /// The plugins run in the background ([`Cni::in_background`]): nothing a user waits for
-    /// waits on a DEL as it waits on a start (a `bridge` DEL is 25 to 50 ms of a Go process's
-    /// CPU, which a pod deleted just before another is created took from that pod's start).
+    /// The plugins run in the background ([`Cni::in_background`]): a DEL is no start's work
+    /// (a `bridge` DEL is 25 to 50 ms of a Go process's CPU, which a pod deleted just before
+    /// another is created took from that pod's start).
     pub(super) async fn remove_network(&self, network: &PodNetwork) {
         if let Some(attachment) = network.attachment()
             && let Err(e) = self

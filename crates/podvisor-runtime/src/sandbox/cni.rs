@@ -275,9 +275,10 @@ impl Cni {
         }
     }
 
-    /// The same invoker for work nobody waits for (the warm pool's refills): its plugins run
-    /// at nice 19, so that on a busy node they take the CPU a pod's start leaves over instead
-    /// of half of it (a `bridge` ADD is ~15 ms of a Go process's CPU).
+    /// The same invoker for work no start waits for (the warm pool's refills, a sandbox's
+    /// tear-down): its plugins run at nice 19, so that on a busy node they take the CPU a
+    /// pod's start leaves over instead of half of it (a `bridge` ADD is ~15 ms of a Go
+    /// process's CPU, a DEL 25 to 50 ms).
     #[must_use]
     pub fn in_background(&self) -> Cni {
         Cni {
