@@ -47,7 +47,7 @@ use k8s_openapi::api::core::v1::Pod;
 use std::io;
 use std::os::unix::fs::{FileTypeExt, PermissionsExt};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, Once};
+use std::sync::{Arc, Mutex, Once, PoisonError};
 use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
 
@@ -75,6 +75,18 @@ struct Inner {
     oci: Option<oci_class::OciClass>,
     /// The class of pods without `runtimeClassName`.
     default_class: RuntimeClass,
+    /// A shim started ahead of the next pod ([`crate::shim::spare`]), kept while sandboxes
+    /// are made ahead (the `oci` class's pool).
+    spare: Mutex<Option<SpareShim>>,
+    /// Whether spares are kept (cleared when the warm sandboxes are released).
+    spares: std::sync::atomic::AtomicBool,
+}
+
+/// A spare shim: its pid and the pipe it waits on.
+#[derive(Debug)]
+struct SpareShim {
+    pid: u32,
+    stdin: std::process::ChildStdin,
 }
 
 /// How a pod's containers run (its `runtimeClassName`, the RuntimeClass's handler).
@@ -203,19 +215,71 @@ impl ProcessRuntime {
         if let (Some(oci), RuntimeClass::Oci) = (&oci, default_class) {
             oci.warm();
         }
-        Ok(ProcessRuntime {
+        let spares = oci.as_ref().is_some_and(oci_class::OciClass::makes_ahead);
+        let runtime = ProcessRuntime {
             inner: Arc::new(Inner {
                 state_dir,
                 shim_exe,
                 oci,
                 default_class,
+                spare: Mutex::new(None),
+                spares: std::sync::atomic::AtomicBool::new(spares),
             }),
-        })
+        };
+        runtime.refill_spare();
+        Ok(runtime)
+    }
+
+    /// Starts a spare shim in the background if spares are kept and there is none.
+    fn refill_spare(&self) {
+        use std::sync::atomic::Ordering;
+        if !self.inner.spares.load(Ordering::SeqCst) {
+            return;
+        }
+        let inner = Arc::clone(&self.inner);
+        let started = std::thread::Builder::new()
+            .name("spare-shim".into())
+            .stack_size(128 * 1024)
+            .spawn(move || {
+                let mut slot = inner.spare.lock().unwrap_or_else(PoisonError::into_inner);
+                if slot.is_some() || !inner.spares.load(Ordering::SeqCst) {
+                    return;
+                }
+                let mut command = crate::shim::spare::command(&inner.shim_exe);
+                let mut shims = spawned_shims();
+                match command.spawn() {
+                    Ok(mut child) => {
+                        // The reaper collects it when it exits (never `wait` here).
+                        shims.insert(child.id().cast_signed());
+                        if let Some(stdin) = child.stdin.take() {
+                            *slot = Some(SpareShim {
+                                pid: child.id(),
+                                stdin,
+                            });
+                        }
+                    }
+                    Err(e) => tracing::warn!("starting a spare shim: {e}"),
+                }
+            });
+        if let Err(e) = started {
+            tracing::warn!("starting a spare shim: {e}");
+        }
     }
 
     /// Releases the pod sandboxes made ahead of their pods (`OciOptions::warm_sandboxes`):
     /// for an agent that stops. The next one would release them too.
     pub async fn release_warm_sandboxes(&self) {
+        self.inner
+            .spares
+            .store(false, std::sync::atomic::Ordering::SeqCst);
+        // Its pipe closed, the spare exits.
+        drop(
+            self.inner
+                .spare
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .take(),
+        );
         if let Some(oci) = &self.inner.oci {
             oci.release_warm().await;
         }
@@ -336,6 +400,20 @@ impl ProcessRuntime {
     fn spawn_shim(&self, pod_dir: &Path, socket: &Path) -> io::Result<u32> {
         let shim_dir = layout::shim_dir(pod_dir);
         std::fs::create_dir_all(&shim_dir)?;
+        let spare = self
+            .inner
+            .spare
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        if let Some(SpareShim { pid, stdin }) = spare {
+            // The next spare comes once this pod's first container is started (see
+            // `start_container`), not beside its start on the node's few cores.
+            match crate::shim::spare::hand_over(stdin, pod_dir, socket) {
+                Ok(()) => return Ok(pid),
+                Err(e) => tracing::debug!("the spare shim {pid} is gone ({e}): starting one"),
+            }
+        }
         let log = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
@@ -707,7 +785,10 @@ async fn wait_for_shim(
             false
         })
     };
-    let _ = fine.await;
+    if matches!(fine.await, Ok(true)) {
+        // It accepted a connection: no second one to check.
+        return Ok(ShimClient::answering(socket));
+    }
     loop {
         if let Ok(client) = ShimClient::connect(socket).await {
             return Ok(client);
@@ -790,14 +871,13 @@ impl Runtime for ProcessRuntime {
             }
         };
         let shim_up = begun.elapsed();
-        let (shim_pid, instances) = client
-            .state()
-            .await
-            .map_err(|e| sandbox_failed(format!("asking the shim its state: {e}")))?;
-        let exits = client
-            .subscribe()
-            .await
-            .map_err(|e| sandbox_failed(format!("subscribing to exits: {e}")))?;
+        // Both at once: an exit that comes between them is in the subscription either way
+        // (unacknowledged exits are sent first), and may be in the state too, as an exit of
+        // an earlier shim always is.
+        let (state, exits) = tokio::join!(client.state(), client.subscribe());
+        let (shim_pid, instances) =
+            state.map_err(|e| sandbox_failed(format!("asking the shim its state: {e}")))?;
+        let exits = exits.map_err(|e| sandbox_failed(format!("subscribing to exits: {e}")))?;
         tracing::debug!(
             pod = %paths.pod_dir.display(),
             network_ms = networked.as_secs_f64() * 1000.0,
@@ -925,6 +1005,7 @@ impl Runtime for ProcessRuntime {
             _ => None,
         };
         sandbox.watch.started(request.instance, running);
+        self.refill_spare();
         if running.is_some() {
             let (paths, name) = (sandbox.paths.clone(), request.container.name.clone());
             let restart_count = request.restart_count;
@@ -1130,6 +1211,8 @@ impl Runtime for ProcessRuntime {
     }
 
     async fn remove_sandbox(&self, sandbox: &ProcessSandbox) -> Result<(), RuntimeError> {
+        // A pod that took the spare may never have started a container.
+        self.refill_spare();
         sandbox.watch.removing();
         sandbox.forwarder.abort();
         stop_shim(sandbox).await?;

@@ -211,6 +211,46 @@ spec:
             .is_ok_and(|n| n.contains("\"cni_id\":\"pool"))
     });
     assert!(pooled, "no pod took a warm sandbox");
+    // A shim started ahead (a spare) served one of them, and every pod's shim shows its pod's
+    // directory on its command line, as the node finds it by.
+    let mut spare_served = false;
+    for pod in ["web", "peer"] {
+        let pod_dir = ctx
+            .state()
+            .join("pods")
+            .join(jsonpath(&ctx, pod, "{.metadata.uid}"));
+        let shim_dir = pod_dir.join("shim");
+        let pid = std::fs::read_to_string(shim_dir.join("shim.pid")).unwrap();
+        let cmdline = std::fs::read(format!("/proc/{}/cmdline", pid.trim())).unwrap();
+        let args: Vec<String> = String::from_utf8_lossy(&cmdline)
+            .split('\0')
+            .map(str::to_owned)
+            .collect();
+        assert!(
+            args.windows(2)
+                .any(|w| w[0] == "--pod-dir" && Path::new(&w[1]) == pod_dir),
+            "{pod}'s shim: {args:?}"
+        );
+        spare_served |= std::fs::read_to_string(shim_dir.join("shim.log"))
+            .unwrap_or_default()
+            .contains("started ahead of its pod");
+    }
+    assert!(spare_served, "no pod's shim was a spare");
+    let serve = ctx.serve_pid().unwrap();
+    let spares = || -> Vec<i32> {
+        podvisor_testkit::all_processes()
+            .into_iter()
+            .filter(|p| p.ppid == serve && p.cmdline.contains("shim --spare"))
+            .map(|p| p.pid)
+            .collect()
+    };
+    wait_for(
+        &ctx,
+        "a spare shim waits for the next pod",
+        Duration::from_secs(10),
+        || spares().len() == 1,
+    );
+    let spare_shim = spares()[0];
 
     // Its own address on the bridge, its own host name and root.
     let web_ip = jsonpath(&ctx, "web", "{.status.podIP}");
@@ -361,6 +401,17 @@ spec:
     assert!(loaded.status.success(), "{loaded:?}");
     assert!(image_names(&ctx).contains("spare"));
     ctx.kill9();
+    // The spare goes with the serve that started it, even one killed (its pipe closes).
+    wait_for(
+        &ctx,
+        "the spare shim gone with its serve",
+        Duration::from_secs(10),
+        || {
+            !Path::new(&format!("/proc/{spare_shim}")).exists()
+                || std::fs::read_to_string(format!("/proc/{spare_shim}/stat"))
+                    .is_ok_and(|s| s.contains(") Z "))
+        },
+    );
     start(
         &mut ctx,
         &[

@@ -218,6 +218,11 @@ impl OciClass {
         crate::sandbox::cni::host_address(&self.network)
     }
 
+    /// Whether pod sandboxes are made ahead of their pods (a pool is configured).
+    pub(super) fn makes_ahead(&self) -> bool {
+        self.pool.is_some()
+    }
+
     /// Fills the pool of ready sandboxes in the background, first releasing those an earlier
     /// agent left (nothing without a pool, or outside a tokio runtime).
     pub(super) fn warm(&self) {

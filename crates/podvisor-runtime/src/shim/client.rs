@@ -76,6 +76,13 @@ impl ShimClient {
         Ok(client)
     }
 
+    /// A handle on the shim at `socket` that was just seen answering (no check of its own).
+    pub(crate) fn answering(socket: impl Into<PathBuf>) -> Self {
+        ShimClient {
+            socket: socket.into(),
+        }
+    }
+
     /// The socket path.
     pub fn socket(&self) -> &Path {
         &self.socket

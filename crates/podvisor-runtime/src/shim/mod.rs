@@ -3,6 +3,7 @@
 //! - [`server`]: the shim process (no async runtime: std threads).
 //! - [`protocol`]: JSON lines exchanged with the agent.
 //! - [`client`]: the agent's tokio client.
+//! - [`spare`]: a shim started ahead of its pod.
 //!
 //! The shim writes container output to CRI log files, journals every exit (fsync) before it
 //! reports it, and outlives the agent, which re-adopts it on restart.
@@ -17,4 +18,5 @@ pub mod protocol;
 mod resident;
 pub(crate) mod safe_path;
 pub mod server;
+pub(crate) mod spare;
 mod supervisor;

@@ -32,7 +32,17 @@ pub fn main(args: &[String]) -> i32 {
     if args.first().map(String::as_str) == Some(super::pid_holder::ARG) {
         super::pid_holder::run();
     }
-    match try_main(args) {
+    let run = if args.first().map(String::as_str) == Some(super::spare::ARG) {
+        match super::spare::wait() {
+            Ok(Some(args)) => try_main(args),
+            // The agent went away without a pod for it.
+            Ok(None) => Ok(()),
+            Err(e) => Err(e),
+        }
+    } else {
+        parse(args).and_then(try_main)
+    };
+    match run {
         Ok(()) => 0,
         Err(e) => {
             eprintln!("podvisor shim: {e}");
@@ -41,9 +51,9 @@ pub fn main(args: &[String]) -> i32 {
     }
 }
 
-struct Args {
-    pod_dir: PathBuf,
-    socket: PathBuf,
+pub(super) struct Args {
+    pub(super) pod_dir: PathBuf,
+    pub(super) socket: PathBuf,
 }
 
 fn parse(args: &[String]) -> io::Result<Args> {
@@ -68,9 +78,8 @@ fn parse(args: &[String]) -> io::Result<Args> {
     Ok(Args { pod_dir, socket })
 }
 
-fn try_main(args: &[String]) -> io::Result<()> {
+fn try_main(args: Args) -> io::Result<()> {
     detach();
-    let args = parse(args)?;
     // Still single-threaded: the only moment a private mount namespace covers the whole shim.
     let shared_tmpfs = private_mount_namespace();
     rustix::process::set_child_subreaper(Some(rustix::process::getpid()))
@@ -418,7 +427,16 @@ fn answer(shim: &Arc<Shim>, request: Request, stream: &mut UnixStream) -> io::Re
             shim.shutdown();
             Response::Ok
         }
-        Request::Start { instance, config } => shim.start(instance, *config),
+        Request::Start { instance, config } => {
+            let response = shim.start(instance, *config);
+            let written = write_line(stream, &response);
+            // The start was journaled unsynced (see `Shim::start`); this connection's ticket
+            // holds a later `State` until it is on disk.
+            if let Err(e) = shim.sync_journal() {
+                eprintln!("podvisor shim: syncing the journal: {e}");
+            }
+            return written;
+        }
         Request::Signal { instance, signal } => shim.signal(instance, signal),
         Request::Kill { instance } => shim.kill(instance),
         Request::Exec {

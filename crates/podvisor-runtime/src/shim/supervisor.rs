@@ -11,7 +11,10 @@
 //! time) and each is journaled before it is answered: the shim starts an instance id, and an
 //! attempt (container name + `restartCount`) once, whatever an agent asks, even a new agent
 //! re-asking what a dead one asked, and even a later shim of the same pod (it reads the
-//! journal).
+//! journal). The start's line is written before the answer and synced to disk just after it,
+//! before a later `State` is answered (what a restarted agent asks first). The answer does
+//! not wait for the disk: a shim that dies in between leaves its line in the page cache for
+//! the next one; only a crash of the machine, which ends the containers too, could lose it.
 
 use super::attach::ContainerIo;
 use super::child::ChildSetup;
@@ -259,9 +262,27 @@ impl Shim {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
+    /// Appends `entry` to the journal and syncs it to disk.
     fn journal_append(&self, entry: &JournalEntry) -> io::Result<()> {
+        self.journal_write(entry)?;
+        self.sync_journal()
+    }
+
+    /// Appends `entry` to the journal without waiting for the disk: a later shim of the pod
+    /// reads it all the same (it is in the page cache), only a crash of the machine could
+    /// lose it before [`Shim::sync_journal`].
+    fn journal_write(&self, entry: &JournalEntry) -> io::Result<()> {
         let mut line = serde_json::to_vec(entry).map_err(io::Error::other)?;
         line.push(b'\n');
+        let file = self
+            .journal
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        (&*file).write_all(&line)
+    }
+
+    /// Syncs what the journal has to disk (its directory entry too, the first time).
+    pub(super) fn sync_journal(&self) -> io::Result<()> {
         let file = self
             .journal
             .lock()
@@ -275,7 +296,6 @@ impl Shim {
             sync.join()
                 .map_err(|_| io::Error::other("the journal's first sync panicked"))??;
         }
-        (&*file).write_all(&line)?;
         file.sync_data()
     }
 
@@ -553,7 +573,9 @@ impl Shim {
         {
             record.pid = *pid;
             started_at.clone_into(&mut record.started_at);
-            if let Err(e) = self.journal_append(&JournalEntry::Start(record)) {
+            // Synced once the answer is out (`server::answer`): the start costs no disk wait,
+            // and anything asked after it finds it on disk.
+            if let Err(e) = self.journal_write(&JournalEntry::Start(record)) {
                 eprintln!("podvisor shim: journaling the start of {instance}: {e}");
             }
         }
