@@ -230,6 +230,157 @@ impl ProcessRuntime {
         Ok(runtime)
     }
 
+    /// [`Runtime::start_container`] but for what is made again afterwards.
+    async fn start_one(
+        &self,
+        sandbox: &ProcessSandbox,
+        mut request: StartRequest,
+    ) -> Result<Started, StartError> {
+        let config_error = |message| StartError {
+            reason: "CreateContainerConfigError".into(),
+            message,
+            created: false,
+            pulling: false,
+        };
+        if sandbox.network.as_ref().is_some_and(|n| !n.host_network) {
+            // A pod on the pod network reaches the API at the host's address there (the
+            // host's loopback is out of its reach); none, no `KUBERNETES_SERVICE_*` variables.
+            // Set in the request: the oci launch builds the environment from it too.
+            request.objects.api_service = request.objects.api_service_pod_network.take();
+        }
+        let opts = config::BuildOptions {
+            objects: request.objects.clone(),
+            ..config::BuildOptions::default()
+        };
+        let begun = Instant::now();
+        let (config, image) = match (&sandbox.network, &self.inner.oci) {
+            (Some(network), Some(oci)) => {
+                let mut config = config::build_for_image(
+                    &request.pod,
+                    &request.container,
+                    request.instance,
+                    request.restart_count,
+                    &sandbox.paths,
+                    &opts,
+                )
+                .map_err(config_error)?;
+                let (launch, image) = oci
+                    .launch(
+                        &request,
+                        &sandbox.paths,
+                        network,
+                        &container_id(&sandbox.paths, request.instance),
+                    )
+                    .await?;
+                config.oci = Some(Box::new(launch));
+                (config, Some(image))
+            }
+            _ => {
+                let config = config::build_with(
+                    &request.pod,
+                    &request.container,
+                    request.instance,
+                    request.restart_count,
+                    &sandbox.paths,
+                    &opts,
+                )
+                .map_err(config_error)?;
+                // Host processes: `image` is a label, nothing is pulled.
+                (config, None)
+            }
+        };
+        if sandbox.watch.is_lost() {
+            // The pod's next shim may already listen on the socket path.
+            return Err(StartError {
+                reason: "CreateContainerError".into(),
+                message: "the pod sandbox is gone (its shim died)".into(),
+                created: false,
+                pulling: false,
+            });
+        }
+        sandbox.watch.starting(
+            request.instance,
+            Live {
+                name: config.name.clone(),
+                pid: 0,
+                started_at: String::new(),
+                termination_message_host_path: config.termination_message_host_path.clone(),
+                log_path: config.log_path.clone(),
+            },
+        );
+        let start = Request::Start {
+            instance: request.instance,
+            config: Box::new(config),
+        };
+        let failed = |message: String| StartError {
+            reason: "CreateContainerError".into(),
+            message,
+            created: false,
+            pulling: false,
+        };
+        let prepared = begun.elapsed();
+        let answer = sandbox.client.request(&start).await;
+        tracing::debug!(
+            container = %request.container.name,
+            instance = request.instance,
+            prepare_ms = prepared.as_secs_f64() * 1000.0,
+            total_ms = begun.elapsed().as_secs_f64() * 1000.0,
+            "start answered"
+        );
+        let running = match &answer {
+            Ok(Response::Started {
+                pid, started_at, ..
+            }) => Some((*pid, started_at.as_str())),
+            _ => None,
+        };
+        sandbox.watch.started(request.instance, running);
+        if running.is_some() {
+            let (paths, name) = (sandbox.paths.clone(), request.container.name.clone());
+            let restart_count = request.restart_count;
+            tokio::task::spawn_blocking(move || {
+                prune_dead_instances(&paths, &name, restart_count);
+            });
+        }
+        match answer {
+            Ok(Response::Started {
+                pid,
+                started_at,
+                user,
+            }) => Ok(Started {
+                user,
+                container_id: container_id(&sandbox.paths, request.instance),
+                pid,
+                started_at: timestamp(&started_at),
+                image: image.as_ref().map(|(report, _)| *report),
+                image_id: image.map(|(_, id)| id).unwrap_or_default(),
+            }),
+            Ok(Response::StartFailed {
+                reason,
+                message,
+                created,
+            }) => Err(StartError {
+                reason,
+                message,
+                created,
+                pulling: false,
+            }),
+            Ok(Response::Error { message }) => Err(failed(message)),
+            Ok(other) => Err(failed(format!(
+                "unexpected answer from the shim: {other:?}"
+            ))),
+            Err(e) => Err(failed(e.to_string())),
+        }
+    }
+
+    /// Makes again, in the background, what pods take from what is made ahead: the spare
+    /// shim and the `oci` class's warm sandboxes.
+    fn refill_ahead(&self) {
+        self.refill_spare();
+        if let Some(oci) = &self.inner.oci {
+            oci.refill();
+        }
+    }
+
     /// Starts a spare shim in the background if spares are kept and there is none.
     fn refill_spare(&self) {
         use std::sync::atomic::Ordering;
@@ -905,143 +1056,13 @@ impl Runtime for ProcessRuntime {
     async fn start_container(
         &self,
         sandbox: &ProcessSandbox,
-        mut request: StartRequest,
+        request: StartRequest,
     ) -> Result<Started, StartError> {
-        let config_error = |message| StartError {
-            reason: "CreateContainerConfigError".into(),
-            message,
-            created: false,
-            pulling: false,
-        };
-        if sandbox.network.as_ref().is_some_and(|n| !n.host_network) {
-            // A pod on the pod network reaches the API at the host's address there (the
-            // host's loopback is out of its reach); none, no `KUBERNETES_SERVICE_*` variables.
-            // Set in the request: the oci launch builds the environment from it too.
-            request.objects.api_service = request.objects.api_service_pod_network.take();
-        }
-        let opts = config::BuildOptions {
-            objects: request.objects.clone(),
-            ..config::BuildOptions::default()
-        };
-        let begun = Instant::now();
-        let (config, image) = match (&sandbox.network, &self.inner.oci) {
-            (Some(network), Some(oci)) => {
-                let mut config = config::build_for_image(
-                    &request.pod,
-                    &request.container,
-                    request.instance,
-                    request.restart_count,
-                    &sandbox.paths,
-                    &opts,
-                )
-                .map_err(config_error)?;
-                let (launch, image) = oci
-                    .launch(
-                        &request,
-                        &sandbox.paths,
-                        network,
-                        &container_id(&sandbox.paths, request.instance),
-                    )
-                    .await?;
-                config.oci = Some(Box::new(launch));
-                (config, Some(image))
-            }
-            _ => {
-                let config = config::build_with(
-                    &request.pod,
-                    &request.container,
-                    request.instance,
-                    request.restart_count,
-                    &sandbox.paths,
-                    &opts,
-                )
-                .map_err(config_error)?;
-                // Host processes: `image` is a label, nothing is pulled.
-                (config, None)
-            }
-        };
-        if sandbox.watch.is_lost() {
-            // The pod's next shim may already listen on the socket path.
-            return Err(StartError {
-                reason: "CreateContainerError".into(),
-                message: "the pod sandbox is gone (its shim died)".into(),
-                created: false,
-                pulling: false,
-            });
-        }
-        sandbox.watch.starting(
-            request.instance,
-            Live {
-                name: config.name.clone(),
-                pid: 0,
-                started_at: String::new(),
-                termination_message_host_path: config.termination_message_host_path.clone(),
-                log_path: config.log_path.clone(),
-            },
-        );
-        let start = Request::Start {
-            instance: request.instance,
-            config: Box::new(config),
-        };
-        let failed = |message: String| StartError {
-            reason: "CreateContainerError".into(),
-            message,
-            created: false,
-            pulling: false,
-        };
-        let prepared = begun.elapsed();
-        let answer = sandbox.client.request(&start).await;
-        tracing::debug!(
-            container = %request.container.name,
-            instance = request.instance,
-            prepare_ms = prepared.as_secs_f64() * 1000.0,
-            total_ms = begun.elapsed().as_secs_f64() * 1000.0,
-            "start answered"
-        );
-        let running = match &answer {
-            Ok(Response::Started {
-                pid, started_at, ..
-            }) => Some((*pid, started_at.as_str())),
-            _ => None,
-        };
-        sandbox.watch.started(request.instance, running);
-        self.refill_spare();
-        if running.is_some() {
-            let (paths, name) = (sandbox.paths.clone(), request.container.name.clone());
-            let restart_count = request.restart_count;
-            tokio::task::spawn_blocking(move || {
-                prune_dead_instances(&paths, &name, restart_count);
-            });
-        }
-        match answer {
-            Ok(Response::Started {
-                pid,
-                started_at,
-                user,
-            }) => Ok(Started {
-                user,
-                container_id: container_id(&sandbox.paths, request.instance),
-                pid,
-                started_at: timestamp(&started_at),
-                image: image.as_ref().map(|(report, _)| *report),
-                image_id: image.map(|(_, id)| id).unwrap_or_default(),
-            }),
-            Ok(Response::StartFailed {
-                reason,
-                message,
-                created,
-            }) => Err(StartError {
-                reason,
-                message,
-                created,
-                pulling: false,
-            }),
-            Ok(Response::Error { message }) => Err(failed(message)),
-            Ok(other) => Err(failed(format!(
-                "unexpected answer from the shim: {other:?}"
-            ))),
-            Err(e) => Err(failed(e.to_string())),
-        }
+        let started = self.start_one(sandbox, request).await;
+        // What a pod's start used up is made again once it is done, not beside it on the
+        // node's few cores.
+        self.refill_ahead();
+        started
     }
 
     async fn signal(
@@ -1211,8 +1232,8 @@ impl Runtime for ProcessRuntime {
     }
 
     async fn remove_sandbox(&self, sandbox: &ProcessSandbox) -> Result<(), RuntimeError> {
-        // A pod that took the spare may never have started a container.
-        self.refill_spare();
+        // A pod that took what was made ahead may never have started a container.
+        self.refill_ahead();
         sandbox.watch.removing();
         sandbox.forwarder.abort();
         stop_shim(sandbox).await?;

@@ -23,7 +23,6 @@ use std::io::Write;
 use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 
-mod cgroup_mount;
 mod events;
 
 use clap::{Parser, Subcommand};
@@ -283,7 +282,6 @@ fn builder(root: &Path, id: &str) -> Result<ContainerBuilder, Failure> {
 }
 
 fn create(root: &Path, args: &CreateArgs) -> Result<Container, Failure> {
-    cgroup_mount::rewrite_bundle(&args.bundle).map_err(Failure)?;
     Ok(builder(root, &args.id)?
         .with_pid_file(args.pid_file.as_ref())?
         .with_console_socket(args.console_socket.as_ref())

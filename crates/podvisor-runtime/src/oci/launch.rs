@@ -277,6 +277,11 @@ fn prepare_inner(
     // The container's stdio is the shim's (pipes, or a terminal it holds): runc passes it
     // through rather than making a terminal of its own.
     let mut spec = spec;
+    if launch.executor == super::executor::RuncMode::Youki {
+        // runc lays `/sys/fs/cgroup` out itself; libcontainer cannot for every container
+        // (see `spec::cgroup_mount`).
+        spec::cgroup_mount::rewrite(&mut spec).map_err(LaunchError::create)?;
+    }
     let mut process = spec.process().clone().unwrap_or_default();
     process.set_terminal(Some(false));
     spec.set_process(Some(process.clone()));

@@ -29,6 +29,7 @@
 //! Not done: AppArmor and SELinux labels, host devices for privileged containers, sysctls
 //! (the sandbox's), hugepages, the per-CPU `thermal_throttle` masks of newer kubelets.
 
+pub mod cgroup_mount;
 pub mod mounts;
 pub mod resources;
 pub mod security;

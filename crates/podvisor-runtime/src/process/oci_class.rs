@@ -233,6 +233,14 @@ impl OciClass {
         handle.spawn(async move { pool.fill(&cni, &network).await });
     }
 
+    /// Makes again the warm sandboxes pods took, in the background, if the pool has started
+    /// (an agent whose pods are `process` by default starts it at the first `oci` pod).
+    pub(super) fn refill(&self) {
+        if self.pool.as_ref().is_some_and(|p| p.started()) {
+            self.warm();
+        }
+    }
+
     /// Releases the ready sandboxes (the agent stops).
     pub(super) async fn release_warm(&self) {
         if let Some(pool) = &self.pool {
@@ -253,8 +261,8 @@ impl OciClass {
         if kinds != NsKind::ALL || !network.port_mappings.is_empty() {
             return None;
         }
+        // Made again once the pod's start is done (`refill`), not beside it.
         let warm = pool.take()?;
-        self.warm();
         let (taken, dir, name) = (warm.clone(), pod_dir.to_owned(), network.hostname.clone());
         match tokio::task::spawn_blocking(move || pool::adopt(&taken, &dir, &name)).await {
             Ok(Ok(namespaces)) => Some((namespaces, warm)),

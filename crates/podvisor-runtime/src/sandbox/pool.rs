@@ -56,6 +56,10 @@ fn attachment(id: &str, netns: PathBuf) -> Attachment {
     }
 }
 
+/// How long releasing the pool waits for a fill under way to stop (a sandbox is made in tens
+/// of milliseconds; a CNI plugin that hangs has its own timeout).
+const FILL_STOP_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// The pool: up to `size` ready sandboxes, refilled in the background after each take.
 #[derive(Debug)]
 pub struct SandboxPool {
@@ -65,6 +69,8 @@ pub struct SandboxPool {
     filling: AtomicBool,
     /// The leftovers of an earlier agent were released (by the first fill).
     swept: AtomicBool,
+    /// Released ([`SandboxPool::release_all`]): nothing is made any more.
+    closed: AtomicBool,
     seq: AtomicU64,
 }
 
@@ -78,6 +84,7 @@ impl SandboxPool {
             ready: Mutex::new(VecDeque::new()),
             filling: AtomicBool::new(false),
             swept: AtomicBool::new(false),
+            closed: AtomicBool::new(false),
             seq: AtomicU64::new(0),
         }
     }
@@ -88,6 +95,11 @@ impl SandboxPool {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .pop_front()
+    }
+
+    /// Whether [`Pool::fill`] has run (it sweeps what an earlier agent left first).
+    pub fn started(&self) -> bool {
+        self.swept.load(Ordering::Acquire)
     }
 
     /// How many sandboxes are ready.
@@ -102,16 +114,20 @@ impl SandboxPool {
     /// runs returns at once). The first fill releases what an earlier agent left in the
     /// pool's directory. A failure stops the filling quietly: pods then make their own.
     pub async fn fill(&self, cni: &Cni, network: &NetworkConfigList) {
-        if self.filling.swap(true, Ordering::AcqRel) {
+        if self.closed.load(Ordering::Acquire) || self.filling.swap(true, Ordering::AcqRel) {
             return;
         }
         let cni = &cni.in_background();
         // Also with a size of 0: an earlier agent may have kept some.
         if !self.swept.swap(true, Ordering::AcqRel) {
-            self.release_all(cni, network).await;
+            self.release_everything(cni, network).await;
         }
-        while self.ready() < self.size {
+        while !self.closed.load(Ordering::Acquire) && self.ready() < self.size {
             match self.make_one(cni, network).await {
+                // Released while it was made: it goes too.
+                Ok(sandbox) if self.closed.load(Ordering::Acquire) => {
+                    release(cni, network, &sandbox, &self.dir).await;
+                }
                 Ok(sandbox) => self
                     .ready
                     .lock()
@@ -164,9 +180,21 @@ impl SandboxPool {
     }
 
     /// Releases the ready sandboxes and every one left under the pool's directory by an
-    /// earlier agent (none of those was taken: a taken one lives in its pod's directory). At
-    /// the agent's stop, and by the first fill.
+    /// earlier agent (none of those was taken: a taken one lives in its pod's directory), at
+    /// the agent's stop: the pool makes none after (a fill under way stops, and releases what
+    /// it was making). The first fill does the same without closing the pool.
     pub async fn release_all(&self, cni: &Cni, network: &NetworkConfigList) {
+        self.closed.store(true, Ordering::Release);
+        // A fill under way stops after the sandbox it is making, and releases that one.
+        let deadline = std::time::Instant::now() + FILL_STOP_WAIT;
+        while self.filling.load(Ordering::Acquire) && std::time::Instant::now() < deadline {
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+        self.release_everything(cni, network).await;
+    }
+
+    /// The ready sandboxes and whatever else the pool's directory holds, released.
+    async fn release_everything(&self, cni: &Cni, network: &NetworkConfigList) {
         let ready: Vec<WarmSandbox> = self
             .ready
             .lock()

@@ -1,5 +1,5 @@
-//! A container's `/sys/fs/cgroup` on a cgroup v1 (legacy or hybrid) host, laid out by the
-//! helper instead of by libcontainer.
+//! A container's `/sys/fs/cgroup` on a cgroup v1 (legacy or hybrid) host, laid out in the
+//! spec for the embedded youki (`podvisor youki`) instead of by libcontainer.
 //!
 //! For a mount of type `cgroup` on such a host, libcontainer 0.7 mounts a tmpfs and binds the
 //! container's own cgroup of each hierarchy into it, but first it reads
@@ -9,8 +9,9 @@
 //! namespace (`shareProcessNamespace`, a debug container's `--target`) it is 2, 3, ...: on a
 //! host that entry is a kernel thread or some other process, and in a nested PID namespace
 //! (podvisor in a container) it is often missing, and the container fails with "failed to
-//! prepare rootfs". So the helper replaces the mount in `config.json` with the same layout,
-//! computed here from the helper's own `/proc/self`: a tmpfs and, for each v1 hierarchy, a
+//! prepare rootfs". So the shim replaces the mount in the spec with the same layout,
+//! computed here from its own `/proc/self` (the helper that runs libcontainer is its child,
+//! in its cgroups and mount namespace), before it writes `config.json`: a tmpfs and, for each v1 hierarchy, a
 //! bind of the container's cgroup (`linux.cgroupsPath` for the hierarchies libcontainer's v1
 //! manager places the container in, the cgroup inherited from the shim for the others, such
 //! as `name=systemd`), read-only when the mount was (containerd asks for `ro` unless
@@ -20,7 +21,7 @@
 
 use std::path::{Path, PathBuf};
 
-use libcontainer::oci_spec::runtime::{Mount, MountBuilder, Spec};
+use oci_spec::runtime::{Mount, MountBuilder, Spec};
 
 /// The controllers libcontainer's v1 manager places a container in (libcgroups'
 /// `CONTROLLERS`): its hierarchies are bound at `linux.cgroupsPath`.
@@ -41,20 +42,20 @@ const MANAGED: [&str; 12] = [
 
 /// A v1 hierarchy as this process sees it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) struct Hierarchy {
+pub(crate) struct Hierarchy {
     /// Where it is mounted (`/sys/fs/cgroup/cpu,cpuacct`).
-    pub mount_point: PathBuf,
+    pub(crate) mount_point: PathBuf,
     /// The mount's root within the hierarchy (`/` on a host, deeper in a container).
-    pub root: String,
+    pub(crate) root: String,
     /// Its controllers, and `name=...` for a named one.
-    pub controllers: Vec<String>,
+    pub(crate) controllers: Vec<String>,
     /// This process's cgroup in it (`/proc/self/cgroup`).
-    pub own: String,
+    pub(crate) own: String,
 }
 
 /// The v1 hierarchies mounted under `/sys/fs/cgroup`, from `mountinfo` and `cgroup` texts of
 /// `/proc/self`. Empty on a cgroup v2 (unified) host.
-pub(super) fn hierarchies(mountinfo: &str, cgroup: &str) -> Vec<Hierarchy> {
+pub(crate) fn hierarchies(mountinfo: &str, cgroup: &str) -> Vec<Hierarchy> {
     let own: Vec<(Vec<&str>, &str)> = cgroup
         .lines()
         .filter_map(|line| {
@@ -63,7 +64,7 @@ pub(super) fn hierarchies(mountinfo: &str, cgroup: &str) -> Vec<Hierarchy> {
             (!controllers.is_empty()).then(|| (controllers.split(',').collect(), path))
         })
         .collect();
-    podvisor_runtime::cgroup::parse_mount_table(mountinfo)
+    crate::cgroup::parse_mount_table(mountinfo)
         .into_iter()
         .filter(|m| m.fstype == "cgroup" && m.mount_point.starts_with("/sys/fs/cgroup"))
         .filter_map(|m| {
@@ -96,7 +97,7 @@ fn beneath(base: &Path, path: &str) -> PathBuf {
 
 /// The mounts that replace `cgroup` (a mount of type `cgroup`) for a container whose cgroup
 /// path is `cgroups_path`.
-pub(super) fn replacement(
+pub(crate) fn replacement(
     cgroup: &Mount,
     hierarchies: &[Hierarchy],
     cgroups_path: &str,
@@ -161,11 +162,13 @@ pub(super) fn replacement(
     Ok(mounts)
 }
 
-/// Rewrites `bundle/config.json` with every `cgroup` mount replaced (see the module), on a
-/// host with v1 hierarchies; leaves it alone on a unified one or when it has no such mount.
-pub(super) fn rewrite_bundle(bundle: &Path) -> Result<(), String> {
-    let config = bundle.join("config.json");
-    let mut spec = Spec::load(&config).map_err(|e| format!("reading {}: {e}", config.display()))?;
+/// Replaces every `cgroup` mount of `spec` (see the module), on a host with v1 hierarchies;
+/// leaves it alone on a unified one or when it has no such mount.
+///
+/// # Errors
+///
+/// `/proc/self` cannot be read, or the spec has no `linux.cgroupsPath`.
+pub fn rewrite(spec: &mut Spec) -> Result<(), String> {
     let Some(mounts) = spec.mounts().as_ref() else {
         return Ok(());
     };
@@ -195,10 +198,7 @@ pub(super) fn rewrite_bundle(bundle: &Path) -> Result<(), String> {
         }
     }
     spec.set_mounts(Some(out));
-    let staged = bundle.join(".config.json.cgroup");
-    spec.save(&staged)
-        .map_err(|e| format!("writing {}: {e}", staged.display()))?;
-    std::fs::rename(&staged, &config).map_err(|e| format!("replacing {}: {e}", config.display()))
+    Ok(())
 }
 
 #[cfg(test)]
