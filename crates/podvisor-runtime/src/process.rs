@@ -375,6 +375,19 @@ impl ProcessRuntime {
     /// Makes again, in the background, what pods take from what is made ahead: the spare
     /// shim and the `oci` class's warm sandboxes.
     fn refill_ahead(&self) {
+        let Ok(handle) = tokio::runtime::Handle::try_current() else {
+            return self.refill_now();
+        };
+        let runtime = self.clone();
+        handle.spawn(async move {
+            // Not before the agent has reported the start (its status write and the
+            // watches' events take a millisecond or two).
+            tokio::time::sleep(REFILL_DELAY).await;
+            runtime.refill_now();
+        });
+    }
+
+    fn refill_now(&self) {
         self.refill_spare();
         if let Some(oci) = &self.inner.oci {
             oci.refill();
@@ -907,6 +920,8 @@ fn container_id(paths: &PodPaths, instance: InstanceId) -> String {
 
 /// How often `wait_for_shim` tries the socket: a new shim answers within a few milliseconds,
 /// so every 200 µs for the first 200 ms (a failed connect costs microseconds), then every 5 ms.
+/// How long after a start what it took from what is made ahead is made again.
+const REFILL_DELAY: Duration = Duration::from_millis(5);
 const SHIM_POLL_FINE: Duration = Duration::from_micros(200);
 const SHIM_POLL_FINE_FOR: Duration = Duration::from_millis(200);
 const SHIM_POLL_SLOW: Duration = Duration::from_millis(5);
