@@ -256,8 +256,8 @@ fn prepare_inner(
         shm: None,
         termination_message: Some(config.termination_message_host_path.clone()),
     };
-    let host = HostFacts::detect()
-        .map_err(|e| LaunchError::create(format!("reading the node's facts: {e}")))?;
+    let host =
+        host_facts().map_err(|e| LaunchError::create(format!("reading the node's facts: {e}")))?;
     let spec = spec::build_spec(&SpecInput {
         pod: &launch.pod,
         container: &launch.container,
@@ -272,7 +272,7 @@ fn prepare_inner(
         cgroups_path,
         hostname: &launch.hostname,
         seccomp_localhost: None,
-        host: &host,
+        host,
     })?;
     // The container's stdio is the shim's (pipes, or a terminal it holds): runc passes it
     // through rather than making a terminal of its own.
@@ -325,6 +325,17 @@ fn prepare_inner(
         process,
         user: identity,
     })
+}
+
+/// The node's facts, read once per process: a shim's do not change while it lives (its own
+/// capabilities and `oom_score_adj`, the node's memory, its cgroup mounts).
+fn host_facts() -> io::Result<&'static HostFacts> {
+    static FACTS: std::sync::OnceLock<HostFacts> = std::sync::OnceLock::new();
+    if let Some(facts) = FACTS.get() {
+        return Ok(facts);
+    }
+    let facts = HostFacts::detect()?;
+    Ok(FACTS.get_or_init(|| facts))
 }
 
 /// After the instance's exit: runc forgets it (its state and cgroup), the root filesystem

@@ -162,6 +162,21 @@ pub(crate) fn replacement(
     Ok(mounts)
 }
 
+/// This process's v1 hierarchies, read once: neither its cgroups nor the node's cgroup
+/// mounts change while a shim lives.
+fn own_hierarchies() -> Result<&'static [Hierarchy], String> {
+    static OWN: std::sync::OnceLock<Vec<Hierarchy>> = std::sync::OnceLock::new();
+    if let Some(own) = OWN.get() {
+        return Ok(own);
+    }
+    let read = |name: &str| {
+        std::fs::read_to_string(Path::new("/proc/self").join(name))
+            .map_err(|e| format!("reading /proc/self/{name}: {e}"))
+    };
+    let found = hierarchies(&read("mountinfo")?, &read("cgroup")?);
+    Ok(OWN.get_or_init(|| found))
+}
+
 /// Replaces every `cgroup` mount of `spec` (see the module), on a host with v1 hierarchies;
 /// leaves it alone on a unified one or when it has no such mount.
 ///
@@ -175,11 +190,7 @@ pub fn rewrite(spec: &mut Spec) -> Result<(), String> {
     if !mounts.iter().any(|m| m.typ().as_deref() == Some("cgroup")) {
         return Ok(());
     }
-    let read = |name: &str| {
-        std::fs::read_to_string(Path::new("/proc/self").join(name))
-            .map_err(|e| format!("reading /proc/self/{name}: {e}"))
-    };
-    let hierarchies = hierarchies(&read("mountinfo")?, &read("cgroup")?);
+    let hierarchies = own_hierarchies()?;
     if hierarchies.is_empty() {
         return Ok(());
     }
@@ -192,7 +203,7 @@ pub fn rewrite(spec: &mut Spec) -> Result<(), String> {
     let mut out = Vec::with_capacity(mounts.len() + hierarchies.len() + 1);
     for mount in mounts {
         if mount.typ().as_deref() == Some("cgroup") {
-            out.extend(replacement(mount, &hierarchies, &cgroups_path)?);
+            out.extend(replacement(mount, hierarchies, &cgroups_path)?);
         } else {
             out.push(mount.clone());
         }
