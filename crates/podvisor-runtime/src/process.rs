@@ -76,7 +76,7 @@ struct Inner {
     /// The class of pods without `runtimeClassName`.
     default_class: RuntimeClass,
     /// A shim started ahead of the next pod ([`crate::shim::spare`]), kept while sandboxes
-    /// are made ahead (the `oci` class's pool).
+    /// are made ahead (the `oci` class's pool) on a node whose pods are `oci` by default.
     spare: Mutex<Option<SpareShim>>,
     /// Whether spares are kept (cleared when the warm sandboxes are released).
     spares: std::sync::atomic::AtomicBool,
@@ -215,7 +215,10 @@ impl ProcessRuntime {
         if let (Some(oci), RuntimeClass::Oci) = (&oci, default_class) {
             oci.warm();
         }
-        let spares = oci.as_ref().is_some_and(oci_class::OciClass::makes_ahead);
+        // As the pool warms from the start only for an `oci` node: an agent whose pods are
+        // host processes by default (`podvisor run` among them) keeps no spare shim.
+        let spares = default_class == RuntimeClass::Oci
+            && oci.as_ref().is_some_and(oci_class::OciClass::makes_ahead);
         let runtime = ProcessRuntime {
             inner: Arc::new(Inner {
                 state_dir,
