@@ -281,7 +281,28 @@ fn builder(root: &Path, id: &str) -> Result<ContainerBuilder, Failure> {
         .with_root_path(state_root(root)?)?)
 }
 
+/// A bundle from elsewhere than the shim (which writes the layout into the spec itself) may
+/// still ask for a `cgroup` mount, which libcontainer cannot lay out for every container on
+/// a cgroup v1 host ([`podvisor_runtime::oci::spec::cgroup_mount`]): it is rewritten here
+/// first. The check is a byte search, so the shim's bundles cost no second parse.
+fn lay_out_cgroup_mount(bundle: &Path) -> Result<(), Failure> {
+    let config = bundle.join("config.json");
+    let asks = std::fs::read(&config).is_ok_and(|text| text.windows(8).any(|w| w == b"\"cgroup\""));
+    if !asks {
+        return Ok(());
+    }
+    let mut spec = libcontainer::oci_spec::runtime::Spec::load(&config)
+        .map_err(|e| Failure(format!("reading {}: {e}", config.display())))?;
+    podvisor_runtime::oci::spec::cgroup_mount::rewrite(&mut spec).map_err(Failure)?;
+    let staged = bundle.join(".config.json.cgroup");
+    spec.save(&staged)
+        .map_err(|e| Failure(format!("writing {}: {e}", staged.display())))?;
+    std::fs::rename(&staged, &config)
+        .map_err(|e| Failure(format!("replacing {}: {e}", config.display())))
+}
+
 fn create(root: &Path, args: &CreateArgs) -> Result<Container, Failure> {
+    lay_out_cgroup_mount(&args.bundle)?;
     Ok(builder(root, &args.id)?
         .with_pid_file(args.pid_file.as_ref())?
         .with_console_socket(args.console_socket.as_ref())
