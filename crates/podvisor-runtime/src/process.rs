@@ -256,17 +256,27 @@ impl ProcessRuntime {
             ..config::BuildOptions::default()
         };
         let begun = Instant::now();
-        let (config, image) = match (&sandbox.network, &self.inner.oci) {
-            (Some(network), Some(oci)) => {
-                let mut config = config::build_for_image(
-                    &request.pod,
-                    &request.container,
-                    request.instance,
-                    request.restart_count,
-                    &sandbox.paths,
-                    &opts,
-                )
-                .map_err(config_error)?;
+        let oci = match (&sandbox.network, &self.inner.oci) {
+            (Some(network), Some(oci)) => Some((network, oci)),
+            _ => None,
+        };
+        // Host processes: `image` is a label, nothing is pulled.
+        let build = if oci.is_some() {
+            config::build_for_image
+        } else {
+            config::build_with
+        };
+        let mut config = build(
+            &request.pod,
+            &request.container,
+            request.instance,
+            request.restart_count,
+            &sandbox.paths,
+            &opts,
+        )
+        .map_err(config_error)?;
+        let image = match oci {
+            Some((network, oci)) => {
                 let (launch, image) = oci
                     .launch(
                         &request,
@@ -276,21 +286,9 @@ impl ProcessRuntime {
                     )
                     .await?;
                 config.oci = Some(Box::new(launch));
-                (config, Some(image))
+                Some(image)
             }
-            _ => {
-                let config = config::build_with(
-                    &request.pod,
-                    &request.container,
-                    request.instance,
-                    request.restart_count,
-                    &sandbox.paths,
-                    &opts,
-                )
-                .map_err(config_error)?;
-                // Host processes: `image` is a label, nothing is pulled.
-                (config, None)
-            }
+            None => None,
         };
         if sandbox.watch.is_lost() {
             // The pod's next shim may already listen on the socket path.
