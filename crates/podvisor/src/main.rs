@@ -185,19 +185,6 @@ fn main() -> ExitCode {
             let code = youki::main(std::env::args_os().skip(2));
             return ExitCode::from(u8::try_from(code).unwrap_or(1));
         }
-        // The same, started by the shim beside a container's bundle: it waits for its
-        // arguments and standard I/O (`podvisor_runtime::oci::spare_helper`).
-        Some(podvisor_runtime::oci::spare_helper::ARG) => {
-            let code = match podvisor_runtime::oci::spare_helper::wait_for_job() {
-                Ok(Some(args)) => youki::main(args.into_iter()),
-                Ok(None) => 0,
-                Err(e) => {
-                    eprintln!("podvisor youki-spare: {e}");
-                    1
-                }
-            };
-            return ExitCode::from(u8::try_from(code).unwrap_or(1));
-        }
         _ => {}
     }
     let cli = Cli::parse();

@@ -33,15 +33,12 @@
 use std::ffi::OsStr;
 use std::fs::File;
 use std::io::{self, Read, Seek};
-use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus, Stdio};
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use serde::Deserialize;
-
-use super::spare_helper::SpareHelper;
 
 /// Debian's runc.
 pub const RUNC: &str = "/usr/sbin/runc";
@@ -255,33 +252,6 @@ pub trait CommandRunner: Send + Sync {
         then(&status);
         Ok(status)
     }
-
-    /// Spawns `command` as a spare helper ([`SpareHelper`]): a child waited for later, through
-    /// its pidfd, by [`CommandRunner::run_spare_then`], and reaped by the caller's reaper if
-    /// it is dropped unused. Returns its pid and pidfd, taken before anything could reap it.
-    /// `None` (the default): this runner keeps no spares.
-    fn spawn_spare(&self, command: &mut Command) -> Option<io::Result<(u32, OwnedFd)>> {
-        let _ = command;
-        None
-    }
-
-    /// Hands a spare its job (`hand_over`) and waits for it to exit, then `then` with its
-    /// status before any other child of the caller is reaped, as
-    /// [`CommandRunner::run_then`]. The outer error: the hand-over failed and the spare took
-    /// nothing (the caller spawns the helper instead).
-    fn run_spare_then(
-        &self,
-        pidfd: BorrowedFd<'_>,
-        hand_over: &mut dyn FnMut() -> io::Result<()>,
-        then: &mut dyn FnMut(&ExitStatus),
-    ) -> io::Result<io::Result<ExitStatus>> {
-        hand_over()?;
-        let status = super::spare_helper::wait(pidfd);
-        if let Ok(status) = &status {
-            then(status);
-        }
-        Ok(status)
-    }
 }
 
 /// Spawns and waits with `std::process`: for callers whose other children are not reaped
@@ -308,10 +278,6 @@ pub struct Runc<R: CommandRunner = DirectRunner> {
     runner: R,
     seq: AtomicU64,
     mode: RuncMode,
-    /// A helper spawned ahead for the next `create` or `run` ([`Runc::spawn_spare`]).
-    spare: Mutex<Option<SpareHelper>>,
-    /// A spare ran a call.
-    ran_spare: std::sync::atomic::AtomicBool,
 }
 
 /// How [`OciExecutor::run`] drives runc.
@@ -361,8 +327,6 @@ impl<R: CommandRunner> Runc<R> {
             runner,
             seq: AtomicU64::new(0),
             mode: RuncMode::default(),
-            spare: Mutex::new(None),
-            ran_spare: std::sync::atomic::AtomicBool::new(false),
         }
     }
 
@@ -378,8 +342,6 @@ impl<R: CommandRunner> Runc<R> {
             runner,
             seq: AtomicU64::new(0),
             mode: RuncMode::Youki,
-            spare: Mutex::new(None),
-            ran_spare: std::sync::atomic::AtomicBool::new(false),
         }
     }
 
@@ -388,25 +350,6 @@ impl<R: CommandRunner> Runc<R> {
     pub fn with_mode(mut self, mode: RuncMode) -> Runc<R> {
         self.mode = mode;
         self
-    }
-
-    /// With the embedded youki ([`RuncMode::Youki`]) and a runner that keeps spares: spawns
-    /// the helper of the next `create` or `run` now, to start while the caller prepares the
-    /// bundle ([`super::spare_helper`]). Dropped unused with the executor.
-    pub fn spawn_spare(&self) {
-        if self.mode != RuncMode::Youki {
-            return;
-        }
-        let spare = SpareHelper::spawn(&self.binary, &self.runner);
-        *self
-            .spare
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner) = spare;
-    }
-
-    /// Whether a spare helper ran a call of this executor.
-    pub fn ran_a_spare(&self) -> bool {
-        self.ran_spare.load(Ordering::Relaxed)
     }
 
     /// runc's state directory (`--root`).
@@ -481,39 +424,16 @@ impl<R: CommandRunner> Runc<R> {
             std::process::id(),
             self.seq.fetch_add(1, Ordering::Relaxed)
         ));
-        let mut global: Vec<&OsStr> = vec![
-            "--root".as_ref(),
-            self.root.as_os_str(),
-            "--log".as_ref(),
-            log.as_os_str(),
-            "--log-format".as_ref(),
-            "json".as_ref(),
-        ];
-        global.extend_from_slice(args);
-        if !capture
-            && let Some(spare) = self
-                .spare
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner)
-                .take()
-        {
-            match self.run_spare(&spare, &global, &io, then) {
-                Ok(status) => {
-                    self.ran_spare.store(true, Ordering::Relaxed);
-                    // The container holds its own copies of the descriptors.
-                    drop(io);
-                    return finish(op, &log, status.map_err(ioerr), None);
-                }
-                Err(e) => eprintln!(
-                    "podvisor shim: the spare youki helper {} is gone ({e}): starting one",
-                    spare.pid()
-                ),
-            }
-        }
         let mut command = Command::new(&self.binary);
         command
             .args(&self.prefix)
-            .args(&global)
+            .arg("--root")
+            .arg(&self.root)
+            .arg("--log")
+            .arg(&log)
+            .arg("--log-format")
+            .arg("json")
+            .args(args)
             .env_clear()
             .env("PATH", crate::config::DEFAULT_PATH);
         let mut captured = None;
@@ -551,62 +471,20 @@ impl<R: CommandRunner> Runc<R> {
         // The descriptors given to the child must close here, not when the caller drops
         // the executor's return value: the container holds its own copies.
         drop(command);
-        finish(op, &log, status, captured)
-    }
-
-    /// Runs `args` (runc's global flags on) in `spare` with `io`'s descriptors as its
-    /// standard I/O (`/dev/null` for those it has not). The outer error: the spare took
-    /// nothing.
-    fn run_spare(
-        &self,
-        spare: &SpareHelper,
-        args: &[&OsStr],
-        io: &ProcessIo,
-        then: &mut dyn FnMut(&ExitStatus),
-    ) -> io::Result<io::Result<ExitStatus>> {
-        let null = File::options().read(true).write(true).open("/dev/null")?;
-        fn pick<'a>(fd: Option<&'a OwnedFd>, null: &'a File) -> BorrowedFd<'a> {
-            fd.map_or(null.as_fd(), AsFd::as_fd)
+        let logged = std::fs::read(&log).unwrap_or_default();
+        let _ = std::fs::remove_file(&log);
+        let status = status?;
+        if !status.success() {
+            let message = last_error(&logged).unwrap_or_else(|| format!("runc {op}: {status}"));
+            return Err(ExecutorError::Runtime { op, message });
         }
-        let stdio = match io {
-            ProcessIo::Fds {
-                stdin,
-                stdout,
-                stderr,
-            } => [
-                pick(stdin.as_ref(), &null),
-                pick(stdout.as_ref(), &null),
-                pick(stderr.as_ref(), &null),
-            ],
-            ProcessIo::Terminal { .. } => [null.as_fd(); 3],
-        };
-        let args: Vec<std::ffi::OsString> = args.iter().map(|&a| a.to_owned()).collect();
-        self.runner
-            .run_spare_then(spare.pidfd(), &mut || spare.hand_over(&args, stdio), then)
+        let mut out = Vec::new();
+        if let Some(mut file) = captured {
+            file.rewind().map_err(ioerr)?;
+            file.read_to_end(&mut out).map_err(ioerr)?;
+        }
+        Ok(out)
     }
-}
-
-/// After a runc call: its logged error for a failure, else what it printed (`captured`).
-fn finish(
-    op: &'static str,
-    log: &Path,
-    status: Result<ExitStatus, ExecutorError>,
-    captured: Option<File>,
-) -> Result<Vec<u8>, ExecutorError> {
-    let ioerr = |source: io::Error| ExecutorError::Io { op, source };
-    let logged = std::fs::read(log).unwrap_or_default();
-    let _ = std::fs::remove_file(log);
-    let status = status?;
-    if !status.success() {
-        let message = last_error(&logged).unwrap_or_else(|| format!("runc {op}: {status}"));
-        return Err(ExecutorError::Runtime { op, message });
-    }
-    let mut out = Vec::new();
-    if let Some(mut file) = captured {
-        file.rewind().map_err(ioerr)?;
-        file.read_to_end(&mut out).map_err(ioerr)?;
-    }
-    Ok(out)
 }
 
 /// An anonymous file in `dir` (`O_TMPFILE`).

@@ -20,6 +20,5 @@
 pub mod executor;
 pub mod launch;
 pub mod rootfs;
-pub mod spare_helper;
 pub mod spec;
 pub mod user;

@@ -807,18 +807,14 @@ impl Shim {
         let begun = std::time::Instant::now();
         // On a thread with a full-size stack: building and serialising a runtime spec takes
         // far more than a connection thread's.
-        let runc = launch.runc(ShimRunner(Arc::clone(self)));
         let prepared = {
             let (launch, config) = ((*launch).clone(), config.clone());
-            let bundle = thread::Builder::new()
+            thread::Builder::new()
                 .name(format!("bundle-{instance}"))
                 .stack_size(BUNDLE_STACK)
                 .spawn(move || {
                     crate::oci::launch::prepare(&launch, &config, &cgroups_path, pid_namespace)
-                })?;
-            // The helper's exec, on the other core while the bundle is made.
-            runc.spawn_spare();
-            bundle
+                })?
                 .join()
                 .map_err(|_| io::Error::other("preparing the bundle panicked"))?
         };
@@ -834,6 +830,7 @@ impl Shim {
         };
         let user = prepared.user.clone();
         let (io, [stdin, stdout, stderr], outputs) = ContainerIo::create(config.stdio)?;
+        let runc = launch.runc(ShimRunner(Arc::clone(self)));
         let oom_baseline = cgroup.oom_kill_count();
         let bundled = begun.elapsed();
         let (done_tx, done_rx) = mpsc::channel();
@@ -921,15 +918,10 @@ impl Shim {
         // Where a start's time goes (bundle: rootfs mount + spec; then the runtime's create,
         // or `run` in one go, and start), one line per container in shim.log.
         eprintln!(
-            "podvisor shim: started {} (instance {instance}, {:?}{}): bundle {:.1} ms, \
+            "podvisor shim: started {} (instance {instance}, {:?}): bundle {:.1} ms, \
              create {:.1} ms, start {:.1} ms",
             config.name,
             launch.executor,
-            if runc.ran_a_spare() {
-                ", a spare helper"
-            } else {
-                ""
-            },
             bundled.as_secs_f64() * 1e3,
             (created - bundled).as_secs_f64() * 1e3,
             (begun.elapsed() - created).as_secs_f64() * 1e3,
@@ -1294,53 +1286,6 @@ impl crate::oci::executor::CommandRunner for ShimRunner {
         let status = child.wait()?;
         then(&status);
         // The reaper may be waiting for a first child to appear.
-        self.0.state().forks += 1;
-        self.0.forked.notify_all();
-        Ok(status)
-    }
-
-    /// Under the fork lock, so the reaper cannot reap the spare before its pidfd is taken;
-    /// no waiter is registered: a spare dropped unused exits and is reaped as a stranger.
-    fn spawn_spare(&self, command: &mut Command) -> Option<io::Result<(u32, OwnedFd)>> {
-        let spawned = (|| {
-            let _fork = self
-                .0
-                .fork_lock
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
-            let child = command.spawn()?;
-            let pid = child.id();
-            let pidfd = Pid::from_raw(pid.cast_signed())
-                .ok_or_else(|| io::Error::other("a spare with pid 0"))
-                .and_then(|p| {
-                    rustix::process::pidfd_open(p, rustix::process::PidfdFlags::empty())
-                        .map_err(io::Error::from)
-                });
-            self.0.state().forks += 1;
-            self.0.forked.notify_all();
-            Ok((pid, pidfd?))
-        })();
-        Some(spawned)
-    }
-
-    /// Holds the fork lock from the hand-over until `then` has run, as
-    /// [`ShimRunner::run_then`] does from the spawn.
-    fn run_spare_then(
-        &self,
-        pidfd: std::os::fd::BorrowedFd<'_>,
-        hand_over: &mut dyn FnMut() -> io::Result<()>,
-        then: &mut dyn FnMut(&std::process::ExitStatus),
-    ) -> io::Result<io::Result<std::process::ExitStatus>> {
-        let _fork = self
-            .0
-            .fork_lock
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        hand_over()?;
-        let status = crate::oci::spare_helper::wait(pidfd);
-        if let Ok(status) = &status {
-            then(status);
-        }
         self.0.state().forks += 1;
         self.0.forked.notify_all();
         Ok(status)
