@@ -39,7 +39,7 @@ use k8s_openapi::api::core::v1::{ContainerStatus, Pod};
 use podvisor_agent::{Agent, PodControl, PodHandle, PodUpdate};
 use podvisor_lifecycle::{BackoffConfig, MachineConfig};
 use podvisor_runtime::process::ProcessRuntime;
-use podvisor_testkit::numbers::{Stats, load_average, ms, stats};
+use podvisor_testkit::numbers::{Stats, load_average, machine_context, ms, stats};
 use podvisor_testkit::{Signal, all_processes, signal};
 use std::collections::{HashMap, HashSet};
 use std::io::{BufRead, BufReader, Read, Write};
@@ -661,7 +661,7 @@ fn bench(args: &[String]) -> Result<()> {
     let base = std::env::temp_dir().join(format!("podvisor-bench-{}", std::process::id()));
     std::fs::create_dir_all(&base)?;
     let started = Timestamp::now();
-    let load = load_average();
+    let load = format!("{}; {}", load_average(), machine_context());
     progress(&format!(
         "shim {}, {} mode, {} runtime class, load average {load}",
         opts.shim.display(),

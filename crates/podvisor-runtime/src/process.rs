@@ -513,7 +513,7 @@ impl ProcessRuntime {
         pod: &Pod,
         paths: &PodPaths,
         socket: &Path,
-    ) -> Result<ShimClient, SandboxError> {
+    ) -> Result<(ShimClient, u32), SandboxError> {
         for dir in [&paths.pod_dir, &paths.log_dir] {
             std::fs::create_dir_all(dir)
                 .map_err(|e| sandbox_failed(format!("mkdir {}: {e}", dir.display())))?;
@@ -531,7 +531,7 @@ impl ProcessRuntime {
             // Its own session and process group (setsid): it and whatever it started.
             let _ = rustix::process::kill_process_group(pgid, rustix::process::Signal::KILL);
         }
-        answered
+        answered.map(|client| (client, pid))
     }
 
     /// Removes the log directory of pod `uid` (`<ns>_<name>_<uid>`), once its object is gone
@@ -1001,6 +1001,9 @@ impl Runtime for ProcessRuntime {
             }
         };
         let networked = begun.elapsed();
+        // A shim started here on a pod directory no shim ever served has nothing to tell yet:
+        // no instances, no exits.
+        let mut fresh_shim = None;
         let client = match ShimClient::connect(&socket).await {
             // Re-adoption: the pod's shim survived an agent restart.
             Ok(client) => client,
@@ -1018,9 +1021,15 @@ impl Runtime for ProcessRuntime {
                         .await;
                 }
                 let created_logs = !paths.log_dir.exists();
+                let journal = layout::journal(&paths.pod_dir).exists();
                 let started = self.start_shim(pod, &paths, &socket).await;
                 match started {
-                    Ok(client) => client,
+                    Ok((client, pid)) => {
+                        if !journal {
+                            fresh_shim = Some(pid);
+                        }
+                        client
+                    }
                     Err(e) => {
                         if let (Some(network), Some(oci)) = (&network, &self.inner.oci) {
                             oci.remove_network(network).await;
@@ -1041,10 +1050,19 @@ impl Runtime for ProcessRuntime {
         // Both at once: an exit that comes between them is in the subscription either way
         // (unacknowledged exits are sent first), and may be in the state too, as an exit of
         // an earlier shim always is.
-        let (state, exits) = tokio::join!(client.state(), client.subscribe());
-        let (shim_pid, instances) =
-            state.map_err(|e| sandbox_failed(format!("asking the shim its state: {e}")))?;
-        let exits = exits.map_err(|e| sandbox_failed(format!("subscribing to exits: {e}")))?;
+        let (shim_pid, instances, exits) = match fresh_shim {
+            // Its subscription is made by the forwarder, beside the pod's first start: an exit
+            // that comes before it is sent first when it comes.
+            Some(pid) => (pid, Vec::new(), None),
+            None => {
+                let (state, exits) = tokio::join!(client.state(), client.subscribe());
+                let (shim_pid, instances) =
+                    state.map_err(|e| sandbox_failed(format!("asking the shim its state: {e}")))?;
+                let exits =
+                    exits.map_err(|e| sandbox_failed(format!("subscribing to exits: {e}")))?;
+                (shim_pid, instances, Some(exits))
+            }
+        };
         tracing::debug!(
             pod = %paths.pod_dir.display(),
             network_ms = networked.as_secs_f64() * 1000.0,

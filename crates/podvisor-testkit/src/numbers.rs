@@ -54,9 +54,53 @@ pub fn load_average() -> String {
         .unwrap_or_default()
 }
 
+/// What makes start latencies on this machine differ from run to run, read before a bench:
+/// the memory cgroups that exist, live and dying (cgroup v1 keeps a removed container's
+/// memory cgroup while page cache is charged to it, and every cgroup operation gets slower
+/// as they pile up; `echo 3 > /proc/sys/vm/drop_caches` frees them), and the median time to
+/// spawn and reap `/bin/true` (fork, exec, exit: the machine's speed at what a container
+/// start does most).
+pub fn machine_context() -> String {
+    let memcgs = std::fs::read_to_string("/proc/cgroups")
+        .ok()
+        .and_then(|t| memory_cgroups(&t))
+        .map_or_else(|| "?".into(), |n| n.to_string());
+    let mut spawns: Vec<Duration> = (0..21)
+        .filter_map(|_| {
+            let begun = std::time::Instant::now();
+            std::process::Command::new("/bin/true")
+                .status()
+                .ok()
+                .map(|_| begun.elapsed())
+        })
+        .collect();
+    spawns.sort();
+    let spawn = spawns
+        .get(spawns.len() / 2)
+        .map_or_else(|| "?".into(), |d| format!("{} µs", d.as_micros()));
+    format!("memory cgroups {memcgs}, /bin/true spawned and reaped in {spawn}")
+}
+
+/// The memory controller's `num_cgroups` in `/proc/cgroups`.
+fn memory_cgroups(proc_cgroups: &str) -> Option<u64> {
+    proc_cgroups
+        .lines()
+        .map(|l| l.split_whitespace().collect::<Vec<_>>())
+        .find(|f| f.first() == Some(&"memory"))
+        .and_then(|f| f.get(2)?.parse().ok())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn memory_cgroups_are_read_from_proc_cgroups() {
+        let text = "#subsys_name\thierarchy\tnum_cgroups\tenabled\ncpuset\t3\t2\t1\n\
+                    memory\t4\t449\t1\npids\t8\t3\t1\n";
+        assert_eq!(memory_cgroups(text), Some(449));
+        assert_eq!(memory_cgroups("#subsys_name\thierarchy\n"), None);
+    }
 
     #[test]
     fn nearest_rank() {

@@ -41,7 +41,7 @@ use hyper::body::Bytes;
 use hyper::client::conn::http1::SendRequest;
 use hyper::{Method, Request, StatusCode, header};
 use hyper_util::rt::TokioIo;
-use podvisor_testkit::numbers::{Stats, load_average, ms, stats};
+use podvisor_testkit::numbers::{Stats, load_average, machine_context, ms, stats};
 use podvisor_testkit::{
     MarkerIn, Proc, Signal, all_processes, kill_marked, marked_processes, remove_pod_cgroups,
     signal,
@@ -620,7 +620,7 @@ fn bench(args: &[String]) -> Result<()> {
         bail!("podvisor serve's process runtime needs root (cgroups, mount namespaces)");
     }
     let started = jiff::Timestamp::now();
-    let load = load_average();
+    let load = format!("{}; {}", load_average(), machine_context());
     progress(&format!(
         "podvisor {}, load average {load}",
         env!("CARGO_BIN_EXE_podvisor")

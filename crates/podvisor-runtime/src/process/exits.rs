@@ -383,15 +383,23 @@ async fn resubscribe(
 }
 
 /// Forwards the shim's exits to the agent, acknowledging each once handed over; reports the
-/// sandbox lost if the shim dies (see the module docs).
+/// sandbox lost if the shim dies (see the module docs). Without `exits` (a new shim's), it
+/// subscribes first.
 pub(super) async fn forward_exits(
     client: ShimClient,
-    mut exits: mpsc::UnboundedReceiver<ExitRecord>,
+    exits: Option<mpsc::UnboundedReceiver<ExitRecord>>,
     events: mpsc::UnboundedSender<RuntimeEvent>,
     watch: std::sync::Arc<Watch>,
 ) {
+    let mut exits = match exits {
+        Some(exits) => Some(exits),
+        None => client.subscribe().await.ok(),
+    };
     loop {
-        while let Some(record) = exits.recv().await {
+        while let Some(record) = match exits.as_mut() {
+            Some(exits) => exits.recv().await,
+            None => None,
+        } {
             let instance = record.instance;
             let exit = tokio::task::spawn_blocking(move || container_exit(&record))
                 .await
@@ -411,7 +419,7 @@ pub(super) async fn forward_exits(
             return;
         }
         match resubscribe(&client, &watch).await {
-            Some(again) => exits = again,
+            Some(again) => exits = Some(again),
             None => break,
         }
     }
