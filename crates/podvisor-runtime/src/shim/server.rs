@@ -32,6 +32,7 @@ pub fn main(args: &[String]) -> i32 {
     if args.first().map(String::as_str) == Some(super::pid_holder::ARG) {
         super::pid_holder::run();
     }
+    one_malloc_arena();
     let run = if args.first().map(String::as_str) == Some(super::spare::ARG) {
         match super::spare::wait() {
             Ok(Some(args)) => try_main(args),
@@ -48,6 +49,17 @@ pub fn main(args: &[String]) -> i32 {
             eprintln!("podvisor shim: {e}");
             1
         }
+    }
+}
+
+/// One malloc arena for the whole shim: its threads (connections, log pumps, exits) allocate
+/// little and seldom, and glibc would give each that met another at the lock an arena of its
+/// own, pages the shim keeps for its whole life, once per pod.
+fn one_malloc_arena() {
+    // SAFETY: mallopt only sets an allocator parameter; called before any thread exists.
+    #[allow(unsafe_code)]
+    unsafe {
+        libc::mallopt(libc::M_ARENA_MAX, 1);
     }
 }
 
