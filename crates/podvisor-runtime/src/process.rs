@@ -1021,11 +1021,11 @@ impl Runtime for ProcessRuntime {
                         .await;
                 }
                 let created_logs = !paths.log_dir.exists();
-                let journal = layout::journal(&paths.pod_dir).exists();
+                let had_journal = layout::journal(&paths.pod_dir).exists();
                 let started = self.start_shim(pod, &paths, &socket).await;
                 match started {
                     Ok((client, pid)) => {
-                        if !journal {
+                        if !had_journal {
                             fresh_shim = Some(pid);
                         }
                         client
@@ -1047,13 +1047,13 @@ impl Runtime for ProcessRuntime {
             }
         };
         let shim_up = begun.elapsed();
-        // Both at once: an exit that comes between them is in the subscription either way
-        // (unacknowledged exits are sent first), and may be in the state too, as an exit of
-        // an earlier shim always is.
         let (shim_pid, instances, exits) = match fresh_shim {
             // Its subscription is made by the forwarder, beside the pod's first start: an exit
             // that comes before it is sent first when it comes.
             Some(pid) => (pid, Vec::new(), None),
+            // Both at once: an exit that comes between them is in the subscription either way
+            // (unacknowledged exits are sent first), and may be in the state too, as an exit
+            // of an earlier shim always is.
             None => {
                 let (state, exits) = tokio::join!(client.state(), client.subscribe());
                 let (shim_pid, instances) =

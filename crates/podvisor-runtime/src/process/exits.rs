@@ -396,8 +396,10 @@ pub(super) async fn forward_exits(
         None => client.subscribe().await.ok(),
     };
     loop {
-        while let Some(record) = match exits.as_mut() {
-            Some(exits) => exits.recv().await,
+        // No subscription (a new shim's failed): as one that ended.
+        let mut stream = exits.take();
+        while let Some(record) = match stream.as_mut() {
+            Some(stream) => stream.recv().await,
             None => None,
         } {
             let instance = record.instance;
