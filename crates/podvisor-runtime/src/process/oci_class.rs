@@ -287,7 +287,13 @@ impl OciClass {
         if let Some(network) = PodNetwork::load(&paths.pod_dir) {
             return Ok(network);
         }
-        self.warm();
+        // The first `oci` pod of an agent whose pods are host processes by default starts
+        // the pool. Once it has started, it is refilled after a start (`refill`), never
+        // beside one: a fill spawned here would run after this pod's take and make a
+        // sandbox (three CNI plugin processes) on the cores this pod's start needs.
+        if !self.pool.as_ref().is_some_and(|p| p.started()) {
+            self.warm();
+        }
         let spec = pod.spec.clone().unwrap_or_default();
         let host_network = spec.host_network == Some(true);
         let hostname =
