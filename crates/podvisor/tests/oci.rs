@@ -236,6 +236,28 @@ spec:
             .contains("started ahead of its pod");
     }
     assert!(spare_served, "no pod's shim was a spare");
+    // A shim's mount namespace holds no other pod's mounts and none of the warm pool's: a
+    // copy there would keep their namespaces alive after the pool and the pods let go.
+    let uids: Vec<String> = ["web", "peer"]
+        .iter()
+        .map(|pod| jsonpath(&ctx, pod, "{.metadata.uid}"))
+        .collect();
+    for (i, uid) in uids.iter().enumerate() {
+        let pid = std::fs::read_to_string(ctx.state().join("pods").join(uid).join("shim/shim.pid"))
+            .unwrap();
+        let foreign = || -> Vec<String> {
+            std::fs::read_to_string(format!("/proc/{}/mountinfo", pid.trim()))
+                .unwrap_or_default()
+                .lines()
+                .filter(|l| l.contains("/sandbox-pool/") || l.contains(&uids[1 - i]))
+                .map(str::to_owned)
+                .collect()
+        };
+        let what = format!("the shim of {uid} to drop {:?}", foreign());
+        wait_for(&ctx, &what, Duration::from_secs(10), || {
+            foreign().is_empty()
+        });
+    }
     let serve = ctx.serve_pid().unwrap();
     let spares = || -> Vec<i32> {
         podvisor_testkit::all_processes()

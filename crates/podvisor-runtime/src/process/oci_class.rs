@@ -192,7 +192,7 @@ impl OciClass {
         }
         let pool = own_network.then(|| {
             Arc::new(SandboxPool::new(
-                state_dir.join("sandbox-pool"),
+                state_dir.join(crate::sandbox::pool::POOL_DIR),
                 options.warm_sandboxes,
             ))
         });

@@ -24,6 +24,10 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use super::cni::{Attachment, Cni, NetworkConfigList, POD_IFNAME};
 use super::netns::{NsKind, PodNamespaces};
 
+/// The pool's directory under the agent's state directory (shims drop its mounts from their
+/// own mount namespace: see `shim::server`).
+pub const POOL_DIR: &str = "sandbox-pool";
+
 /// The host name of a pooled sandbox until a pod takes it.
 const POOL_HOSTNAME: &str = "podvisor-pool";
 

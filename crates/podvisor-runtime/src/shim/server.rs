@@ -244,11 +244,17 @@ fn private_mount_namespace() -> bool {
 /// The shim's mount namespace is a copy of the agent's, with every other pod's mounts in it:
 /// the bind mounts that hold an `oci` pod's namespaces among them, which would keep that pod's
 /// network alive (its veth, its address) after the pod is gone, for as long as this shim
-/// lives. They are detached here, in this namespace only.
+/// lives. The same holds for the sandboxes of the agent's warm pool: a pod that takes one
+/// later renames its directory, and this copy would follow it and outlive that pod. They are
+/// detached here, in this namespace only. That also keeps this namespace's mount table short:
+/// the OCI runtime reads it a dozen times for each container it creates.
 fn drop_other_pods_mounts(pod_dir: &std::path::Path) {
     let Some(pods) = pod_dir.parent() else {
         return;
     };
+    let pool = pods
+        .parent()
+        .map(|state| state.join(crate::sandbox::pool::POOL_DIR));
     let Ok(info) = std::fs::read_to_string("/proc/self/mountinfo") else {
         return;
     };
@@ -256,14 +262,34 @@ fn drop_other_pods_mounts(pod_dir: &std::path::Path) {
         .lines()
         .filter_map(|line| line.split(' ').nth(4))
         .map(unescape_mountinfo)
-        .filter(|p| p.starts_with(pods) && !p.starts_with(pod_dir) && p != pods)
+        .filter(|p| {
+            let other_pod = p.starts_with(pods) && !p.starts_with(pod_dir) && p != pods;
+            let pooled = pool
+                .as_ref()
+                .is_some_and(|pool| p.starts_with(pool) && p != pool);
+            other_pod || pooled
+        })
         .collect();
-    // Deepest first.
-    others.sort_by_key(|p| std::cmp::Reverse(p.components().count()));
-    others.dedup();
-    for path in others {
-        let _ = rustix::mount::unmount(&path, rustix::mount::UnmountFlags::DETACH);
+    for path in outermost(&mut others) {
+        // A lazy unmount takes the mounts below it along: one call (and one RCU grace period)
+        // per sandbox, not one per namespace file.
+        let _ = rustix::mount::unmount(path, rustix::mount::UnmountFlags::DETACH);
     }
+}
+
+/// The mount points of `paths` that are not below another of them, sorted (`paths` is sorted
+/// and deduplicated in place).
+fn outermost(paths: &mut Vec<PathBuf>) -> Vec<&PathBuf> {
+    // Component-wise order: everything below a path comes right after it.
+    paths.sort();
+    paths.dedup();
+    let mut tops: Vec<&PathBuf> = Vec::new();
+    for path in paths.iter() {
+        if !tops.last().is_some_and(|top| path.starts_with(top)) {
+            tops.push(path);
+        }
+    }
+    tops
 }
 
 /// A mount point as `/proc/self/mountinfo` writes it (`\040` for a space, and so on).
@@ -511,4 +537,44 @@ fn peer_gone(stream: &mut UnixStream) -> io::Result<bool> {
     };
     stream.set_nonblocking(false)?;
     Ok(gone)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::outermost;
+    use std::path::PathBuf;
+
+    /// Only the outermost of nested mount points is unmounted (a lazy unmount takes the rest),
+    /// and a sibling whose name extends another's is not taken for its child.
+    #[test]
+    fn outermost_mount_points_cover_the_nested_ones() {
+        let mut paths: Vec<PathBuf> = [
+            "/s/pool/b/ns/net",
+            "/s/pool/b/ns",
+            "/s/pods/x/sandbox/ns/uts",
+            "/s/pool/a-2/ns",
+            "/s/pool/a/ns/ipc",
+            "/s/pool/a/ns",
+            "/s/pods/x/sandbox/ns",
+            "/s/pool/a/ns",
+            "/s/pods/x/volumes/v",
+        ]
+        .iter()
+        .map(PathBuf::from)
+        .collect();
+        let tops: Vec<&str> = outermost(&mut paths)
+            .into_iter()
+            .map(|p| p.to_str().unwrap())
+            .collect();
+        assert_eq!(
+            tops,
+            [
+                "/s/pods/x/sandbox/ns",
+                "/s/pods/x/volumes/v",
+                "/s/pool/a/ns",
+                "/s/pool/a-2/ns",
+                "/s/pool/b/ns"
+            ]
+        );
+    }
 }
