@@ -278,6 +278,13 @@ fn prepare_in(
         host: &HostFacts::detect().unwrap(),
     })
     .unwrap();
+    let mut spec = spec;
+    if youki_helper().is_some() {
+        // As the shim does for the embedded youki: `/sys/fs/cgroup` laid out beside the root
+        // filesystem, one bind in the spec (teardown checks it is all gone).
+        let view = podvisor_runtime::oci::spec::cgroup_mount::view_dir(&lab.ctr());
+        podvisor_runtime::oci::spec::cgroup_mount::rewrite_prepared(&mut spec, &view).unwrap();
+    }
     spec.save(bundle.join("config.json")).unwrap();
     Prepared {
         id,
@@ -1028,6 +1035,7 @@ fn joins_a_pid_namespace_at_a_high_pid_and_sees_its_own_cgroup() {
         // `$$$$`: the kubelet's `$(VAR)` expansion makes it `$$`.
         "echo $$$$; cat /sys/fs/cgroup/memory/memory.limit_in_bytes; \
          (echo 1 > /sys/fs/cgroup/memory/memory.limit_in_bytes) 2>/dev/null || echo read-only; \
+         mkdir /sys/fs/cgroup/x && echo tmpfs-writable; \
          ls /sys/fs/cgroup/memory/cgroup.procs",
         None,
     );
@@ -1051,6 +1059,7 @@ fn joins_a_pid_namespace_at_a_high_pid_and_sees_its_own_cgroup() {
         [
             "67108864",
             "read-only",
+            "tmpfs-writable",
             "/sys/fs/cgroup/memory/cgroup.procs"
         ],
         "{out:?}"

@@ -194,6 +194,7 @@ pub fn prepare(
 ) -> Result<Prepared, LaunchError> {
     let result = prepare_inner(launch, config, cgroups_path, pid);
     if result.is_err() {
+        spec::cgroup_mount::remove_view(&spec::cgroup_mount::view_dir(&launch.dir));
         let _ = rootfs::remove_rootfs(&launch.dir);
     }
     result
@@ -279,8 +280,9 @@ fn prepare_inner(
     let mut spec = spec;
     if launch.executor == super::executor::RuncMode::Youki {
         // runc lays `/sys/fs/cgroup` out itself; libcontainer cannot for every container
-        // (see `spec::cgroup_mount`).
-        spec::cgroup_mount::rewrite(&mut spec).map_err(LaunchError::create)?;
+        // (see `spec::cgroup_mount`), and is slower at it: the shim lays it out.
+        let view = spec::cgroup_mount::view_dir(&launch.dir);
+        spec::cgroup_mount::rewrite_prepared(&mut spec, &view).map_err(LaunchError::create)?;
     }
     let mut process = spec.process().clone().unwrap_or_default();
     process.set_terminal(Some(false));
@@ -345,6 +347,8 @@ fn host_facts() -> io::Result<&'static HostFacts> {
 ///
 /// The root filesystem cannot be unmounted or removed.
 pub fn cleanup<R: super::executor::CommandRunner>(launch: &OciLaunch, runner: R) -> io::Result<()> {
+    // First: its binds would keep the cgroups the delete removes alive.
+    spec::cgroup_mount::remove_view(&spec::cgroup_mount::view_dir(&launch.dir));
     if let Err(e) = launch.runc(runner).delete(&launch.id, true) {
         eprintln!("podvisor shim: runc delete {}: {e}", launch.id);
     }

@@ -158,6 +158,11 @@ pub fn remove_rootfs(dir: &Path) -> io::Result<()> {
         }
     }
     remove_trees(dir, &["rootfs", "upper", "work", "subpaths"])?;
+    // The container's `/sys/fs/cgroup` (`spec::cgroup_mount::rewrite_prepared`): never
+    // recursively, as its binds are of the node's cgroups.
+    let view = super::spec::cgroup_mount::view_dir(dir);
+    super::spec::cgroup_mount::remove_view(&view);
+    let _ = std::fs::remove_dir(view);
     // The directory goes only if nothing else (a termination-message file) lives there.
     let _ = std::fs::remove_dir(dir);
     Ok(())

@@ -212,6 +212,125 @@ pub fn rewrite(spec: &mut Spec) -> Result<(), String> {
     Ok(())
 }
 
+/// Where the shim lays out a container's `/sys/fs/cgroup` ([`rewrite_prepared`]): in the
+/// instance's directory.
+#[must_use]
+pub fn view_dir(instance_dir: &Path) -> PathBuf {
+    instance_dir.join("cgroup")
+}
+
+/// As [`rewrite`], but the layout is made here, in the calling process's mount namespace (the
+/// shim's, which the OCI runtime it starts shares), under `dir`, and the spec asks for one
+/// recursive bind of it: a tmpfs, and in it each hierarchy's bind (its cgroup made if missing,
+/// as libcontainer's v1 manager would make it a moment later), read-only when the mount was.
+///
+/// The layout is the same; what changes is who mounts it. libcontainer makes each spec mount
+/// through libpathrs's checked opens, some thirty system calls each, and a read-only bind
+/// twice: one bind instead of ten there, against ten plain mount calls here, about 2 ms less
+/// of a container's create on the reference machine. [`remove_view`] undoes it.
+///
+/// # Errors
+///
+/// As [`rewrite`], or a mount failed (nothing of the layout is left then).
+pub fn rewrite_prepared(spec: &mut Spec, dir: &Path) -> Result<(), String> {
+    let Some(mounts) = spec.mounts().as_ref() else {
+        return Ok(());
+    };
+    let Some(index) = mounts
+        .iter()
+        .position(|m| m.typ().as_deref() == Some("cgroup"))
+    else {
+        return Ok(());
+    };
+    let hierarchies = own_hierarchies()?;
+    if hierarchies.is_empty() {
+        return Ok(());
+    }
+    let cgroups_path = spec
+        .linux()
+        .as_ref()
+        .and_then(|l| l.cgroups_path().as_ref())
+        .map(|p| p.to_string_lossy().into_owned())
+        .ok_or("the spec has no linux.cgroupsPath")?;
+    let layout = replacement(&mounts[index], hierarchies, &cgroups_path)?;
+    let read_only = mounts[index]
+        .options()
+        .as_ref()
+        .is_some_and(|o| o.iter().any(|o| o == "ro"));
+    lay_out(&layout, dir, read_only).inspect_err(|_| remove_view(dir))?;
+    let bind = MountBuilder::default()
+        .destination(mounts[index].destination())
+        .typ("bind")
+        .source(dir)
+        .options(
+            // The tmpfs stays writable, as runc leaves it (its binds are read-only).
+            ["rbind", "rw", "nosuid", "noexec", "nodev"]
+                .map(String::from)
+                .to_vec(),
+        )
+        .build()
+        .map_err(|e| e.to_string())?;
+    let mut out: Vec<Mount> = mounts
+        .iter()
+        .filter(|m| m.typ().as_deref() != Some("cgroup"))
+        .cloned()
+        .collect();
+    out.insert(index, bind);
+    spec.set_mounts(Some(out));
+    Ok(())
+}
+
+/// Mounts `layout` ([`replacement`]'s tmpfs, then its binds) at `dir` instead of its
+/// destination.
+fn lay_out(layout: &[Mount], dir: &Path, read_only: bool) -> Result<(), String> {
+    use rustix::mount::{MountFlags, mount, mount_bind_recursive, mount_remount};
+    let Some((tmpfs, binds)) = layout.split_first() else {
+        return Ok(());
+    };
+    let at = |what: &str, path: &Path| {
+        let path = path.display().to_string();
+        let what = what.to_owned();
+        move |e: rustix::io::Errno| format!("{what} {path}: {e}")
+    };
+    std::fs::create_dir_all(dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
+    let flags = MountFlags::NOSUID | MountFlags::NOEXEC | MountFlags::NODEV;
+    mount("tmpfs", dir, "tmpfs", flags, Some(c"mode=755"))
+        .map_err(at("mounting a tmpfs on", dir))?;
+    let root = tmpfs.destination();
+    let ro = if read_only {
+        MountFlags::RDONLY
+    } else {
+        MountFlags::empty()
+    };
+    for bind in binds {
+        let name = bind.destination().strip_prefix(root).map_err(|_| {
+            format!(
+                "{} is not below {}",
+                bind.destination().display(),
+                root.display()
+            )
+        })?;
+        let target = dir.join(name);
+        std::fs::create_dir(&target).map_err(|e| format!("creating {}: {e}", target.display()))?;
+        let source = bind.source().as_deref().unwrap_or(Path::new(""));
+        std::fs::create_dir_all(source)
+            .map_err(|e| format!("creating cgroup {}: {e}", source.display()))?;
+        mount_bind_recursive(source, &target).map_err(at("binding", &target))?;
+        mount_remount(&target, MountFlags::BIND | flags | ro, c"")
+            .map_err(at("remounting", &target))?;
+    }
+    Ok(())
+}
+
+/// Unmounts what [`rewrite_prepared`] laid out in `dir` (lazily: the binds go with the tmpfs),
+/// if anything.
+pub fn remove_view(dir: &Path) {
+    let _ = rustix::mount::unmount(
+        dir,
+        rustix::mount::UnmountFlags::DETACH | rustix::mount::UnmountFlags::NOFOLLOW,
+    );
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
