@@ -102,6 +102,11 @@ fn oci_pods_run_images_with_their_own_network() {
     load_busybox(&ctx, &[]);
     start(&mut ctx, &["--runtime", "oci", "--warm-sandboxes", "2"]);
     let m = ctx.marker.clone();
+    let host_port = std::net::TcpListener::bind("0.0.0.0:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
     let manifest = ctx.manifest(
         "pods",
         &format!(
@@ -174,6 +179,19 @@ spec:
     image: busybox:latest
     imagePullPolicy: IfNotPresent
     args: [sleep, '1004']
+---
+apiVersion: v1
+kind: Pod
+metadata:
+  name: hp
+spec:
+  containers:
+  - name: server
+    image: busybox:latest
+    imagePullPolicy: IfNotPresent
+    command: [sh, -c, 'mkdir -p /www && echo hello-via-hostport > /www/index.html && exec httpd -f -p 8081 -h /www; : {m}']
+    ports:
+    - {{containerPort: 8081, hostPort: {host_port}}}
 ---
 apiVersion: v1
 kind: Pod
@@ -295,6 +313,35 @@ spec:
         &format!("http://{web_ip}:8080/index.html"),
     ]);
     assert_eq!(fetched.trim(), "hello-from-web");
+    // A hostPort (the `portmap` plugin, which pods without one are attached without: it does
+    // nothing for them) reaches its pod on the bridge's address, and is gone with the pod.
+    wait_for(&ctx, "hp running", Duration::from_secs(60), || {
+        ctx.kubectl_ok(&["get", "pod", "hp", "--no-headers"])
+            .contains("Running")
+    });
+    let via_host_port = || -> std::io::Result<String> {
+        use std::io::{Read, Write};
+        let mut c = std::net::TcpStream::connect_timeout(
+            &std::net::SocketAddr::from(([10, 244, 0, 1], host_port)),
+            Duration::from_secs(2),
+        )?;
+        c.set_read_timeout(Some(Duration::from_secs(5)))?;
+        c.write_all(b"GET /index.html HTTP/1.0\r\n\r\n")?;
+        let mut out = String::new();
+        c.read_to_string(&mut out)?;
+        Ok(out)
+    };
+    wait_for(
+        &ctx,
+        "the hostPort answers",
+        Duration::from_secs(10),
+        || via_host_port().is_ok_and(|r| r.contains("hello-via-hostport")),
+    );
+    ctx.kubectl_ok(&["delete", "pod", "hp", "--grace-period=0"]);
+    assert!(
+        !via_host_port().is_ok_and(|r| r.contains("hello-via-hostport")),
+        "the hostPort still answers after its pod is gone"
+    );
     // `kubectl cp` through the container's own `tar`.
     let copied = ctx.path("copied-hostname");
     ctx.kubectl_ok(&["cp", "peer:/etc/hostname", copied.to_str().unwrap()]);

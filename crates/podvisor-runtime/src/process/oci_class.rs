@@ -86,6 +86,9 @@ pub(super) struct OciClass {
     registry: Option<RegistryConfig>,
     cni: Cni,
     network: NetworkConfigList,
+    /// What an attachment without port mappings runs on podvisor's own network
+    /// ([`NetworkConfigList::without_portmap`]); a configured network is run as written.
+    network_without_ports: NetworkConfigList,
     node: NodeFacts,
     state_dir: PathBuf,
     /// The kubelet pulls one image at a time (`serializeImagePulls`).
@@ -203,6 +206,11 @@ impl OciClass {
                 vec![PathBuf::from("/usr/lib/cni"), PathBuf::from("/opt/cni/bin")],
                 state_dir.join("cni").join("cache"),
             ),
+            network_without_ports: if own_network {
+                network.without_portmap()
+            } else {
+                network.clone()
+            },
             network,
             node: NodeFacts::read_host(Vec::new(), CLUSTER_DOMAIN),
             state_dir: state_dir.to_owned(),
@@ -229,7 +237,12 @@ impl OciClass {
         let (Some(pool), Ok(handle)) = (&self.pool, tokio::runtime::Handle::try_current()) else {
             return;
         };
-        let (pool, cni, network) = (Arc::clone(pool), self.cni.clone(), self.network.clone());
+        // Pooled sandboxes never have port mappings.
+        let (pool, cni, network) = (
+            Arc::clone(pool),
+            self.cni.clone(),
+            self.network_without_ports.clone(),
+        );
         handle.spawn(async move { pool.fill(&cni, &network).await });
     }
 
@@ -241,10 +254,22 @@ impl OciClass {
         }
     }
 
+    /// The plugin list `att` is added and deleted with: without `portmap` when it maps no
+    /// port on podvisor's own network (the same for its ADD and its DEL, as the mappings are
+    /// recorded with the sandbox).
+    fn network_for(&self, att: &Attachment) -> &NetworkConfigList {
+        if att.port_mappings.is_empty() {
+            &self.network_without_ports
+        } else {
+            &self.network
+        }
+    }
+
     /// Releases the ready sandboxes (the agent stops).
     pub(super) async fn release_warm(&self) {
         if let Some(pool) = &self.pool {
-            pool.release_all(&self.cni, &self.network).await;
+            pool.release_all(&self.cni, &self.network_without_ports)
+                .await;
         }
     }
 
@@ -268,7 +293,11 @@ impl OciClass {
             Ok(Ok(namespaces)) => Some((namespaces, warm)),
             failed => {
                 tracing::warn!("taking pooled sandbox {}: {failed:?}", warm.id);
-                if let Err(e) = self.cni.del(&self.network, &warm.attachment()).await {
+                if let Err(e) = self
+                    .cni
+                    .del(self.network_for(&warm.attachment()), &warm.attachment())
+                    .await
+                {
                     tracing::warn!("releasing pooled sandbox {}: {e}", warm.id);
                 }
                 let _ = warm.namespaces.remove();
@@ -347,7 +376,11 @@ impl OciClass {
             let attachment = network
                 .attachment()
                 .ok_or_else(|| failed_sandbox("no netns"))?;
-            match self.cni.add(&self.network, &attachment).await {
+            match self
+                .cni
+                .add(self.network_for(&attachment), &attachment)
+                .await
+            {
                 Ok(result) => network.ip = result.pod_ips().first().copied(),
                 Err(e) => {
                     self.remove_network(&network).await;
@@ -389,7 +422,7 @@ impl OciClass {
             && let Err(e) = self
                 .cni
                 .in_background()
-                .del(&self.network, &attachment)
+                .del(self.network_for(&attachment), &attachment)
                 .await
         {
             tracing::warn!("releasing the network of sandbox {}: {e}", network.cni_id);

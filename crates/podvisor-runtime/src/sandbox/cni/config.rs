@@ -126,6 +126,24 @@ impl NetworkConfigList {
     pub fn has_cached_results(&self) -> bool {
         version_at_least(&self.cni_version, (0, 4, 0))
     }
+
+    /// The list without its `portmap` plugins: what an attachment with no port mappings
+    /// needs. Upstream's `portmap` does nothing without `runtimeConfig.portMappings` (`ADD`
+    /// prints its `prevResult`, `DEL` and `CHECK` return at once), so leaving it out changes
+    /// nothing but a process start per call. For podvisor's own network (the caller
+    /// decides): a configured list is run as it is written.
+    #[must_use]
+    pub fn without_portmap(&self) -> NetworkConfigList {
+        NetworkConfigList {
+            plugins: self
+                .plugins
+                .iter()
+                .filter(|p| p.get("type").and_then(Value::as_str) != Some("portmap"))
+                .cloned()
+                .collect(),
+            ..self.clone()
+        }
+    }
 }
 
 fn str_field(obj: &Map<String, Value>, key: &str) -> Result<String, String> {
@@ -397,6 +415,25 @@ mod tests {
         .unwrap();
         assert_eq!(list.plugins.len(), 1);
         assert!(!list.has_cached_results());
+    }
+
+    #[test]
+    fn without_portmap_keeps_the_rest_of_the_chain_in_order() {
+        let list = NetworkConfigList::from_conflist_bytes(
+            br#"{"cniVersion":"1.0.0","name":"n","plugins":[{"type":"bridge"},{"type":"portmap"},{"type":"tuning"}]}"#,
+        )
+        .unwrap();
+        let trimmed = list.without_portmap();
+        let types: Vec<&str> = trimmed
+            .plugins
+            .iter()
+            .filter_map(|p| p.get("type").and_then(Value::as_str))
+            .collect();
+        assert_eq!(types, ["bridge", "tuning"]);
+        assert_eq!(
+            (trimmed.name.as_str(), trimmed.cni_version.as_str()),
+            ("n", "1.0.0")
+        );
     }
 
     #[test]
