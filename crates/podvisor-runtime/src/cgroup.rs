@@ -219,14 +219,14 @@ pub fn parse_mount_table(text: &str) -> Vec<MountEntry> {
             let fields: Vec<&str> = line.split_whitespace().collect();
             if let Some(sep) = fields.iter().position(|f| *f == "-") {
                 Some(MountEntry {
-                    mount_point: PathBuf::from(unescape_mount_path(fields.get(4)?)),
+                    mount_point: unescape_mount_point(fields.get(4)?),
                     root: unescape_mount_path(fields.get(3)?),
                     fstype: (*fields.get(sep + 1)?).to_owned(),
                     super_options: fields.get(sep + 3).copied().unwrap_or_default().to_owned(),
                 })
             } else {
                 Some(MountEntry {
-                    mount_point: PathBuf::from(unescape_mount_path(fields.get(1)?)),
+                    mount_point: unescape_mount_point(fields.get(1)?),
                     root: "/".to_owned(),
                     fstype: (*fields.get(2)?).to_owned(),
                     super_options: fields.get(3).copied().unwrap_or_default().to_owned(),
@@ -239,6 +239,16 @@ pub fn parse_mount_table(text: &str) -> Vec<MountEntry> {
 /// Undoes the kernel's octal escapes in mount paths of `/proc/*/mountinfo` and `/proc/mounts`
 /// (`\040` for a space).
 pub fn unescape_mount_path(s: &str) -> String {
+    String::from_utf8_lossy(&unescape_mount_bytes(s)).into_owned()
+}
+
+/// A mount point of a mount table, its escapes undone, byte for byte.
+fn unescape_mount_point(s: &str) -> PathBuf {
+    use std::os::unix::ffi::OsStringExt;
+    PathBuf::from(std::ffi::OsString::from_vec(unescape_mount_bytes(s)))
+}
+
+fn unescape_mount_bytes(s: &str) -> Vec<u8> {
     let b = s.as_bytes();
     let mut out = Vec::with_capacity(b.len());
     let mut i = 0;
@@ -255,7 +265,7 @@ pub fn unescape_mount_path(s: &str) -> String {
             i += 1;
         }
     }
-    String::from_utf8_lossy(&out).into_owned()
+    out
 }
 
 /// How long [`ContainerCgroup::kill_all`] keeps killing before giving up.
@@ -773,5 +783,34 @@ fn remove_dir_retrying(dir: &Path) -> io::Result<()> {
                 ));
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_mount_table;
+    use std::os::unix::ffi::OsStrExt;
+
+    /// Mount points come back byte for byte, escapes undone (a space, and a byte that is not
+    /// UTF-8), from both table formats.
+    #[test]
+    fn mount_points_are_unescaped_byte_for_byte() {
+        let table = "\
+36 25 0:32 / /var/lib/pod\\040dir/ns rw - tmpfs tmpfs rw
+37 25 0:33 / /var/lib/x\\377y rw - tmpfs tmpfs rw
+tmpfs /run/a\\134b tmpfs rw 0 0
+";
+        let points: Vec<Vec<u8>> = parse_mount_table(table)
+            .into_iter()
+            .map(|m| m.mount_point.as_os_str().as_bytes().to_vec())
+            .collect();
+        assert_eq!(
+            points,
+            [
+                b"/var/lib/pod dir/ns".to_vec(),
+                b"/var/lib/x\xffy".to_vec(),
+                b"/run/a\\b".to_vec()
+            ]
+        );
     }
 }

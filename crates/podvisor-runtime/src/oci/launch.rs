@@ -194,7 +194,7 @@ pub fn prepare(
 ) -> Result<Prepared, LaunchError> {
     let result = prepare_inner(launch, config, cgroups_path, pid);
     if result.is_err() {
-        spec::cgroup_mount::remove_view(&spec::cgroup_mount::view_dir(&launch.dir));
+        // The cgroup view too (`spec::cgroup_mount::rewrite_prepared`).
         let _ = rootfs::remove_rootfs(&launch.dir);
     }
     result

@@ -258,10 +258,9 @@ fn drop_other_pods_mounts(pod_dir: &std::path::Path) {
     let Ok(info) = std::fs::read_to_string("/proc/self/mountinfo") else {
         return;
     };
-    let mut others: Vec<PathBuf> = info
-        .lines()
-        .filter_map(|line| line.split(' ').nth(4))
-        .map(unescape_mountinfo)
+    let mut others: Vec<PathBuf> = crate::cgroup::parse_mount_table(&info)
+        .into_iter()
+        .map(|m| m.mount_point)
         .filter(|p| {
             let other_pod = p.starts_with(pods) && !p.starts_with(pod_dir) && p != pods;
             let pooled = pool
@@ -290,27 +289,6 @@ fn outermost(paths: &mut Vec<PathBuf>) -> Vec<&PathBuf> {
         }
     }
     tops
-}
-
-/// A mount point as `/proc/self/mountinfo` writes it (`\040` for a space, and so on).
-fn unescape_mountinfo(field: &str) -> PathBuf {
-    let mut out = Vec::with_capacity(field.len());
-    let bytes = field.as_bytes();
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'\\' && i + 3 < bytes.len() {
-            let octal = std::str::from_utf8(&bytes[i + 1..i + 4]).ok();
-            if let Some(b) = octal.and_then(|o| u8::from_str_radix(o, 8).ok()) {
-                out.push(b);
-                i += 4;
-                continue;
-            }
-        }
-        out.push(bytes[i]);
-        i += 1;
-    }
-    use std::os::unix::ffi::OsStringExt;
-    PathBuf::from(std::ffi::OsString::from_vec(out))
 }
 
 /// Leaves the agent's session, so that neither a terminal's signals nor the agent's exit

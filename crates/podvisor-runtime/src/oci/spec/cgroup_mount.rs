@@ -184,25 +184,12 @@ fn own_hierarchies() -> Result<&'static [Hierarchy], String> {
 ///
 /// `/proc/self` cannot be read, or the spec has no `linux.cgroupsPath`.
 pub fn rewrite(spec: &mut Spec) -> Result<(), String> {
-    let Some(mounts) = spec.mounts().as_ref() else {
+    let Some((hierarchies, cgroups_path)) = layout_inputs(spec)? else {
         return Ok(());
     };
-    if !mounts.iter().any(|m| m.typ().as_deref() == Some("cgroup")) {
-        return Ok(());
-    }
-    let hierarchies = own_hierarchies()?;
-    if hierarchies.is_empty() {
-        return Ok(());
-    }
-    let cgroups_path = spec
-        .linux()
-        .as_ref()
-        .and_then(|l| l.cgroups_path().as_ref())
-        .map(|p| p.to_string_lossy().into_owned())
-        .ok_or("the spec has no linux.cgroupsPath")?;
-    let mut out = Vec::with_capacity(mounts.len() + hierarchies.len() + 1);
-    for mount in mounts {
-        if mount.typ().as_deref() == Some("cgroup") {
+    let mut out = Vec::new();
+    for mount in spec.mounts().iter().flatten() {
+        if is_cgroup(mount) {
             out.extend(replacement(mount, hierarchies, &cgroups_path)?);
         } else {
             out.push(mount.clone());
@@ -210,6 +197,30 @@ pub fn rewrite(spec: &mut Spec) -> Result<(), String> {
     }
     spec.set_mounts(Some(out));
     Ok(())
+}
+
+fn is_cgroup(mount: &Mount) -> bool {
+    mount.typ().as_deref() == Some("cgroup")
+}
+
+/// What a layout of `spec`'s `cgroup` mounts is made from: this process's v1 hierarchies
+/// and the container's cgroup path. `None`: nothing to lay out (no such mount, or a unified
+/// host).
+fn layout_inputs(spec: &Spec) -> Result<Option<(&'static [Hierarchy], String)>, String> {
+    if !spec.mounts().iter().flatten().any(is_cgroup) {
+        return Ok(None);
+    }
+    let hierarchies = own_hierarchies()?;
+    if hierarchies.is_empty() {
+        return Ok(None);
+    }
+    let cgroups_path = spec
+        .linux()
+        .as_ref()
+        .and_then(|l| l.cgroups_path().as_ref())
+        .map(|p| p.to_string_lossy().into_owned())
+        .ok_or("the spec has no linux.cgroupsPath")?;
+    Ok(Some((hierarchies, cgroups_path)))
 }
 
 /// Where the shim lays out a container's `/sys/fs/cgroup` ([`rewrite_prepared`]): in the
@@ -233,56 +244,43 @@ pub fn view_dir(instance_dir: &Path) -> PathBuf {
 ///
 /// As [`rewrite`], or a mount failed (nothing of the layout is left then).
 pub fn rewrite_prepared(spec: &mut Spec, dir: &Path) -> Result<(), String> {
-    let Some(mounts) = spec.mounts().as_ref() else {
+    let Some((hierarchies, cgroups_path)) = layout_inputs(spec)? else {
         return Ok(());
     };
-    let Some(index) = mounts
-        .iter()
-        .position(|m| m.typ().as_deref() == Some("cgroup"))
-    else {
-        return Ok(());
-    };
-    let hierarchies = own_hierarchies()?;
-    if hierarchies.is_empty() {
-        return Ok(());
+    let mut out = Vec::new();
+    let mut laid_out = false;
+    for mount in spec.mounts().iter().flatten() {
+        if !is_cgroup(mount) {
+            out.push(mount.clone());
+            continue;
+        }
+        if !laid_out {
+            let layout = replacement(mount, hierarchies, &cgroups_path)?;
+            lay_out(&layout, dir).inspect_err(|_| remove_view(dir))?;
+            laid_out = true;
+        }
+        out.push(
+            MountBuilder::default()
+                .destination(mount.destination())
+                .typ("bind")
+                .source(dir)
+                .options(
+                    // The tmpfs stays writable, as runc leaves it (its binds are read-only).
+                    ["rbind", "rw", "nosuid", "noexec", "nodev"]
+                        .map(String::from)
+                        .to_vec(),
+                )
+                .build()
+                .map_err(|e| e.to_string())?,
+        );
     }
-    let cgroups_path = spec
-        .linux()
-        .as_ref()
-        .and_then(|l| l.cgroups_path().as_ref())
-        .map(|p| p.to_string_lossy().into_owned())
-        .ok_or("the spec has no linux.cgroupsPath")?;
-    let layout = replacement(&mounts[index], hierarchies, &cgroups_path)?;
-    let read_only = mounts[index]
-        .options()
-        .as_ref()
-        .is_some_and(|o| o.iter().any(|o| o == "ro"));
-    lay_out(&layout, dir, read_only).inspect_err(|_| remove_view(dir))?;
-    let bind = MountBuilder::default()
-        .destination(mounts[index].destination())
-        .typ("bind")
-        .source(dir)
-        .options(
-            // The tmpfs stays writable, as runc leaves it (its binds are read-only).
-            ["rbind", "rw", "nosuid", "noexec", "nodev"]
-                .map(String::from)
-                .to_vec(),
-        )
-        .build()
-        .map_err(|e| e.to_string())?;
-    let mut out: Vec<Mount> = mounts
-        .iter()
-        .filter(|m| m.typ().as_deref() != Some("cgroup"))
-        .cloned()
-        .collect();
-    out.insert(index, bind);
     spec.set_mounts(Some(out));
     Ok(())
 }
 
-/// Mounts `layout` ([`replacement`]'s tmpfs, then its binds) at `dir` instead of its
-/// destination.
-fn lay_out(layout: &[Mount], dir: &Path, read_only: bool) -> Result<(), String> {
+/// Mounts `layout` ([`replacement`]'s tmpfs, then its binds, each read-only when its options
+/// say so) at `dir` instead of its destination.
+fn lay_out(layout: &[Mount], dir: &Path) -> Result<(), String> {
     use rustix::mount::{MountFlags, mount, mount_bind_recursive, mount_remount};
     let Some((tmpfs, binds)) = layout.split_first() else {
         return Ok(());
@@ -297,11 +295,6 @@ fn lay_out(layout: &[Mount], dir: &Path, read_only: bool) -> Result<(), String> 
     mount("tmpfs", dir, "tmpfs", flags, Some(c"mode=755"))
         .map_err(at("mounting a tmpfs on", dir))?;
     let root = tmpfs.destination();
-    let ro = if read_only {
-        MountFlags::RDONLY
-    } else {
-        MountFlags::empty()
-    };
     for bind in binds {
         let name = bind.destination().strip_prefix(root).map_err(|_| {
             format!(
@@ -316,6 +309,15 @@ fn lay_out(layout: &[Mount], dir: &Path, read_only: bool) -> Result<(), String> 
         std::fs::create_dir_all(source)
             .map_err(|e| format!("creating cgroup {}: {e}", source.display()))?;
         mount_bind_recursive(source, &target).map_err(at("binding", &target))?;
+        let read_only = bind
+            .options()
+            .as_ref()
+            .is_some_and(|o| o.iter().any(|o| o == "ro"));
+        let ro = if read_only {
+            MountFlags::RDONLY
+        } else {
+            MountFlags::empty()
+        };
         mount_remount(&target, MountFlags::BIND | flags | ro, c"")
             .map_err(at("remounting", &target))?;
     }
