@@ -469,7 +469,7 @@ impl Ctx {
     fn shim_pids(&self) -> Vec<u32> {
         let mut pids = Vec::new();
         if let Ok(dir) = std::fs::read_dir(self.state_dir.join("pods")) {
-            for entry in dir.flatten() {
+            for entry in dir.flatten().filter(is_pod_dir) {
                 let file = entry.path().join("shim").join("shim.pid");
                 if let Some(pid) = std::fs::read_to_string(file)
                     .ok()
@@ -496,6 +496,7 @@ impl Ctx {
         for entry in std::fs::read_dir(self.state_dir.join("pods"))
             .ok()?
             .flatten()
+            .filter(is_pod_dir)
         {
             let stat = root
                 .join("podvisor")
@@ -514,8 +515,14 @@ impl Ctx {
     }
 
     fn pod_dirs(&self) -> usize {
-        std::fs::read_dir(self.state_dir.join("pods")).map_or(0, Iterator::count)
+        std::fs::read_dir(self.state_dir.join("pods"))
+            .map_or(0, |d| d.flatten().filter(is_pod_dir).count())
     }
+}
+
+/// A pod's directory under `<state>/pods`, not the warm pool's (`sandbox::pool::POOL_DIR`).
+fn is_pod_dir(entry: &std::fs::DirEntry) -> bool {
+    !entry.file_name().to_string_lossy().starts_with('.')
 }
 
 /// A group of pods whose updates arrive on one channel.

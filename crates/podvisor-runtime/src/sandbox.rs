@@ -12,4 +12,5 @@
 pub mod cni;
 pub mod etc_files;
 pub mod netns;
+pub mod pods_mount;
 pub mod pool;

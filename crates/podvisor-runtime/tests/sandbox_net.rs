@@ -604,3 +604,154 @@ fn a_pooled_sandbox_is_adopted_by_renaming_its_directory() {
     );
     std::fs::remove_dir_all(&state).unwrap();
 }
+
+/// Mount points under `dir` in the calling thread's mount namespace.
+fn thread_mounts_under(dir: &Path) -> Vec<PathBuf> {
+    let table = std::fs::read_to_string("/proc/thread-self/mountinfo").unwrap();
+    podvisor_runtime::cgroup::parse_mount_table(&table)
+        .into_iter()
+        .map(|m| m.mount_point)
+        .filter(|p| p.starts_with(dir))
+        .collect()
+}
+
+/// A tmpfs at `dir` holding `token`, as a secret volume's.
+fn secret_volume(dir: &Path, token: &str) {
+    std::fs::create_dir_all(dir).unwrap();
+    rustix::mount::mount(
+        "tmpfs",
+        dir,
+        "tmpfs",
+        rustix::mount::MountFlags::empty(),
+        None,
+    )
+    .unwrap();
+    std::fs::write(dir.join("token"), token).unwrap();
+}
+
+/// With `<state>/pods` one mount (`pods_mount::make`), a shim's copy of the node's mount
+/// namespace keeps only its own pod's mounts (`pods_mount::keep_only`): its volumes and its
+/// namespaces (the same ones, where they were), nothing of another pod or of the warm pool;
+/// the node's namespace keeps everything. A pooled sandbox still moves into its pod by one
+/// rename (the pool is inside the same mount), and the pods mount goes with the last pod.
+#[test]
+#[ignore = "needs root: run as root with --include-ignored (scripts/test does)"]
+fn a_shims_namespace_keeps_only_its_own_pods_mounts() {
+    use podvisor_runtime::sandbox::pods_mount;
+    use podvisor_runtime::sandbox::pool::{ADOPTED, POOL_DIR, WarmSandbox, adopt};
+    assert!(
+        rustix::process::geteuid().is_root(),
+        "needs root: this test is #[ignore]d unless run as root with --include-ignored"
+    );
+    let state = std::env::temp_dir().join(format!("pv-pods-mount-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&state);
+    let pods = state.join("pods");
+    assert!(
+        pods_mount::make(&pods).unwrap(),
+        "nothing is mounted below yet"
+    );
+    assert!(pods_mount::make(&pods).unwrap(), "idempotent");
+    assert_eq!(
+        mounts_under(&state),
+        vec![pods.clone()],
+        "one bind of itself"
+    );
+
+    // Pod a took a pooled sandbox; pod b made its own; one sandbox is still pooled.
+    let pool = pods.join(POOL_DIR);
+    let (a, b) = (pods.join("uid-a"), pods.join("uid-b"));
+    std::fs::create_dir_all(&a).unwrap();
+    let (pooled, _) =
+        PodNamespaces::create(&pool.join("w1").join("ns"), "pooled", &NsKind::ALL).unwrap();
+    let warm = WarmSandbox {
+        id: "w1".into(),
+        namespaces: pooled,
+        ip: None,
+    };
+    let a_ns = adopt(&warm, &a, "a").expect("adopt");
+    assert_eq!(a_ns.dir(), a.join(ADOPTED).join("ns"), "taken by a rename");
+    let (b_ns, _) = PodNamespaces::create(&b.join("ns"), "b", &NsKind::ALL).unwrap();
+    let (w2, _) =
+        PodNamespaces::create(&pool.join("w2").join("ns"), "pooled", &NsKind::ALL).unwrap();
+    secret_volume(&a.join("volumes/token"), "a's secret");
+    secret_volume(&b.join("volumes/token"), "b's secret");
+    let a_inodes: Vec<u64> = NsKind::ALL
+        .iter()
+        .map(|&k| ns_inode(&a_ns.path(k)))
+        .collect();
+    let node_mounts = mounts_under(&pods);
+
+    let (a_dir, pods_dir, state_dir) = (a.clone(), pods.clone(), state.clone());
+    let (kept, seen, token, inodes, b_token) = std::thread::spawn(move || {
+        // As a shim starts: a private copy of the node's mount namespace, `/` a slave.
+        // SAFETY: a new mount namespace for this thread (and its file-system attributes,
+        // which it then no longer shares); no memory is involved.
+        #[allow(unsafe_code)]
+        unsafe { rustix::thread::unshare_unsafe(rustix::thread::UnshareFlags::NEWNS) }.unwrap();
+        rustix::mount::mount_change(
+            "/",
+            rustix::mount::MountPropagationFlags::DOWNSTREAM
+                | rustix::mount::MountPropagationFlags::REC,
+        )
+        .unwrap();
+        let kept = pods_mount::keep_only(&a_dir).unwrap();
+        let token = std::fs::read_to_string(a_dir.join("volumes/token/token")).unwrap();
+        let b_token = std::fs::read_to_string(pods_dir.join("uid-b/volumes/token/token")).ok();
+        let inodes: Vec<u64> = NsKind::ALL
+            .iter()
+            .map(|k| ns_inode(&a_dir.join(ADOPTED).join("ns").join(k.name())))
+            .collect();
+        (
+            kept,
+            thread_mounts_under(&state_dir),
+            token,
+            inodes,
+            b_token,
+        )
+    })
+    .join()
+    .unwrap();
+
+    assert!(kept, "the pods directory is one mount: all at once");
+    assert_eq!(token, "a's secret", "its volume stays");
+    assert_eq!(
+        b_token, None,
+        "b's volume is gone from the shim's namespace"
+    );
+    assert_eq!(inodes, a_inodes, "the same namespaces, where they were");
+    let mut expected: Vec<PathBuf> = vec![a.clone(), a.join("volumes/token")];
+    expected.push(a.join(ADOPTED).join("ns"));
+    expected.extend(NsKind::ALL.iter().map(|&k| a_ns.path(k)));
+    let mut seen = seen;
+    seen.sort();
+    expected.sort();
+    assert_eq!(
+        seen, expected,
+        "only pod a's mounts, nothing of b or the pool"
+    );
+    assert_eq!(
+        mounts_under(&pods),
+        node_mounts,
+        "the node's namespace is untouched"
+    );
+
+    for ns in [&a_ns, &b_ns, &w2] {
+        ns.remove().unwrap();
+    }
+    for pod in [&a, &b] {
+        rustix::mount::unmount(
+            pod.join("volumes/token"),
+            rustix::mount::UnmountFlags::DETACH,
+        )
+        .unwrap();
+        std::fs::remove_dir_all(pod).unwrap();
+    }
+    std::fs::remove_dir_all(&pool).unwrap();
+    pods_mount::release_if_empty(&pods);
+    assert!(
+        mounts_under(&state).is_empty(),
+        "{:?}",
+        mounts_under(&state)
+    );
+    std::fs::remove_dir_all(&state).unwrap();
+}

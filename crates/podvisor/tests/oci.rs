@@ -275,6 +275,14 @@ spec:
         wait_for(&ctx, &what, Duration::from_secs(10), || {
             foreign().is_empty()
         });
+        // Its own stay: the pod's network namespace, where its next container starts.
+        let table = std::fs::read_to_string(format!("/proc/{}/mountinfo", pid.trim())).unwrap();
+        assert!(
+            table
+                .lines()
+                .any(|l| l.contains(uid.as_str()) && l.contains("/ns/net ")),
+            "the shim of {uid} lost its pod's network namespace: {table}"
+        );
     }
     let serve = ctx.serve_pid().unwrap();
     let spares = || -> Vec<i32> {
@@ -591,17 +599,32 @@ spec:
         Vec::<String>::new(),
         "pod addresses left"
     );
-    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
-    assert!(
-        !mountinfo.contains(ctx.dir.to_str().unwrap()),
-        "a mount is left"
-    );
+    // Nothing but the pods directory's own mount (`sandbox::pods_mount`), which goes when the
+    // agent stops with no pod left (checked below).
+    let pods_mount = ctx.state().join("pods");
+    let left: Vec<String> = std::fs::read_to_string("/proc/self/mountinfo")
+        .unwrap()
+        .lines()
+        .filter(|l| {
+            l.split(' ')
+                .nth(4)
+                .is_some_and(|p| Path::new(p).starts_with(&ctx.dir) && Path::new(p) != pods_mount)
+        })
+        .map(str::to_owned)
+        .collect();
+    assert!(left.is_empty(), "mounts left: {left:?}");
     let runc_state: Vec<_> = std::fs::read_dir(runtime_state(&ctx))
         .map(|d| d.flatten().map(|e| e.file_name()).collect())
         .unwrap_or_default();
     assert!(runc_state.is_empty(), "runc state left: {runc_state:?}");
+    // (The warm pool's directory is no pod's.)
     let pods_left: Vec<_> = std::fs::read_dir(ctx.state().join("pods"))
-        .map(|d| d.flatten().map(|e| e.file_name()).collect())
+        .map(|d| {
+            d.flatten()
+                .map(|e| e.file_name())
+                .filter(|n| n != ".sandbox-pool")
+                .collect()
+        })
         .unwrap_or_default();
     assert!(pods_left.is_empty(), "pod directories left: {pods_left:?}");
     // The OCI runtime made each pod's cgroup in every v1 hierarchy (cpu, cpuset, pids, ...):
@@ -620,14 +643,32 @@ spec:
     ctx.stop(Duration::from_secs(30));
     start(&mut ctx, &["--runtime", "oci", "--warm-sandboxes", "2"]);
     wait_for(&ctx, "the pool filled", Duration::from_secs(30), || {
-        std::fs::read_dir(ctx.state().join("sandbox-pool")).is_ok_and(|d| d.count() == 2)
+        std::fs::read_dir(ctx.state().join("pods/.sandbox-pool")).is_ok_and(|d| d.count() == 2)
     });
     let serve_pid = ctx.serve_pid().unwrap();
     assert_eq!(ctx.stop(Duration::from_secs(30)), Some(0));
-    let pool_left: Vec<_> = std::fs::read_dir(ctx.state().join("sandbox-pool"))
+    let pool_left: Vec<_> = std::fs::read_dir(ctx.state().join("pods/.sandbox-pool"))
         .map(|d| d.flatten().map(|e| e.file_name()).collect())
         .unwrap_or_default();
     assert!(pool_left.is_empty(), "pooled sandboxes left: {pool_left:?}");
+    // With no pod left, the pods directory's own mount (`sandbox::pods_mount`) went too: the
+    // host's mount table is as it was.
+    let pods_dir = ctx.state().join("pods");
+    let mounted: Vec<String> = std::fs::read_to_string("/proc/self/mountinfo")
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| {
+            l.split(' ')
+                .nth(4)
+                .is_some_and(|p| Path::new(p).starts_with(&pods_dir))
+        })
+        .map(str::to_owned)
+        .collect();
+    assert!(
+        mounted.is_empty(),
+        "mounts left in {}: {mounted:?}",
+        pods_dir.display()
+    );
     let pool_addresses: Vec<String> = std::fs::read_dir("/var/lib/cni/networks/podvisor")
         .map(|d| {
             d.flatten()

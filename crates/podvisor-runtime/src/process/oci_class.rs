@@ -193,11 +193,27 @@ impl OciClass {
                 .ensure_masquerade()
                 .map_err(|e| RuntimeError::Other(format!("the pod network's masquerade: {e}")))?;
         }
+        // Before this agent mounts anything there (`pods_mount`): shims then drop the other
+        // pods' mounts in one call.
+        let pods = state_dir.join("pods");
+        let root = rustix::process::geteuid().is_root();
+        match root.then(|| crate::sandbox::pods_mount::make(&pods)) {
+            None | Some(Ok(true)) => {}
+            Some(Ok(false)) => tracing::info!(
+                "{} holds mounts of pods from before this agent: shims detach other pods' \
+                 mounts one by one",
+                pods.display()
+            ),
+            Some(Err(e)) => tracing::warn!("making {} a mount: {e}", pods.display()),
+        }
         let pool = own_network.then(|| {
-            Arc::new(SandboxPool::new(
-                state_dir.join(crate::sandbox::pool::POOL_DIR),
-                options.warm_sandboxes,
-            ))
+            Arc::new(
+                SandboxPool::new(
+                    pods.join(crate::sandbox::pool::POOL_DIR),
+                    options.warm_sandboxes,
+                )
+                .sweeping(state_dir.join(crate::sandbox::pool::LEGACY_POOL_DIR)),
+            )
         });
         Ok(OciClass {
             images: options.images,
@@ -266,11 +282,13 @@ impl OciClass {
     }
 
     /// Releases the ready sandboxes (the agent stops).
+    /// The pods directory's own mount goes too when no pod is left in it.
     pub(super) async fn release_warm(&self) {
         if let Some(pool) = &self.pool {
             pool.release_all(&self.cni, &self.network_without_ports)
                 .await;
         }
+        crate::sandbox::pods_mount::release_if_empty(&self.state_dir.join("pods"));
     }
 
     /// A sandbox from the pool for a pod that can take one, given to the pod of `pod_dir` and
@@ -352,7 +370,7 @@ impl OciClass {
         };
         std::fs::create_dir_all(&paths.pod_dir).map_err(failed_sandbox)?;
         let kinds = NsKind::for_pod(host_network, spec.host_ipc == Some(true));
-        let ns_dir = paths.pod_dir.join("ns");
+        let ns_dir = paths.pod_dir.join(crate::sandbox::netns::NS_DIR);
         let mut attached = false;
         if let Some((namespaces, warm)) = self.take_warm(&kinds, &network, &paths.pod_dir).await {
             attached = true;

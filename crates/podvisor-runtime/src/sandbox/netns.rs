@@ -57,6 +57,10 @@ pub enum NsKind {
     Uts,
 }
 
+/// The name of the directory that holds a sandbox's namespace files, in its pod's (or pooled
+/// sandbox's) directory.
+pub const NS_DIR: &str = "ns";
+
 impl NsKind {
     /// The three kinds, in the order they are created.
     pub const ALL: [NsKind; 3] = [NsKind::Net, NsKind::Ipc, NsKind::Uts];
@@ -470,7 +474,7 @@ fn loopback_up() -> io::Result<()> {
 
 /// Makes `dir` a mount of its own, private and unbindable (once: a directory that is already
 /// a mount root is only made unbindable again).
-fn make_unbindable_mount(dir: &Path) -> Result<(), NetnsError> {
+pub(crate) fn make_unbindable_mount(dir: &Path) -> Result<(), NetnsError> {
     if !is_mount_root(dir) {
         rustix::mount::mount_bind(dir, dir)
             .map_err(errno_err("bind-mount namespace directory", dir))?;
@@ -499,7 +503,7 @@ fn unmount_all(path: &Path) -> Result<(), NetnsError> {
 }
 
 /// Whether `path` is the root of a mount (`STATX_ATTR_MOUNT_ROOT`; false when missing).
-fn is_mount_root(path: &Path) -> bool {
+pub(crate) fn is_mount_root(path: &Path) -> bool {
     rustix::fs::statx(
         CWD,
         path,

@@ -22,11 +22,17 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use super::cni::{Attachment, Cni, NetworkConfigList, POD_IFNAME};
-use super::netns::{NsKind, PodNamespaces};
+use super::netns::{NS_DIR, NsKind, PodNamespaces};
 
-/// The pool's directory under the agent's state directory (shims drop its mounts from their
-/// own mount namespace: see `shim::server`).
-pub const POOL_DIR: &str = "sandbox-pool";
+/// The pool's directory in the pods directory (`<state>/pods`), which is one mount
+/// ([`super::pods_mount`]): a shim drops the pool's mounts with every other pod's, and a pod
+/// takes a pooled sandbox with a `rename` inside that mount. The dot keeps it apart from the
+/// pods' UIDs.
+pub const POOL_DIR: &str = ".sandbox-pool";
+
+/// Where agents before 2026-11-27 kept the pool, in the state directory: what is left there is
+/// released by the first fill, and shims drop its mounts.
+pub const LEGACY_POOL_DIR: &str = "sandbox-pool";
 
 /// The host name of a pooled sandbox until a pod takes it.
 const POOL_HOSTNAME: &str = "podvisor-pool";
@@ -76,6 +82,8 @@ pub struct SandboxPool {
     /// Released ([`SandboxPool::release_all`]): nothing is made any more.
     closed: AtomicBool,
     seq: AtomicU64,
+    /// A directory an earlier agent kept its pool in, released with the leftovers.
+    legacy: Option<PathBuf>,
 }
 
 impl SandboxPool {
@@ -84,6 +92,7 @@ impl SandboxPool {
     pub fn new(dir: impl Into<PathBuf>, size: usize) -> SandboxPool {
         SandboxPool {
             dir: dir.into(),
+            legacy: None,
             size,
             ready: Mutex::new(VecDeque::new()),
             filling: AtomicBool::new(false),
@@ -91,6 +100,13 @@ impl SandboxPool {
             closed: AtomicBool::new(false),
             seq: AtomicU64::new(0),
         }
+    }
+
+    /// Also releases what an earlier agent left in `dir` (an older layout's pool directory).
+    #[must_use]
+    pub fn sweeping(mut self, dir: impl Into<PathBuf>) -> SandboxPool {
+        self.legacy = Some(dir.into());
+        self
     }
 
     /// Takes a ready sandbox, if there is one.
@@ -157,7 +173,7 @@ impl SandboxPool {
             jiff::Timestamp::now().as_nanosecond(),
             self.seq.fetch_add(1, Ordering::Relaxed)
         );
-        let ns_dir = self.dir.join(&id).join("ns");
+        let ns_dir = self.dir.join(&id).join(NS_DIR);
         let made = tokio::task::spawn_blocking(move || {
             PodNamespaces::create(&ns_dir, POOL_HOSTNAME, &NsKind::ALL)
         })
@@ -195,6 +211,7 @@ impl SandboxPool {
             tokio::time::sleep(std::time::Duration::from_millis(10)).await;
         }
         self.release_everything(cni, network).await;
+        let _ = std::fs::remove_dir(&self.dir);
     }
 
     /// The ready sandboxes and whatever else the pool's directory holds, released.
@@ -208,19 +225,24 @@ impl SandboxPool {
         for sandbox in &ready {
             release(cni, network, sandbox, &self.dir).await;
         }
-        let Ok(entries) = std::fs::read_dir(&self.dir) else {
-            return;
-        };
-        for entry in entries.flatten() {
-            let Some(id) = entry.file_name().to_str().map(str::to_owned) else {
+        for dir in std::iter::once(&self.dir).chain(&self.legacy) {
+            let Ok(entries) = std::fs::read_dir(dir) else {
                 continue;
             };
-            let sandbox = WarmSandbox {
-                namespaces: PodNamespaces::new(entry.path().join("ns")),
-                id,
-                ip: None,
-            };
-            release(cni, network, &sandbox, &self.dir).await;
+            for entry in entries.flatten() {
+                let Some(id) = entry.file_name().to_str().map(str::to_owned) else {
+                    continue;
+                };
+                let sandbox = WarmSandbox {
+                    namespaces: PodNamespaces::new(entry.path().join(NS_DIR)),
+                    id,
+                    ip: None,
+                };
+                release(cni, network, &sandbox, dir).await;
+            }
+            if Some(dir) == self.legacy.as_ref() {
+                let _ = std::fs::remove_dir(dir);
+            }
         }
     }
 }
@@ -265,7 +287,7 @@ pub fn adopt(
     if let Some(pooled) = sandbox.namespaces.dir().parent()
         && std::fs::rename(pooled, &target).is_ok()
     {
-        let adopted = PodNamespaces::new(target.join("ns"));
+        let adopted = PodNamespaces::new(target.join(NS_DIR));
         if let Err(e) = adopted.set_hostname(hostname) {
             // Back where the caller releases it from.
             let _ = std::fs::rename(&target, pooled);
@@ -275,7 +297,7 @@ pub fn adopt(
     }
     let moved = sandbox
         .namespaces
-        .move_to(&pod_dir.join("ns"), &NsKind::ALL)
+        .move_to(&pod_dir.join(NS_DIR), &NsKind::ALL)
         .map_err(|e| e.to_string())?;
     if let Some(parent) = sandbox.namespaces.dir().parent() {
         let _ = std::fs::remove_dir(parent);

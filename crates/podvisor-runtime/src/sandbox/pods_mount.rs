@@ -1,0 +1,143 @@
+//! `<state>/pods` as one mount of its own, so that a shim drops every other pod's mounts from
+//! its mount namespace in one call.
+//!
+//! A shim's mount namespace is a copy of the agent's, with every pod's mounts in it: the bind
+//! mounts that hold an `oci` pod's namespaces (`netns`) and the tmpfs of each `secret` or
+//! projected volume. Those of other pods would keep their networks and volumes alive for as
+//! long as the shim lives, so the shim detaches them. One by one, that is a read of the whole
+//! mount table and one unmount (one RCU grace period, under the namespace lock every other
+//! shim wants too) per pod: with 110 pods started at once, a median of 250 ms per shim, and
+//! every later read of the table (the shim's own, the OCI runtime's dozen per create) still
+//! long while it went on.
+//!
+//! So the agent makes `<state>/pods` a private bind mount of itself ([`make`]) before any pod
+//! mount is made under it, and a shim ([`keep_only`]):
+//! 1. clones its own pod directory's mounts (`open_tree`, recursive: its volumes; the
+//!    unbindable namespace directory is not cloned) and each of its namespace mounts;
+//! 2. detaches `<state>/pods` with everything below it (one lazy unmount);
+//! 3. attaches the clones where they were: the pod directory underneath is the same directory.
+//!
+//! The warm pool lives below it too ([`crate::sandbox::pool::POOL_DIR`]), so a pooled sandbox
+//! moves into its pod with one `rename` in the same mount. Where `<state>/pods` is not a mount
+//! (a pod of an earlier agent had mounts below it when this agent started), shims fall back to
+//! detaching mount by mount.
+
+use std::io;
+use std::os::fd::OwnedFd;
+use std::path::{Path, PathBuf};
+
+use rustix::fs::CWD;
+use rustix::mount::{
+    MountPropagationFlags, MoveMountFlags, OpenTreeFlags, UnmountFlags, move_mount, open_tree,
+};
+
+use super::netns::{NS_DIR, NsKind, is_mount_root, make_unbindable_mount};
+
+/// Makes `pods` a private mount of its own when nothing is mounted below it; `Ok(false)` when
+/// something is (a bind over it would hide those mounts from this namespace, and a recursive
+/// one would leave the originals pinned beneath). Idempotent: a mount root stays as it is.
+///
+/// # Errors
+///
+/// The directory cannot be made, or the bind mount fails.
+pub fn make(pods: &Path) -> io::Result<bool> {
+    std::fs::create_dir_all(pods)?;
+    if is_mount_root(pods) {
+        return Ok(true);
+    }
+    let table = std::fs::read_to_string("/proc/self/mountinfo")?;
+    let below = crate::cgroup::parse_mount_table(&table)
+        .iter()
+        .any(|m| m.mount_point.starts_with(pods) && m.mount_point != pods);
+    if below {
+        return Ok(false);
+    }
+    rustix::mount::mount_bind(pods, pods)?;
+    // Private: neither the pods' mounts reach the host's other namespaces (a shared `/` under
+    // systemd) nor any shim's copy after it was made.
+    rustix::mount::mount_change(pods, MountPropagationFlags::PRIVATE)?;
+    Ok(true)
+}
+
+/// Detaches `pods` when it is a mount and holds no pod any more (the agent stops, and leaves
+/// the host's mount table as it found it).
+pub fn release_if_empty(pods: &Path) {
+    let empty = std::fs::read_dir(pods).is_ok_and(|mut d| d.next().is_none());
+    if empty && is_mount_root(pods) {
+        let _ = rustix::mount::unmount(pods, UnmountFlags::DETACH);
+    }
+}
+
+/// Where a pod's namespaces may be mounted, under its directory: taken from the warm pool
+/// (`sandbox/ns`) or made for it (`ns`).
+fn namespace_dirs(pod_dir: &Path) -> [PathBuf; 2] {
+    [
+        pod_dir.join(super::pool::ADOPTED).join(NS_DIR),
+        pod_dir.join(NS_DIR),
+    ]
+}
+
+/// In a shim's own mount namespace: detaches everything below the pods directory (the parent
+/// of `pod_dir`) but `pod_dir`'s own mounts, which are attached again where they were.
+/// `Ok(false)`: the pods directory is not one mount (nothing was done).
+///
+/// # Errors
+///
+/// A clone, the detach or an attach failed. After the detach, the pod's own mounts may be
+/// missing from this namespace: the shim must not go on.
+pub fn keep_only(pod_dir: &Path) -> io::Result<bool> {
+    let Some(pods) = pod_dir.parent() else {
+        return Ok(false);
+    };
+    if !is_mount_root(pods) {
+        return Ok(false);
+    }
+    let tree = open_tree(
+        CWD,
+        pod_dir,
+        OpenTreeFlags::OPEN_TREE_CLONE
+            | OpenTreeFlags::OPEN_TREE_CLOEXEC
+            | OpenTreeFlags::AT_RECURSIVE,
+    )?;
+    let mut namespaces: Vec<(PathBuf, Vec<(PathBuf, OwnedFd)>)> = Vec::new();
+    for dir in namespace_dirs(pod_dir) {
+        let mut held = Vec::new();
+        for kind in NsKind::ALL {
+            let file = dir.join(kind.name());
+            if is_mount_root(&file) {
+                let clone = open_tree(
+                    CWD,
+                    &file,
+                    OpenTreeFlags::OPEN_TREE_CLONE | OpenTreeFlags::OPEN_TREE_CLOEXEC,
+                )?;
+                held.push((file, clone));
+            }
+        }
+        if !held.is_empty() {
+            namespaces.push((dir, held));
+        }
+    }
+    rustix::mount::unmount(pods, UnmountFlags::DETACH)?;
+    attach(&tree, pod_dir)?;
+    for (dir, held) in namespaces {
+        make_unbindable_mount(&dir).map_err(io::Error::other)?;
+        for (file, clone) in held {
+            // The recursive clone may have brought it already (a copy of a namespace loses the
+            // unbindable mark that keeps the directory out of recursive clones).
+            if !is_mount_root(&file) {
+                attach(&clone, &file)?;
+            }
+        }
+    }
+    Ok(true)
+}
+
+fn attach(mount: &OwnedFd, target: &Path) -> io::Result<()> {
+    Ok(move_mount(
+        mount,
+        c"",
+        CWD,
+        target,
+        MoveMountFlags::MOVE_MOUNT_F_EMPTY_PATH,
+    )?)
+}
