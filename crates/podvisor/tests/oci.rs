@@ -601,17 +601,7 @@ spec:
     );
     // Nothing but the pods directory's own mount (`sandbox::pods_mount`), which goes when the
     // agent stops with no pod left (checked below).
-    let pods_mount = ctx.state().join("pods");
-    let left: Vec<String> = std::fs::read_to_string("/proc/self/mountinfo")
-        .unwrap()
-        .lines()
-        .filter(|l| {
-            l.split(' ')
-                .nth(4)
-                .is_some_and(|p| Path::new(p).starts_with(&ctx.dir) && Path::new(p) != pods_mount)
-        })
-        .map(str::to_owned)
-        .collect();
+    let left = ctx.pod_mounts();
     assert!(left.is_empty(), "mounts left: {left:?}");
     let runc_state: Vec<_> = std::fs::read_dir(runtime_state(&ctx))
         .map(|d| d.flatten().map(|e| e.file_name()).collect())

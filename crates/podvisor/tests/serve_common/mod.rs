@@ -68,6 +68,23 @@ impl ServeCtx {
         self.dir.join("state")
     }
 
+    /// The mount-table lines of what is mounted in this test's directory, but the pods
+    /// directory's own mount (podvisor's `sandbox::pods_mount`, there while `serve` runs):
+    /// pods' namespaces and volumes.
+    pub fn pod_mounts(&self) -> Vec<String> {
+        let pods = self.state().join("pods");
+        std::fs::read_to_string("/proc/self/mountinfo")
+            .unwrap_or_default()
+            .lines()
+            .filter(|l| {
+                l.split(' ')
+                    .nth(4)
+                    .is_some_and(|p| Path::new(p).starts_with(&self.dir) && Path::new(p) != pods)
+            })
+            .map(str::to_owned)
+            .collect()
+    }
+
     pub fn kubeconfig(&self) -> PathBuf {
         self.state().join("kubeconfig")
     }
