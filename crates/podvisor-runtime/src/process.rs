@@ -820,13 +820,15 @@ fn make_projected_dir(path: &Path, secret: bool) -> Result<(), String> {
     if dev.is_some() && dev != parent_dev {
         return Ok(());
     }
-    rustix::mount::mount(
-        "tmpfs",
-        path,
-        "tmpfs",
-        rustix::mount::MountFlags::NOSUID | rustix::mount::MountFlags::NODEV,
-        Some(c"mode=0755"),
-    )
+    crate::sandbox::pods_mount::mounting(|| {
+        rustix::mount::mount(
+            "tmpfs",
+            path,
+            "tmpfs",
+            rustix::mount::MountFlags::NOSUID | rustix::mount::MountFlags::NODEV,
+            Some(c"mode=0755"),
+        )
+    })
     .map_err(|e| format!("mount tmpfs at {}: {e}", path.display()))
 }
 

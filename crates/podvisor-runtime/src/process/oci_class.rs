@@ -96,6 +96,8 @@ pub(super) struct OciClass {
     /// Sandboxes made ahead of their pods (podvisor's own network only).
     pool: Option<Arc<SandboxPool>>,
     executor: crate::oci::executor::RuncMode,
+    /// `<state>/pods` was made one mount, or found to be one (`pods_mount`), or could not be.
+    pods_mount: std::sync::OnceLock<bool>,
 }
 
 /// A pod sandbox's network, as made (`<pod dir>/network.json`).
@@ -193,19 +195,7 @@ impl OciClass {
                 .ensure_masquerade()
                 .map_err(|e| RuntimeError::Other(format!("the pod network's masquerade: {e}")))?;
         }
-        // Before this agent mounts anything there (`pods_mount`): shims then drop the other
-        // pods' mounts in one call.
         let pods = state_dir.join("pods");
-        let root = rustix::process::geteuid().is_root();
-        match root.then(|| crate::sandbox::pods_mount::make(&pods)) {
-            None | Some(Ok(true)) => {}
-            Some(Ok(false)) => tracing::info!(
-                "{} holds mounts of pods from before this agent: shims detach other pods' \
-                 mounts one by one",
-                pods.display()
-            ),
-            Some(Err(e)) => tracing::warn!("making {} a mount: {e}", pods.display()),
-        }
         let pool = own_network.then(|| {
             Arc::new(
                 SandboxPool::new(
@@ -233,6 +223,7 @@ impl OciClass {
             pulls: tokio::sync::Mutex::new(()),
             pool,
             executor: options.executor,
+            pods_mount: std::sync::OnceLock::new(),
         })
     }
 
@@ -247,12 +238,41 @@ impl OciClass {
         self.pool.is_some()
     }
 
+    /// Makes `<state>/pods` one mount (`pods_mount`), once, before the class mounts a sandbox's
+    /// namespaces there: shims then drop the other pods' mounts in one call. Only for the
+    /// `oci` class, so that an agent of host processes adds no mount to the host's table.
+    fn ensure_pods_mount(&self) {
+        self.pods_mount.get_or_init(|| {
+            if !rustix::process::geteuid().is_root() {
+                return false;
+            }
+            let pods = self.state_dir.join("pods");
+            match crate::sandbox::pods_mount::make(&pods) {
+                Ok(made) => {
+                    if !made {
+                        tracing::info!(
+                            "{} holds mounts of pods from before: shims detach other pods' \
+                             mounts one by one",
+                            pods.display()
+                        );
+                    }
+                    made
+                }
+                Err(e) => {
+                    tracing::warn!("making {} a mount: {e}", pods.display());
+                    false
+                }
+            }
+        });
+    }
+
     /// Fills the pool of ready sandboxes in the background, first releasing those an earlier
     /// agent left (nothing without a pool, or outside a tokio runtime).
     pub(super) fn warm(&self) {
         let (Some(pool), Ok(handle)) = (&self.pool, tokio::runtime::Handle::try_current()) else {
             return;
         };
+        self.ensure_pods_mount();
         // Pooled sandboxes never have port mappings.
         let (pool, cni, network) = (
             Arc::clone(pool),
@@ -334,6 +354,7 @@ impl OciClass {
         if let Some(network) = PodNetwork::load(&paths.pod_dir) {
             return Ok(network);
         }
+        self.ensure_pods_mount();
         // The first `oci` pod of an agent whose pods are host processes by default starts
         // the pool. Once it has started, it is refilled after a start (`refill`), never
         // beside one: a fill spawned here would run after this pod's take and make a

@@ -11,7 +11,8 @@
 //! long while it went on.
 //!
 //! So the agent makes `<state>/pods` a private bind mount of itself ([`make`]) before any pod
-//! mount is made under it, and a shim ([`keep_only`]):
+//! mount is made under it (the `oci` class, at its first sandbox or pool fill: an agent that
+//! runs host processes only adds no mount to the host's table), and a shim ([`keep_only`]):
 //! 1. clones its own pod directory's mounts (`open_tree`, recursive: its volumes; the
 //!    unbindable namespace directory is not cloned) and each of its namespace mounts;
 //! 2. detaches `<state>/pods` with everything below it (one lazy unmount);
@@ -33,6 +34,19 @@ use rustix::mount::{
 
 use super::netns::{NS_DIR, NsKind, is_mount_root, make_unbindable_mount};
 
+/// Held while a mount is made below the pods directory by this process, and while the pods
+/// directory itself becomes a mount: one made between [`make`]'s check and its bind would be
+/// hidden under the bind.
+static MOUNTING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// Runs `f`, which mounts something below the pods directory, never beside [`make`].
+pub(crate) fn mounting<T>(f: impl FnOnce() -> T) -> T {
+    let _held = MOUNTING
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    f()
+}
+
 /// Makes `pods` a private mount of its own when nothing is mounted below it; `Ok(false)` when
 /// something is (a bind over it would hide those mounts from this namespace, and a recursive
 /// one would leave the originals pinned beneath). Idempotent: a mount root stays as it is.
@@ -41,6 +55,10 @@ use super::netns::{NS_DIR, NsKind, is_mount_root, make_unbindable_mount};
 ///
 /// The directory cannot be made, or the bind mount fails.
 pub fn make(pods: &Path) -> io::Result<bool> {
+    mounting(|| make_now(pods))
+}
+
+fn make_now(pods: &Path) -> io::Result<bool> {
     std::fs::create_dir_all(pods)?;
     if is_mount_root(pods) {
         return Ok(true);
