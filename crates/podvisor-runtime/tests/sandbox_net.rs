@@ -701,6 +701,14 @@ fn a_shims_namespace_keeps_only_its_own_pods_mounts() {
             .iter()
             .map(|k| ns_inode(&a_dir.join(ADOPTED).join("ns").join(k.name())))
             .collect();
+        // The namespace directory is unbindable again, as in the node's namespace.
+        let ns_dir = a_dir.join(ADOPTED).join("ns");
+        let table = std::fs::read_to_string("/proc/thread-self/mountinfo").unwrap();
+        let unbindable = table.lines().any(|l| {
+            let fields: Vec<&str> = l.split(' ').collect();
+            Path::new(fields[4]) == ns_dir && fields.contains(&"unbindable")
+        });
+        assert!(unbindable, "{table}");
         (
             kept,
             thread_mounts_under(&state_dir),

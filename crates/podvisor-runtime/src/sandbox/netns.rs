@@ -504,8 +504,13 @@ fn unmount_all(path: &Path) -> Result<(), NetnsError> {
 
 /// Whether `path` is the root of a mount (`STATX_ATTR_MOUNT_ROOT`; false when missing).
 pub(crate) fn is_mount_root(path: &Path) -> bool {
+    is_mount_root_at(CWD, path)
+}
+
+/// [`is_mount_root`] of `path` relative to `dir` (a directory, or a detached mount tree).
+pub(crate) fn is_mount_root_at(dir: impl AsFd, path: &Path) -> bool {
     rustix::fs::statx(
-        CWD,
+        dir,
         path,
         AtFlags::SYMLINK_NOFOLLOW,
         StatxFlags::BASIC_STATS,

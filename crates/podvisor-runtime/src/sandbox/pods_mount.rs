@@ -32,7 +32,7 @@ use rustix::mount::{
     MountPropagationFlags, MoveMountFlags, OpenTreeFlags, UnmountFlags, move_mount, open_tree,
 };
 
-use super::netns::{NS_DIR, NsKind, is_mount_root, make_unbindable_mount};
+use super::netns::{NS_DIR, NsKind, is_mount_root, is_mount_root_at, make_unbindable_mount};
 
 /// Held while a mount is made below the pods directory by this process, and while the pods
 /// directory itself becomes a mount: one made between [`make`]'s check and its bind would be
@@ -117,12 +117,18 @@ pub fn keep_only(pod_dir: &Path) -> io::Result<bool> {
             | OpenTreeFlags::OPEN_TREE_CLOEXEC
             | OpenTreeFlags::AT_RECURSIVE,
     )?;
+    // The namespace mounts: in the tree already, as a namespace's copy loses the unbindable
+    // mark that keeps their directory out of recursive clones; else cloned one by one (an
+    // unattached clone costs a grace period when it is dropped, so only then).
     let mut namespaces: Vec<(PathBuf, Vec<(PathBuf, OwnedFd)>)> = Vec::new();
     for dir in namespace_dirs(pod_dir) {
         let mut held = Vec::new();
         for kind in NsKind::ALL {
             let file = dir.join(kind.name());
-            if is_mount_root(&file) {
+            let in_tree = file
+                .strip_prefix(pod_dir)
+                .is_ok_and(|rel| is_mount_root_at(&tree, rel));
+            if !in_tree && is_mount_root(&file) {
                 let clone = open_tree(
                     CWD,
                     &file,
@@ -137,14 +143,16 @@ pub fn keep_only(pod_dir: &Path) -> io::Result<bool> {
     }
     rustix::mount::unmount(pods, UnmountFlags::DETACH)?;
     attach(&tree, pod_dir)?;
+    for dir in namespace_dirs(pod_dir) {
+        if is_mount_root(&dir) {
+            // Unbindable again, as in the agent's namespace.
+            make_unbindable_mount(&dir).map_err(io::Error::other)?;
+        }
+    }
     for (dir, held) in namespaces {
         make_unbindable_mount(&dir).map_err(io::Error::other)?;
         for (file, clone) in held {
-            // The recursive clone may have brought it already (a copy of a namespace loses the
-            // unbindable mark that keeps the directory out of recursive clones).
-            if !is_mount_root(&file) {
-                attach(&clone, &file)?;
-            }
+            attach(&clone, &file)?;
         }
     }
     Ok(true)
