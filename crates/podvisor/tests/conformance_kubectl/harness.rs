@@ -255,7 +255,7 @@ impl Server {
             graceful: false,
             gone: false,
             watch,
-            ev_copy: PathBuf::new(),
+            ev_copy: Arc::new(Mutex::new(None)),
             linker: None,
             link_stop: Arc::new(AtomicBool::new(false)),
             scratch: None,
@@ -503,7 +503,8 @@ pub(crate) struct Pod<'a> {
     pub(crate) graceful: bool,
     pub(crate) gone: bool,
     pub(crate) watch: Arc<Watch>,
-    pub(crate) ev_copy: PathBuf,
+    /// `ev.log` of the pod's emptyDir, held open: readable after the emptyDir is removed.
+    pub(crate) ev_copy: Arc<Mutex<Option<std::fs::File>>>,
     pub(crate) linker: Option<JoinHandle<()>>,
     pub(crate) link_stop: Arc<AtomicBool>,
     /// The scenario's scratch directory when the pod owns it (removed after the pod).
@@ -511,8 +512,10 @@ pub(crate) struct Pod<'a> {
 }
 
 impl Pod<'_> {
-    /// Hard-links `<state>/pods/<uid>/volumes/scratch/ev.log` out of the emptyDir as soon as
-    /// it exists (the emptyDir is removed with the pod).
+    /// Opens `<state>/pods/<uid>/volumes/scratch/ev.log` as soon as it exists and holds it
+    /// open, so it can be read after the emptyDir is removed with the pod. (Not a hard link
+    /// out of the state directory: `<state>/pods` is a mount of its own under the `oci`
+    /// runtime, and links do not cross mounts.)
     pub(crate) fn start_linker(&mut self) {
         let src = self
             .srv
@@ -520,12 +523,12 @@ impl Pod<'_> {
             .join("pods")
             .join(&self.uid)
             .join("volumes/scratch/ev.log");
-        self.ev_copy = self.srv.dir.join(format!("ev-{}.log", self.uid));
-        let copy = self.ev_copy.clone();
+        let copy = Arc::clone(&self.ev_copy);
         let stop = Arc::clone(&self.link_stop);
         self.linker = Some(std::thread::spawn(move || {
             while !stop.load(Ordering::SeqCst) {
-                if src.exists() && std::fs::hard_link(&src, &copy).is_ok() {
+                if let Ok(file) = std::fs::File::open(&src) {
+                    *copy.lock().unwrap() = Some(file);
                     return;
                 }
                 std::thread::sleep(Duration::from_millis(5));
@@ -839,7 +842,13 @@ impl Pod<'_> {
             .then(|| std::fs::read_to_string(host).ok())
             .flatten()
             .filter(|t| !t.is_empty())
-            .or_else(|| std::fs::read_to_string(&self.ev_copy).ok())
+            .or_else(|| {
+                use std::os::fd::AsRawFd;
+                let held = self.ev_copy.lock().unwrap();
+                // A new open of the same file, from its start.
+                let fd = held.as_ref()?.as_raw_fd();
+                std::fs::read_to_string(format!("/proc/self/fd/{fd}")).ok()
+            })
             .unwrap_or_default();
         EvLog::parse(&text)
     }
