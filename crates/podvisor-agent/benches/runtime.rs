@@ -520,9 +520,9 @@ impl Ctx {
     }
 }
 
-/// A pod's directory under `<state>/pods`, not the warm pool's (`sandbox::pool::POOL_DIR`).
+/// A pod's directory under `<state>/pods`, not the warm pool's.
 fn is_pod_dir(entry: &std::fs::DirEntry) -> bool {
-    !entry.file_name().to_string_lossy().starts_with('.')
+    entry.file_name() != podvisor_runtime::sandbox::pool::POOL_DIR
 }
 
 /// A group of pods whose updates arrive on one channel.

@@ -1302,8 +1302,8 @@ impl Runtime for ProcessRuntime {
                 .flatten()
                 .filter(|e| e.path().is_dir())
                 .filter_map(|e| e.file_name().into_string().ok())
-                // The warm pool (`sandbox::pool::POOL_DIR`) is no pod.
-                .filter(|name| !name.starts_with('.'))
+                // The warm pool's directory is no pod's.
+                .filter(|name| name != crate::sandbox::pool::POOL_DIR)
                 .collect()
         })
         .await

@@ -17,11 +17,13 @@
 //! between two calls; callers poll where that matters.
 
 pub mod cgroups;
+pub mod mounts;
 pub mod numbers;
 pub mod procs;
 pub mod registry;
 
 pub use cgroups::{remove_pod_cgroup, remove_pod_cgroups};
+pub use mounts::{detach_mounts_under, mount_points_under};
 pub use procs::{
     MarkerIn, Proc, alive, all_processes, kill_marked, marked_processes, signal, signal_marked,
     zombie_children,

@@ -687,7 +687,10 @@ async fn run(world: &mut World, opts: &Options, results: &mut Results) -> Result
     if opts.oci {
         // The measure is of a node whose warm sandboxes are ready: the first pod does not
         // race the pool's first fill (a pod that finds none makes its own, tens of ms more).
-        let pool = world.state().join("pods/.sandbox-pool");
+        let pool = world
+            .state()
+            .join("pods")
+            .join(podvisor_runtime::sandbox::pool::POOL_DIR);
         let deadline = Instant::now() + Duration::from_secs(30);
         while std::fs::read_dir(&pool).map_or(0, Iterator::count) < WARM
             && Instant::now() < deadline

@@ -612,7 +612,7 @@ spec:
         .map(|d| {
             d.flatten()
                 .map(|e| e.file_name())
-                .filter(|n| n != ".sandbox-pool")
+                .filter(|n| n != podvisor_runtime::sandbox::pool::POOL_DIR)
                 .collect()
         })
         .unwrap_or_default();
@@ -633,32 +633,27 @@ spec:
     ctx.stop(Duration::from_secs(30));
     start(&mut ctx, &["--runtime", "oci", "--warm-sandboxes", "2"]);
     wait_for(&ctx, "the pool filled", Duration::from_secs(30), || {
-        std::fs::read_dir(ctx.state().join("pods/.sandbox-pool")).is_ok_and(|d| d.count() == 2)
+        std::fs::read_dir(
+            ctx.state()
+                .join("pods")
+                .join(podvisor_runtime::sandbox::pool::POOL_DIR),
+        )
+        .is_ok_and(|d| d.count() == 2)
     });
     let serve_pid = ctx.serve_pid().unwrap();
     assert_eq!(ctx.stop(Duration::from_secs(30)), Some(0));
-    let pool_left: Vec<_> = std::fs::read_dir(ctx.state().join("pods/.sandbox-pool"))
-        .map(|d| d.flatten().map(|e| e.file_name()).collect())
-        .unwrap_or_default();
+    let pool_left: Vec<_> = std::fs::read_dir(
+        ctx.state()
+            .join("pods")
+            .join(podvisor_runtime::sandbox::pool::POOL_DIR),
+    )
+    .map(|d| d.flatten().map(|e| e.file_name()).collect())
+    .unwrap_or_default();
     assert!(pool_left.is_empty(), "pooled sandboxes left: {pool_left:?}");
     // With no pod left, the pods directory's own mount (`sandbox::pods_mount`) went too: the
     // host's mount table is as it was.
-    let pods_dir = ctx.state().join("pods");
-    let mounted: Vec<String> = std::fs::read_to_string("/proc/self/mountinfo")
-        .unwrap_or_default()
-        .lines()
-        .filter(|l| {
-            l.split(' ')
-                .nth(4)
-                .is_some_and(|p| Path::new(p).starts_with(&pods_dir))
-        })
-        .map(str::to_owned)
-        .collect();
-    assert!(
-        mounted.is_empty(),
-        "mounts left in {}: {mounted:?}",
-        pods_dir.display()
-    );
+    let mounted = podvisor_testkit::mount_points_under(&ctx.state().join("pods"));
+    assert!(mounted.is_empty(), "mounts left: {mounted:?}");
     let pool_addresses: Vec<String> = std::fs::read_dir("/var/lib/cni/networks/podvisor")
         .map(|d| {
             d.flatten()

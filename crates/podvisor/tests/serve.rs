@@ -285,18 +285,8 @@ impl Drop for World {
         if std::thread::panicking() {
             eprintln!("{}", self.logs());
         }
-        // What a killed serve left mounted (the pods directory's own mount, an `oci` pod's
-        // namespaces): detached, deepest first.
-        let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
-        let mut mounts: Vec<&str> = mountinfo
-            .lines()
-            .filter_map(|l| l.split(' ').nth(4))
-            .filter(|p| Path::new(p).starts_with(&self.dir))
-            .collect();
-        mounts.sort_by_key(|p| std::cmp::Reverse(p.len()));
-        for m in mounts {
-            let _ = rustix::mount::unmount(m, rustix::mount::UnmountFlags::DETACH);
-        }
+        // What a killed serve left mounted (the pods directory's own mount).
+        podvisor_testkit::detach_mounts_under(&self.dir);
         let _ = std::fs::remove_dir_all(&self.dir);
     }
 }

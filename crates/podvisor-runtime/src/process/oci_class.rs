@@ -248,15 +248,14 @@ impl OciClass {
             }
             let pods = self.state_dir.join("pods");
             match crate::sandbox::pods_mount::make(&pods) {
-                Ok(made) => {
-                    if !made {
-                        tracing::info!(
-                            "{} holds mounts of pods from before: shims detach other pods' \
-                             mounts one by one",
-                            pods.display()
-                        );
-                    }
-                    made
+                Ok(true) => true,
+                Ok(false) => {
+                    tracing::info!(
+                        "{} holds mounts of pods from before: shims detach other pods' mounts \
+                         one by one",
+                        pods.display()
+                    );
+                    false
                 }
                 Err(e) => {
                     tracing::warn!("making {} a mount: {e}", pods.display());
@@ -301,8 +300,8 @@ impl OciClass {
         }
     }
 
-    /// Releases the ready sandboxes (the agent stops).
-    /// The pods directory's own mount goes too when no pod is left in it.
+    /// Releases the ready sandboxes (the agent stops), and the pods directory's own mount when
+    /// no pod is left in it.
     pub(super) async fn release_warm(&self) {
         if let Some(pool) = &self.pool {
             pool.release_all(&self.cni, &self.network_without_ports)

@@ -13,8 +13,9 @@
 //! So the agent makes `<state>/pods` a private bind mount of itself ([`make`]) before any pod
 //! mount is made under it (the `oci` class, at its first sandbox or pool fill: an agent that
 //! runs host processes only adds no mount to the host's table), and a shim ([`keep_only`]):
-//! 1. clones its own pod directory's mounts (`open_tree`, recursive: its volumes; the
-//!    unbindable namespace directory is not cloned) and each of its namespace mounts;
+//! 1. clones its own pod directory's mounts (`open_tree`, recursive: its volumes and, as a
+//!    namespace's copy loses the unbindable mark, its namespace mounts; any namespace mount
+//!    the clone lacks is cloned on its own);
 //! 2. detaches `<state>/pods` with everything below it (one lazy unmount);
 //! 3. attaches the clones where they were: the pod directory underneath is the same directory.
 //!
@@ -137,20 +138,16 @@ pub fn keep_only(pod_dir: &Path) -> io::Result<bool> {
                 held.push((file, clone));
             }
         }
-        if !held.is_empty() {
-            namespaces.push((dir, held));
-        }
+        namespaces.push((dir, held));
     }
     rustix::mount::unmount(pods, UnmountFlags::DETACH)?;
     attach(&tree, pod_dir)?;
-    for dir in namespace_dirs(pod_dir) {
-        if is_mount_root(&dir) {
-            // Unbindable again, as in the agent's namespace.
+    for (dir, held) in namespaces {
+        // Unbindable again, as in the agent's namespace (made a mount first if the clone
+        // lacked it).
+        if !held.is_empty() || is_mount_root(&dir) {
             make_unbindable_mount(&dir).map_err(io::Error::other)?;
         }
-    }
-    for (dir, held) in namespaces {
-        make_unbindable_mount(&dir).map_err(io::Error::other)?;
         for (file, clone) in held {
             attach(&clone, &file)?;
         }

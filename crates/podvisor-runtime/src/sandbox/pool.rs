@@ -26,8 +26,8 @@ use super::netns::{NS_DIR, NsKind, PodNamespaces};
 
 /// The pool's directory in the pods directory (`<state>/pods`), which is one mount
 /// ([`super::pods_mount`]): a shim drops the pool's mounts with every other pod's, and a pod
-/// takes a pooled sandbox with a `rename` inside that mount. The dot keeps it apart from the
-/// pods' UIDs.
+/// takes a pooled sandbox with a `rename` inside that mount. No pod UID has its name: readers
+/// of the pods directory skip it by this name.
 pub const POOL_DIR: &str = ".sandbox-pool";
 
 /// Where agents before 2026-11-27 kept the pool, in the state directory: what is left there is

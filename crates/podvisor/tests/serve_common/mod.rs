@@ -9,7 +9,7 @@
 #![allow(dead_code)]
 
 use podvisor_testkit::{MarkerIn, Proc, Signal, kill_marked, marked_processes, remove_pod_cgroups};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -68,20 +68,14 @@ impl ServeCtx {
         self.dir.join("state")
     }
 
-    /// The mount-table lines of what is mounted in this test's directory, but the pods
-    /// directory's own mount (podvisor's `sandbox::pods_mount`, there while `serve` runs):
-    /// pods' namespaces and volumes.
-    pub fn pod_mounts(&self) -> Vec<String> {
+    /// What is mounted in this test's directory, but the pods directory's own mount
+    /// (podvisor's `sandbox::pods_mount`, there while `serve` runs): pods' namespaces and
+    /// volumes.
+    pub fn pod_mounts(&self) -> Vec<PathBuf> {
         let pods = self.state().join("pods");
-        std::fs::read_to_string("/proc/self/mountinfo")
-            .unwrap_or_default()
-            .lines()
-            .filter(|l| {
-                l.split(' ')
-                    .nth(4)
-                    .is_some_and(|p| Path::new(p).starts_with(&self.dir) && Path::new(p) != pods)
-            })
-            .map(str::to_owned)
+        podvisor_testkit::mount_points_under(&self.dir)
+            .into_iter()
+            .filter(|p| *p != pods)
             .collect()
     }
 
@@ -253,17 +247,8 @@ impl Drop for ServeCtx {
             );
         }
         remove_pod_cgroups(&self.state().join("pods"));
-        // What a failed test left mounted (an `oci` pod's namespaces): detached, deepest first.
-        let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
-        let mut mounts: Vec<&str> = mountinfo
-            .lines()
-            .filter_map(|l| l.split(' ').nth(4))
-            .filter(|p| Path::new(p).starts_with(&self.dir))
-            .collect();
-        mounts.sort_by_key(|p| std::cmp::Reverse(p.len()));
-        for m in mounts {
-            let _ = rustix::mount::unmount(m, rustix::mount::UnmountFlags::DETACH);
-        }
+        // What a failed test left mounted (an `oci` pod's namespaces).
+        podvisor_testkit::detach_mounts_under(&self.dir);
         let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
