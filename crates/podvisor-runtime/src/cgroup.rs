@@ -100,6 +100,13 @@ pub fn hierarchy_roots() -> Vec<PathBuf> {
     hierarchy_roots_from(&text)
 }
 
+/// [`hierarchy_roots`], read once per process: for a process whose view of the hierarchies
+/// does not change (a shim).
+pub fn hierarchy_roots_once() -> &'static [PathBuf] {
+    static ROOTS: std::sync::OnceLock<Vec<PathBuf>> = std::sync::OnceLock::new();
+    ROOTS.get_or_init(hierarchy_roots)
+}
+
 /// [`hierarchy_roots`] of given mountinfo text.
 pub fn hierarchy_roots_from(mount_table: &str) -> Vec<PathBuf> {
     let mut roots: Vec<PathBuf> = parse_mount_table(mount_table)

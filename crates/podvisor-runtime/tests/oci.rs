@@ -294,11 +294,30 @@ fn prepare_in(
     }
 }
 
-/// Deletes the (stopped) container and its root filesystem, and checks that nothing is
-/// left: no mount, no container directory, no runc state, no cgroup, no runc log.
+/// Deletes the (stopped, reaped) container as the shim does after its exit
+/// ([`OciExecutor::delete_exited`]: youki's in this process, runc's by `runc delete`) and its
+/// root filesystem, and checks that nothing is left: no mount, no container directory, no
+/// runtime state, no cgroup in any hierarchy, no runtime log.
 fn teardown(lab: &Lab, prepared: &Prepared) {
+    remove(lab, prepared, true);
+}
+
+/// [`teardown`] after a create that failed: `delete --force`, as the shim does then.
+fn teardown_failed_create(lab: &Lab, prepared: &Prepared) {
+    remove(lab, prepared, false);
+}
+
+fn remove(lab: &Lab, prepared: &Prepared, exited: bool) {
     let Prepared { id, runc, .. } = prepared;
-    runc.delete(id, false).unwrap();
+    podvisor_runtime::oci::spec::cgroup_mount::remove_view(
+        &podvisor_runtime::oci::spec::cgroup_mount::view_dir(&lab.ctr()),
+    );
+    if exited {
+        runc.delete_exited(id, &format!("/podvisor-oci-test/{id}"))
+            .unwrap();
+    } else {
+        runc.delete(id, true).unwrap();
+    }
     rootfs::remove_rootfs(&lab.ctr()).unwrap();
     assert!(!lab.ctr().exists(), "{} left", lab.ctr().display());
     let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
@@ -763,7 +782,7 @@ fn create_failures_carry_runc_words() {
     // runc's own complaint also reached the container's stderr: the caller drops it.
     let stray = std::io::read_to_string(err_r).unwrap();
     assert!(stray.contains("/no/such/binary"), "{stray:?}");
-    teardown(&lab, &prepared);
+    teardown_failed_create(&lab, &prepared);
 }
 
 #[test]
@@ -1122,5 +1141,5 @@ fn run_mode_creates_and_starts_in_one_runc() {
          failed: runc create failed: unable to start container process: exec: \
          \"/no/such/binary\": stat /no/such/binary: no such file or directory: unknown"
     );
-    teardown(&lab, &prepared);
+    teardown_failed_create(&lab, &prepared);
 }

@@ -206,6 +206,14 @@ pub trait OciExecutor: Send + Sync {
     /// container that does not exist is no error.
     fn delete(&self, id: &str, force: bool) -> Result<(), ExecutorError>;
 
+    /// Removes container `id` whose init process exited and was reaped, and whose other
+    /// processes are gone (the caller killed its cgroup): as [`OciExecutor::delete`], with
+    /// `cgroups_path` the `linux.cgroupsPath` it was created with.
+    fn delete_exited(&self, id: &str, cgroups_path: &str) -> Result<(), ExecutorError> {
+        let _ = cgroups_path;
+        self.delete(id, true)
+    }
+
     /// Starts `process` in the running container, detached (a child of the caller's
     /// subreaper, like the init process). Returns its pid.
     fn exec(
@@ -405,7 +413,7 @@ impl<R: CommandRunner> Runc<R> {
         io: ProcessIo,
         capture: bool,
     ) -> Result<Vec<u8>, ExecutorError> {
-        self.invoke_then(op, args, io, capture, &mut |_| {})
+        self.invoke_with(op, args, io, capture, None)
     }
 
     /// [`Runc::invoke`], with `then` called as [`CommandRunner::run_then`] does.
@@ -416,6 +424,20 @@ impl<R: CommandRunner> Runc<R> {
         io: ProcessIo,
         capture: bool,
         then: &mut dyn FnMut(&ExitStatus),
+    ) -> Result<Vec<u8>, ExecutorError> {
+        self.invoke_with(op, args, io, capture, Some(then))
+    }
+
+    /// Runs the command through [`CommandRunner::run_then`] only when there is a `then`: a
+    /// runner may hold other work off for as long as that takes (the shim's reaper and every
+    /// fork of it), which only a command that leaves a process behind needs.
+    fn invoke_with(
+        &self,
+        op: &'static str,
+        args: &[&std::ffi::OsStr],
+        io: ProcessIo,
+        capture: bool,
+        then: Option<&mut dyn FnMut(&ExitStatus)>,
     ) -> Result<Vec<u8>, ExecutorError> {
         let ioerr = |source: io::Error| ExecutorError::Io { op, source };
         std::fs::create_dir_all(&self.log_dir).map_err(ioerr)?;
@@ -467,7 +489,11 @@ impl<R: CommandRunner> Runc<R> {
                     .stderr(Stdio::null());
             }
         }
-        let status = self.runner.run_then(&mut command, then).map_err(ioerr);
+        let status = match then {
+            Some(then) => self.runner.run_then(&mut command, then),
+            None => self.runner.run(&mut command),
+        }
+        .map_err(ioerr);
         // The descriptors given to the child must close here, not when the caller drops
         // the executor's return value: the container holds its own copies.
         drop(command);
@@ -626,6 +652,36 @@ impl<R: CommandRunner> OciExecutor for Runc<R> {
         match self.invoke("delete", &args, ProcessIo::null(), false) {
             Err(e) if not_found(&e) => Ok(()),
             other => other.map(drop),
+        }
+    }
+
+    /// The embedded youki's is done here, without a helper process: libcontainer's delete of
+    /// a stopped container with no poststop hooks (the shim's specs have none) removes its
+    /// cgroup in each hierarchy, then its state directory, and so does this. The helper would
+    /// cost an exec and a dozen reads of the mount table, competing with the pod's next
+    /// container starting. runc's own state stays runc's to remove.
+    fn delete_exited(&self, id: &str, cgroups_path: &str) -> Result<(), ExecutorError> {
+        use std::path::Component;
+        let plain = |p: &Path| p.components().all(|c| matches!(c, Component::Normal(_)));
+        let relative = Path::new(cgroups_path.trim_start_matches('/'));
+        if self.mode != RuncMode::Youki
+            || !plain(Path::new(id))
+            || id.contains('/')
+            || !plain(relative)
+            || relative.as_os_str().is_empty()
+        {
+            return self.delete(id, true);
+        }
+        let ioerr = |source: io::Error| ExecutorError::Io {
+            op: "delete",
+            source,
+        };
+        for root in crate::cgroup::hierarchy_roots_once() {
+            crate::cgroup::remove_tree(&root.join(relative)).map_err(ioerr)?;
+        }
+        match std::fs::remove_dir_all(self.root.join(id)) {
+            Err(e) if e.kind() != io::ErrorKind::NotFound => Err(ioerr(e)),
+            _ => Ok(()),
         }
     }
 
@@ -949,6 +1005,141 @@ mod tests {
             ],
         ];
         assert_eq!(lines, want);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// Records which of the runner's two ways each command took.
+    #[derive(Default)]
+    struct Recording(std::sync::Mutex<Vec<(String, bool)>>);
+
+    impl CommandRunner for &Recording {
+        fn run(&self, command: &mut Command) -> io::Result<ExitStatus> {
+            let op = command
+                .get_args()
+                .nth(6)
+                .unwrap()
+                .to_string_lossy()
+                .into_owned();
+            self.0.lock().unwrap().push((op, false));
+            command.status()
+        }
+
+        fn run_then(
+            &self,
+            command: &mut Command,
+            then: &mut dyn FnMut(&ExitStatus),
+        ) -> io::Result<ExitStatus> {
+            let op = command
+                .get_args()
+                .nth(6)
+                .unwrap()
+                .to_string_lossy()
+                .into_owned();
+            self.0.lock().unwrap().push((op, true));
+            let status = command.status()?;
+            then(&status);
+            Ok(status)
+        }
+    }
+
+    /// Only `run --detach`, which leaves the container's process behind, goes through
+    /// [`CommandRunner::run_then`] (the shim holds its reaper and every other fork off for
+    /// as long as that takes); every other command through [`CommandRunner::run`].
+    #[test]
+    fn only_a_command_that_leaves_a_process_behind_holds_the_runner() {
+        let dir =
+            std::env::temp_dir().join(format!("podvisor-fake-runc-then-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let script = dir.join("runc");
+        podvisor_testkit::write_script(
+            &script,
+            "#!/bin/sh\ncase \"$7\" in\n\
+             create) echo 4242 > \"${11}\" ;;\n\
+             run) echo 4343 > \"${12}\" ;;\n\
+             state) echo '{\"id\":\"c1\",\"pid\":0,\"status\":\"stopped\",\"bundle\":\"/b\"}' ;;\n\
+             esac\n",
+        );
+        let recording = Recording::default();
+        let pid_file = dir.join("pid");
+        for mode in [RuncMode::CreateStart, RuncMode::Run] {
+            let runc = Runc::with_runner(&script, &dir, &recording).with_mode(mode);
+            runc.run(
+                Path::new("/b"),
+                "c1",
+                &pid_file,
+                ProcessIo::null(),
+                &mut |_| {},
+            )
+            .unwrap();
+        }
+        let runc = Runc::with_runner(&script, &dir, &recording);
+        runc.kill("c1", 15, false).unwrap();
+        assert!(runc.state("c1").unwrap().is_some());
+        runc.delete("c1", true).unwrap();
+        runc.delete_exited("c1", "/pods/p1/c1-1").unwrap();
+        let calls = recording.0.lock().unwrap().clone();
+        let calls: Vec<(&str, bool)> = calls.iter().map(|(op, t)| (op.as_str(), *t)).collect();
+        assert_eq!(
+            calls,
+            [
+                ("create", false),
+                ("start", false),
+                ("run", true),
+                ("kill", false),
+                ("state", false),
+                ("delete", false),
+                // runc's state is runc's to remove.
+                ("delete", false),
+            ]
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// The embedded youki's removal of an exited container runs no helper: its state
+    /// directory goes (its cgroup too, in every hierarchy: `tests/oci.rs` checks that as
+    /// root). An ID or cgroups path that could leave the state or cgroup directories goes to
+    /// the helper's `delete --force` instead.
+    #[test]
+    fn youki_removes_an_exited_container_without_its_helper() {
+        let dir =
+            std::env::temp_dir().join(format!("podvisor-fake-youki-del-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let helper = dir.join("podvisor");
+        let calls = dir.join("calls");
+        podvisor_testkit::write_script(
+            &helper,
+            &format!("#!/bin/sh\necho \"$@\" >> {}\n", calls.display()),
+        );
+        let runc = Runc::youki(&helper, &dir, DirectRunner);
+        let state = runc.root().join("c1");
+        std::fs::create_dir_all(&state).unwrap();
+        std::fs::write(state.join("state.json"), "{}").unwrap();
+        runc.delete_exited("c1", "/podvisor-unit-test-none/c1-1")
+            .unwrap();
+        assert!(!state.exists());
+        assert!(!calls.exists(), "the helper ran");
+        // Already gone: no error either.
+        runc.delete_exited("c1", "/podvisor-unit-test-none/c1-1")
+            .unwrap();
+        for (id, path) in [("..", "/p/c-1"), ("c1", "/p/../../c-1"), ("c1", "/")] {
+            runc.delete_exited(id, path).unwrap();
+        }
+        let calls = std::fs::read_to_string(&calls).unwrap();
+        let ops: Vec<String> = calls
+            .lines()
+            // `youki --root <r> --log <l> --log-format json <op> ...`
+            .map(|l| l.split(' ').skip(7).collect::<Vec<_>>().join(" "))
+            .collect();
+        assert_eq!(
+            ops,
+            [
+                "delete --force ..",
+                "delete --force c1",
+                "delete --force c1"
+            ]
+        );
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

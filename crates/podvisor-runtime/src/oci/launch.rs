@@ -340,16 +340,49 @@ fn host_facts() -> io::Result<&'static HostFacts> {
     Ok(FACTS.get_or_init(|| facts))
 }
 
-/// After the instance's exit: runc forgets it (its state and cgroup), the root filesystem
-/// and the instance's directory go.
+/// The `linux.cgroupsPath` of instance `instance` of container `name`: its cgroup below the
+/// pod's (`cgroup_parent`) in every hierarchy, the same one the shim makes for it.
+#[must_use]
+pub fn cgroups_path(cgroup_parent: &str, name: &str, instance: u64) -> String {
+    format!("/{cgroup_parent}/{name}-{instance}")
+}
+
+/// After a create that failed: the OCI runtime forgets the container (killing whatever of it
+/// runs, its state and cgroup), the root filesystem and the instance's directory go.
 ///
 /// # Errors
 ///
 /// The root filesystem cannot be unmounted or removed.
 pub fn cleanup<R: super::executor::CommandRunner>(launch: &OciLaunch, runner: R) -> io::Result<()> {
+    remove(launch, |runc| runc.delete(&launch.id, true), runner)
+}
+
+/// [`cleanup`] after the instance's exit, once its init process was reaped and its cgroup
+/// (`cgroups_path`) killed ([`OciExecutor::delete_exited`]).
+///
+/// # Errors
+///
+/// The root filesystem cannot be unmounted or removed.
+pub fn cleanup_exited<R: super::executor::CommandRunner>(
+    launch: &OciLaunch,
+    cgroups_path: &str,
+    runner: R,
+) -> io::Result<()> {
+    remove(
+        launch,
+        |runc| runc.delete_exited(&launch.id, cgroups_path),
+        runner,
+    )
+}
+
+fn remove<R: super::executor::CommandRunner>(
+    launch: &OciLaunch,
+    delete: impl FnOnce(&super::executor::Runc<R>) -> Result<(), super::executor::ExecutorError>,
+    runner: R,
+) -> io::Result<()> {
     // First: its binds would keep the cgroups the delete removes alive.
     spec::cgroup_mount::remove_view(&spec::cgroup_mount::view_dir(&launch.dir));
-    if let Err(e) = launch.runc(runner).delete(&launch.id, true) {
+    if let Err(e) = delete(&launch.runc(runner)) {
         eprintln!("podvisor shim: runc delete {}: {e}", launch.id);
     }
     rootfs::remove_rootfs(&launch.dir)

@@ -396,8 +396,8 @@ impl Shim {
         }
     }
 
-    /// Kills what is left of the instance, waits for its logs, journals the exit (fsync) and
-    /// only then tells subscribers.
+    /// Kills what is left of the instance, waits for its logs, journals the exit (fsync), only
+    /// then tells subscribers, and last removes the instance's OCI container and cgroup.
     fn record_exit(self: Arc<Self>, instance: u64, status: WaitStatus, finished_at: String) {
         let (cgroup, pumps, pid) = {
             let mut state = self.state();
@@ -461,14 +461,34 @@ impl Shim {
                 eprintln!("podvisor shim: journaling exit of {instance}: {e}");
             }
         }
-        let oci = self
-            .state()
-            .instances
-            .get(&instance)
-            .and_then(|i| i.oci.clone());
-        if let Some(oci) = oci
-            && let Err(e) = crate::oci::launch::cleanup(&oci.launch, ShimRunner(Arc::clone(&self)))
-        {
+        // Subscribers hear of the exit before what is left of the instance (its OCI
+        // container's state, root filesystem and cgroup) is removed: that takes a run of the
+        // OCI runtime, and the agent starts the next container (an init container's
+        // successor) meanwhile. The shim counts as busy until the removal is done, so a
+        // shut-down shim does not exit in the middle of it.
+        self.busy(true);
+        let oci = {
+            let mut state = self.state();
+            let oci = state.instances.get_mut(&instance).and_then(|i| {
+                i.exit = Some(record.clone());
+                i.cgroup = None;
+                i.io = None;
+                let cgroups_path = i.config.as_ref().map(|config| {
+                    crate::oci::launch::cgroups_path(&config.cgroup_parent, &config.name, instance)
+                });
+                Some((i.oci.clone()?, cgroups_path))
+            });
+            state.subscribers.retain(|s| s.send(record.clone()));
+            oci
+        };
+        let removed = oci.map(|(oci, cgroups_path)| {
+            let runner = ShimRunner(Arc::clone(&self));
+            match cgroups_path {
+                Some(path) => crate::oci::launch::cleanup_exited(&oci.launch, &path, runner),
+                None => crate::oci::launch::cleanup(&oci.launch, runner),
+            }
+        });
+        if let Some(Err(e)) = removed {
             eprintln!("podvisor shim: removing OCI container of instance {instance}: {e}");
         }
         if let Some(cg) = &cgroup
@@ -476,16 +496,7 @@ impl Shim {
         {
             eprintln!("podvisor shim: removing cgroup of instance {instance}: {e}");
         }
-        {
-            let mut state = self.state();
-            if let Some(i) = state.instances.get_mut(&instance) {
-                i.exit = Some(record.clone());
-                i.cgroup = None;
-                i.io = None;
-            }
-            state.subscribers.retain(|s| s.send(record.clone()));
-        }
-        self.exit_if_done();
+        self.busy(false);
     }
 
     /// Counts a request in (`true`) or out (`false`, then exits if that was the last thing
@@ -803,7 +814,8 @@ impl Shim {
                 });
             }
         };
-        let cgroups_path = format!("/{}/{}-{instance}", config.cgroup_parent, config.name);
+        let cgroups_path =
+            crate::oci::launch::cgroups_path(&config.cgroup_parent, &config.name, instance);
         let begun = std::time::Instant::now();
         // On a thread with a full-size stack: building and serialising a runtime spec takes
         // far more than a connection thread's.
