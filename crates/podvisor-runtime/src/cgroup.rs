@@ -100,11 +100,22 @@ pub fn hierarchy_roots() -> Vec<PathBuf> {
     hierarchy_roots_from(&text)
 }
 
-/// [`hierarchy_roots`], read once per process: for a process whose view of the hierarchies
-/// does not change (a shim).
-pub fn hierarchy_roots_once() -> &'static [PathBuf] {
+/// Removes the cgroup at `path` (an OCI `linux.cgroupsPath`, `/<parent>/<name>`) and every
+/// cgroup below it in every hierarchy, as an OCI runtime's delete does; the hierarchies are
+/// read once per process (a shim's do not change). A missing cgroup is not an error; its
+/// processes must be gone.
+///
+/// # Errors
+///
+/// `path` leaves the hierarchies' roots (`InvalidInput`), or a cgroup stays busy.
+pub fn remove_in_every_hierarchy(path: &str) -> io::Result<()> {
     static ROOTS: std::sync::OnceLock<Vec<PathBuf>> = std::sync::OnceLock::new();
-    ROOTS.get_or_init(hierarchy_roots)
+    let (parent, name) = path.rsplit_once('/').unwrap_or(("", path));
+    let rel = relative(parent, name)?;
+    for root in ROOTS.get_or_init(hierarchy_roots) {
+        remove_tree(&root.join(&rel))?;
+    }
+    Ok(())
 }
 
 /// [`hierarchy_roots`] of given mountinfo text.

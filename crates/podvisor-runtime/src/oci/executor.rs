@@ -661,24 +661,15 @@ impl<R: CommandRunner> OciExecutor for Runc<R> {
     /// cost an exec and a dozen reads of the mount table, competing with the pod's next
     /// container starting. runc's own state stays runc's to remove.
     fn delete_exited(&self, id: &str, cgroups_path: &str) -> Result<(), ExecutorError> {
-        use std::path::Component;
-        let plain = |p: &Path| p.components().all(|c| matches!(c, Component::Normal(_)));
-        let relative = Path::new(cgroups_path.trim_start_matches('/'));
-        if self.mode != RuncMode::Youki
-            || !plain(Path::new(id))
-            || id.contains('/')
-            || !plain(relative)
-            || relative.as_os_str().is_empty()
-        {
+        // An ID that is not one name below the state directory is the helper's to refuse.
+        if self.mode != RuncMode::Youki || Path::new(id).file_name() != Some(OsStr::new(id)) {
             return self.delete(id, true);
         }
         let ioerr = |source: io::Error| ExecutorError::Io {
             op: "delete",
             source,
         };
-        for root in crate::cgroup::hierarchy_roots_once() {
-            crate::cgroup::remove_tree(&root.join(relative)).map_err(ioerr)?;
-        }
+        crate::cgroup::remove_in_every_hierarchy(cgroups_path).map_err(ioerr)?;
         match std::fs::remove_dir_all(self.root.join(id)) {
             Err(e) if e.kind() != io::ErrorKind::NotFound => Err(ioerr(e)),
             _ => Ok(()),
@@ -874,27 +865,61 @@ mod tests {
         );
     }
 
+    /// A fake runtime: `name`, a shell script in a fresh directory of its own (removed when
+    /// dropped) that appends its arguments to `calls`, then runs `body`.
+    struct Fake {
+        dir: PathBuf,
+        script: PathBuf,
+        calls: PathBuf,
+    }
+
+    impl Fake {
+        fn new(test: &str, name: &str, body: &str) -> Fake {
+            let dir =
+                std::env::temp_dir().join(format!("podvisor-fake-{test}-{}", std::process::id()));
+            let _ = std::fs::remove_dir_all(&dir);
+            std::fs::create_dir_all(&dir).unwrap();
+            let script = dir.join(name);
+            let calls = dir.join("calls");
+            podvisor_testkit::write_script(
+                &script,
+                &format!("#!/bin/sh\necho \"$@\" >> {}\n{body}", calls.display()),
+            );
+            Fake { dir, script, calls }
+        }
+
+        /// Each call's arguments after the first `skip` (the global flags); none if it never
+        /// ran.
+        fn calls(&self, skip: usize) -> Vec<Vec<String>> {
+            std::fs::read_to_string(&self.calls)
+                .unwrap_or_default()
+                .lines()
+                .map(|l| l.split(' ').skip(skip).map(str::to_owned).collect())
+                .collect()
+        }
+    }
+
+    impl Drop for Fake {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
+    }
+
     /// A fake runc: a shell script that logs its arguments and fails like runc.
     #[test]
     fn commands_and_failures_through_a_fake_runtime() {
-        let dir = std::env::temp_dir().join(format!("podvisor-fake-runc-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        let script = dir.join("runc");
-        let calls = dir.join("calls");
-        podvisor_testkit::write_script(
-            &script,
-            &format!(
-                "#!/bin/sh\necho \"$@\" >> {calls}\nlog=$4\n\
-                 case \"$7\" in\n\
-                 create) echo 4242 > \"${{11}}\" ;;\n\
-                 state) echo '{{\"level\":\"error\",\"msg\":\"container does not exist\"}}' > \"$log\"; exit 1 ;;\n\
-                 start) echo '{{\"level\":\"error\",\"msg\":\"cannot start a container that has stopped\"}}' > \"$log\"; exit 1 ;;\n\
-                 esac\n",
-                calls = calls.display()
-            ),
+        let fake = Fake::new(
+            "runc",
+            "runc",
+            "log=$4\n\
+             case \"$7\" in\n\
+             create) echo 4242 > \"${11}\" ;;\n\
+             state) echo '{\"level\":\"error\",\"msg\":\"container does not exist\"}' > \"$log\"; exit 1 ;;\n\
+             start) echo '{\"level\":\"error\",\"msg\":\"cannot start a container that has stopped\"}' > \"$log\"; exit 1 ;;\n\
+             esac\n",
         );
-        let runc = Runc::with_runner(&script, &dir, DirectRunner);
+        let dir = &fake.dir;
+        let runc = Runc::with_runner(&fake.script, dir, DirectRunner);
         let pid = runc
             .create(
                 Path::new("/bundle"),
@@ -912,11 +937,8 @@ mod tests {
         );
         runc.kill("c1", 15, true).unwrap();
         runc.delete("c1", true).unwrap();
-        let calls = std::fs::read_to_string(&calls).unwrap();
-        let lines: Vec<Vec<&str>> = calls
-            .lines()
-            .map(|l| l.split(' ').skip(6).collect())
-            .collect();
+        let calls = fake.calls(0);
+        let lines: Vec<&[String]> = calls.iter().map(|c| &c[6..]).collect();
         let want: [&[&str]; 5] = [
             &[
                 "create",
@@ -932,40 +954,32 @@ mod tests {
             &["delete", "--force", "c1"],
         ];
         assert_eq!(lines, want);
-        assert!(calls.lines().all(|l| l.starts_with(&format!(
-            "--root {} --log {}",
-            dir.join("runc").display(),
-            dir.join("runc-log").display()
-        ))));
+        let (root, log_dir) = (dir.join("runc"), dir.join("runc-log"));
+        let (root, log_dir) = (root.to_str().unwrap(), log_dir.to_str().unwrap());
+        assert!(
+            calls
+                .iter()
+                .all(|c| c[..3] == ["--root", root, "--log"] && c[3].starts_with(log_dir))
+        );
         // Every call's log is gone.
-        assert_eq!(std::fs::read_dir(dir.join("runc-log")).unwrap().count(), 0);
-        std::fs::remove_dir_all(&dir).unwrap();
+        assert_eq!(std::fs::read_dir(log_dir).unwrap().count(), 0);
     }
 
     /// [`RuncMode`]: `create` + `start` by default, one `run --detach` in run mode; the pid
     /// reaches `registered` once, before `run` returns.
     #[test]
     fn run_modes_through_a_fake_runtime() {
-        let dir =
-            std::env::temp_dir().join(format!("podvisor-fake-runc-run-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        let script = dir.join("runc");
-        let calls = dir.join("calls");
-        podvisor_testkit::write_script(
-            &script,
-            &format!(
-                "#!/bin/sh\necho \"$@\" >> {calls}\n\
-                 case \"$7\" in\n\
-                 create) echo 4242 > \"${{11}}\" ;;\n\
-                 run) echo 4343 > \"${{12}}\" ;;\n\
-                 esac\n",
-                calls = calls.display()
-            ),
+        let fake = Fake::new(
+            "runc-run",
+            "runc",
+            "case \"$7\" in\n\
+             create) echo 4242 > \"${11}\" ;;\n\
+             run) echo 4343 > \"${12}\" ;;\n\
+             esac\n",
         );
-        let pid_file = dir.join("pid");
+        let pid_file = fake.dir.join("pid");
         for (mode, want) in [(RuncMode::CreateStart, 4242), (RuncMode::Run, 4343)] {
-            let runc = Runc::with_runner(&script, &dir, DirectRunner).with_mode(mode);
+            let runc = Runc::with_runner(&fake.script, &fake.dir, DirectRunner).with_mode(mode);
             let mut registered = Vec::new();
             let pid = runc
                 .run(
@@ -978,11 +992,7 @@ mod tests {
                 .unwrap();
             assert_eq!((pid, registered), (want, vec![want]), "{mode:?}");
         }
-        let calls = std::fs::read_to_string(&calls).unwrap();
-        let lines: Vec<Vec<&str>> = calls
-            .lines()
-            .map(|l| l.split(' ').skip(6).collect())
-            .collect();
+        let lines = fake.calls(6);
         let pid_file = pid_file.display().to_string();
         let want: [&[&str]; 3] = [
             &[
@@ -1005,7 +1015,6 @@ mod tests {
             ],
         ];
         assert_eq!(lines, want);
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     /// Records which of the runner's two ways each command took.
@@ -1047,23 +1056,20 @@ mod tests {
     /// as long as that takes); every other command through [`CommandRunner::run`].
     #[test]
     fn only_a_command_that_leaves_a_process_behind_holds_the_runner() {
-        let dir =
-            std::env::temp_dir().join(format!("podvisor-fake-runc-then-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        let script = dir.join("runc");
-        podvisor_testkit::write_script(
-            &script,
-            "#!/bin/sh\ncase \"$7\" in\n\
+        let fake = Fake::new(
+            "runc-then",
+            "runc",
+            "case \"$7\" in\n\
              create) echo 4242 > \"${11}\" ;;\n\
              run) echo 4343 > \"${12}\" ;;\n\
              state) echo '{\"id\":\"c1\",\"pid\":0,\"status\":\"stopped\",\"bundle\":\"/b\"}' ;;\n\
              esac\n",
         );
         let recording = Recording::default();
+        let (script, dir) = (&fake.script, &fake.dir);
         let pid_file = dir.join("pid");
         for mode in [RuncMode::CreateStart, RuncMode::Run] {
-            let runc = Runc::with_runner(&script, &dir, &recording).with_mode(mode);
+            let runc = Runc::with_runner(script, dir, &recording).with_mode(mode);
             runc.run(
                 Path::new("/b"),
                 "c1",
@@ -1073,7 +1079,7 @@ mod tests {
             )
             .unwrap();
         }
-        let runc = Runc::with_runner(&script, &dir, &recording);
+        let runc = Runc::with_runner(script, dir, &recording);
         runc.kill("c1", 15, false).unwrap();
         assert!(runc.state("c1").unwrap().is_some());
         runc.delete("c1", true).unwrap();
@@ -1093,53 +1099,47 @@ mod tests {
                 ("delete", false),
             ]
         );
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     /// The embedded youki's removal of an exited container runs no helper: its state
     /// directory goes (its cgroup too, in every hierarchy: `tests/oci.rs` checks that as
-    /// root). An ID or cgroups path that could leave the state or cgroup directories goes to
-    /// the helper's `delete --force` instead.
+    /// root). An ID that could leave the state directory goes to the helper's `delete
+    /// --force`; a cgroups path that could leave the hierarchies is refused, nothing removed.
     #[test]
     fn youki_removes_an_exited_container_without_its_helper() {
-        let dir =
-            std::env::temp_dir().join(format!("podvisor-fake-youki-del-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        let helper = dir.join("podvisor");
-        let calls = dir.join("calls");
-        podvisor_testkit::write_script(
-            &helper,
-            &format!("#!/bin/sh\necho \"$@\" >> {}\n", calls.display()),
-        );
-        let runc = Runc::youki(&helper, &dir, DirectRunner);
+        let fake = Fake::new("youki-del", "podvisor", "");
+        let runc = Runc::youki(&fake.script, &fake.dir, DirectRunner);
         let state = runc.root().join("c1");
         std::fs::create_dir_all(&state).unwrap();
         std::fs::write(state.join("state.json"), "{}").unwrap();
         runc.delete_exited("c1", "/podvisor-unit-test-none/c1-1")
             .unwrap();
         assert!(!state.exists());
-        assert!(!calls.exists(), "the helper ran");
+        assert!(!fake.calls.exists(), "the helper ran");
         // Already gone: no error either.
         runc.delete_exited("c1", "/podvisor-unit-test-none/c1-1")
             .unwrap();
-        for (id, path) in [("..", "/p/c-1"), ("c1", "/p/../../c-1"), ("c1", "/")] {
-            runc.delete_exited(id, path).unwrap();
+        for path in ["/p/../../c-1", "/", ""] {
+            std::fs::create_dir_all(&state).unwrap();
+            let err = runc.delete_exited("c1", path).unwrap_err();
+            assert!(
+                matches!(&err, ExecutorError::Io { source, .. }
+                    if source.kind() == io::ErrorKind::InvalidInput),
+                "{path:?}: {err}"
+            );
+            assert!(state.exists(), "{path:?}");
         }
-        let calls = std::fs::read_to_string(&calls).unwrap();
-        let ops: Vec<String> = calls
-            .lines()
-            // `youki --root <r> --log <l> --log-format json <op> ...`
-            .map(|l| l.split(' ').skip(7).collect::<Vec<_>>().join(" "))
-            .collect();
+        for id in ["..", ".", "a/b"] {
+            runc.delete_exited(id, "/p/c-1").unwrap();
+        }
+        // `youki --root <r> --log <l> --log-format json <op> ...`
         assert_eq!(
-            ops,
+            fake.calls(7),
             [
-                "delete --force ..",
-                "delete --force c1",
-                "delete --force c1"
+                ["delete", "--force", ".."],
+                ["delete", "--force", "."],
+                ["delete", "--force", "a/b"]
             ]
         );
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

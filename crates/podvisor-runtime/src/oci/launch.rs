@@ -340,13 +340,6 @@ fn host_facts() -> io::Result<&'static HostFacts> {
     Ok(FACTS.get_or_init(|| facts))
 }
 
-/// The `linux.cgroupsPath` of instance `instance` of container `name`: its cgroup below the
-/// pod's (`cgroup_parent`) in every hierarchy, the same one the shim makes for it.
-#[must_use]
-pub fn cgroups_path(cgroup_parent: &str, name: &str, instance: u64) -> String {
-    format!("/{cgroup_parent}/{name}-{instance}")
-}
-
 /// After a create that failed: the OCI runtime forgets the container (killing whatever of it
 /// runs, its state and cgroup), the root filesystem and the instance's directory go.
 ///

@@ -462,9 +462,8 @@ impl Shim {
             }
         }
         // Subscribers hear of the exit before what is left of the instance (its OCI
-        // container's state, root filesystem and cgroup) is removed: that takes a run of the
-        // OCI runtime, and the agent starts the next container (an init container's
-        // successor) meanwhile. The shim counts as busy until the removal is done, so a
+        // container's state, root filesystem and cgroup) is removed: the agent starts the
+        // next container (an init container's successor) meanwhile. The shim counts as busy until the removal is done, so a
         // shut-down shim does not exit in the middle of it.
         self.busy(true);
         let oci = {
@@ -473,22 +472,19 @@ impl Shim {
                 i.exit = Some(record.clone());
                 i.cgroup = None;
                 i.io = None;
-                let cgroups_path = i.config.as_ref().map(|config| {
-                    crate::oci::launch::cgroups_path(&config.cgroup_parent, &config.name, instance)
-                });
-                Some((i.oci.clone()?, cgroups_path))
+                // An OCI instance always has its config (both are set at its start).
+                Some((i.oci.clone()?, cgroups_path(i.config.as_ref()?, instance)))
             });
             state.subscribers.retain(|s| s.send(record.clone()));
             oci
         };
-        let removed = oci.map(|(oci, cgroups_path)| {
-            let runner = ShimRunner(Arc::clone(&self));
-            match cgroups_path {
-                Some(path) => crate::oci::launch::cleanup_exited(&oci.launch, &path, runner),
-                None => crate::oci::launch::cleanup(&oci.launch, runner),
-            }
-        });
-        if let Some(Err(e)) = removed {
+        if let Some((oci, cgroups_path)) = oci
+            && let Err(e) = crate::oci::launch::cleanup_exited(
+                &oci.launch,
+                &cgroups_path,
+                ShimRunner(Arc::clone(&self)),
+            )
+        {
             eprintln!("podvisor shim: removing OCI container of instance {instance}: {e}");
         }
         if let Some(cg) = &cgroup
@@ -613,7 +609,7 @@ impl Shim {
             "creating log file {}",
             config.log_path.display()
         )))?;
-        let cgroup_name = format!("{}-{instance}", config.name);
+        let cgroup_name = cgroup_name(&config, instance);
         let cgroup = ContainerCgroup::create(
             &self.cgroups,
             &config.cgroup_parent,
@@ -814,8 +810,7 @@ impl Shim {
                 });
             }
         };
-        let cgroups_path =
-            crate::oci::launch::cgroups_path(&config.cgroup_parent, &config.name, instance);
+        let cgroups_path = cgroups_path(&config, instance);
         let begun = std::time::Instant::now();
         // On a thread with a full-size stack: building and serialising a runtime spec takes
         // far more than a connection thread's.
@@ -1264,6 +1259,21 @@ impl Drop for ExecSpecFile {
         let _ = std::fs::remove_file(&self.spec);
         let _ = std::fs::remove_file(&self.pid_file);
     }
+}
+
+/// The name of instance `instance`'s cgroup below the pod's (`config.cgroup_parent`).
+fn cgroup_name(config: &ContainerConfig, instance: u64) -> String {
+    format!("{}-{instance}", config.name)
+}
+
+/// The same cgroup as the OCI runtime's `linux.cgroupsPath`: the shim's own
+/// (`ContainerCgroup`) and the runtime's are one.
+fn cgroups_path(config: &ContainerConfig, instance: u64) -> String {
+    format!(
+        "/{}/{}",
+        config.cgroup_parent,
+        cgroup_name(config, instance)
+    )
 }
 
 /// Runs runc's commands as the shim's children: spawned under the fork lock and waited for
