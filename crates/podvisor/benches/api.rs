@@ -27,8 +27,9 @@
 //!    the round's pods. What bounds it: the store's watch history (10 000 events, 16 MiB of
 //!    JSON), redb's page cache (32 MiB), each watcher's buffer (1024 events); events are on
 //!    disk, not in memory, and expire an hour after their last write;
-//! 4. containerd through its CRI: not measured (optional comparison); the bench says whether
-//!    `containerd` and `crictl` are installed.
+//! 4. with `--oci`, the same start on containerd 1.6's CRI where it is installed (`api/containerd.rs`:
+//!    `RunPodSandbox` → `StartContainer` answered, as a kubelet drives it, same image, a CNI bridge),
+//!    after `serve` is gone, and the ratio of the two medians.
 //!
 //! Everything it starts is removed at the end, also on error or Ctrl-C/SIGTERM: `serve` gets
 //! SIGTERM (it drains: every pod deleted), then every process whose command line carries the
@@ -56,6 +57,10 @@ use tokio::sync::mpsc;
 use tokio_rustls::TlsConnector;
 use tokio_rustls::rustls::{self, pki_types::CertificateDer, pki_types::ServerName};
 
+/// Part 4: containerd's CRI, the peer.
+#[path = "api/containerd.rs"]
+mod containerd;
+
 /// The podvisor client (kubeconfig, HTTPS, streams), shared with the binary.
 #[path = "../src"]
 #[allow(unused, unreachable_pub, clippy::all)]
@@ -66,6 +71,8 @@ use src::client::{Client, JSON, Kubeconfig};
 
 /// Pods started one at a time (part 1).
 const START_PODS: usize = 100;
+/// containerd pods at most (its start is ~5× slower; the median needs no more).
+const CONTAINERD_STARTS: usize = 30;
 /// Pods running while `serve` is killed and restarted (part 2).
 const KEEP_PODS: usize = 20;
 /// Restarts (part 2).
@@ -643,19 +650,48 @@ fn bench(args: &[String]) -> Result<()> {
     }
     progress("cleaning up (SIGTERM serve --drain-on-exit, then leftovers)");
     world.cleanup();
+    if outcome.is_ok() {
+        results.containerd = compare_with_containerd(&rt, &opts, &results);
+    }
     drop(rt);
-    results.containerd = containerd_note();
     print_summary(&results, started, &load);
     outcome
 }
 
-fn containerd_note() -> String {
-    match (on_path("containerd"), on_path("crictl")) {
-        (Some(_), Some(_)) => {
-            "containerd and crictl installed: comparison not implemented, skipped".into()
+/// Part 4: containerd's CRI on the same pod, once podvisor's `serve` is gone; what to print.
+fn compare_with_containerd(
+    rt: &tokio::runtime::Runtime,
+    opts: &Options,
+    results: &Results,
+) -> String {
+    if !opts.oci {
+        return "with --oci only (an image-based pod on a CNI bridge)".into();
+    }
+    if let Some(why) = containerd::unavailable() {
+        return why;
+    }
+    let n = opts.starts.min(CONTAINERD_STARTS);
+    progress(&format!("containerd CRI: {n} pods, one at a time"));
+    let dir =
+        std::env::temp_dir().join(format!("podvisor-bench-containerd-{}", std::process::id()));
+    match rt.block_on(containerd::measure(&dir, n)) {
+        Ok(peer) => {
+            let s = &peer.start;
+            let ratio = results.start.as_ref().map_or(String::new(), |ours| {
+                format!(
+                    "; podvisor's p50 {:.1}× faster",
+                    s.p50.as_secs_f64() / ours.p50.as_secs_f64()
+                )
+            });
+            format!(
+                "{}: RunPodSandbox → StartContainer answered (n={}) p50 {}  p99 {}{ratio}",
+                peer.version,
+                s.n,
+                ms(s.p50),
+                ms(s.p99)
+            )
         }
-        (None, _) => "containerd not installed: skipped".into(),
-        (Some(_), None) => "crictl not installed: skipped".into(),
+        Err(e) => format!("failed: {e:#}"),
     }
 }
 
