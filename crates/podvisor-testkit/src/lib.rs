@@ -26,7 +26,7 @@ pub use cgroups::{remove_pod_cgroup, remove_pod_cgroups};
 pub use mounts::{detach_mounts_under, mount_points_under};
 pub use procs::{
     MarkerIn, Proc, alive, all_processes, kill_marked, marked_processes, signal, signal_marked,
-    zombie_children,
+    terminate, zombie_children,
 };
 /// The signals [`signal`] and [`signal_marked`] send.
 pub use rustix::process::Signal;

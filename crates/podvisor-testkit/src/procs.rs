@@ -136,6 +136,26 @@ pub fn signal(pid: impl TryInto<i32>, sig: Signal) {
     }
 }
 
+/// Ends a child the polite way: SIGTERM, then up to `grace` for it to exit (its status),
+/// else SIGKILL (`None`). Either way the child is reaped.
+pub fn terminate(
+    child: &mut std::process::Child,
+    grace: Duration,
+) -> Option<std::process::ExitStatus> {
+    signal(child.id(), Signal::TERM);
+    let deadline = Instant::now() + grace;
+    loop {
+        match child.try_wait() {
+            Ok(Some(status)) => return Some(status),
+            Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(20)),
+            _ => break,
+        }
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    None
+}
+
 /// Sends `sig` once to every process [`marked_processes`] finds, and returns them.
 pub fn signal_marked(marker: &str, look: MarkerIn, sig: Signal) -> Vec<Proc> {
     let found = marked_processes(marker, look);

@@ -44,8 +44,7 @@ use hyper::{Method, Request, StatusCode, header};
 use hyper_util::rt::TokioIo;
 use podvisor_testkit::numbers::{Stats, load_average, machine_context, ms, stats};
 use podvisor_testkit::{
-    MarkerIn, Proc, Signal, all_processes, kill_marked, marked_processes, remove_pod_cgroups,
-    signal,
+    MarkerIn, Proc, all_processes, kill_marked, marked_processes, remove_pod_cgroups, terminate,
 };
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, BTreeSet, HashSet};
@@ -291,26 +290,12 @@ impl World {
         }
         self.cleaned = true;
         if let Some(mut child) = self.serve.take() {
-            signal(child.id(), Signal::TERM);
-            let deadline = Instant::now() + Duration::from_secs(30);
-            loop {
-                match child.try_wait() {
-                    Ok(Some(status)) => {
-                        if !status.success() {
-                            progress(&format!("clean-up: serve exited with {status}"));
-                        }
-                        break;
-                    }
-                    Ok(None) if Instant::now() < deadline => {
-                        std::thread::sleep(Duration::from_millis(20));
-                    }
-                    _ => {
-                        progress("clean-up: serve did not drain within 30 s; killing it");
-                        let _ = child.kill();
-                        let _ = child.wait();
-                        break;
-                    }
+            match terminate(&mut child, Duration::from_secs(30)) {
+                Some(status) if !status.success() => {
+                    progress(&format!("clean-up: serve exited with {status}"));
                 }
+                Some(_) => {}
+                None => progress("clean-up: serve did not drain within 30 s; killed it"),
             }
         }
         let marker = self.state().display().to_string();
@@ -674,7 +659,16 @@ fn compare_with_containerd(
     progress(&format!("containerd CRI: {n} pods, one at a time"));
     let dir =
         std::env::temp_dir().join(format!("podvisor-bench-containerd-{}", std::process::id()));
-    match rt.block_on(containerd::measure(&dir, n)) {
+    // Interrupted, the measure is dropped, and with it the containerd it started.
+    let measured = rt.block_on(async {
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+        tokio::select! {
+            r = containerd::measure(&dir, n) => r,
+            _ = tokio::signal::ctrl_c() => Err(anyhow!("interrupted")),
+            _ = term.recv() => Err(anyhow!("terminated")),
+        }
+    });
+    match measured {
         Ok(peer) => {
             let s = &peer.start;
             let ratio = results.start.as_ref().map_or(String::new(), |ours| {

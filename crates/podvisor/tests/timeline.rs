@@ -305,13 +305,7 @@ impl Drop for Session {
         self.stop_dashboard();
         if let Some(mut serve) = self.serve.take() {
             // SIGTERM: serve deletes its pods gracefully (--drain-on-exit), then exits.
-            podvisor_testkit::signal(serve.id(), podvisor_testkit::Signal::TERM);
-            let start = Instant::now();
-            while serve.try_wait().ok().flatten().is_none() && start.elapsed() < WAIT {
-                std::thread::sleep(Duration::from_millis(20));
-            }
-            let _ = serve.kill();
-            let _ = serve.wait();
+            podvisor_testkit::terminate(&mut serve, WAIT);
         }
         if std::thread::panicking() {
             eprintln!("--- serve log ---\n{}", self.log());

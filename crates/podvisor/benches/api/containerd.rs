@@ -55,11 +55,10 @@ pub(crate) fn unavailable() -> Option<String> {
 
 /// Runs containerd under `dir`, starts `n` pods through its CRI one at a time (each removed
 /// before the next), and removes everything again.
+/// Dropped (also half-started, or with the future cancelled), it removes what it made.
 pub(crate) async fn measure(dir: &Path, n: usize) -> Result<Comparison> {
     let mut peer = Peer::start(dir)?;
-    let result = peer.run(n).await;
-    peer.stop();
-    result
+    peer.run(n).await
 }
 
 /// The bridge podvisor does not use, on a subnet of its own.
@@ -71,13 +70,20 @@ const BUSYBOX: &str = "docker.io/library/busybox:latest";
 struct Peer {
     dir: PathBuf,
     socket: PathBuf,
+    /// Taken when dropped.
     daemon: Option<Child>,
 }
 
 impl Peer {
     fn start(dir: &Path) -> Result<Peer> {
-        std::fs::create_dir_all(dir.join("net.d"))?;
         let socket = dir.join("containerd.sock");
+        // From here on a failure drops it, which removes what is made.
+        let mut peer = Peer {
+            dir: dir.to_owned(),
+            socket: socket.clone(),
+            daemon: None,
+        };
+        std::fs::create_dir_all(dir.join("net.d"))?;
         let config = format!(
             r#"version = 2
 root = "{root}"
@@ -121,19 +127,16 @@ state = "{state}"
             serde_json::to_vec_pretty(&conflist)?,
         )?;
         let log = std::fs::File::create(dir.join("containerd.log"))?;
-        let daemon = Command::new("containerd")
-            .arg("--config")
-            .arg(dir.join("config.toml"))
-            .stdin(Stdio::null())
-            .stdout(log.try_clone()?)
-            .stderr(log)
-            .spawn()
-            .context("starting containerd")?;
-        let mut peer = Peer {
-            dir: dir.to_owned(),
-            socket,
-            daemon: Some(daemon),
-        };
+        peer.daemon = Some(
+            Command::new("containerd")
+                .arg("--config")
+                .arg(dir.join("config.toml"))
+                .stdin(Stdio::null())
+                .stdout(log.try_clone()?)
+                .stderr(log)
+                .spawn()
+                .context("starting containerd")?,
+        );
         peer.wait_socket()?;
         for (name, flag) in [(BUSYBOX, None), (PAUSE, Some("--pause"))] {
             peer.import(name, flag)?;
@@ -295,18 +298,14 @@ state = "{state}"
             .await?;
         Ok((begun.elapsed(), sandbox.pod_sandbox_id))
     }
+}
 
+impl Drop for Peer {
     /// containerd, then what it leaves: its shims (they exit with their last container, but
     /// one stuck would hold the mounts), its mounts, its bridge, the directory.
-    fn stop(&mut self) {
+    fn drop(&mut self) {
         if let Some(mut daemon) = self.daemon.take() {
-            podvisor_testkit::signal(daemon.id(), podvisor_testkit::Signal::TERM);
-            let deadline = Instant::now() + Duration::from_secs(10);
-            while daemon.try_wait().ok().flatten().is_none() && Instant::now() < deadline {
-                std::thread::sleep(Duration::from_millis(20));
-            }
-            let _ = daemon.kill();
-            let _ = daemon.wait();
+            podvisor_testkit::terminate(&mut daemon, Duration::from_secs(10));
         }
         // The shims carry the state directory (their socket, `-address`) on the command line.
         podvisor_testkit::signal_marked(

@@ -270,13 +270,7 @@ impl Server {
     /// line names the directory (shims, containers, kubectl) with their descendants.
     pub(crate) fn stop(&self) {
         if let Some(mut child) = self.serve.lock().unwrap().take() {
-            signal(child.id(), rustix::process::Signal::TERM);
-            let deadline = Instant::now() + secs(30);
-            while child.try_wait().unwrap().is_none() && Instant::now() < deadline {
-                std::thread::sleep(Duration::from_millis(20));
-            }
-            let _ = child.kill();
-            let _ = child.wait();
+            podvisor_testkit::terminate(&mut child, secs(30));
         }
         podvisor_testkit::signal_marked(
             &self.dir.display().to_string(),
@@ -318,9 +312,6 @@ impl Drop for Server {
         remove_dir(&self.dir);
     }
 }
-
-/// Sends a signal to a pid; also for the scenario modules (they glob-import the harness).
-pub(crate) use podvisor_testkit::signal;
 
 // ----------------------------------------------------------------------------------------------
 // Watches: every observed update of a pod
