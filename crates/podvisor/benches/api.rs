@@ -2,8 +2,8 @@
 //! a table at the end, each next to its target. Never assertions.
 //!
 //! Run `scripts/bench [--quick] [--only api]`, or `cargo bench -p podvisor --bench api --
-//! [--quick] [--starts N] [--keep N] [--restarts N] [--churn N]`. Needs root, like `podvisor serve`'s
-//! process runtime.
+//! [--quick] [--oci] [--no-peers] [--starts N] [--keep N] [--restarts N] [--churn N]`. Needs
+//! root, like `podvisor serve`'s process runtime.
 //!
 //! What it measures, on one release `podvisor serve --drain-on-exit` with a fresh state
 //! directory under the temporary directory:
@@ -107,6 +107,8 @@ struct Options {
     /// `--oci`: pods of the oci runtime class (busybox from the local store, the CNI bridge,
     /// `--warm-sandboxes 4`), the start phase only.
     oci: bool,
+    /// `--no-peers`: podvisor alone (no containerd side by side), for comparing builds.
+    no_peers: bool,
     starts: usize,
     keep: usize,
     restarts: usize,
@@ -116,6 +118,7 @@ struct Options {
 fn parse_options(args: &[String]) -> Result<Options> {
     let mut opts = Options {
         oci: false,
+        no_peers: false,
         starts: START_PODS,
         keep: KEEP_PODS,
         restarts: RESTARTS,
@@ -131,6 +134,7 @@ fn parse_options(args: &[String]) -> Result<Options> {
         match arg.as_str() {
             "--bench" => {}
             "--oci" => opts.oci = true,
+            "--no-peers" => opts.no_peers = true,
             "--quick" => {
                 opts.starts = 30;
                 opts.keep = 10;
@@ -143,7 +147,7 @@ fn parse_options(args: &[String]) -> Result<Options> {
             "--churn" => opts.churn = number(it.next(), "--churn")?,
             other => bail!(
                 "unknown argument {other:?}; usage: cargo bench -p podvisor --bench api -- \
-                 [--quick] [--oci] [--starts N] [--keep N] [--restarts N] [--churn N]"
+                 [--quick] [--oci] [--no-peers] [--starts N] [--keep N] [--restarts N] [--churn N]"
             ),
         }
     }
@@ -651,6 +655,9 @@ fn compare_with_containerd(
 ) -> String {
     if !opts.oci {
         return "with --oci only (an image-based pod on a CNI bridge)".into();
+    }
+    if opts.no_peers {
+        return "skipped (--no-peers)".into();
     }
     if let Some(why) = containerd::unavailable() {
         return why;

@@ -59,6 +59,10 @@ enum Op {
         /// Return once the container runs (the only mode).
         #[arg(long, short = 'd')]
         detach: bool,
+        /// Wait for a byte on this FIFO before reading the bundle (the shim starts the helper
+        /// while it finishes the bundle; the FIFO's end without a byte: exit, doing nothing).
+        #[arg(long)]
+        after: Option<PathBuf>,
         #[command(flatten)]
         create: CreateArgs,
     },
@@ -224,10 +228,15 @@ fn run(cli: &Cli) -> (&'static str, Result<i32, Failure>) {
         Op::Create(args) => ("create", create(root, args).map(|_| 0)),
         Op::Run {
             detach,
+            after,
             create: args,
         } => {
             let result = if *detach {
-                create(root, args).and_then(|mut c| c.start().map_err(Failure::from).map(|()| 0))
+                after
+                    .as_deref()
+                    .map_or(Ok(()), wait_for)
+                    .and_then(|()| create(root, args))
+                    .and_then(|mut c| c.start().map_err(Failure::from).map(|()| 0))
             } else {
                 Err(Failure("only `run --detach` is supported".into()))
             };
@@ -299,6 +308,23 @@ fn lay_out_cgroup_mount(bundle: &Path) -> Result<(), Failure> {
         .map_err(|e| Failure(format!("writing {}: {e}", staged.display())))?;
     std::fs::rename(&staged, &config)
         .map_err(|e| Failure(format!("replacing {}: {e}", config.display())))
+}
+
+/// Reads the byte that says the bundle is finished from the FIFO at `path` (`run --after`).
+fn wait_for(path: &Path) -> Result<(), Failure> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut fifo = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits().cast_signed())
+        .open(path)
+        .map_err(|e| Failure(format!("opening {}: {e}", path.display())))?;
+    let mut byte = [0u8; 1];
+    match fifo.read(&mut byte) {
+        Ok(1) if byte == *b"1" => Ok(()),
+        Ok(_) => Err(Failure("the bundle was never finished".into())),
+        Err(e) => Err(Failure(format!("reading {}: {e}", path.display()))),
+    }
 }
 
 fn create(root: &Path, args: &CreateArgs) -> Result<Container, Failure> {

@@ -32,7 +32,7 @@
 
 use std::ffi::OsStr;
 use std::fs::File;
-use std::io::{self, Read, Seek};
+use std::io::{self, Read, Seek, Write};
 use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus, Stdio};
@@ -250,13 +250,20 @@ pub trait CommandRunner: Send + Sync {
 
     /// [`CommandRunner::run`], then `then` with its status before any other child of the
     /// caller is reaped: for a command that leaves a process behind (`runc run --detach`), so
-    /// that the caller knows its pid before its exit can be seen.
+    /// that the caller knows its pid before its exit can be seen. `gate` runs once the
+    /// command is spawned, before it is waited for; when it says `false` the command is
+    /// killed (it waits for the gate: [`Runc::run_after`]).
     fn run_then(
         &self,
         command: &mut Command,
+        gate: &mut dyn FnMut() -> bool,
         then: &mut dyn FnMut(&ExitStatus),
     ) -> io::Result<ExitStatus> {
-        let status = self.run(command)?;
+        let mut child = command.spawn()?;
+        if !gate() {
+            let _ = child.kill();
+        }
+        let status = child.wait()?;
         then(&status);
         Ok(status)
     }
@@ -360,6 +367,95 @@ impl<R: CommandRunner> Runc<R> {
         self
     }
 
+    /// [`OciExecutor::run`] of a bundle `finish` completes (`config.json` written, ...): the
+    /// embedded youki's helper is spawned first and waits (`run --after <fifo>`) while
+    /// `finish` runs, so its start-up (the exec, the loader) overlaps the bundle's last
+    /// steps; runc gets a finished bundle. A helper told nothing (`finish` failed, or the
+    /// caller died) is killed or sees the FIFO's end and exits, having done nothing.
+    ///
+    /// # Errors
+    ///
+    /// `finish`'s error (nothing was created), or the executor's.
+    pub fn run_after<E>(
+        &self,
+        bundle: &Path,
+        id: &str,
+        pid_file: &Path,
+        io: ProcessIo,
+        finish: impl FnOnce() -> Result<(), E>,
+        registered: &mut dyn FnMut(u32),
+    ) -> Result<u32, RunAfterError<E>> {
+        if self.mode != RuncMode::Youki {
+            finish().map_err(RunAfterError::Finish)?;
+            return self
+                .run(bundle, id, pid_file, io, registered)
+                .map_err(RunAfterError::Run);
+        }
+        let gate = Gate::make(&self.log_dir, id)
+            .map_err(|source| RunAfterError::Run(ExecutorError::Io { op: "run", source }))?;
+        let mut finish = Some(finish);
+        let mut failed = None;
+        let mut open = || {
+            let Some(finish) = finish.take() else {
+                return false;
+            };
+            match finish() {
+                Ok(()) => gate.open(),
+                Err(e) => {
+                    failed = Some(e);
+                    false
+                }
+            }
+        };
+        let ran = self.run_detached(
+            bundle,
+            id,
+            pid_file,
+            io,
+            Some((&gate, &mut open)),
+            registered,
+        );
+        match failed {
+            Some(e) => Err(RunAfterError::Finish(e)),
+            None => ran.map_err(RunAfterError::Run),
+        }
+    }
+
+    /// `run --detach` (`--after` the gate's FIFO, opened by `open`, with one).
+    fn run_detached(
+        &self,
+        bundle: &Path,
+        id: &str,
+        pid_file: &Path,
+        io: ProcessIo,
+        gate: Option<(&Gate, &mut dyn FnMut() -> bool)>,
+        registered: &mut dyn FnMut(u32),
+    ) -> Result<u32, ExecutorError> {
+        let mut verb: Vec<std::ffi::OsString> = vec!["run".into(), "--detach".into()];
+        let mut open: &mut dyn FnMut() -> bool = &mut || true;
+        if let Some((gate, opener)) = gate {
+            verb.extend(["--after".into(), gate.path.clone().into()]);
+            open = opener;
+        }
+        let args = container_args(&verb, bundle, pid_file, &io, id);
+        let args: Vec<&OsStr> = args.iter().map(|a| a.as_os_str()).collect();
+        let mut pid = None;
+        self.invoke_then("run", &args, io, open, &mut |status| {
+            if status.success() {
+                pid = Some(read_pid("run", pid_file));
+                if let Some(Ok(pid)) = &pid {
+                    registered(*pid);
+                }
+            }
+        })?;
+        pid.unwrap_or_else(|| {
+            Err(ExecutorError::Io {
+                op: "run",
+                source: io::Error::other("runc run succeeded without a pid"),
+            })
+        })
+    }
+
     /// runc's state directory (`--root`).
     pub fn root(&self) -> &Path {
         &self.root
@@ -416,16 +512,16 @@ impl<R: CommandRunner> Runc<R> {
         self.invoke_with(op, args, io, capture, None)
     }
 
-    /// [`Runc::invoke`], with `then` called as [`CommandRunner::run_then`] does.
+    /// [`Runc::invoke`], with `gate` and `then` called as [`CommandRunner::run_then`] does.
     fn invoke_then(
         &self,
         op: &'static str,
         args: &[&std::ffi::OsStr],
         io: ProcessIo,
-        capture: bool,
+        gate: &mut dyn FnMut() -> bool,
         then: &mut dyn FnMut(&ExitStatus),
     ) -> Result<Vec<u8>, ExecutorError> {
-        self.invoke_with(op, args, io, capture, Some(then))
+        self.invoke_with(op, args, io, false, Some((gate, then)))
     }
 
     /// Runs the command through [`CommandRunner::run_then`] only when there is a `then`: a
@@ -437,7 +533,7 @@ impl<R: CommandRunner> Runc<R> {
         args: &[&std::ffi::OsStr],
         io: ProcessIo,
         capture: bool,
-        then: Option<&mut dyn FnMut(&ExitStatus)>,
+        then: Option<GateThen<'_>>,
     ) -> Result<Vec<u8>, ExecutorError> {
         let ioerr = |source: io::Error| ExecutorError::Io { op, source };
         std::fs::create_dir_all(&self.log_dir).map_err(ioerr)?;
@@ -490,7 +586,7 @@ impl<R: CommandRunner> Runc<R> {
             }
         }
         let status = match then {
-            Some(then) => self.runner.run_then(&mut command, then),
+            Some((gate, then)) => self.runner.run_then(&mut command, gate, then),
             None => self.runner.run(&mut command),
         }
         .map_err(ioerr);
@@ -538,15 +634,80 @@ fn last_error(log: &[u8]) -> Option<String> {
         .map(|l| l.msg)
 }
 
+/// [`CommandRunner::run_then`]'s `gate` and `then`.
+type GateThen<'a> = (&'a mut dyn FnMut() -> bool, &'a mut dyn FnMut(&ExitStatus));
+
+/// Why [`Runc::run_after`] failed.
+#[derive(Debug)]
+pub enum RunAfterError<E> {
+    /// The bundle could not be finished: nothing was created.
+    Finish(E),
+    /// The executor's.
+    Run(ExecutorError),
+}
+
+/// The FIFO a helper started ahead of its bundle waits on (`--after`): a byte says the bundle
+/// is done. Its writing end is held from before the spawn until the gate is dropped (after
+/// the helper exited), so the helper's open never blocks and its read ends with the byte,
+/// or at the end of the FIFO once nothing holds it (the shim died).
+struct Gate {
+    path: PathBuf,
+    writer: File,
+}
+
+impl Gate {
+    /// A fresh FIFO (0600) in `dir` for container `id`, opened read-write (which never
+    /// blocks).
+    fn make(dir: &Path, id: &str) -> io::Result<Gate> {
+        use std::os::unix::fs::OpenOptionsExt;
+        std::fs::create_dir_all(dir)?;
+        let path = dir.join(format!("{id}.after"));
+        let _ = std::fs::remove_file(&path);
+        rustix::fs::mkfifoat(
+            rustix::fs::CWD,
+            &path,
+            rustix::fs::Mode::from_raw_mode(0o600),
+        )?;
+        let writer = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .custom_flags(libc_o_nofollow())
+            .open(&path);
+        match writer {
+            Ok(writer) => Ok(Gate { path, writer }),
+            Err(e) => {
+                let _ = std::fs::remove_file(&path);
+                Err(e)
+            }
+        }
+    }
+
+    /// Lets the helper go on.
+    fn open(&self) -> bool {
+        (&self.writer).write_all(b"1").is_ok()
+    }
+}
+
+impl Drop for Gate {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+/// `O_NOFOLLOW`, as `OpenOptionsExt::custom_flags` takes it.
+fn libc_o_nofollow() -> i32 {
+    rustix::fs::OFlags::NOFOLLOW.bits().cast_signed()
+}
+
 /// `VERB.. --bundle B --pid-file P [--console-socket S] ID`, as `create` and `run` take them.
-fn container_args(
-    verb: &[&str],
+fn container_args<V: AsRef<OsStr>>(
+    verb: &[V],
     bundle: &Path,
     pid_file: &Path,
     io: &ProcessIo,
     id: &str,
 ) -> Vec<std::ffi::OsString> {
-    let mut args: Vec<std::ffi::OsString> = verb.iter().map(Into::into).collect();
+    let mut args: Vec<std::ffi::OsString> = verb.iter().map(|v| v.as_ref().to_owned()).collect();
     args.extend([
         "--bundle".into(),
         bundle.into(),
@@ -613,23 +774,7 @@ impl<R: CommandRunner> OciExecutor for Runc<R> {
         if self.mode == RuncMode::CreateStart {
             return create_then_start(self, bundle, id, pid_file, io, registered);
         }
-        let args = container_args(&["run", "--detach"], bundle, pid_file, &io, id);
-        let args: Vec<&OsStr> = args.iter().map(|a| a.as_os_str()).collect();
-        let mut pid = None;
-        self.invoke_then("run", &args, io, false, &mut |status| {
-            if status.success() {
-                pid = Some(read_pid("run", pid_file));
-                if let Some(Ok(pid)) = &pid {
-                    registered(*pid);
-                }
-            }
-        })?;
-        pid.unwrap_or_else(|| {
-            Err(ExecutorError::Io {
-                op: "run",
-                source: io::Error::other("runc run succeeded without a pid"),
-            })
-        })
+        self.run_detached(bundle, id, pid_file, io, None, registered)
     }
 
     fn kill(&self, id: &str, signal: i32, all: bool) -> Result<(), ExecutorError> {
@@ -1036,8 +1181,10 @@ mod tests {
         fn run_then(
             &self,
             command: &mut Command,
+            gate: &mut dyn FnMut() -> bool,
             then: &mut dyn FnMut(&ExitStatus),
         ) -> io::Result<ExitStatus> {
+            assert!(gate());
             let op = command
                 .get_args()
                 .nth(6)
@@ -1141,5 +1288,116 @@ mod tests {
                 ["delete", "--force", "a/b"]
             ]
         );
+    }
+
+    /// `run_after`: the embedded youki's helper is spawned before the bundle is finished and
+    /// waits on its FIFO (`run --after`); it goes on only once `finish` succeeded. When
+    /// `finish` fails, the helper is killed having done nothing and the error is `finish`'s.
+    /// runc is spawned only after `finish`. No FIFO is left.
+    #[test]
+    fn youki_starts_before_the_bundle_is_finished_and_waits_for_it() {
+        let fake = Fake::new(
+            "youki-after",
+            "podvisor",
+            "case \"$8\" in\n\
+             run) [ \"$(head -c1 \"${11}\")\" = 1 ] || exit 1\n\
+                  touch \"$(dirname \"$0\")/ran\"; echo 4545 > \"${15}\" ;;\n\
+             esac\n",
+        );
+        let runc = Runc::youki(&fake.script, &fake.dir, DirectRunner);
+        let (pid_file, ran) = (fake.dir.join("pid"), fake.dir.join("ran"));
+        let spawned = || {
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+            while fake.calls(7).is_empty() && std::time::Instant::now() < deadline {
+                std::thread::sleep(std::time::Duration::from_millis(5));
+            }
+            !fake.calls(7).is_empty()
+        };
+        let mut seen = Vec::new();
+        let pid = runc
+            .run_after(
+                Path::new("/b"),
+                "c1",
+                &pid_file,
+                ProcessIo::null(),
+                || {
+                    assert!(spawned(), "the helper was not started before the bundle");
+                    assert!(!ran.exists(), "the helper did not wait");
+                    Ok::<(), String>(())
+                },
+                &mut |p| seen.push(p),
+            )
+            .unwrap();
+        assert_eq!((pid, seen.as_slice()), (4545, [4545].as_slice()));
+        assert!(ran.exists());
+        let fifo = runc.log_dir().join("c1.after").display().to_string();
+        assert_eq!(
+            fake.calls(7),
+            [[
+                "run",
+                "--detach",
+                "--after",
+                &fifo,
+                "--bundle",
+                "/b",
+                "--pid-file",
+                &pid_file.display().to_string(),
+                "c1"
+            ]]
+        );
+        // This helper is the process that waits (nothing of it outlives its kill).
+        let waiting = Fake::new(
+            "youki-after-killed",
+            "podvisor",
+            "[ \"$8\" = run ] && exec head -c1 \"${11}\"\n",
+        );
+        let runc = Runc::youki(&waiting.script, &waiting.dir, DirectRunner);
+        let started = std::time::Instant::now();
+        let err = runc
+            .run_after(
+                Path::new("/b"),
+                "c2",
+                &pid_file,
+                ProcessIo::null(),
+                || {
+                    let deadline = started + std::time::Duration::from_secs(10);
+                    while waiting.calls(7).is_empty() && std::time::Instant::now() < deadline {
+                        std::thread::sleep(std::time::Duration::from_millis(5));
+                    }
+                    Err("no bundle")
+                },
+                &mut |p| seen.push(p),
+            )
+            .unwrap_err();
+        assert!(matches!(err, RunAfterError::Finish("no bundle")), "{err:?}");
+        assert_eq!(waiting.calls(7).len(), 1);
+        assert_eq!(seen, [4545]);
+        let left: Vec<_> = std::fs::read_dir(runc.log_dir())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert!(left.is_empty(), "{left:?}");
+        // runc reads its bundle once spawned: it gets a finished one.
+        let runc =
+            Runc::with_runner(&fake.script, &fake.dir, DirectRunner).with_mode(RuncMode::Run);
+        std::fs::remove_file(&fake.calls).unwrap();
+        let err = runc
+            .run_after(
+                Path::new("/b"),
+                "c3",
+                &pid_file,
+                ProcessIo::null(),
+                || {
+                    assert!(
+                        fake.calls(0).is_empty(),
+                        "runc ran before its bundle was done"
+                    );
+                    Err("no bundle")
+                },
+                &mut |p| seen.push(p),
+            )
+            .unwrap_err();
+        assert!(matches!(err, RunAfterError::Finish("no bundle")), "{err:?}");
+        assert!(fake.calls(0).is_empty());
     }
 }

@@ -127,7 +127,8 @@ pub struct LaunchError {
 }
 
 impl LaunchError {
-    fn create(message: impl Into<String>) -> LaunchError {
+    /// A `CreateContainerError` with `message`.
+    pub(crate) fn create(message: impl Into<String>) -> LaunchError {
         LaunchError {
             reason: "CreateContainerError",
             message: message.into(),
@@ -177,22 +178,50 @@ impl OciLaunch {
     }
 }
 
-/// Prepares the bundle of `launch` for `config` (in the shim): the root filesystem, the
-/// `subPath` sources, the spec written as `<dir>/config.json`, and the termination-message
-/// file made the container user's. `pid` is the container's PID namespace, resolved by the
-/// shim from [`OciLaunch::pid`]. On error nothing of the root filesystem is left.
+/// The first half of a bundle ([`draft`]): the root filesystem is mounted and the spec built;
+/// nothing is written into the shim's per-container files yet.
+pub struct Draft {
+    spec: oci_spec::runtime::Spec,
+    user: crate::config::ContainerUser,
+}
+
+/// Prepares the bundle of `launch` for `config` (in the shim), the part that needs nothing
+/// of the container's cgroup, log or termination-message file, so the shim makes those
+/// meanwhile: the root filesystem, the `subPath` sources, the spec and the user the container
+/// runs as. `pid` is the container's PID namespace, resolved by the shim from
+/// [`OciLaunch::pid`]. [`finish`] completes it. On error nothing of the root filesystem is
+/// left.
 ///
 /// # Errors
 ///
 /// The kubelet's `CreateContainerConfigError` (`runAsNonRoot`, ...) or containerd's
 /// `CreateContainerError` (the image's user, no command, a failed mount).
-pub fn prepare(
+pub fn draft(
     launch: &OciLaunch,
     config: &ContainerConfig,
     cgroups_path: &str,
     pid: Namespace,
+) -> Result<Draft, LaunchError> {
+    let result = draft_inner(launch, config, cgroups_path, pid);
+    if result.is_err() {
+        let _ = rootfs::remove_rootfs(&launch.dir);
+    }
+    result
+}
+
+/// Completes [`draft`] once the container's cgroup and termination-message file exist: the
+/// cgroup view (youki), the spec written as `<dir>/config.json`, and the termination-message
+/// file made the container user's. On error nothing of the root filesystem is left.
+///
+/// # Errors
+///
+/// containerd's `CreateContainerError` (the cgroup view, the spec, the file's owner).
+pub fn finish(
+    launch: &OciLaunch,
+    config: &ContainerConfig,
+    draft: Draft,
 ) -> Result<Prepared, LaunchError> {
-    let result = prepare_inner(launch, config, cgroups_path, pid);
+    let result = finish_inner(launch, config, draft);
     if result.is_err() {
         // The cgroup view too (`spec::cgroup_mount::rewrite_prepared`).
         let _ = rootfs::remove_rootfs(&launch.dir);
@@ -200,12 +229,22 @@ pub fn prepare(
     result
 }
 
-fn prepare_inner(
+/// Undoes a [`draft`] that is not finished (the shim could not make the container's cgroup,
+/// log or termination-message file).
+///
+/// # Errors
+///
+/// The root filesystem cannot be unmounted or removed.
+pub fn abandon(launch: &OciLaunch) -> io::Result<()> {
+    rootfs::remove_rootfs(&launch.dir)
+}
+
+fn draft_inner(
     launch: &OciLaunch,
     config: &ContainerConfig,
     cgroups_path: &str,
     pid: Namespace,
-) -> Result<Prepared, LaunchError> {
+) -> Result<Draft, LaunchError> {
     let fs = rootfs::mount_rootfs(&launch.dir, &launch.layers, Strategy::Overlay).map_err(|e| {
         LaunchError::create(format!(
             "failed to create containerd container: mounting the image's layers: {e}"
@@ -275,22 +314,8 @@ fn prepare_inner(
         seccomp_localhost: None,
         host,
     })?;
-    // The container's stdio is the shim's (pipes, or a terminal it holds): runc passes it
-    // through rather than making a terminal of its own.
-    let mut spec = spec;
-    if launch.executor == super::executor::RuncMode::Youki {
-        // runc lays `/sys/fs/cgroup` out itself; libcontainer cannot for every container
-        // (see `spec::cgroup_mount`), and is slower at it: the shim lays it out.
-        let view = spec::cgroup_mount::view_dir(&launch.dir);
-        spec::cgroup_mount::rewrite_prepared(&mut spec, &view).map_err(LaunchError::create)?;
-    }
-    let mut process = spec.process().clone().unwrap_or_default();
-    process.set_terminal(Some(false));
-    spec.set_process(Some(process.clone()));
-    let path = launch.dir.join("config.json");
-    spec.save(&path)
-        .map_err(|e| LaunchError::create(format!("writing {}: {e}", path.display())))?;
-    // The termination-message file belongs to the container's user alone (0600).
+    // The termination-message file belongs to the container's user alone (0600): `finish`
+    // gives it to this user.
     let user = resolve_user(
         &launch.pod,
         &launch.container,
@@ -304,28 +329,49 @@ fn prepare_inner(
         },
         UserError::Runtime(m) => LaunchError::create(m),
     })?;
-    let identity = crate::config::ContainerUser {
-        uid: user.uid,
-        gid: user.gid,
-        groups: user.additional_gids.clone(),
-    };
-    if !rustix::process::geteuid().is_root() {
-        return Ok(Prepared {
-            bundle: launch.dir.clone(),
-            process,
-            user: identity,
-        });
+    Ok(Draft {
+        spec,
+        user: crate::config::ContainerUser {
+            uid: user.uid,
+            gid: user.gid,
+            groups: user.additional_gids,
+        },
+    })
+}
+
+fn finish_inner(
+    launch: &OciLaunch,
+    config: &ContainerConfig,
+    draft: Draft,
+) -> Result<Prepared, LaunchError> {
+    let Draft { mut spec, user } = draft;
+    if launch.executor == super::executor::RuncMode::Youki {
+        // runc lays `/sys/fs/cgroup` out itself; libcontainer cannot for every container
+        // (see `spec::cgroup_mount`), and is slower at it: the shim lays it out (binds of the
+        // container's cgroup, which exists now).
+        let view = spec::cgroup_mount::view_dir(&launch.dir);
+        spec::cgroup_mount::rewrite_prepared(&mut spec, &view).map_err(LaunchError::create)?;
     }
-    std::os::unix::fs::chown(
-        &config.termination_message_host_path,
-        Some(user.uid),
-        Some(user.gid),
-    )
-    .map_err(|e| LaunchError::create(format!("owning the termination-message file: {e}")))?;
+    // The container's stdio is the shim's (pipes, or a terminal it holds): runc passes it
+    // through rather than making a terminal of its own.
+    let mut process = spec.process().clone().unwrap_or_default();
+    process.set_terminal(Some(false));
+    spec.set_process(Some(process.clone()));
+    let path = launch.dir.join("config.json");
+    spec.save(&path)
+        .map_err(|e| LaunchError::create(format!("writing {}: {e}", path.display())))?;
+    if rustix::process::geteuid().is_root() {
+        std::os::unix::fs::chown(
+            &config.termination_message_host_path,
+            Some(user.uid),
+            Some(user.gid),
+        )
+        .map_err(|e| LaunchError::create(format!("owning the termination-message file: {e}")))?;
+    }
     Ok(Prepared {
         bundle: launch.dir.clone(),
         process,
-        user: identity,
+        user,
     })
 }
 

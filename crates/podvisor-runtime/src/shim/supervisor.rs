@@ -42,6 +42,57 @@ pub(super) const THREAD_STACK: usize = 128 * 1024;
 /// The stack of the short-lived thread that prepares an OCI bundle.
 const BUNDLE_STACK: usize = 4 * 1024 * 1024;
 
+/// An OCI container's bundle in the making: its thread mounts the root filesystem and builds
+/// the spec ([`crate::oci::launch::draft`]), then waits to be told to finish it (the cgroup
+/// view, `config.json`, the termination-message file's owner) or to remove it.
+struct Bundle {
+    thread: Option<thread::JoinHandle<BundleResult>>,
+    go: mpsc::Sender<bool>,
+    /// When the thread began.
+    begun: Instant,
+    launch: Box<crate::oci::launch::OciLaunch>,
+}
+
+type BundleResult = Result<crate::oci::launch::Prepared, crate::oci::launch::LaunchError>;
+
+impl Bundle {
+    /// Lets its thread finish it once drafted (the container's cgroup and termination-message
+    /// file exist now).
+    fn go(&self) {
+        let _ = self.go.send(true);
+    }
+
+    /// Finishes it and waits for that.
+    fn finish(mut self) -> io::Result<BundleResult> {
+        self.go();
+        self.thread
+            .take()
+            .map_or(Err(io::Error::other("the bundle's thread is gone")), |t| {
+                t.join()
+                    .map_err(|_| io::Error::other("preparing the bundle panicked"))
+            })
+    }
+
+    /// Removes what it made (the start failed before it was used); dropping it does.
+    fn abandon(self) {
+        drop(self);
+    }
+}
+
+impl Drop for Bundle {
+    fn drop(&mut self) {
+        if let Some(thread) = self.thread.take() {
+            // Unless told to go on already, the thread removes what it drafted.
+            let _ = self.go.send(false);
+            if let Ok(Ok(_)) = thread.join()
+                && let Err(e) = crate::oci::launch::abandon(&self.launch)
+            {
+                eprintln!("podvisor shim: removing an unused root filesystem: {e}");
+            }
+        }
+    }
+}
+
 /// Who waits for a reaped pid.
 pub(super) enum Waiter {
     /// The main process of an instance.
@@ -594,11 +645,49 @@ impl Shim {
         instance: u64,
         mut config: ContainerConfig,
     ) -> io::Result<Response> {
-        let ctx =
-            |what: String| move |e: io::Error| io::Error::new(e.kind(), format!("{what}: {e}"));
         // The host's passwd stands in for the image's (execs get the same environment).
         let passwd = std::fs::read_to_string("/etc/passwd").ok();
         config.set_default_home(passwd.as_deref());
+        // An OCI container's root filesystem and spec are made on a thread of their own while
+        // its termination-message file, log and cgroup are made here: neither needs the other
+        // until the bundle is finished (`Bundle::finish`).
+        let bundle = if config.oci.is_some() {
+            match self.begin_bundle(instance, &config)? {
+                Ok(bundle) => Some(bundle),
+                Err(refused) => return Ok(refused),
+            }
+        } else {
+            None
+        };
+        let (writer, cgroup) = match self.container_files(instance, &config) {
+            Ok(made) => made,
+            Err(e) => {
+                if let Some(bundle) = bundle {
+                    bundle.abandon();
+                }
+                return Err(e);
+            }
+        };
+        let cgroup = Arc::new(cgroup);
+        let result = match bundle {
+            Some(bundle) => self.spawn_oci(instance, config, &cgroup, writer, bundle),
+            None => self.spawn_container(instance, config, &cgroup, writer),
+        };
+        if !matches!(result, Ok(Response::Started { .. })) {
+            let _ = cgroup.kill_all();
+            let _ = cgroup.remove();
+        }
+        result
+    }
+
+    /// A container's termination-message file, log file and cgroup.
+    fn container_files(
+        &self,
+        instance: u64,
+        config: &ContainerConfig,
+    ) -> io::Result<(SharedLogWriter, ContainerCgroup)> {
+        let ctx =
+            |what: String| move |e: io::Error| io::Error::new(e.kind(), format!("{what}: {e}"));
         let tm = &config.termination_message_host_path;
         create_termination_message_file(tm, &config.user, self.rootless)
             .map_err(ctx(format!("creating {}", tm.display())))?;
@@ -609,7 +698,7 @@ impl Shim {
             "creating log file {}",
             config.log_path.display()
         )))?;
-        let cgroup_name = cgroup_name(&config, instance);
+        let cgroup_name = cgroup_name(config, instance);
         let cgroup = ContainerCgroup::create(
             &self.cgroups,
             &config.cgroup_parent,
@@ -641,17 +730,60 @@ impl Shim {
                 eprintln!("podvisor shim: preparing the cpuset cgroup of {cgroup_name}: {e}");
             }
         }
-        let cgroup = Arc::new(cgroup);
-        let result = if config.oci.is_some() {
-            self.spawn_oci(instance, config, &cgroup, writer)
-        } else {
-            self.spawn_container(instance, config, &cgroup, writer)
+        Ok((writer, cgroup))
+    }
+
+    /// Starts making an OCI container's bundle ([`Bundle`]); `Err` is the start's refusal
+    /// (the PID namespace it asks for cannot be had).
+    fn begin_bundle(
+        &self,
+        instance: u64,
+        config: &ContainerConfig,
+    ) -> io::Result<Result<Bundle, Response>> {
+        let Some(launch) = config.oci.clone() else {
+            return Err(io::Error::other("not an OCI container"));
         };
-        if !matches!(result, Ok(Response::Started { .. })) {
-            let _ = cgroup.kill_all();
-            let _ = cgroup.remove();
+        if self.shared_tmpfs {
+            self.mount_shared_tmpfs(config)?;
         }
-        result
+        let pid_namespace = match self.pid_namespace(&launch.pid) {
+            Ok(ns) => ns,
+            Err(message) => {
+                return Ok(Err(Response::StartFailed {
+                    reason: "CreateContainerError".into(),
+                    message,
+                    created: false,
+                }));
+            }
+        };
+        let cgroups_path = cgroups_path(config, instance);
+        let begun = Instant::now();
+        let (go, wait) = mpsc::channel();
+        let config = config.clone();
+        let kept = launch.clone();
+        // On a thread with a full-size stack: building and serialising a runtime spec takes
+        // far more than a connection thread's.
+        let thread = thread::Builder::new()
+            .name(format!("bundle-{instance}"))
+            .stack_size(BUNDLE_STACK)
+            .spawn(move || {
+                use crate::oci::launch;
+                let draft = launch::draft(&launch, &config, &cgroups_path, pid_namespace)?;
+                if wait.recv() == Ok(true) {
+                    launch::finish(&launch, &config, draft)
+                } else {
+                    if let Err(e) = launch::abandon(&launch) {
+                        eprintln!("podvisor shim: removing an unused root filesystem: {e}");
+                    }
+                    Err(launch::LaunchError::create("abandoned"))
+                }
+            })?;
+        Ok(Ok(Bundle {
+            thread: Some(thread),
+            go,
+            begun,
+            launch: kept,
+        }))
     }
 
     fn spawn_container(
@@ -792,66 +924,43 @@ impl Shim {
         config: ContainerConfig,
         cgroup: &Arc<ContainerCgroup>,
         writer: SharedLogWriter,
+        bundle: Bundle,
     ) -> io::Result<Response> {
-        use crate::oci::executor::{OciExecutor, ProcessIo};
+        use crate::oci::executor::{ProcessIo, RunAfterError};
         let Some(launch) = config.oci.clone() else {
             return Err(io::Error::other("not an OCI container"));
         };
-        if self.shared_tmpfs {
-            self.mount_shared_tmpfs(&config)?;
-        }
-        let pid_namespace = match self.pid_namespace(&launch.pid) {
-            Ok(ns) => ns,
-            Err(message) => {
-                return Ok(Response::StartFailed {
-                    reason: "CreateContainerError".into(),
-                    message,
-                    created: false,
-                });
-            }
-        };
-        let cgroups_path = cgroups_path(&config, instance);
-        let begun = std::time::Instant::now();
-        // On a thread with a full-size stack: building and serialising a runtime spec takes
-        // far more than a connection thread's.
-        let prepared = {
-            let (launch, config) = ((*launch).clone(), config.clone());
-            thread::Builder::new()
-                .name(format!("bundle-{instance}"))
-                .stack_size(BUNDLE_STACK)
-                .spawn(move || {
-                    crate::oci::launch::prepare(&launch, &config, &cgroups_path, pid_namespace)
-                })?
-                .join()
-                .map_err(|_| io::Error::other("preparing the bundle panicked"))?
-        };
-        let prepared = match prepared {
-            Ok(prepared) => prepared,
-            Err(e) => {
-                return Ok(Response::StartFailed {
-                    reason: e.reason.into(),
-                    message: e.message,
-                    created: false,
-                });
-            }
-        };
-        let user = prepared.user.clone();
+        let begun = bundle.begun;
+        // Its last steps overlap the helper's spawn.
+        bundle.go();
         let (io, [stdin, stdout, stderr], outputs) = ContainerIo::create(config.stdio)?;
         let runc = launch.runc(ShimRunner(Arc::clone(self)));
         let oom_baseline = cgroup.oom_kill_count();
-        let bundled = begun.elapsed();
+        // The bundle is finished while the executor's helper starts (`Runc::run_after`).
+        let prepared = std::cell::OnceCell::new();
+        let bundled = std::cell::Cell::new(Duration::ZERO);
+        let finish = || -> Result<(), crate::oci::launch::LaunchError> {
+            let done = bundle
+                .finish()
+                .unwrap_or_else(|e| Err(crate::oci::launch::LaunchError::create(e.to_string())))?;
+            bundled.set(begun.elapsed());
+            let _ = prepared.set(done);
+            Ok(())
+        };
         let (done_tx, done_rx) = mpsc::channel();
         let pumps = outputs.len();
         let mut done_rx = Some(done_rx);
         let mut registered = None;
-        let mut oci = Some(Arc::new(OciExec {
-            launch: (*launch).clone(),
-            process: prepared.process,
-        }));
         // Called by the executor once the init process exists, before the reaper can see it
         // exit (runc's exec FIFO holds it, or the reaper is held off).
         let mut register = |pid: u32| {
             let started_at = now();
+            let oci = prepared.get().map(|p: &crate::oci::launch::Prepared| {
+                Arc::new(OciExec {
+                    launch: (*launch).clone(),
+                    process: p.process.clone(),
+                })
+            });
             let mut state = self.state();
             state
                 .waiters
@@ -868,7 +977,7 @@ impl Shim {
                     oom_baseline,
                     pumps: done_rx.take().map(|rx| (rx, pumps)),
                     io: Some(Arc::clone(&io)),
-                    oci: oci.take(),
+                    oci,
                     reaped: false,
                     exit: None,
                     acked: false,
@@ -876,8 +985,8 @@ impl Shim {
             );
             registered = Some((pid, started_at, begun.elapsed()));
         };
-        let ran = runc.run(
-            &prepared.bundle,
+        let ran = runc.run_after(
+            &launch.dir,
             &launch.id,
             &launch.pid_file(),
             ProcessIo::Fds {
@@ -885,8 +994,24 @@ impl Shim {
                 stdout,
                 stderr,
             },
+            finish,
             &mut register,
         );
+        let ran = match ran {
+            Err(RunAfterError::Finish(e)) => {
+                return Ok(Response::StartFailed {
+                    reason: e.reason.into(),
+                    message: e.message,
+                    created: false,
+                });
+            }
+            Err(RunAfterError::Run(e)) => Err(e),
+            Ok(pid) => Ok(pid),
+        };
+        let bundled = bundled.get();
+        let Some(user) = prepared.get().map(|p| p.user.clone()) else {
+            return Err(io::Error::other("the bundle was not finished"));
+        };
         let Some((pid, started_at, created)) = registered else {
             // Nothing of the container runs: what the pipes got is runc's own error,
             // dropped with them.
@@ -1297,6 +1422,7 @@ impl crate::oci::executor::CommandRunner for ShimRunner {
     fn run_then(
         &self,
         command: &mut Command,
+        gate: &mut dyn FnMut() -> bool,
         then: &mut dyn FnMut(&std::process::ExitStatus),
     ) -> io::Result<std::process::ExitStatus> {
         let _fork = self
@@ -1305,6 +1431,9 @@ impl crate::oci::executor::CommandRunner for ShimRunner {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         let mut child = command.spawn()?;
+        if !gate() {
+            let _ = child.kill();
+        }
         let status = child.wait()?;
         then(&status);
         // The reaper may be waiting for a first child to appear.
