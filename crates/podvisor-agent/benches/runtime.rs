@@ -779,12 +779,18 @@ fn run_agent_phases(opts: &Options, exe: &Path, base: &Path, results: &mut Resul
     ));
 
     let shared = Arc::new(Mutex::new(Results::default()));
+    // The exit phase's containers run this bench's own binary (`stamp-exit`), which no image
+    // of the oci class holds.
+    let exit = opts.runs("exit") && !opts.oci;
+    if opts.oci && opts.runs("exit") {
+        progress("exit phase: not with --oci (its containers run this bench's binary); skipped");
+    }
     let phases = {
         let (ctx, shared) = (Arc::clone(&ctx), Arc::clone(&shared));
         let opts = PhaseOptions {
             start: opts.runs("start"),
             idle: opts.runs("idle"),
-            exit: opts.runs("exit"),
+            exit,
             burst: opts.runs("burst"),
             exec: opts.runs("exec"),
             http: opts.runs("http"),
