@@ -316,7 +316,7 @@ fn wait_for(path: &Path) -> Result<(), Failure> {
     use std::os::unix::fs::OpenOptionsExt;
     let mut fifo = std::fs::OpenOptions::new()
         .read(true)
-        .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits().cast_signed())
+        .custom_flags(libc::O_NOFOLLOW)
         .open(path)
         .map_err(|e| Failure(format!("opening {}: {e}", path.display())))?;
     let mut byte = [0u8; 1];

@@ -671,7 +671,7 @@ impl Gate {
         let writer = std::fs::OpenOptions::new()
             .read(true)
             .write(true)
-            .custom_flags(libc_o_nofollow())
+            .custom_flags(libc::O_NOFOLLOW)
             .open(&path);
         match writer {
             Ok(writer) => Ok(Gate { path, writer }),
@@ -692,11 +692,6 @@ impl Drop for Gate {
     fn drop(&mut self) {
         let _ = std::fs::remove_file(&self.path);
     }
-}
-
-/// `O_NOFOLLOW`, as `OpenOptionsExt::custom_flags` takes it.
-fn libc_o_nofollow() -> i32 {
-    rustix::fs::OFlags::NOFOLLOW.bits().cast_signed()
 }
 
 /// `VERB.. --bundle B --pid-file P [--console-socket S] ID`, as `create` and `run` take them.

@@ -229,14 +229,14 @@ pub fn finish(
     result
 }
 
-/// Undoes a [`draft`] that is not finished (the shim could not make the container's cgroup,
-/// log or termination-message file).
+/// Undoes a bundle at `dir` that will not be used ([`draft`]ed or [`finish`]ed for a start
+/// that failed before it): its root filesystem and cgroup view.
 ///
 /// # Errors
 ///
 /// The root filesystem cannot be unmounted or removed.
-pub fn abandon(launch: &OciLaunch) -> io::Result<()> {
-    rootfs::remove_rootfs(&launch.dir)
+pub fn abandon(dir: &Path) -> io::Result<()> {
+    rootfs::remove_rootfs(dir)
 }
 
 fn draft_inner(

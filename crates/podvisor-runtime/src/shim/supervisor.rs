@@ -50,7 +50,6 @@ struct Bundle {
     go: mpsc::Sender<bool>,
     /// When the thread began.
     begun: Instant,
-    launch: Box<crate::oci::launch::OciLaunch>,
 }
 
 type BundleResult = Result<crate::oci::launch::Prepared, crate::oci::launch::LaunchError>;
@@ -72,20 +71,16 @@ impl Bundle {
                     .map_err(|_| io::Error::other("preparing the bundle panicked"))
             })
     }
-
-    /// Removes what it made (the start failed before it was used); dropping it does.
-    fn abandon(self) {
-        drop(self);
-    }
 }
 
 impl Drop for Bundle {
     fn drop(&mut self) {
         if let Some(thread) = self.thread.take() {
-            // Unless told to go on already, the thread removes what it drafted.
+            // Unless told to go on already, the thread removes what it drafted; what it
+            // finished goes here.
             let _ = self.go.send(false);
-            if let Ok(Ok(_)) = thread.join()
-                && let Err(e) = crate::oci::launch::abandon(&self.launch)
+            if let Ok(Ok(prepared)) = thread.join()
+                && let Err(e) = crate::oci::launch::abandon(&prepared.bundle)
             {
                 eprintln!("podvisor shim: removing an unused root filesystem: {e}");
             }
@@ -659,15 +654,8 @@ impl Shim {
         } else {
             None
         };
-        let (writer, cgroup) = match self.container_files(instance, &config) {
-            Ok(made) => made,
-            Err(e) => {
-                if let Some(bundle) = bundle {
-                    bundle.abandon();
-                }
-                return Err(e);
-            }
-        };
+        // On error the bundle, dropped, is removed.
+        let (writer, cgroup) = self.container_files(instance, &config)?;
         let cgroup = Arc::new(cgroup);
         let result = match bundle {
             Some(bundle) => self.spawn_oci(instance, config, &cgroup, writer, bundle),
@@ -760,7 +748,6 @@ impl Shim {
         let begun = Instant::now();
         let (go, wait) = mpsc::channel();
         let config = config.clone();
-        let kept = launch.clone();
         // On a thread with a full-size stack: building and serialising a runtime spec takes
         // far more than a connection thread's.
         let thread = thread::Builder::new()
@@ -772,7 +759,7 @@ impl Shim {
                 if wait.recv() == Ok(true) {
                     launch::finish(&launch, &config, draft)
                 } else {
-                    if let Err(e) = launch::abandon(&launch) {
+                    if let Err(e) = launch::abandon(&launch.dir) {
                         eprintln!("podvisor shim: removing an unused root filesystem: {e}");
                     }
                     Err(launch::LaunchError::create("abandoned"))
@@ -782,7 +769,6 @@ impl Shim {
             thread: Some(thread),
             go,
             begun,
-            launch: kept,
         }))
     }
 
@@ -1009,9 +995,6 @@ impl Shim {
             Ok(pid) => Ok(pid),
         };
         let bundled = bundled.get();
-        let Some(user) = prepared.get().map(|p| p.user.clone()) else {
-            return Err(io::Error::other("the bundle was not finished"));
-        };
         let Some((pid, started_at, created)) = registered else {
             // Nothing of the container runs: what the pipes got is runc's own error,
             // dropped with them.
@@ -1055,13 +1038,14 @@ impl Shim {
             config.name,
             launch.executor,
             bundled.as_secs_f64() * 1e3,
-            (created - bundled).as_secs_f64() * 1e3,
+            created.saturating_sub(bundled).as_secs_f64() * 1e3,
             (begun.elapsed() - created).as_secs_f64() * 1e3,
         );
         Ok(Response::Started {
             pid,
             started_at,
-            user: Some(user),
+            // Registered only after the bundle was finished.
+            user: prepared.get().map(|p| p.user.clone()),
         })
     }
 
