@@ -98,17 +98,23 @@ impl Writer {
                 }
             }
         }
-        self.record_history(transitions).await;
+        let history = self.history_job(transitions);
         let newest = terminated.clone().or(newest);
         if let Some(pod) = &newest {
             self.latest.send_replace(Some(pod.clone()));
         }
-        // The status first: a watcher waiting for the pod to run should not wait for the
-        // batch's events too (a start's Pulled, Created and Started are three store writes,
-        // each fsynced). The kubelet's status manager and event recorder do not order them
-        // either; the events follow at once.
-        if let Some(pod) = newest {
-            self.write_status(*pod).await;
+        // The history, then the status, on one blocking thread (a second hop would be a
+        // start's wait); the status before the events: a watcher waiting for the pod to run
+        // should not wait for the batch's events too (a start's Pulled, Created and Started
+        // are three store writes, each fsynced). The kubelet's status manager and event
+        // recorder do not order them either; the events follow at once.
+        match newest {
+            Some(pod) => self.write_status(*pod, history).await,
+            None => {
+                if let Some(history) = history {
+                    let _ = tokio::task::spawn_blocking(history).await;
+                }
+            }
         }
         if !events.is_empty() {
             let pod = self.latest.borrow().clone();
@@ -119,28 +125,28 @@ impl Writer {
         terminated
     }
 
-    /// Every status of the batch goes into the node's history (the store gets the newest).
-    async fn record_history(&self, pods: Vec<Pod>) {
-        let Some((history, clock)) = self.history.clone() else {
-            return;
-        };
+    /// What puts every status of the batch into the node's history (the store gets the
+    /// newest), to run on a blocking thread; `None` without a history or a status.
+    fn history_job(&self, pods: Vec<Pod>) -> Option<impl FnOnce() + Send + 'static> {
+        let (history, clock) = self.history.clone()?;
         if pods.is_empty() {
-            return;
+            return None;
         }
         let now = clock.now();
         let uid = self.uid.clone();
-        let result = tokio::task::spawn_blocking(move || {
-            pods.iter()
+        let key = self.key.clone();
+        Some(move || {
+            if let Err(e) = pods
+                .iter()
                 .try_for_each(|pod| history.record(&uid, pod, now))
+            {
+                warning!(
+                    "pod {}/{}: recording its history: {e}",
+                    key.namespace,
+                    key.name
+                );
+            }
         })
-        .await;
-        if let Ok(Err(e)) = result {
-            warning!(
-                "pod {}/{}: recording its history: {e}",
-                self.key.namespace,
-                self.key.name
-            );
-        }
     }
 
     async fn record(&mut self, pod: Pod, events: Vec<TimedEvent>) {
@@ -166,12 +172,16 @@ impl Writer {
         self.recorder = recorded.ok();
     }
 
-    /// Writes `pod.status` into the stored object of the same UID, if there still is one.
-    async fn write_status(&self, pod: Pod) {
+    /// Writes `pod.status` into the stored object of the same UID, if there still is one;
+    /// `history` (the batch's history records) runs first, on the same blocking thread.
+    async fn write_status(&self, pod: Pod, history: Option<impl FnOnce() + Send + 'static>) {
         let store = self.store.clone();
         let key = self.key.clone();
         let uid = self.uid.clone();
         let result = tokio::task::spawn_blocking(move || {
+            if let Some(history) = history {
+                history();
+            }
             write_pod_status(&store, &key, &uid, &pod.status.unwrap_or_default())
         })
         .await;

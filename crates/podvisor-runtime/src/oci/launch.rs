@@ -31,7 +31,7 @@ pub struct OciLaunch {
     pub dir: PathBuf,
     /// The directory runc keeps its state under (`<state>/runc`, `<state>/runc-log`).
     pub runc_state: PathBuf,
-    /// The pod as it is now.
+    /// The pod as it is now, without its status and managed fields.
     pub pod: Pod,
     /// The container (defaulted).
     pub container: Container,

@@ -83,6 +83,7 @@ pub(crate) fn hand_over(mut stdin: ChildStdin, pod_dir: &Path, socket: &Path) ->
 ///
 /// Its input cannot be read, or the pod's shim log cannot be opened.
 pub(super) fn wait() -> io::Result<Option<Args>> {
+    rehearse();
     let mut input = Vec::new();
     io::stdin().lock().read_to_end(&mut input)?;
     let Some((pod_dir, socket)) = parse(&input) else {
@@ -110,6 +111,17 @@ pub(super) fn wait() -> io::Result<Option<Args>> {
         );
     }
     Ok(Some(Args { pod_dir, socket }))
+}
+
+/// A typical pod's first start request, as the agent sends it.
+const REHEARSAL: &str = include_str!("spare/rehearsal.json");
+
+/// Reads [`REHEARSAL`] and drops it: a process's first decoding of a start request maps
+/// the decoders' code in (a pod's, a container's, the launch's), which took 0.2 to 0.45 ms
+/// of a pod's start against 0.06 to 0.1 ms for a second decoding of the same line. A spare
+/// does it while it waits; the pages stay until the shim trims its start-up pages.
+fn rehearse() {
+    let _ = serde_json::from_str::<super::protocol::Request>(REHEARSAL);
 }
 
 /// Rewrites this process's arguments after the first (the program) as `args`, in place:
@@ -156,6 +168,21 @@ fn set_command_line(args: &[&OsStr]) -> io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The rehearsal is what it stands for: a start request of an OCI container that decodes
+    /// whole (a protocol change that breaks it fails here, not silently in every spare).
+    #[test]
+    fn the_rehearsal_decodes_as_an_oci_start() {
+        let request: super::super::protocol::Request =
+            serde_json::from_str(REHEARSAL).expect("the rehearsal decodes");
+        let super::super::protocol::Request::Start { config, .. } = request else {
+            panic!("the rehearsal is not a start: {request:?}");
+        };
+        let launch = config.oci.expect("an OCI launch");
+        let container = &launch.pod.spec.as_ref().expect("a pod spec").containers[0];
+        assert!(container.readiness_probe.is_some() && container.resources.is_some());
+        assert!(launch.pod.status.is_none() && launch.pod.metadata.managed_fields.is_none());
+    }
 
     /// The hand-over message reads back as the same two paths; anything else is no pod.
     #[test]
