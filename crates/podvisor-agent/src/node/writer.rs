@@ -108,13 +108,9 @@ impl Writer {
         // should not wait for the batch's events too (a start's Pulled, Created and Started
         // are three store writes, each fsynced). The kubelet's status manager and event
         // recorder do not order them either; the events follow at once.
-        match newest {
-            Some(pod) => self.write_status(*pod, history).await,
-            None => {
-                if let Some(history) = history {
-                    let _ = tokio::task::spawn_blocking(history).await;
-                }
-            }
+        // (A batch has history to record exactly when it has a status.)
+        if let Some(pod) = newest {
+            self.write_status(*pod, history).await;
         }
         if !events.is_empty() {
             let pod = self.latest.borrow().clone();

@@ -619,7 +619,7 @@ impl OciClass {
         // A present image the policy takes as it is is recorded as in use on the same
         // blocking thread (one hop less on the start's path).
         let takes_present = matches!(policy, "IfNotPresent" | "Never");
-        let (present, mut recorded) = {
+        let (present, recorded) = {
             let store = self.images.clone();
             let reference = reference.clone();
             let pod_dir = paths.pod_dir.clone();
@@ -690,7 +690,7 @@ impl OciClass {
             // wait (it rewrites and fsyncs the store's index once a second at most).
             let (store, id) = (self.images.clone(), image.id.clone());
             drop(tokio::task::spawn_blocking(move || store.mark_used(&id)));
-            let recorded = match recorded.take() {
+            let recorded = match recorded {
                 Some(recorded) => recorded,
                 None => {
                     let id = image.id.clone();
