@@ -410,7 +410,11 @@ impl ProcessRuntime {
                 if slot.is_some() || !inner.spares.load(Ordering::SeqCst) {
                     return;
                 }
-                let mut command = crate::shim::spare::command(&inner.shim_exe);
+                let youki_ahead = inner
+                    .oci
+                    .as_ref()
+                    .is_some_and(|oci| oci.keeps_helper_ahead());
+                let mut command = crate::shim::spare::command(&inner.shim_exe, youki_ahead);
                 let mut shims = spawned_shims();
                 match command.spawn() {
                     Ok(mut child) => {
@@ -513,6 +517,7 @@ impl ProcessRuntime {
         pod: &Pod,
         paths: &PodPaths,
         socket: &Path,
+        youki_ahead: bool,
     ) -> Result<(ShimClient, u32), SandboxError> {
         for dir in [&paths.pod_dir, &paths.log_dir] {
             std::fs::create_dir_all(dir)
@@ -520,7 +525,7 @@ impl ProcessRuntime {
         }
         prepare_volumes(pod, paths)?;
         let pid = self
-            .spawn_shim(&paths.pod_dir, socket)
+            .spawn_shim(&paths.pod_dir, socket, youki_ahead)
             .map_err(|e| sandbox_failed(format!("starting the shim: {e}")))?;
         let answered = wait_for_shim(socket, &paths.pod_dir, pid).await;
         if answered.is_err()
@@ -562,7 +567,9 @@ impl ProcessRuntime {
             .collect()
     }
 
-    fn spawn_shim(&self, pod_dir: &Path, socket: &Path) -> io::Result<u32> {
+    /// Hands the spare shim the pod, or starts a shim for it; `youki_ahead`: its OCI
+    /// containers are youki's helper's, which the shim keeps started ahead.
+    fn spawn_shim(&self, pod_dir: &Path, socket: &Path, youki_ahead: bool) -> io::Result<u32> {
         let shim_dir = layout::shim_dir(pod_dir);
         std::fs::create_dir_all(&shim_dir)?;
         let spare = self
@@ -574,7 +581,7 @@ impl ProcessRuntime {
         if let Some(SpareShim { pid, stdin }) = spare {
             // The next spare comes once this pod's first container is started (see
             // `start_container`), not beside its start on the node's few cores.
-            match crate::shim::spare::hand_over(stdin, pod_dir, socket) {
+            match crate::shim::spare::hand_over(stdin, pod_dir, socket, youki_ahead) {
                 Ok(()) => return Ok(pid),
                 Err(e) => tracing::debug!("the spare shim {pid} is gone ({e}): starting one"),
             }
@@ -590,6 +597,7 @@ impl ProcessRuntime {
             .arg(pod_dir)
             .arg("--socket")
             .arg(socket)
+            .args(youki_ahead.then_some(crate::shim::server::YOUKI_AHEAD))
             .stdin(std::process::Stdio::null())
             .stdout(log.try_clone()?)
             .stderr(log);
@@ -1024,7 +1032,13 @@ impl Runtime for ProcessRuntime {
                 }
                 let created_logs = !paths.log_dir.exists();
                 let had_journal = layout::journal(&paths.pod_dir).exists();
-                let started = self.start_shim(pod, &paths, &socket).await;
+                let youki_ahead = class == RuntimeClass::Oci
+                    && self
+                        .inner
+                        .oci
+                        .as_ref()
+                        .is_some_and(|oci| oci.keeps_helper_ahead());
+                let started = self.start_shim(pod, &paths, &socket, youki_ahead).await;
                 match started {
                     Ok((client, pid)) => {
                         if !had_journal {

@@ -155,6 +155,13 @@ fn chain(e: &dyn std::error::Error) -> String {
 
 /// Runs the helper with `args` (what follows `podvisor youki`); returns the exit status.
 pub fn main(args: impl Iterator<Item = std::ffi::OsString>) -> i32 {
+    let mut args = args.peekable();
+    if args
+        .peek()
+        .is_some_and(|a| a == podvisor_runtime::oci::ahead::ARG)
+    {
+        return ahead();
+    }
     let cli = match Cli::try_parse_from(std::iter::once("podvisor youki".into()).chain(args)) {
         Ok(cli) => cli,
         Err(e) => {
@@ -199,6 +206,89 @@ pub fn main(args: impl Iterator<Item = std::ffi::OsString>) -> i32 {
             // `runc exec` in the foreground exits 255 when the process could not be started.
             if op == "exec" { 255 } else { 1 }
         }
+    }
+}
+
+/// `podvisor youki ahead` ([`podvisor_runtime::oci::ahead`]): rehearses, then waits on its
+/// standard input for the call, makes the call's descriptors its standard I/O and runs it as
+/// `podvisor youki <arguments>`; exits 0 at the socket's end with no call.
+fn ahead() -> i32 {
+    use podvisor_runtime::oci::ahead;
+    use std::os::fd::AsFd;
+    // Out of its starter's session (a spare shim's is the agent's until it has a pod): a
+    // terminal's signals to the agent are not for it.
+    let _ = rustix::process::setsid();
+    rehearse();
+    let call = ahead::receive(std::io::stdin().as_fd());
+    match call {
+        Ok(Some(ahead::Call {
+            args,
+            stdio: [stdin, stdout, stderr],
+            mount_ns,
+        })) => {
+            if args.first().is_some_and(|a| a == ahead::ARG) {
+                eprintln!("podvisor youki ahead: a call cannot wait for another");
+                return 2;
+            }
+            // The socket (0) closes here: from now on this is the call's process.
+            let dup = rustix::stdio::dup2_stdin(&stdin)
+                .and_then(|()| rustix::stdio::dup2_stdout(&stdout))
+                .and_then(|()| rustix::stdio::dup2_stderr(&stderr));
+            if let Err(e) = dup {
+                eprintln!("podvisor youki ahead: taking the call's standard I/O: {e}");
+                return 1;
+            }
+            drop((stdin, stdout, stderr));
+            if let Err(e) = ahead::join_mount_namespace(mount_ns.as_fd()) {
+                eprintln!("podvisor youki ahead: joining the caller's mount namespace: {e}");
+                return 1;
+            }
+            drop(mount_ns);
+            main(args.into_iter())
+        }
+        Ok(None) => 0,
+        Err(e) => {
+            eprintln!("podvisor youki ahead: {e}");
+            2
+        }
+    }
+}
+
+/// A start's command line, as the shim calls the helper.
+const REHEARSAL_ARGS: [&str; 16] = [
+    "podvisor youki",
+    "--root",
+    "/var/lib/podvisor/youki",
+    "--log",
+    "/var/lib/podvisor/youki-log/1-0-run.json",
+    "--log-format",
+    "json",
+    "run",
+    "--detach",
+    "--after",
+    "/var/lib/podvisor/youki-log/c.after",
+    "--bundle",
+    "/var/lib/podvisor/pods/00000000-0000-0000-0000-000000000000/oci/1",
+    "--pid-file",
+    "/var/lib/podvisor/pods/00000000-0000-0000-0000-000000000000/oci/1/init.pid",
+    "c",
+];
+
+/// A typical container's `config.json`, as the shim writes it.
+const REHEARSAL_SPEC: &str = include_str!("youki/rehearsal.json");
+
+/// What a call does first, done once while the helper waits, so that the decoders' code is
+/// mapped in before it is called: the command line parsed, a spec read from a file as
+/// libcontainer reads `config.json` (through a memory file: the same reader's code).
+fn rehearse() {
+    use std::os::fd::AsRawFd;
+    let _ = Cli::try_parse_from(REHEARSAL_ARGS);
+    let Ok(fd) = rustix::fs::memfd_create("rehearsal", rustix::fs::MemfdFlags::CLOEXEC) else {
+        return;
+    };
+    let mut file = std::fs::File::from(fd);
+    if file.write_all(REHEARSAL_SPEC.as_bytes()).is_ok() {
+        let _ = Spec::load(format!("/proc/self/fd/{}", file.as_raw_fd()));
     }
 }
 
@@ -533,7 +623,33 @@ fn errno_text(errno: i32) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::worded;
+    use super::{Cli, Op, REHEARSAL_ARGS, REHEARSAL_SPEC, Spec, worded};
+    use clap::Parser;
+
+    /// The rehearsal is what it stands for: a `run` command line the helper parses, and a
+    /// container's spec that decodes whole, as the shim writes it (a change that breaks
+    /// either fails here, not silently in every helper started ahead).
+    #[test]
+    fn the_rehearsal_parses_as_a_start() {
+        let cli = Cli::try_parse_from(REHEARSAL_ARGS).expect("the command line parses");
+        assert!(matches!(
+            cli.op,
+            Op::Run {
+                detach: true,
+                after: Some(_),
+                ..
+            }
+        ));
+        let spec: Spec = serde_json::from_str(REHEARSAL_SPEC).expect("the spec decodes");
+        assert!(spec.mounts().as_ref().is_some_and(|m| m.len() > 8));
+        let process = spec.process().as_ref().expect("a process");
+        assert!(process.capabilities().is_some() && process.env().is_some());
+        assert!(
+            spec.linux()
+                .as_ref()
+                .is_some_and(|l| l.namespaces().is_some())
+        );
+    }
 
     /// A process that cannot be started is worded as runc words it; other failures are
     /// youki's own.

@@ -1033,3 +1033,130 @@ spec:
     assert_eq!(probe_processes(), 0);
     assert_eq!(ctx.stop(Duration::from_secs(10)), Some(0));
 }
+
+/// youki's helper started ahead (`podvisor youki ahead`) carries out the call it is sent as
+/// `podvisor youki <arguments>` would, with the call's standard I/O (its error reaches the
+/// caller's pipe and its log, its exit status is the command's), and exits 0, doing nothing,
+/// when its socket ends with no call. No root needed: the call is a `state` of nothing.
+#[test]
+fn youki_helper_started_ahead_runs_its_call_with_the_calls_stdio() {
+    use podvisor_runtime::oci::ahead::Ahead;
+    use std::io::Read;
+    use std::os::fd::AsFd;
+    let dir = std::env::temp_dir().join(format!("pv-ahead-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let helper = std::path::Path::new(env!("CARGO_BIN_EXE_podvisor"));
+    let ahead = Ahead::spawn(helper, "/usr/bin:/bin").unwrap();
+    // Called at once: the call waits in the socket while the helper starts.
+    let (mut errors, errors_w) = std::io::pipe().unwrap();
+    let null = std::fs::File::open("/dev/null").unwrap();
+    let log = dir.join("state.json");
+    let args: Vec<std::ffi::OsString> = vec![
+        "--root".into(),
+        dir.join("youki").into(),
+        "--log".into(),
+        log.clone().into(),
+        "--log-format".into(),
+        "json".into(),
+        "state".into(),
+        "nope".into(),
+    ];
+    let ns = std::fs::File::open("/proc/self/ns/mnt").unwrap();
+    ahead
+        .call(
+            &args,
+            [null.as_fd(), null.as_fd(), errors_w.as_fd()],
+            ns.as_fd(),
+        )
+        .unwrap();
+    drop(errors_w);
+    let status = ahead.wait().unwrap();
+    let mut stderr = String::new();
+    errors.read_to_string(&mut stderr).unwrap();
+    assert_eq!(status.code(), Some(1), "stderr: {stderr}");
+    assert!(
+        stderr.contains("podvisor youki state") && stderr.contains("\"nope\" does not exist"),
+        "{stderr}"
+    );
+    let logged = std::fs::read_to_string(&log).unwrap();
+    assert!(
+        logged.contains(r#""level":"error""#) && logged.contains("does not exist"),
+        "{logged}"
+    );
+    // Let go uncalled.
+    let idle = Ahead::spawn(helper, "/usr/bin:/bin").unwrap();
+    let mut child = idle.let_go();
+    assert_eq!(child.wait().unwrap().code(), Some(0));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// A helper started ahead runs its call in the caller's mount namespace (a spare shim starts
+/// it before it makes its own): called from a thread with a mount namespace of its own, the
+/// helper writes its log into a tmpfs mounted only there, and nothing into the directory
+/// beneath it.
+#[test]
+#[ignore = "needs root: run as root with --include-ignored (scripts/test does)"]
+fn youki_helper_started_ahead_joins_its_callers_mount_namespace() {
+    use podvisor_runtime::oci::ahead::Ahead;
+    use std::os::fd::AsFd;
+    let dir = std::env::temp_dir().join(format!("pv-ahead-ns-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let helper = std::path::Path::new(env!("CARGO_BIN_EXE_podvisor"));
+    // Started here, in the test's namespace.
+    let ahead = Ahead::spawn(helper, "/usr/bin:/bin").unwrap();
+    let log = dir.join("state.json");
+    let inside = {
+        let (dir, log) = (dir.clone(), log.clone());
+        std::thread::spawn(move || -> String {
+            // SAFETY: this thread only; it shares nothing with the others from here on.
+            #[allow(unsafe_code)]
+            unsafe { rustix::thread::unshare_unsafe(rustix::thread::UnshareFlags::NEWNS) }.unwrap();
+            rustix::mount::mount_change(
+                "/",
+                rustix::mount::MountPropagationFlags::PRIVATE
+                    | rustix::mount::MountPropagationFlags::REC,
+            )
+            .unwrap();
+            rustix::mount::mount(
+                "tmpfs",
+                &dir,
+                "tmpfs",
+                rustix::mount::MountFlags::empty(),
+                None,
+            )
+            .unwrap();
+            let ns = std::fs::File::open("/proc/thread-self/ns/mnt").unwrap();
+            let null = std::fs::File::open("/dev/null").unwrap();
+            let args: Vec<std::ffi::OsString> = vec![
+                "--root".into(),
+                dir.join("youki").into(),
+                "--log".into(),
+                log.clone().into(),
+                "--log-format".into(),
+                "json".into(),
+                "state".into(),
+                "nope".into(),
+            ];
+            ahead
+                .call(
+                    &args,
+                    [null.as_fd(), null.as_fd(), null.as_fd()],
+                    ns.as_fd(),
+                )
+                .unwrap();
+            assert_eq!(ahead.wait().unwrap().code(), Some(1));
+            std::fs::read_to_string(&log).unwrap_or_default()
+        })
+        .join()
+        .unwrap()
+    };
+    assert!(
+        inside.contains("does not exist"),
+        "log in the tmpfs: {inside:?}"
+    );
+    assert!(
+        !log.exists(),
+        "the helper wrote outside its caller's namespace"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -30,7 +30,7 @@
 //! [`ExecutorError::kubelet_message`] words it as containerd does, for the container's
 //! `RunContainerError` message.
 
-use std::ffi::OsStr;
+use std::ffi::{OsStr, OsString};
 use std::fs::File;
 use std::io::{self, Read, Seek, Write};
 use std::os::fd::OwnedFd;
@@ -266,6 +266,21 @@ pub trait CommandRunner: Send + Sync {
         let status = child.wait()?;
         then(&status);
         Ok(status)
+    }
+
+    /// [`CommandRunner::run_then`] through youki's helper started ahead
+    /// ([`super::ahead`]), called with `args` (what follows `podvisor youki`) and `stdio`
+    /// instead of spawned. `Err` gives `stdio` back: the runner has no helper ahead (the
+    /// default), or the one it had is gone; the caller spawns one.
+    fn run_ahead_then(
+        &self,
+        args: &[OsString],
+        stdio: [OwnedFd; 3],
+        gate: &mut dyn FnMut() -> bool,
+        then: &mut dyn FnMut(&ExitStatus),
+    ) -> Result<io::Result<ExitStatus>, [OwnedFd; 3]> {
+        let _ = (args, gate, then);
+        Err(stdio)
     }
 }
 
@@ -533,7 +548,7 @@ impl<R: CommandRunner> Runc<R> {
         args: &[&std::ffi::OsStr],
         io: ProcessIo,
         capture: bool,
-        then: Option<GateThen<'_>>,
+        mut then: Option<GateThen<'_>>,
     ) -> Result<Vec<u8>, ExecutorError> {
         let ioerr = |source: io::Error| ExecutorError::Io { op, source };
         std::fs::create_dir_all(&self.log_dir).map_err(ioerr)?;
@@ -542,57 +557,96 @@ impl<R: CommandRunner> Runc<R> {
             std::process::id(),
             self.seq.fetch_add(1, Ordering::Relaxed)
         ));
-        let mut command = Command::new(&self.binary);
-        command
-            .args(&self.prefix)
-            .arg("--root")
-            .arg(&self.root)
-            .arg("--log")
-            .arg(&log)
-            .arg("--log-format")
-            .arg("json")
-            .args(args)
-            .env_clear()
-            .env("PATH", crate::config::DEFAULT_PATH);
+        let mut global: Vec<OsString> = vec![
+            "--root".into(),
+            self.root.clone().into(),
+            "--log".into(),
+            log.clone().into(),
+            "--log-format".into(),
+            "json".into(),
+        ];
+        global.extend(args.iter().map(|a| a.to_os_string()));
+        // A command that leaves a process behind goes to youki's helper started ahead, if the
+        // runner keeps one.
+        let mut ran = None;
+        let io = match (io, &mut then) {
+            (
+                ProcessIo::Fds {
+                    stdin,
+                    stdout,
+                    stderr,
+                },
+                Some((gate, after)),
+            ) if self.mode == RuncMode::Youki && !capture => {
+                let stdio = or_null([stdin, stdout, stderr]).map_err(ioerr)?;
+                match self
+                    .runner
+                    .run_ahead_then(&global, stdio, &mut **gate, &mut **after)
+                {
+                    Ok(status) => {
+                        ran = Some(status);
+                        ProcessIo::null()
+                    }
+                    Err([stdin, stdout, stderr]) => ProcessIo::Fds {
+                        stdin: Some(stdin),
+                        stdout: Some(stdout),
+                        stderr: Some(stderr),
+                    },
+                }
+            }
+            (io, _) => io,
+        };
         let mut captured = None;
-        match io {
-            ProcessIo::Fds {
-                stdin,
-                stdout,
-                stderr,
-            } => {
-                command.stdin(stdin.map_or_else(Stdio::null, Stdio::from));
-                match stdout {
-                    Some(fd) => {
-                        command.stdout(Stdio::from(fd));
+        let status = match ran {
+            Some(status) => status,
+            None => {
+                let mut command = Command::new(&self.binary);
+                command
+                    .args(&self.prefix)
+                    .args(&global)
+                    .env_clear()
+                    .env("PATH", crate::config::DEFAULT_PATH);
+                match io {
+                    ProcessIo::Fds {
+                        stdin,
+                        stdout,
+                        stderr,
+                    } => {
+                        command.stdin(stdin.map_or_else(Stdio::null, Stdio::from));
+                        match stdout {
+                            Some(fd) => {
+                                command.stdout(Stdio::from(fd));
+                            }
+                            None if capture => {
+                                // A file, not a pipe: nobody reads while the runner waits.
+                                let file = tempfile_in(&self.log_dir).map_err(ioerr)?;
+                                command.stdout(Stdio::from(file.try_clone().map_err(ioerr)?));
+                                captured = Some(file);
+                            }
+                            None => {
+                                command.stdout(Stdio::null());
+                            }
+                        }
+                        command.stderr(stderr.map_or_else(Stdio::null, Stdio::from));
                     }
-                    None if capture => {
-                        // A file, not a pipe: nobody reads while the runner waits.
-                        let file = tempfile_in(&self.log_dir).map_err(ioerr)?;
-                        command.stdout(Stdio::from(file.try_clone().map_err(ioerr)?));
-                        captured = Some(file);
-                    }
-                    None => {
-                        command.stdout(Stdio::null());
+                    ProcessIo::Terminal { .. } => {
+                        command
+                            .stdin(Stdio::null())
+                            .stdout(Stdio::null())
+                            .stderr(Stdio::null());
                     }
                 }
-                command.stderr(stderr.map_or_else(Stdio::null, Stdio::from));
+                let status = match then {
+                    Some((gate, then)) => self.runner.run_then(&mut command, gate, then),
+                    None => self.runner.run(&mut command),
+                };
+                // The descriptors given to the child must close here, not when the caller
+                // drops the executor's return value: the container holds its own copies.
+                drop(command);
+                status
             }
-            ProcessIo::Terminal { .. } => {
-                command
-                    .stdin(Stdio::null())
-                    .stdout(Stdio::null())
-                    .stderr(Stdio::null());
-            }
-        }
-        let status = match then {
-            Some((gate, then)) => self.runner.run_then(&mut command, gate, then),
-            None => self.runner.run(&mut command),
         }
         .map_err(ioerr);
-        // The descriptors given to the child must close here, not when the caller drops
-        // the executor's return value: the container holds its own copies.
-        drop(command);
         let logged = std::fs::read(&log).unwrap_or_default();
         let _ = std::fs::remove_file(&log);
         let status = status?;
@@ -607,6 +661,20 @@ impl<R: CommandRunner> Runc<R> {
         }
         Ok(out)
     }
+}
+
+/// Three standard descriptors, `/dev/null` (read-write) for each one not given.
+fn or_null(stdio: [Option<OwnedFd>; 3]) -> io::Result<[OwnedFd; 3]> {
+    let take = |fd: Option<OwnedFd>| match fd {
+        Some(fd) => Ok(fd),
+        None => std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open("/dev/null")
+            .map(OwnedFd::from),
+    };
+    let [stdin, stdout, stderr] = stdio;
+    Ok([take(stdin)?, take(stdout)?, take(stderr)?])
 }
 
 /// An anonymous file in `dir` (`O_TMPFILE`).

@@ -13,10 +13,13 @@
 //!   [`executor::Runc`], which drives runc's command line, Debian's `runc` or podvisor's own
 //!   `podvisor youki` (youki's libcontainer; [`executor::RuncMode::Youki`]), so
 //!   that the container's init process becomes a child of the calling subreaper.
+//! - [`ahead`]: youki's helper started ahead of the container it will run, called over a
+//!   socket instead of spawned.
 //!
 //! Nothing here decides when a container starts or stops, and nothing here knows the shim's
 //! protocol: the backend assembles these pieces.
 
+pub mod ahead;
 pub mod executor;
 pub mod launch;
 pub mod rootfs;

@@ -296,6 +296,12 @@ impl OciClass {
         handle.spawn(async move { pool.fill(&cni, &network).await });
     }
 
+    /// Whether this class's containers are run by youki's helper, which a pod's shim then
+    /// keeps started ahead ([`crate::oci::ahead`]).
+    pub(super) fn keeps_helper_ahead(&self) -> bool {
+        self.executor == crate::oci::executor::RuncMode::Youki
+    }
+
     /// Makes again the warm sandboxes pods took, in the background, if the pool has started
     /// (an agent whose pods are `process` by default starts it at the first `oci` pod).
     pub(super) fn refill(&self) {

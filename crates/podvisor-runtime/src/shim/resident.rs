@@ -48,8 +48,8 @@ impl Idle {
         self.worked.notify_one();
     }
 
-    /// Forever: waits for work, then for [`QUIET`] without any, then trims.
-    pub(super) fn run(&self) {
+    /// Forever: waits for work, then for [`QUIET`] without any, then runs `quiet` and trims.
+    pub(super) fn run(&self, quiet: impl Fn()) {
         let mut last = self
             .last_work
             .lock()
@@ -73,6 +73,7 @@ impl Idle {
             }
             *last = None;
             drop(last);
+            quiet();
             if let Err(e) = trim() {
                 eprintln!("podvisor shim: trimming the resident set: {e}");
             }
@@ -189,19 +190,33 @@ Anonymous:             0 kB
 
     #[test]
     fn idle_trims_only_after_a_quiet_second() {
+        use std::sync::atomic::{AtomicUsize, Ordering};
         let idle = std::sync::Arc::new(Idle::new());
+        let quiet = std::sync::Arc::new(AtomicUsize::new(0));
         {
-            let idle = std::sync::Arc::clone(&idle);
-            std::thread::spawn(move || idle.run());
+            let (idle, quiet) = (std::sync::Arc::clone(&idle), std::sync::Arc::clone(&quiet));
+            std::thread::spawn(move || {
+                idle.run(|| {
+                    quiet.fetch_add(1, Ordering::SeqCst);
+                });
+            });
         }
         idle.touch();
         // Pending until a quiet second has passed, then done (the marker is cleared).
         assert!(idle.last_work.lock().unwrap().is_some());
+        assert_eq!(quiet.load(Ordering::SeqCst), 0);
         let deadline = Instant::now() + Duration::from_secs(10);
         while idle.last_work.lock().unwrap().is_some() {
             assert!(Instant::now() < deadline, "no trim after 10 s");
             std::thread::sleep(Duration::from_millis(20));
         }
+        // Once, before the trim.
+        while quiet.load(Ordering::SeqCst) == 0 {
+            assert!(Instant::now() < deadline, "the quiet hook never ran");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        std::thread::sleep(Duration::from_millis(50));
+        assert_eq!(quiet.load(Ordering::SeqCst), 1);
     }
 
     #[test]

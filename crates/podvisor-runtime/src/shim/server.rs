@@ -34,14 +34,20 @@ pub fn main(args: &[String]) -> i32 {
     }
     one_malloc_arena();
     let run = if args.first().map(String::as_str) == Some(super::spare::ARG) {
-        match super::spare::wait() {
-            Ok(Some(args)) => try_main(args),
+        // First, before the helper it may start ahead holds a descriptor of its own.
+        detach();
+        let youki_ahead = args.get(1).map(String::as_str) == Some(YOUKI_AHEAD);
+        match super::spare::wait(youki_ahead) {
+            Ok(Some((args, ahead))) => try_main(args, ahead),
             // The agent went away without a pod for it.
             Ok(None) => Ok(()),
             Err(e) => Err(e),
         }
     } else {
-        parse(args).and_then(try_main)
+        parse(args).and_then(|args| {
+            detach();
+            try_main(args, None)
+        })
     };
     match run {
         Ok(()) => 0,
@@ -63,14 +69,21 @@ fn one_malloc_arena() {
     }
 }
 
+#[derive(Debug, PartialEq, Eq)]
 pub(super) struct Args {
     pub(super) pod_dir: PathBuf,
     pub(super) socket: PathBuf,
+    /// Keep youki's helper started ahead ([`YOUKI_AHEAD`]).
+    pub(super) youki_ahead: bool,
 }
+
+/// The shim's argument for a pod whose OCI containers youki's helper runs: it keeps one
+/// helper started ahead for the next start ([`crate::oci::ahead`]).
+pub const YOUKI_AHEAD: &str = "--youki-ahead";
 
 fn parse(args: &[String]) -> io::Result<Args> {
     let usage = |m: &str| io::Error::new(io::ErrorKind::InvalidInput, m.to_owned());
-    let (mut pod_dir, mut socket) = (None, None);
+    let (mut pod_dir, mut socket, mut youki_ahead) = (None, None, false);
     let mut it = args.iter();
     while let Some(arg) = it.next() {
         let mut value = || {
@@ -81,17 +94,23 @@ fn parse(args: &[String]) -> io::Result<Args> {
         match arg.as_str() {
             "--pod-dir" => pod_dir = Some(PathBuf::from(value()?)),
             "--socket" => socket = Some(PathBuf::from(value()?)),
+            YOUKI_AHEAD => youki_ahead = true,
             other => return Err(usage(&format!("unknown argument {other}"))),
         }
     }
-    let pod_dir =
-        pod_dir.ok_or_else(|| usage("usage: podvisor shim --pod-dir DIR [--socket PATH]"))?;
+    let pod_dir = pod_dir.ok_or_else(|| {
+        usage("usage: podvisor shim --pod-dir DIR [--socket PATH] [--youki-ahead]")
+    })?;
     let socket = socket.unwrap_or_else(|| layout::socket(&pod_dir));
-    Ok(Args { pod_dir, socket })
+    Ok(Args {
+        pod_dir,
+        socket,
+        youki_ahead,
+    })
 }
 
-fn try_main(args: Args) -> io::Result<()> {
-    detach();
+/// The shim, for the pod of `args`; `ahead`: youki's helper a spare started while it waited.
+fn try_main(args: Args, ahead: Option<crate::oci::ahead::Ahead>) -> io::Result<()> {
     // Still single-threaded: the only moment a private mount namespace covers the whole shim.
     let shared_tmpfs = private_mount_namespace();
     if shared_tmpfs {
@@ -114,7 +133,18 @@ fn try_main(args: Args) -> io::Result<()> {
         format!("{}\n", std::process::id()),
     )?;
     let listener = bind(&args.socket)?;
-    let shim = Arc::new(Shim::new(&args.pod_dir, args.socket.clone(), shared_tmpfs)?);
+    let shim = Arc::new(Shim::new(
+        &args.pod_dir,
+        args.socket.clone(),
+        shared_tmpfs,
+        args.youki_ahead,
+    )?);
+    match ahead {
+        // A spare's, started while it waited.
+        Some(ahead) => shim.adopt_ahead(ahead),
+        // Its exec runs beside the agent's last steps before the pod's first start.
+        None => shim.make_ahead(Duration::ZERO),
+    }
     {
         let shim = Arc::clone(&shim);
         thread::Builder::new()
@@ -122,11 +152,15 @@ fn try_main(args: Args) -> io::Result<()> {
             .stack_size(THREAD_STACK)
             .spawn(move || shim.reap_forever())?;
     }
-    // The start-up pages go once the shim has settled; later, after each burst of work.
-    thread::Builder::new()
-        .name("trim".into())
-        .stack_size(THREAD_STACK)
-        .spawn(|| IDLE.run())?;
+    // The start-up pages go once the shim has settled; later, after each burst of work. So
+    // does the helper started ahead: the next start may be long in coming.
+    {
+        let shim = Arc::clone(&shim);
+        thread::Builder::new()
+            .name("trim".into())
+            .stack_size(THREAD_STACK)
+            .spawn(move || IDLE.run(|| shim.drop_ahead()))?;
+    }
     IDLE.touch();
     let tickets = Arc::new(Tickets::default());
     for conn in listener.incoming() {

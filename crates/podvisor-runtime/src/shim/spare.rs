@@ -12,7 +12,8 @@
 //! written: the spare exits.
 
 use super::protocol::layout;
-use super::server::Args;
+use super::server::{Args, YOUKI_AHEAD};
+use crate::oci::ahead::Ahead;
 use std::ffi::OsStr;
 use std::io::{self, Read, Write};
 use std::os::unix::ffi::OsStrExt;
@@ -27,12 +28,15 @@ pub const ARG: &str = "--spare";
 const TITLE_ROOM: usize = 8192;
 
 /// The command that starts a spare shim of `shim_exe`: its standard input is the pipe it
-/// waits on, its output goes nowhere until it has a pod.
-pub(crate) fn command(shim_exe: &Path) -> Command {
+/// waits on, its output goes nowhere until it has a pod. `youki_ahead`: it starts youki's
+/// helper ahead while it waits ([`crate::oci::ahead`]), for a pod whose containers youki
+/// runs (the node's default).
+pub(crate) fn command(shim_exe: &Path, youki_ahead: bool) -> Command {
     let mut command = Command::new(shim_exe);
     command
         .arg("shim")
         .arg(ARG)
+        .args(youki_ahead.then_some(YOUKI_AHEAD))
         // Room for the pod's command line (see `set_command_line`).
         .arg(" ".repeat(TITLE_ROOM))
         .stdin(Stdio::piped())
@@ -41,28 +45,42 @@ pub(crate) fn command(shim_exe: &Path) -> Command {
     command
 }
 
-/// The message that hands a spare its pod.
-fn message(pod_dir: &Path, socket: &Path) -> Vec<u8> {
+/// The message that hands a spare its pod: its directory, its socket and, for a pod whose
+/// OCI containers youki's helper runs, [`YOUKI_AHEAD`], each ended by a NUL byte.
+fn message(pod_dir: &Path, socket: &Path, youki_ahead: bool) -> Vec<u8> {
     let mut out = Vec::new();
     for path in [pod_dir, socket] {
         out.extend_from_slice(path.as_os_str().as_bytes());
         out.push(0);
     }
+    if youki_ahead {
+        out.extend_from_slice(YOUKI_AHEAD.as_bytes());
+        out.push(0);
+    }
     out
 }
 
-/// The pod's directory and socket from a [`message`]; `None` for anything else (an empty one:
-/// the agent went away).
-fn parse(message: &[u8]) -> Option<(PathBuf, PathBuf)> {
+/// What a [`message`] says; `None` for anything else (an empty one: the agent went away).
+fn parse(message: &[u8]) -> Option<Args> {
     let mut parts = message.split(|b| *b == 0);
     let pod_dir = parts.next().filter(|p| !p.is_empty())?;
     let socket = parts.next().filter(|p| !p.is_empty())?;
-    // Both ended by a NUL, and nothing after.
-    if parts.next() != Some(&[][..]) || parts.next().is_some() {
+    let mut youki_ahead = false;
+    let mut next = parts.next();
+    if next == Some(YOUKI_AHEAD.as_bytes()) {
+        youki_ahead = true;
+        next = parts.next();
+    }
+    // Each ended by a NUL, and nothing after.
+    if next != Some(&[][..]) || parts.next().is_some() {
         return None;
     }
     let path = |bytes: &[u8]| PathBuf::from(OsStr::from_bytes(bytes));
-    Some((path(pod_dir), path(socket)))
+    Some(Args {
+        pod_dir: path(pod_dir),
+        socket: path(socket),
+        youki_ahead,
+    })
 }
 
 /// Hands the spare shim on `stdin` its pod: from here on it is the pod's shim. The pod's
@@ -71,46 +89,74 @@ fn parse(message: &[u8]) -> Option<(PathBuf, PathBuf)> {
 /// # Errors
 ///
 /// The spare is gone (the pipe has no reader).
-pub(crate) fn hand_over(mut stdin: ChildStdin, pod_dir: &Path, socket: &Path) -> io::Result<()> {
-    stdin.write_all(&message(pod_dir, socket))
+pub(crate) fn hand_over(
+    mut stdin: ChildStdin,
+    pod_dir: &Path,
+    socket: &Path,
+    youki_ahead: bool,
+) -> io::Result<()> {
+    stdin.write_all(&message(pod_dir, socket, youki_ahead))
     // Dropped: the spare reads the end of its input and goes on.
 }
 
 /// In the spare: waits for its pod, then makes the process what `podvisor shim --pod-dir DIR
 /// --socket PATH` would be (stdio, command line). `None`: the agent went away without one.
+/// With `youki_ahead`, youki's helper is started ahead meanwhile, and returned with the pod
+/// when the pod's containers are youki's (else let go).
 ///
 /// # Errors
 ///
 /// Its input cannot be read, or the pod's shim log cannot be opened.
-pub(super) fn wait() -> io::Result<Option<Args>> {
+pub(super) fn wait(youki_ahead: bool) -> io::Result<Option<(Args, Option<Ahead>)>> {
     rehearse();
+    // If it cannot be started, the shim starts one when it has its pod.
+    let ahead = youki_ahead
+        .then(|| {
+            Ahead::spawn(
+                Path::new(crate::oci::executor::SELF_EXE),
+                crate::config::DEFAULT_PATH,
+            )
+            .ok()
+        })
+        .flatten();
     let mut input = Vec::new();
-    io::stdin().lock().read_to_end(&mut input)?;
-    let Some((pod_dir, socket)) = parse(&input) else {
-        return Ok(None);
+    let read = io::stdin().lock().read_to_end(&mut input);
+    let args = read.map(|_| parse(&input));
+    let Ok(Some(args)) = args else {
+        // No pod: the helper goes first (orphaned, it would be a zombie of the node's init).
+        if let Some(mut helper) = ahead {
+            helper.kill();
+            let _ = helper.wait();
+        }
+        return args.map(|_| None);
     };
+    let ahead = ahead.filter(|_| args.youki_ahead);
+    let pod_dir = &args.pod_dir;
     let log = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
-        .open(layout::shim_log(&pod_dir))?;
+        .open(layout::shim_log(pod_dir))?;
     let null = std::fs::File::open("/dev/null")?;
     rustix::stdio::dup2_stdin(&null)?;
     rustix::stdio::dup2_stdout(&log)?;
     rustix::stdio::dup2_stderr(&log)?;
     eprintln!("podvisor shim: started ahead of its pod (a spare), now the shim of {pod_dir:?}");
-    let title = [
+    let mut title = vec![
         OsStr::new("shim"),
         OsStr::new("--pod-dir"),
         pod_dir.as_os_str(),
         OsStr::new("--socket"),
-        socket.as_os_str(),
+        args.socket.as_os_str(),
     ];
+    if args.youki_ahead {
+        title.push(OsStr::new(YOUKI_AHEAD));
+    }
     if let Err(e) = set_command_line(&title) {
         eprintln!(
             "podvisor shim: showing the pod's command line ({e}): this shim is listed as a spare"
         );
     }
-    Ok(Some(Args { pod_dir, socket }))
+    Ok(Some((args, ahead)))
 }
 
 /// A typical pod's first start request, as the agent sends it.
@@ -184,21 +230,33 @@ mod tests {
         assert!(launch.pod.status.is_none() && launch.pod.metadata.managed_fields.is_none());
     }
 
-    /// The hand-over message reads back as the same two paths; anything else is no pod.
+    /// The hand-over message reads back as the same paths and flag; anything else is no pod.
     #[test]
-    fn a_spares_message_carries_the_pods_directory_and_socket() {
+    fn a_spares_message_carries_the_pods_directory_socket_and_flag() {
         let (dir, socket) = (
             Path::new("/s/pods/u 1"),
             Path::new("/s/pods/u 1/shim/shim.sock"),
         );
-        assert_eq!(
-            parse(&message(dir, socket)),
-            Some((dir.to_path_buf(), socket.to_path_buf()))
-        );
+        for youki_ahead in [false, true] {
+            assert_eq!(
+                parse(&message(dir, socket, youki_ahead)),
+                Some(Args {
+                    pod_dir: dir.to_path_buf(),
+                    socket: socket.to_path_buf(),
+                    youki_ahead,
+                })
+            );
+        }
         assert_eq!(parse(b""), None);
         assert_eq!(parse(b"/s/pods/u\0"), None);
         assert_eq!(parse(b"/s/pods/u\0/sock"), None, "the socket is not ended");
         assert_eq!(parse(b"/s/pods/u\0/sock\0more"), None);
+        assert_eq!(
+            parse(b"/s/pods/u\0/sock\0--youki-ahead"),
+            None,
+            "the flag is not ended"
+        );
+        assert_eq!(parse(b"/s/pods/u\0/sock\0--youki-ahead\0x\0"), None);
         assert_eq!(parse(b"\0/sock\0"), None);
     }
 }

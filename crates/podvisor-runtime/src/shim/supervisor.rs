@@ -5,7 +5,7 @@
 //! journal, notify), and one thread per agent connection (in `server`).
 //!
 //! Lock order: `start_lock` before `fork_lock` before `state`; `journal` is taken alone (and
-//! `first_sync` only under it).
+//! `first_sync` only under it); `ahead` last, never held while another is taken.
 //!
 //! Starts are one at a time (`start_lock`, as the kubelet starts one container of a pod at a
 //! time) and each is journaled before it is answered: the shim starts an instance id, and an
@@ -27,7 +27,7 @@ use rustix::process::{Pid, Signal, WaitId, WaitIdOptions, WaitOptions, WaitStatu
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fs::{File, OpenOptions};
 use std::io::{self, BufRead, Read, Write};
-use std::os::fd::OwnedFd;
+use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -189,6 +189,14 @@ pub(super) struct Shim {
     first_sync: Mutex<Option<thread::JoinHandle<io::Result<()>>>>,
     /// Requests being answered: the shim does not exit in the middle of one.
     busy: std::sync::atomic::AtomicUsize,
+    /// The shim of a pod whose OCI containers youki's helper runs keeps one helper started
+    /// ahead ([`crate::oci::ahead`]) for the next start: made when the shim starts (or by the
+    /// spare it was) and after each one is called, let go once the shim is quiet. Taken last
+    /// (after `fork_lock` or `state`), never held while taking another.
+    ahead: Mutex<Option<crate::oci::ahead::Ahead>>,
+    /// The shim's mount namespace, which a helper started ahead joins when called (a spare's
+    /// was started before the shim made it); `None`: no helper is kept ahead.
+    mount_ns: Option<OwnedFd>,
 }
 
 /// `(exit code, signal)` of a wait status: 128 + n when killed by signal n.
@@ -214,7 +222,12 @@ fn signal_of(signal: i32) -> Option<Signal> {
 
 impl Shim {
     /// Opens the journal (replaying exits of an earlier shim) and detects cgroups.
-    pub(super) fn new(pod_dir: &Path, socket: PathBuf, shared_tmpfs: bool) -> io::Result<Self> {
+    pub(super) fn new(
+        pod_dir: &Path,
+        socket: PathBuf,
+        shared_tmpfs: bool,
+        keeps_ahead: bool,
+    ) -> io::Result<Self> {
         let journal_path = super::protocol::layout::journal(pod_dir);
         let mut state = State::default();
         let (starts, exits, acked) = read_journal(&journal_path)?;
@@ -299,6 +312,15 @@ impl Shim {
             journal: Mutex::new(journal),
             first_sync: Mutex::new(first_sync),
             busy: std::sync::atomic::AtomicUsize::new(0),
+            ahead: Mutex::new(None),
+            mount_ns: keeps_ahead
+                .then(|| File::open("/proc/self/ns/mnt").map(OwnedFd::from))
+                .and_then(|ns| {
+                    ns.map_err(|e| {
+                        eprintln!("podvisor shim: no helper started ahead ({e})");
+                    })
+                    .ok()
+                }),
         })
     }
 
@@ -565,8 +587,74 @@ impl Shim {
                 let _ = rustix::process::kill_process(pid, Signal::KILL);
                 let _ = rustix::process::waitpid(Some(pid), WaitOptions::empty());
             }
+            if let Some(mut ahead) = self.take_ahead() {
+                // The same.
+                ahead.kill();
+                let _ = ahead.wait();
+            }
             std::process::exit(0);
         }
+    }
+
+    /// Starts youki's helper ahead on a thread of its own, after `delay`, if this shim keeps
+    /// one and has none.
+    pub(super) fn make_ahead(self: &Arc<Self>, delay: Duration) {
+        if self.mount_ns.is_none() {
+            return;
+        }
+        let shim = Arc::clone(self);
+        let spawned = thread::Builder::new()
+            .name("ahead".into())
+            .stack_size(THREAD_STACK)
+            .spawn(move || {
+                thread::sleep(delay);
+                let _fork = shim
+                    .fork_lock
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner);
+                if shim.state().shutdown {
+                    return;
+                }
+                let mut slot = shim.ahead_slot();
+                if slot.is_some() {
+                    return;
+                }
+                match crate::oci::ahead::Ahead::spawn(
+                    Path::new(crate::oci::executor::SELF_EXE),
+                    crate::config::DEFAULT_PATH,
+                ) {
+                    Ok(ahead) => *slot = Some(ahead),
+                    Err(e) => eprintln!("podvisor shim: starting youki's helper ahead: {e}"),
+                }
+            });
+        if let Err(e) = spawned {
+            eprintln!("podvisor shim: starting youki's helper ahead: {e}");
+        }
+    }
+
+    fn ahead_slot(&self) -> MutexGuard<'_, Option<crate::oci::ahead::Ahead>> {
+        self.ahead
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// The helper started ahead, for a call (under the fork lock).
+    fn take_ahead(&self) -> Option<crate::oci::ahead::Ahead> {
+        self.ahead_slot().take()
+    }
+
+    /// Keeps `ahead`, started by this process as a spare, as its helper started ahead (or
+    /// lets it go if the shim keeps none).
+    pub(super) fn adopt_ahead(&self, ahead: crate::oci::ahead::Ahead) {
+        if self.mount_ns.is_some() {
+            *self.ahead_slot() = Some(ahead);
+        }
+    }
+
+    /// Lets the helper started ahead go: the end of its socket makes it exit, and the reaper
+    /// takes it.
+    pub(super) fn drop_ahead(&self) {
+        drop(self.take_ahead());
     }
 
     /// Marks the shim for shutdown.
@@ -1385,6 +1473,10 @@ fn cgroups_path(config: &ContainerConfig, instance: u64) -> String {
     )
 }
 
+/// How long after a call the next helper is started ahead: the agent reports the start
+/// meanwhile (its status write and the watches' events take a millisecond or two).
+const AHEAD_AGAIN: Duration = Duration::from_millis(5);
+
 /// Runs runc's commands as the shim's children: spawned under the fork lock and waited for
 /// through the reaper, which would otherwise take their status.
 pub(super) struct ShimRunner(pub(super) Arc<Shim>);
@@ -1423,6 +1515,46 @@ impl crate::oci::executor::CommandRunner for ShimRunner {
         // The reaper may be waiting for a first child to appear.
         self.0.state().forks += 1;
         self.0.forked.notify_all();
+        Ok(status)
+    }
+
+    /// As [`ShimRunner::run_then`], with the shim's helper started ahead called instead of
+    /// the command spawned; the next one is started once this one is done.
+    fn run_ahead_then(
+        &self,
+        args: &[std::ffi::OsString],
+        stdio: [OwnedFd; 3],
+        gate: &mut dyn FnMut() -> bool,
+        then: &mut dyn FnMut(&std::process::ExitStatus),
+    ) -> Result<io::Result<std::process::ExitStatus>, [OwnedFd; 3]> {
+        let fork = self
+            .0
+            .fork_lock
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let (Some(mount_ns), Some(mut ahead)) = (&self.0.mount_ns, self.0.take_ahead()) else {
+            return Err(stdio);
+        };
+        let called = ahead.call(args, crate::oci::ahead::borrowed(&stdio), mount_ns.as_fd());
+        if let Err(e) = called {
+            // It died (its end is closed): the reaper takes it, the caller spawns one.
+            eprintln!("podvisor shim: the helper started ahead is gone ({e})");
+            return Err(stdio);
+        }
+        // The helper holds its own copies; the pipes' ends must not stay open here.
+        drop(stdio);
+        if !gate() {
+            ahead.kill();
+        }
+        let status = ahead.wait();
+        if let Ok(status) = &status {
+            then(status);
+        }
+        self.0.state().forks += 1;
+        self.0.forked.notify_all();
+        drop(fork);
+        // Not beside the agent's report of this start.
+        self.0.make_ahead(AHEAD_AGAIN);
         Ok(status)
     }
 }
