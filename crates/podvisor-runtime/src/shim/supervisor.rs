@@ -197,6 +197,10 @@ pub(super) struct Shim {
     /// The shim's mount namespace, which a helper started ahead joins when called (a spare's
     /// was started before the shim made it); `None`: no helper is kept ahead.
     mount_ns: Option<OwnedFd>,
+    /// Whether the OCI start under way is likely followed by another of the pod's containers
+    /// ([`more_to_start`]), so that a new helper is started ahead once it is done: set by each
+    /// start, under `start_lock`.
+    ahead_again: std::sync::atomic::AtomicBool,
 }
 
 /// `(exit code, signal)` of a wait status: 128 + n when killed by signal n.
@@ -313,6 +317,7 @@ impl Shim {
             first_sync: Mutex::new(first_sync),
             busy: std::sync::atomic::AtomicUsize::new(0),
             ahead: Mutex::new(None),
+            ahead_again: std::sync::atomic::AtomicBool::new(false),
             mount_ns: keeps_ahead
                 .then(|| File::open("/proc/self/ns/mnt").map(OwnedFd::from))
                 .and_then(|ns| {
@@ -1009,6 +1014,10 @@ impl Shim {
         bundle.go();
         let (io, [stdin, stdout, stderr], outputs) = ContainerIo::create(config.stdio)?;
         let runc = launch.runc(ShimRunner(Arc::clone(self)));
+        self.ahead_again.store(
+            more_to_start(&launch.pod, &config.name),
+            std::sync::atomic::Ordering::Relaxed,
+        );
         let oom_baseline = cgroup.oom_kill_count();
         // The bundle is finished while the executor's helper starts (`Runc::run_after`).
         let prepared = std::cell::OnceCell::new();
@@ -1473,6 +1482,27 @@ fn cgroups_path(config: &ContainerConfig, instance: u64) -> String {
     )
 }
 
+/// Whether a start of container `name` is likely followed soon by a start of another of the
+/// pod's containers: it is not the last of its init and app containers, in the order the
+/// kubelet starts them. (A restart comes after a back-off of 10 s at least, which a helper
+/// started ahead, let go after a quiet second, would not live to see.)
+fn more_to_start(pod: &k8s_openapi::api::core::v1::Pod, name: &str) -> bool {
+    let Some(spec) = &pod.spec else {
+        return false;
+    };
+    let order: Vec<&str> = spec
+        .init_containers
+        .iter()
+        .flatten()
+        .chain(&spec.containers)
+        .map(|c| c.name.as_str())
+        .collect();
+    order
+        .iter()
+        .position(|n| *n == name)
+        .is_some_and(|i| i + 1 < order.len())
+}
+
 /// How long after a call the next helper is started ahead: the agent reports the start
 /// meanwhile (its status write and the watches' events take a millisecond or two).
 const AHEAD_AGAIN: Duration = Duration::from_millis(5);
@@ -1553,8 +1583,14 @@ impl crate::oci::executor::CommandRunner for ShimRunner {
         self.0.state().forks += 1;
         self.0.forked.notify_all();
         drop(fork);
-        // Not beside the agent's report of this start.
-        self.0.make_ahead(AHEAD_AGAIN);
+        if self
+            .0
+            .ahead_again
+            .load(std::sync::atomic::Ordering::Relaxed)
+        {
+            // Not beside the agent's report of this start.
+            self.0.make_ahead(AHEAD_AGAIN);
+        }
         Ok(status)
     }
 }
@@ -1722,4 +1758,31 @@ fn read_journal(path: &Path) -> io::Result<Journal> {
         }
     }
     Ok((starts, exits, acked))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::more_to_start;
+
+    /// A helper is started ahead again after every container but the pod's last, init
+    /// containers first; a container the pod does not name (an ephemeral one) is no reason.
+    #[test]
+    fn another_start_follows_every_container_but_the_last() {
+        let pod: k8s_openapi::api::core::v1::Pod = serde_json::from_value(serde_json::json!({
+            "spec": {
+                "initContainers": [{"name": "i1"}, {"name": "i2"}],
+                "containers": [{"name": "a"}, {"name": "b"}],
+            }
+        }))
+        .unwrap();
+        let follows: Vec<bool> = ["i1", "i2", "a", "b", "debugger"]
+            .iter()
+            .map(|n| more_to_start(&pod, n))
+            .collect();
+        assert_eq!(follows, [true, true, true, false, false]);
+        let one: k8s_openapi::api::core::v1::Pod =
+            serde_json::from_value(serde_json::json!({"spec": {"containers": [{"name": "a"}]}}))
+                .unwrap();
+        assert!(!more_to_start(&one, "a"));
+    }
 }
