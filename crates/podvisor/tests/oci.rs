@@ -1036,8 +1036,9 @@ spec:
 
 /// youki's helper started ahead (`podvisor youki ahead`) carries out the call it is sent as
 /// `podvisor youki <arguments>` would, with the call's standard I/O (its error reaches the
-/// caller's pipe and its log, its exit status is the command's), and exits 0, doing nothing,
-/// when its socket ends with no call. No root needed: the call is a `state` of nothing.
+/// caller's pipe and its log, its exit status is the command's), exits 0, doing nothing,
+/// when its socket ends with no call, and is killed by its handle. No root needed: the call
+/// is a `state` of nothing.
 #[test]
 fn youki_helper_started_ahead_runs_its_call_with_the_calls_stdio() {
     use podvisor_runtime::oci::ahead::Ahead;
@@ -1087,6 +1088,14 @@ fn youki_helper_started_ahead_runs_its_call_with_the_calls_stdio() {
     let idle = Ahead::spawn(helper, "/usr/bin:/bin").unwrap();
     let mut child = idle.let_go();
     assert_eq!(child.wait().unwrap().code(), Some(0));
+    // Killed (through its pidfd).
+    let mut killed = Ahead::spawn(helper, "/usr/bin:/bin").unwrap();
+    killed.kill();
+    let status = killed.wait().unwrap();
+    assert_eq!(
+        std::os::unix::process::ExitStatusExt::signal(&status),
+        Some(9)
+    );
     std::fs::remove_dir_all(&dir).unwrap();
 }
 

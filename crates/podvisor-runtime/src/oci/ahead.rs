@@ -42,6 +42,9 @@ const MAX_CALL: usize = 64 * 1024;
 pub struct Ahead {
     child: Child,
     call: OwnedFd,
+    /// Opened at the spawn, while the pid is surely the helper's: a kill through it never
+    /// reaches another process that got the pid after a reaper took the helper.
+    pidfd: Option<OwnedFd>,
 }
 
 impl Ahead {
@@ -69,7 +72,9 @@ impl Ahead {
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()?;
-        Ok(Ahead { child, call })
+        let pid = rustix::process::Pid::from_child(&child);
+        let pidfd = rustix::process::pidfd_open(pid, rustix::process::PidfdFlags::empty()).ok();
+        Ok(Ahead { child, call, pidfd })
     }
 
     /// The helper's pid.
@@ -119,9 +124,16 @@ impl Ahead {
         self.child.wait()
     }
 
-    /// Kills the called helper (a call it must not carry out).
+    /// Kills the helper.
     pub fn kill(&mut self) {
-        let _ = self.child.kill();
+        match &self.pidfd {
+            Some(pidfd) => {
+                let _ = rustix::process::pidfd_send_signal(pidfd, rustix::process::Signal::KILL);
+            }
+            None => {
+                let _ = self.child.kill();
+            }
+        }
     }
 
     /// Lets the helper go uncalled: the end of its socket makes it exit. Its process, for a
