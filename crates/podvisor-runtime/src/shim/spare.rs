@@ -2,14 +2,17 @@
 //! pod's start does not wait for the shim's `exec` (the loader, the binary's pages, the
 //! runtime's set-up: about 2 ms of the agent's 3.5 to see a new shim answer).
 //!
-//! It waits, single-threaded and with nothing set up, reading its standard input (a pipe the
-//! agent holds) to the end. The agent hands it a pod by writing the pod's directory and socket
-//! (each ended by a NUL byte) and closing the pipe; the spare then takes the pod's shim log as
-//! its output, shows the command line a shim started for that pod would have (the agent and
-//! people find a pod's shim by it), and goes on exactly as `podvisor shim --pod-dir DIR
-//! --socket PATH`, from its own mount namespace on: made now, it copies the node's mounts as
-//! they are when the pod starts. An agent that goes away closes the pipe with nothing
-//! written: the spare exits.
+//! It detaches (its own session, no inherited descriptor) and waits, single-threaded and with
+//! nothing else set up, reading its standard input (a pipe the agent holds) to the end; with
+//! `--youki-ahead` it has started youki's helper ahead meanwhile ([`crate::oci::ahead`]). The
+//! agent hands it a pod by writing the pod's directory and socket (and `--youki-ahead` for a
+//! pod whose containers youki runs; each ended by a NUL byte) and closing the pipe; the spare
+//! then takes the pod's shim log as its output, shows the command line a shim started for
+//! that pod would have (the agent and people find a pod's shim by it), and goes on exactly as
+//! `podvisor shim --pod-dir DIR --socket PATH [--youki-ahead]`, from its own mount namespace
+//! on: made now, it copies the node's mounts as they are when the pod starts (the helper joins
+//! it when called). An agent that goes away closes the pipe with nothing written: the spare
+//! kills and reaps its helper and exits.
 
 use super::protocol::layout;
 use super::server::{Args, YOUKI_AHEAD};
