@@ -1052,16 +1052,7 @@ fn youki_helper_started_ahead_runs_its_call_with_the_calls_stdio() {
     let (mut errors, errors_w) = std::io::pipe().unwrap();
     let null = std::fs::File::open("/dev/null").unwrap();
     let log = dir.join("state.json");
-    let args: Vec<std::ffi::OsString> = vec![
-        "--root".into(),
-        dir.join("youki").into(),
-        "--log".into(),
-        log.clone().into(),
-        "--log-format".into(),
-        "json".into(),
-        "state".into(),
-        "nope".into(),
-    ];
+    let args = state_of_nothing(&dir, &log);
     let ns = std::fs::File::open("/proc/self/ns/mnt").unwrap();
     ahead
         .call(
@@ -1136,16 +1127,7 @@ fn youki_helper_started_ahead_joins_its_callers_mount_namespace() {
             .unwrap();
             let ns = std::fs::File::open("/proc/thread-self/ns/mnt").unwrap();
             let null = std::fs::File::open("/dev/null").unwrap();
-            let args: Vec<std::ffi::OsString> = vec![
-                "--root".into(),
-                dir.join("youki").into(),
-                "--log".into(),
-                log.clone().into(),
-                "--log-format".into(),
-                "json".into(),
-                "state".into(),
-                "nope".into(),
-            ];
+            let args = state_of_nothing(&dir, &log);
             ahead
                 .call(
                     &args,
@@ -1168,4 +1150,19 @@ fn youki_helper_started_ahead_joins_its_callers_mount_namespace() {
         "the helper wrote outside its caller's namespace"
     );
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// A helper call (what follows `podvisor youki`) that fails the same way everywhere, without
+/// root: the `state` of container `nope`, under `<dir>/youki`, its error logged to `log`.
+fn state_of_nothing(dir: &std::path::Path, log: &std::path::Path) -> Vec<std::ffi::OsString> {
+    vec![
+        "--root".into(),
+        dir.join("youki").into(),
+        "--log".into(),
+        log.into(),
+        "--log-format".into(),
+        "json".into(),
+        "state".into(),
+        "nope".into(),
+    ]
 }

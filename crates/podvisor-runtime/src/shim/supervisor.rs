@@ -191,7 +191,8 @@ pub(super) struct Shim {
     busy: std::sync::atomic::AtomicUsize,
     /// The shim of a pod whose OCI containers youki's helper runs keeps one helper started
     /// ahead ([`crate::oci::ahead`]) for the next start: made when the shim starts (or by the
-    /// spare it was) and after each one is called, let go once the shim is quiet. Taken last
+    /// spare it was) and after a call when another container follows ([`more_to_start`]),
+    /// let go once the shim is quiet. Taken last
     /// (after `fork_lock` or `state`), never held while taking another.
     ahead: Mutex<Option<crate::oci::ahead::Ahead>>,
     /// The shim's mount namespace, which a helper started ahead joins when called (a spare's
@@ -232,6 +233,17 @@ impl Shim {
         shared_tmpfs: bool,
         keeps_ahead: bool,
     ) -> io::Result<Self> {
+        let mount_ns = if keeps_ahead {
+            match File::open("/proc/self/ns/mnt") {
+                Ok(ns) => Some(OwnedFd::from(ns)),
+                Err(e) => {
+                    eprintln!("podvisor shim: no helper started ahead ({e})");
+                    None
+                }
+            }
+        } else {
+            None
+        };
         let journal_path = super::protocol::layout::journal(pod_dir);
         let mut state = State::default();
         let (starts, exits, acked) = read_journal(&journal_path)?;
@@ -318,14 +330,7 @@ impl Shim {
             busy: std::sync::atomic::AtomicUsize::new(0),
             ahead: Mutex::new(None),
             ahead_again: std::sync::atomic::AtomicBool::new(false),
-            mount_ns: keeps_ahead
-                .then(|| File::open("/proc/self/ns/mnt").map(OwnedFd::from))
-                .and_then(|ns| {
-                    ns.map_err(|e| {
-                        eprintln!("podvisor shim: no helper started ahead ({e})");
-                    })
-                    .ok()
-                }),
+            mount_ns,
         })
     }
 
@@ -1549,7 +1554,8 @@ impl crate::oci::executor::CommandRunner for ShimRunner {
     }
 
     /// As [`ShimRunner::run_then`], with the shim's helper started ahead called instead of
-    /// the command spawned; the next one is started once this one is done.
+    /// the command spawned; the next one is started once this one is done, if another of
+    /// the pod's containers follows.
     fn run_ahead_then(
         &self,
         args: &[std::ffi::OsString],
