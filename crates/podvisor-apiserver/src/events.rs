@@ -8,7 +8,7 @@ use axum::response::Response;
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{Event as ApiEvent, Pod};
 use podvisor_lifecycle::Event;
-use podvisor_store::{Store, StoreError};
+use podvisor_store::{Store, StoreError, Txn};
 use serde_json::{Value, json};
 
 use crate::db::{self, EVENTS};
@@ -20,11 +20,11 @@ use crate::routes::Req;
 use crate::status::{ApiError, ApiResult, json_response};
 use podvisor_lifecycle::event_object::event_object;
 
-/// Records the scheduler's `Scheduled` event for a pod bound to `node`
+/// Records, in transaction `t`, the scheduler's `Scheduled` event for a pod bound to `node`
 /// (`Successfully assigned <ns>/<name> to <node>`, source `default-scheduler`), named as the
 /// recorders name events, `<pod>.<unix nanoseconds in hex>`.
 pub fn record_scheduled(
-    store: &Store,
+    t: &mut Txn,
     node: &str,
     pod: &Pod,
     now: Timestamp,
@@ -42,7 +42,7 @@ pub fn record_scheduled(
     let event_name = format!("{name}.{:x}", now.as_nanosecond());
     fresh["metadata"]["uid"] = json!(new_uid());
     fresh["metadata"]["name"] = json!(event_name);
-    store.create(&db::key(EVENTS, ns, &event_name), fresh)
+    t.create(&db::key(EVENTS, ns, &event_name), fresh)
 }
 
 /// Checks an Event's shape by decoding it with the typed API; returns the canonical value.

@@ -16,7 +16,7 @@ use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{Pod, PodCondition, PodSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use podvisor_api::pod::is_scheduling_gated;
-use podvisor_store::{Store, StoreError};
+use podvisor_store::{Store, StoreError, Txn};
 use serde_json::{Value, json};
 
 use crate::db::{self, PODS};
@@ -76,12 +76,14 @@ fn refusal(pod: &Pod) -> Option<String> {
     None
 }
 
-/// `BindingREST.setPodNodeAndMetadata`: in one store transaction, pod `ns/name` (of `uid`,
-/// when given) gets `spec.nodeName = node`, the binding's annotations, and `PodScheduled=True`
-/// (no reason, `lastTransitionTime` now). Refused with 409 when the pod is being deleted, is
-/// bound already or still has scheduling gates. Returns the bound pod.
+/// `BindingREST.setPodNodeAndMetadata`: in transaction `t`, pod `ns/name` (of `uid`, when
+/// given) gets `spec.nodeName = node`, the binding's annotations, and `PodScheduled=True` (no
+/// reason, `lastTransitionTime` now); then the `Scheduled` event is recorded in the same
+/// transaction (an event that cannot be written is logged, as the scheduler's recorder drops
+/// it). Refused with 409, writing nothing, when the pod is being deleted, is bound already or
+/// still has scheduling gates. Returns the bound pod.
 pub(crate) fn bind(
-    store: &Store,
+    t: &mut Txn,
     ns: &str,
     name: &str,
     uid: Option<&str>,
@@ -91,7 +93,7 @@ pub(crate) fn bind(
 ) -> ApiResult<Value> {
     let key = db::key(PODS, ns, name);
     let mut refused = None;
-    let result = store.update_with(&key, |current| {
+    let result = t.update_with(&key, |current| {
         let mut pod: Pod = serde_json::from_value(current.clone())
             .map_err(|e| StoreError::Invalid(format!("stored pod does not decode: {e}")))?;
         if let Some(uid) = uid
@@ -133,18 +135,26 @@ pub(crate) fn bind(
         );
         serde_json::to_value(&pod).map_err(|e| StoreError::Invalid(e.to_string()))
     });
-    match (result, refused) {
-        (_, Some(why)) => Err(ApiError::conflict("pods/binding", name, &why)),
-        (Ok(bound), None) => Ok(bound),
-        (Err(e), None) => Err(db::api_error(PODS, name, e)),
+    let bound = match (result, refused) {
+        (_, Some(why)) => return Err(ApiError::conflict("pods/binding", name, &why)),
+        (Ok(bound), None) => bound,
+        (Err(e), None) => return Err(db::api_error(PODS, name, e)),
+    };
+    if let Ok(pod) = serde_json::from_value::<Pod>(bound.clone())
+        && let Err(e) = crate::events::record_scheduled(t, node, &pod, now)
+    {
+        tracing::warn!("recording the Scheduled event of {ns}/{name}: {e}");
     }
+    Ok(bound)
 }
 
-/// The default scheduler, for one node: binds `pod` (as just written) to `node` if it
-/// [`wants_binding`], then records the `Scheduled` event. A refused binding (the pod changed
-/// meanwhile: deleted, gated again is impossible, bound by someone else) is not an error of
-/// the request that triggered it.
-pub(crate) fn schedule(store: &Store, node: &str, pod: &Value) {
+/// The default scheduler, for one node: binds `pod` (as just written in transaction `t`) to
+/// `node` if it [`wants_binding`], with its `Scheduled` event, in the same transaction: the
+/// write that made the pod schedulable, its binding and the event are committed together (one
+/// fsync), while watchers still see the pod created (or updated) unbound, then bound, as with
+/// kube-scheduler. A refused binding (the pod changed meanwhile: deleted, bound by someone
+/// else) is not an error of the request that triggered it.
+pub(crate) fn schedule(t: &mut Txn, node: &str, pod: &Value) {
     let Ok(pod) = serde_json::from_value::<Pod>(pod.clone()) else {
         return;
     };
@@ -153,24 +163,17 @@ pub(crate) fn schedule(store: &Store, node: &str, pod: &Value) {
     }
     let ns = pod.metadata.namespace.as_deref().unwrap_or("default");
     let name = pod.metadata.name.as_deref().unwrap_or("");
-    let at = now();
-    match bind(
-        store,
+    let bound = bind(
+        t,
         ns,
         name,
         pod.metadata.uid.as_deref(),
         node,
         &serde_json::Map::new(),
-        at,
-    ) {
-        Ok(bound) => {
-            if let Ok(bound) = serde_json::from_value::<Pod>(bound)
-                && let Err(e) = crate::events::record_scheduled(store, node, &bound, at)
-            {
-                tracing::warn!("recording the Scheduled event of {ns}/{name}: {e}");
-            }
-        }
-        Err(e) => tracing::warn!("binding {ns}/{name} to {node}: {}", e.message),
+        now(),
+    );
+    if let Err(e) = bound {
+        tracing::warn!("binding {ns}/{name} to {node}: {}", e.message);
     }
 }
 
@@ -186,7 +189,10 @@ pub fn bind_pending(store: &Store, node: &str) -> Result<usize, StoreError> {
     for obj in objects {
         let waiting = serde_json::from_value::<Pod>(obj.clone()).is_ok_and(|p| wants_binding(&p));
         if waiting {
-            schedule(store, node, &obj);
+            store.transaction(|t| {
+                schedule(t, node, &obj);
+                Ok(())
+            })?;
             bound += 1;
         }
     }
@@ -233,13 +239,14 @@ pub(crate) fn create_binding(req: &Req, ns: &str, name: &str, body: &[u8]) -> Ap
             return Err(ApiError::conflict("pods/binding", name, &why));
         }
     } else {
-        let at = now();
-        let bound = bind(store, ns, name, uid, node, &annotations, at)?;
-        if let Ok(bound) = serde_json::from_value::<Pod>(bound)
-            && let Err(e) = crate::events::record_scheduled(store, node, &bound, at)
-        {
-            tracing::warn!("recording the Scheduled event of {ns}/{name}: {e}");
-        }
+        let mut bound = None;
+        store
+            .transaction(|t| {
+                bound = Some(bind(t, ns, name, uid, node, &annotations, now()));
+                Ok(())
+            })
+            .map_err(|e| db::api_error(PODS, name, e))?;
+        bound.unwrap_or_else(|| Err(ApiError::internal("the binding was not made")))?;
     }
     Ok(json_response(
         StatusCode::CREATED,

@@ -9,7 +9,7 @@ pub type Result<T, E = StoreError> = std::result::Result<T, E>;
 ///
 /// The messages of `NotFound`, `AlreadyExists`, `Conflict` and `Gone` are the Kubernetes API
 /// server's, so the API layer can put them into a `Status` unchanged.
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, Clone, thiserror::Error)]
 pub enum StoreError {
     /// No object has this key (404).
     #[error("{} \"{}\" not found", .0.kind, .0.name)]

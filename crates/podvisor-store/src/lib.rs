@@ -15,6 +15,9 @@
 //!   create): p50 0.15 ms, p99 0.4 ms in a release build on the development VM, whose virtual
 //!   disk completes an fdatasync in about 35 µs; a physical disk's flush adds 0.05–10 ms.
 //!   Debug builds are 5–25 times slower (unoptimized redb checksums and copies pages).
+//!   [`Store::transaction`] commits several writes with one fsync: each still takes its own
+//!   resourceVersion and gives its own watch event, published together after the commit
+//!   (the API server's pod create, the scheduler's binding and its event are one).
 //! - **Watches** ([`Store::watch`]) see committed writes only, in resourceVersion order, each
 //!   once. A list's resourceVersion followed by [`WatchFrom::After`] it misses and repeats
 //!   nothing. The last [`StoreOptions::history`] events, at most
@@ -48,5 +51,5 @@ pub use error::{Result, StoreError};
 pub use key::Key;
 pub use object::new_uid;
 pub use serde_json::Value;
-pub use store::{Preconditions, Store, StoreOptions};
+pub use store::{Preconditions, Store, StoreOptions, Txn};
 pub use watch::{EventType, Watch, WatchEvent, WatchFrom};

@@ -358,16 +358,17 @@ impl Store {
             .unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// One write: under the writer lock, read the current object, let `decide` choose the
-    /// outcome given the next resourceVersion, commit it with the counter in one fsynced
-    /// transaction, then publish the event.
-    fn write(
-        &self,
-        key: &Key,
-        decide: impl FnOnce(Option<Value>, &str) -> Result<Outcome>,
-    ) -> Result<Value> {
-        key.validate()?;
-        let encoded = key.encode();
+    /// Several writes in one transaction, committed with one fsync: `f` makes them through
+    /// the [`Txn`], each taking the next resourceVersion and giving its own watch event, as
+    /// separate writes would. They are published together once committed. When `f` returns
+    /// `Err`, or a write failed in the database, none of them is committed; a write that
+    /// `f` saw refused (a precondition, a missing object) wrote nothing, and the others are
+    /// committed. A transaction that wrote nothing commits nothing.
+    ///
+    /// `f` runs under the store's writer lock: it must not call the store's write methods or
+    /// [`Store::watch`] (that would deadlock); reads are fine, and see what it wrote only
+    /// through [`Txn::get`].
+    pub fn transaction<T>(&self, f: impl FnOnce(&mut Txn) -> Result<T>) -> Result<T> {
         let mut hub = self.lock();
         let mut txn = self
             .shared
@@ -376,55 +377,196 @@ impl Store {
             .map_err(db("beginning a write"))?;
         txn.set_durability(Durability::Immediate)
             .map_err(db("setting durability"))?;
-        let (rv, type_, object, json, previous_json) = {
-            let mut meta = txn.open_table(META).map_err(db("opening meta"))?;
-            let rv = 1 + meta
-                .get(RV_KEY)
-                .map_err(db("reading the resourceVersion"))?
-                .map_or(0, |v| v.value());
-            let mut objects = txn.open_table(OBJECTS).map_err(db("opening objects"))?;
-            let previous_json: Option<Arc<[u8]>> = objects
-                .get(encoded.as_str())
-                .map_err(db("reading an object"))?
-                .map(|v| Arc::from(v.value()));
-            let current = previous_json
-                .as_deref()
-                .map(|v| decode(key, v))
-                .transpose()?;
-            let outcome = decide(current, &rv.to_string())?;
-            let (type_, object) = match outcome {
-                Outcome::Unchanged(current) => {
-                    drop((meta, objects));
-                    txn.abort().map_err(db("aborting a write"))?;
-                    return Ok(current);
-                }
-                Outcome::Put(type_, obj) => (type_, obj),
-                Outcome::Delete(obj) => (EventType::Deleted, obj),
-            };
-            let json = serde_json::to_vec(&object)
-                .map_err(|e| StoreError::Invalid(format!("encoding {key}: {e}")))?;
-            if type_ == EventType::Deleted {
-                objects
-                    .remove(encoded.as_str())
-                    .map_err(db("removing an object"))?;
-            } else {
-                objects
-                    .insert(encoded.as_str(), json.as_slice())
-                    .map_err(db("writing an object"))?;
-            }
-            meta.insert(RV_KEY, rv)
-                .map_err(db("writing the resourceVersion"))?;
-            (rv, type_, object, json, previous_json)
+        let rv = txn
+            .open_table(META)
+            .map_err(db("opening meta"))?
+            .get(RV_KEY)
+            .map_err(db("reading the resourceVersion"))?
+            .map_or(0, |v| v.value());
+        let mut t = Txn {
+            txn,
+            rv,
+            written: Vec::new(),
+            failed: None,
         };
+        let result = f(&mut t);
+        let Txn {
+            txn,
+            rv,
+            written,
+            failed,
+        } = t;
+        let value = match (result, failed) {
+            (Ok(value), None) if !written.is_empty() => value,
+            (Ok(value), None) => {
+                txn.abort().map_err(db("aborting a write"))?;
+                return Ok(value);
+            }
+            (Err(e), _) | (Ok(_), Some(e)) => {
+                txn.abort().map_err(db("aborting a write"))?;
+                return Err(e);
+            }
+        };
+        txn.open_table(META)
+            .map_err(db("opening meta"))?
+            .insert(RV_KEY, rv)
+            .map_err(db("writing the resourceVersion"))?;
         txn.commit().map_err(db("committing a write"))?;
         self.shared.rv.store(rv, Ordering::Release);
+        for (key, event, json) in written {
+            hub.publish(key, event, json);
+        }
+        Ok(value)
+    }
+
+    /// One write in a transaction of its own.
+    fn write(
+        &self,
+        key: &Key,
+        decide: impl FnOnce(Option<Value>, &str) -> Result<Outcome>,
+    ) -> Result<Value> {
+        self.transaction(|t| t.write(key, decide))
+    }
+}
+
+/// The writes of one [`Store::transaction`]: the store's write methods, each with the same
+/// rules as [`Store`]'s of the same name, and reads that see them.
+pub struct Txn {
+    txn: redb::WriteTransaction,
+    /// The resourceVersion of the latest write (the store's, before the first).
+    rv: u64,
+    /// What each write publishes once the transaction is committed, in order.
+    written: Vec<(Key, WatchEvent, Vec<u8>)>,
+    /// A failure of the database itself: the transaction cannot be committed.
+    failed: Option<StoreError>,
+}
+
+impl Txn {
+    /// The object at `key` as this transaction leaves it so far, if any.
+    pub fn get(&self, key: &Key) -> Result<Option<Value>> {
+        key.validate()?;
+        let table = self
+            .txn
+            .open_table(OBJECTS)
+            .map_err(db("opening objects"))?;
+        let found = table
+            .get(key.encode().as_str())
+            .map_err(db("reading an object"))?;
+        found.map(|v| decode(key, v.value())).transpose()
+    }
+
+    /// [`Store::create`] in this transaction.
+    pub fn create(&mut self, key: &Key, mut obj: Value) -> Result<Value> {
+        object::check(key, &obj)?;
+        self.write(key, |current, rv| {
+            if current.is_some() {
+                return Err(StoreError::AlreadyExists(key.clone()));
+            }
+            object::set_resource_version(&mut obj, rv);
+            Ok(Outcome::Put(EventType::Added, obj))
+        })
+    }
+
+    /// [`Store::update`] in this transaction.
+    pub fn update(&mut self, key: &Key, obj: Value, precondition: Preconditions) -> Result<Value> {
+        object::check(key, &obj)?;
+        self.write(key, |current, rv| {
+            let current = current.ok_or_else(|| StoreError::NotFound(key.clone()))?;
+            check_preconditions(key, &current, &precondition, Op::Update)?;
+            Ok(modified(current, obj, rv))
+        })
+    }
+
+    /// [`Store::update_with`] in this transaction.
+    pub fn update_with<F>(&mut self, key: &Key, f: F) -> Result<Value>
+    where
+        F: FnOnce(Value) -> Result<Value>,
+    {
+        self.write(key, |current, rv| {
+            let current = current.ok_or_else(|| StoreError::NotFound(key.clone()))?;
+            let obj = f(current.clone())?;
+            object::check(key, &obj)?;
+            Ok(modified(current, obj, rv))
+        })
+    }
+
+    /// [`Store::delete`] in this transaction.
+    pub fn delete(&mut self, key: &Key, precondition: Preconditions) -> Result<Value> {
+        self.write(key, |current, rv| {
+            let mut current = current.ok_or_else(|| StoreError::NotFound(key.clone()))?;
+            check_preconditions(key, &current, &precondition, Op::Delete)?;
+            if object::has_finalizers(&current) {
+                let mut marked = current.clone();
+                object::mark_deleted(&mut marked);
+                return Ok(modified(current, marked, rv));
+            }
+            object::set_resource_version(&mut current, rv);
+            Ok(Outcome::Delete(current))
+        })
+    }
+
+    /// One write: read the current object, let `decide` choose the outcome given the next
+    /// resourceVersion, and put it in the transaction. An `Err` from `decide` writes nothing;
+    /// a failure of the database ([`StoreError::Db`]) also fails the transaction.
+    fn write(
+        &mut self,
+        key: &Key,
+        decide: impl FnOnce(Option<Value>, &str) -> Result<Outcome>,
+    ) -> Result<Value> {
+        key.validate()?;
+        if let Some(e) = &self.failed {
+            return Err(e.clone());
+        }
+        let written = self.put(key, decide);
+        if let Err(e @ StoreError::Db(_)) = &written {
+            self.failed = Some(e.clone());
+        }
+        written
+    }
+
+    fn put(
+        &mut self,
+        key: &Key,
+        decide: impl FnOnce(Option<Value>, &str) -> Result<Outcome>,
+    ) -> Result<Value> {
+        let encoded = key.encode();
+        let mut objects = self
+            .txn
+            .open_table(OBJECTS)
+            .map_err(db("opening objects"))?;
+        let previous_json: Option<Arc<[u8]>> = objects
+            .get(encoded.as_str())
+            .map_err(db("reading an object"))?
+            .map(|v| Arc::from(v.value()));
+        let current = previous_json
+            .as_deref()
+            .map(|v| decode(key, v))
+            .transpose()?;
+        let rv = self.rv + 1;
+        let (type_, object) = match decide(current, &rv.to_string())? {
+            Outcome::Unchanged(current) => return Ok(current),
+            Outcome::Put(type_, obj) => (type_, obj),
+            Outcome::Delete(obj) => (EventType::Deleted, obj),
+        };
+        let json = serde_json::to_vec(&object)
+            .map_err(|e| StoreError::Invalid(format!("encoding {key}: {e}")))?;
+        if type_ == EventType::Deleted {
+            objects
+                .remove(encoded.as_str())
+                .map_err(db("removing an object"))?;
+        } else {
+            objects
+                .insert(encoded.as_str(), json.as_slice())
+                .map_err(db("writing an object"))?;
+        }
+        self.rv = rv;
         let event = WatchEvent {
             type_,
             object: object.clone(),
             resource_version: rv,
             previous_json,
         };
-        hub.publish(key.clone(), event, json);
+        self.written.push((key.clone(), event, json));
         Ok(object)
     }
 }

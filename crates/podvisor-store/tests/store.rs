@@ -1195,3 +1195,105 @@ async fn events_carry_the_previous_object() {
         assert_eq!(deleted.previous().unwrap()["data"], 1);
     }
 }
+
+#[tokio::test]
+async fn a_transaction_commits_its_writes_together_each_with_its_own_version_and_event() {
+    let dir = TempDir::new("txn");
+    let a = Key::new("pods", "default", "a");
+    let event = Key::new("events", "default", "a.1");
+    let start;
+    {
+        let store = Store::open(&dir.db()).unwrap();
+        start = store.resource_version();
+        let mut watch = store.watch("pods", None, WatchFrom::Now).unwrap();
+        let mut events = store.watch("events", None, WatchFrom::Now).unwrap();
+        let bound = store
+            .transaction(|t| {
+                let created = t.create(&a, pod("default", "a", 0))?;
+                assert_eq!(rv_of(&created), start + 1);
+                // Nothing is published before the commit.
+                assert!(watch.try_next().is_none());
+                let bound = t.update_with(&a, |mut p| {
+                    p["spec"]["nodeName"] = json!("node-1");
+                    Ok(p)
+                })?;
+                // Reads in the transaction see its writes.
+                assert_eq!(t.get(&a)?.unwrap()["spec"]["nodeName"], "node-1");
+                t.create(
+                    &event,
+                    json!({"metadata": {"name": "a.1", "namespace": "default"}}),
+                )?;
+                Ok(bound)
+            })
+            .unwrap();
+        assert_eq!(rv_of(&bound), start + 2);
+        assert_eq!(store.resource_version(), start + 3);
+        let added = next(&mut watch).await;
+        assert_eq!(summary(&added), (EventType::Added, "a".into(), start + 1));
+        assert!(added.object["spec"]["nodeName"].is_null());
+        let modified = next(&mut watch).await;
+        assert_eq!(
+            summary(&modified),
+            (EventType::Modified, "a".into(), start + 2)
+        );
+        assert!(modified.previous().unwrap()["spec"]["nodeName"].is_null());
+        assert_eq!(next(&mut events).await.resource_version, start + 3);
+    }
+    // Committed, and durable.
+    let store = Store::open(&dir.db()).unwrap();
+    assert_eq!(store.resource_version(), start + 3);
+    assert_eq!(
+        store.get(&a).unwrap().unwrap()["spec"]["nodeName"],
+        "node-1"
+    );
+    assert!(store.get(&event).unwrap().is_some());
+}
+
+#[test]
+fn a_failed_transaction_writes_nothing_and_a_refused_write_in_one_only_itself() {
+    let dir = TempDir::new("txn-fail");
+    let store = Store::open(&dir.db()).unwrap();
+    let a = Key::new("pods", "default", "a");
+    let b = Key::new("pods", "default", "b");
+    let start = store.resource_version();
+    let mut watch = store.watch("pods", None, WatchFrom::Now).unwrap();
+
+    // The closure fails after a write: nothing is committed, no version is used.
+    let failed = store.transaction(|t| {
+        t.create(&a, pod("default", "a", 0))?;
+        t.create(&a, pod("default", "a", 1))
+    });
+    assert!(matches!(failed, Err(StoreError::AlreadyExists(_))));
+    assert_eq!(store.get(&a).unwrap(), None);
+    assert_eq!(store.resource_version(), start);
+    assert!(watch.try_next().is_none());
+
+    // A refused write the closure gets past leaves the others.
+    store
+        .transaction(|t| {
+            t.create(&a, pod("default", "a", 0))?;
+            let missing = t.update(&b, pod("default", "b", 0), Preconditions::default());
+            assert!(matches!(missing, Err(StoreError::NotFound(_))));
+            t.create(&b, pod("default", "b", 0))
+        })
+        .unwrap();
+    assert_eq!(store.resource_version(), start + 2);
+    assert_eq!(rv_of(&store.get(&b).unwrap().unwrap()), start + 2);
+
+    // A transaction that writes nothing (an update changing nothing) uses no version.
+    let same = store.get(&a).unwrap().unwrap();
+    store
+        .transaction(|t| t.update(&a, same.clone(), Preconditions::default()))
+        .unwrap();
+    assert_eq!(store.resource_version(), start + 2);
+    let events: Vec<_> = std::iter::from_fn(|| watch.try_next())
+        .map(|e| summary(&e))
+        .collect();
+    assert_eq!(
+        events,
+        [
+            (EventType::Added, "a".into(), start + 1),
+            (EventType::Added, "b".into(), start + 2)
+        ]
+    );
+}

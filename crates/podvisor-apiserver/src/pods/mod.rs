@@ -12,6 +12,7 @@ use podvisor_api::{
     DecodeError, FieldValidation, apply_defaults, drop_disabled_fields, validate_pod_update,
     validate_pod_with_gates,
 };
+use podvisor_store::Preconditions;
 use serde_json::{Value, json};
 
 use crate::db::{self, PODS};
@@ -258,11 +259,15 @@ fn create_value(
     let stored = if dry_run {
         obj
     } else {
-        let stored = db::create(store, PODS, ns, &name, obj)?;
         // The response is the pod as created (unbound, as the API server answers); the
-        // scheduler binds it next.
-        scheduler::schedule(store, req.state.node_name(), &stored);
-        stored
+        // scheduler's binding is the next write, committed with it.
+        store
+            .transaction(|t| {
+                let stored = t.create(&db::key(PODS, ns, &name), obj)?;
+                scheduler::schedule(t, req.state.node_name(), &stored);
+                Ok(stored)
+            })
+            .map_err(|e| db::api_error(PODS, &name, e))?
     };
     Ok(respond(req, PODS, StatusCode::CREATED, &stored, &warnings))
 }
@@ -413,14 +418,23 @@ pub(crate) fn update_loop(
         if dry_run {
             return Ok(respond(req, PODS, StatusCode::OK, &new_value, &warnings));
         }
-        match db::update(store, PODS, ns, name, new_value, old_rv) {
-            Ok(stored) => {
-                // The update that removed the last scheduling gate: the scheduler binds now.
+        let precondition = Preconditions {
+            uid: None,
+            resource_version: old_rv.map(|v| v.to_string()),
+        };
+        let updated = store
+            .transaction(|t| {
+                let stored = t.update(&db::key(PODS, ns, name), new_value, precondition)?;
+                // The update that removed the last scheduling gate: the scheduler binds in
+                // the same commit.
                 if write.subresource == Subresource::Pod {
-                    scheduler::schedule(store, req.state.node_name(), &stored);
+                    scheduler::schedule(t, req.state.node_name(), &stored);
                 }
-                return Ok(respond(req, PODS, StatusCode::OK, &stored, &warnings));
-            }
+                Ok(stored)
+            })
+            .map_err(|e| db::api_error(PODS, name, e));
+        match updated {
+            Ok(stored) => return Ok(respond(req, PODS, StatusCode::OK, &stored, &warnings)),
             Err(e) if e.code == 409 && client_rv.is_none() && attempt < MAX_RETRIES => {}
             Err(e) => return Err(e),
         }
