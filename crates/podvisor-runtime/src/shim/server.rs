@@ -111,6 +111,20 @@ fn parse(args: &[String]) -> io::Result<Args> {
 
 /// The shim, for the pod of `args`; `ahead`: youki's helper a spare started while it waited.
 fn try_main(args: Args, ahead: Option<crate::oci::ahead::Ahead>) -> io::Result<()> {
+    let shim_dir = layout::shim_dir(&args.pod_dir);
+    std::fs::create_dir_all(&shim_dir)?;
+    // One shim per pod: held for the shim's whole life, taken before anything is written, so two
+    // shims started at once cannot both pass the socket check below.
+    let _lock = lock(&layout::lock(&args.pod_dir))?;
+    std::fs::write(
+        layout::pid_file(&args.pod_dir),
+        format!("{}\n", std::process::id()),
+    )?;
+    // Listening first: the agent's connection, and the pod's first start request after it,
+    // wait in the backlog while the shim makes its mount namespace, instead of the agent
+    // polling for the socket meanwhile. The socket, the lock and the pid file are in the pod
+    // directory, the same directory in both namespaces.
+    let listener = bind(&args.socket)?;
     // Still single-threaded: the only moment a private mount namespace covers the whole shim.
     let shared_tmpfs = private_mount_namespace();
     if shared_tmpfs {
@@ -123,16 +137,6 @@ fn try_main(args: Args, ahead: Option<crate::oci::ahead::Ahead>) -> io::Result<(
     }
     rustix::process::set_child_subreaper(Some(rustix::process::getpid()))
         .map_err(|e| io::Error::new(e.kind(), format!("becoming a child subreaper: {e}")))?;
-    let shim_dir = layout::shim_dir(&args.pod_dir);
-    std::fs::create_dir_all(&shim_dir)?;
-    // One shim per pod: held for the shim's whole life, taken before anything is written, so two
-    // shims started at once cannot both pass the socket check below.
-    let _lock = lock(&layout::lock(&args.pod_dir))?;
-    std::fs::write(
-        layout::pid_file(&args.pod_dir),
-        format!("{}\n", std::process::id()),
-    )?;
-    let listener = bind(&args.socket)?;
     let shim = Arc::new(Shim::new(
         &args.pod_dir,
         args.socket.clone(),
