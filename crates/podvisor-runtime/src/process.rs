@@ -86,7 +86,8 @@ struct Inner {
 #[derive(Debug)]
 struct SpareShim {
     pid: u32,
-    stdin: std::process::ChildStdin,
+    /// The agent's end of the spare's standard input, where it is handed its pod.
+    channel: std::os::unix::net::UnixStream,
 }
 
 /// How a pod's containers run (its `runtimeClassName`, the RuntimeClass's handler).
@@ -414,18 +415,20 @@ impl ProcessRuntime {
                     .oci
                     .as_ref()
                     .is_some_and(|oci| oci.keeps_helper_ahead());
-                let mut command = crate::shim::spare::command(&inner.shim_exe, youki_ahead);
+                let (mut command, channel) =
+                    match crate::shim::spare::command(&inner.shim_exe, youki_ahead) {
+                        Ok(made) => made,
+                        Err(e) => return tracing::warn!("starting a spare shim: {e}"),
+                    };
                 let mut shims = spawned_shims();
                 match command.spawn() {
-                    Ok(mut child) => {
+                    Ok(child) => {
                         // The reaper collects it when it exits (never `wait` here).
                         shims.insert(child.id().cast_signed());
-                        if let Some(stdin) = child.stdin.take() {
-                            *slot = Some(SpareShim {
-                                pid: child.id(),
-                                stdin,
-                            });
-                        }
+                        *slot = Some(SpareShim {
+                            pid: child.id(),
+                            channel,
+                        });
                     }
                     Err(e) => tracing::warn!("starting a spare shim: {e}"),
                 }
@@ -524,9 +527,13 @@ impl ProcessRuntime {
                 .map_err(|e| sandbox_failed(format!("mkdir {}: {e}", dir.display())))?;
         }
         prepare_volumes(pod, paths)?;
-        let pid = self
+        let (pid, spare) = self
             .spawn_shim(&paths.pod_dir, socket, youki_ahead)
             .map_err(|e| sandbox_failed(format!("starting the shim: {e}")))?;
+        if spare {
+            // Handed its socket listening: it answers (from the backlog, once it accepts).
+            return Ok((ShimClient::answering(socket), pid));
+        }
         let answered = wait_for_shim(socket, &paths.pod_dir, pid).await;
         if answered.is_err()
             && let Some(pgid) = i32::try_from(pid)
@@ -567,9 +574,15 @@ impl ProcessRuntime {
             .collect()
     }
 
-    /// Hands the spare shim the pod, or starts a shim for it; `youki_ahead`: its OCI
+    /// Hands the spare shim the pod (`true`: the shim's socket listens already), or starts a
+    /// shim for it (`false`: it makes its socket as it starts); `youki_ahead`: its OCI
     /// containers are youki's helper's, which the shim keeps started ahead.
-    fn spawn_shim(&self, pod_dir: &Path, socket: &Path, youki_ahead: bool) -> io::Result<u32> {
+    fn spawn_shim(
+        &self,
+        pod_dir: &Path,
+        socket: &Path,
+        youki_ahead: bool,
+    ) -> io::Result<(u32, bool)> {
         let shim_dir = layout::shim_dir(pod_dir);
         std::fs::create_dir_all(&shim_dir)?;
         let spare = self
@@ -578,11 +591,11 @@ impl ProcessRuntime {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .take();
-        if let Some(SpareShim { pid, stdin }) = spare {
+        if let Some(SpareShim { pid, channel }) = spare {
             // The next spare comes once this pod's first container is started (see
             // `start_container`), not beside its start on the node's few cores.
-            match crate::shim::spare::hand_over(stdin, pod_dir, socket, youki_ahead) {
-                Ok(()) => return Ok(pid),
+            match crate::shim::spare::hand_over(channel, pod_dir, socket, youki_ahead) {
+                Ok(()) => return Ok((pid, true)),
                 Err(e) => tracing::debug!("the spare shim {pid} is gone ({e}): starting one"),
             }
         }
@@ -611,7 +624,7 @@ impl ProcessRuntime {
         let child = command.spawn()?;
         // The reaper collects it when it exits (never `wait` here), even before its `setsid`.
         shims.insert(child.id().cast_signed());
-        Ok(child.id())
+        Ok((child.id(), false))
     }
 }
 

@@ -38,7 +38,7 @@ pub fn main(args: &[String]) -> i32 {
         detach();
         let youki_ahead = args.get(1).map(String::as_str) == Some(YOUKI_AHEAD);
         match super::spare::wait(youki_ahead) {
-            Ok(Some((args, ahead))) => try_main(args, ahead),
+            Ok(Some((args, ahead, listener))) => try_main(args, ahead, Some(listener)),
             // The agent went away without a pod for it.
             Ok(None) => Ok(()),
             Err(e) => Err(e),
@@ -46,7 +46,7 @@ pub fn main(args: &[String]) -> i32 {
     } else {
         parse(args).and_then(|args| {
             detach();
-            try_main(args, None)
+            try_main(args, None, None)
         })
     };
     match run {
@@ -109,8 +109,13 @@ fn parse(args: &[String]) -> io::Result<Args> {
     })
 }
 
-/// The shim, for the pod of `args`; `ahead`: youki's helper a spare started while it waited.
-fn try_main(args: Args, ahead: Option<crate::oci::ahead::Ahead>) -> io::Result<()> {
+/// The shim, for the pod of `args`; `ahead`: youki's helper a spare started while it waited;
+/// `listener`: the pod's socket, listening, as the agent handed it to a spare.
+fn try_main(
+    args: Args,
+    ahead: Option<crate::oci::ahead::Ahead>,
+    listener: Option<UnixListener>,
+) -> io::Result<()> {
     let shim_dir = layout::shim_dir(&args.pod_dir);
     std::fs::create_dir_all(&shim_dir)?;
     // One shim per pod: held for the shim's whole life, taken before anything is written, so two
@@ -124,7 +129,10 @@ fn try_main(args: Args, ahead: Option<crate::oci::ahead::Ahead>) -> io::Result<(
     // wait in the backlog while the shim makes its mount namespace, instead of the agent
     // polling for the socket meanwhile. The socket, the lock and the pid file are in the pod
     // directory, the same directory in both namespaces.
-    let listener = bind(&args.socket)?;
+    let listener = match listener {
+        Some(listener) => listener,
+        None => bind(&args.socket)?,
+    };
     // Still single-threaded: the only moment a private mount namespace covers the whole shim.
     let shared_tmpfs = private_mount_namespace();
     if shared_tmpfs {

@@ -3,25 +3,34 @@
 //! runtime's set-up: about 2 ms of the agent's 3.5 to see a new shim answer).
 //!
 //! It detaches (its own session, no inherited descriptor) and waits, single-threaded and with
-//! nothing else set up, reading its standard input (a pipe the agent holds) to the end; with
-//! `--youki-ahead` it has started youki's helper ahead meanwhile ([`crate::oci::ahead`]). The
-//! agent hands it a pod by writing the pod's directory and socket (and `--youki-ahead` for a
-//! pod whose containers youki runs; each ended by a NUL byte) and closing the pipe; the spare
-//! then takes the pod's shim log as its output, shows the command line a shim started for
-//! that pod would have (the agent and people find a pod's shim by it), and goes on exactly as
-//! `podvisor shim --pod-dir DIR --socket PATH [--youki-ahead]`, from its own mount namespace
-//! on: made now, it copies the node's mounts as they are when the pod starts (the helper joins
-//! it when called). An agent that goes away closes the pipe with nothing written: the spare
-//! kills and reaps its helper and exits.
+//! nothing else set up, reading its standard input (one end of a socket pair the agent holds
+//! the other end of) to the end; with `--youki-ahead` it has started youki's helper ahead
+//! meanwhile ([`crate::oci::ahead`]). The agent hands it a pod by sending the pod's directory
+//! and socket path (and `--youki-ahead` for a pod whose containers youki runs; each ended by a
+//! NUL byte) with the pod's socket, already listening (`SCM_RIGHTS`), and closing its end: the
+//! agent's connections then wait in the backlog until the shim accepts them, instead of the
+//! agent polling for the socket while the spare wakes up and makes its mount namespace. The
+//! spare then takes the pod's shim log as its output, shows the command line a shim started
+//! for that pod would have (the agent and people find a pod's shim by it), and goes on exactly
+//! as `podvisor shim --pod-dir DIR --socket PATH [--youki-ahead]`, from its own mount
+//! namespace on: made now, it copies the node's mounts as they are when the pod starts (the
+//! helper joins it when called). An agent that goes away closes its end with nothing sent:
+//! the spare kills and reaps its helper and exits.
 
 use super::protocol::layout;
 use super::server::{Args, YOUKI_AHEAD};
 use crate::oci::ahead::Ahead;
+use rustix::net::{
+    RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags, SendAncillaryBuffer,
+    SendAncillaryMessage, SendFlags,
+};
 use std::ffi::OsStr;
-use std::io::{self, Read, Write};
+use std::io;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
+use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
-use std::process::{ChildStdin, Command, Stdio};
+use std::process::{Command, Stdio};
 
 /// The shim's argument that makes it a spare.
 pub const ARG: &str = "--spare";
@@ -30,11 +39,16 @@ pub const ARG: &str = "--spare";
 /// paths in the state directory (`PATH_MAX` is 4096).
 const TITLE_ROOM: usize = 8192;
 
-/// The command that starts a spare shim of `shim_exe`: its standard input is the pipe it
-/// waits on, its output goes nowhere until it has a pod. `youki_ahead`: it starts youki's
-/// helper ahead while it waits ([`crate::oci::ahead`]), for a pod whose containers youki
-/// runs (the node's default).
-pub(crate) fn command(shim_exe: &Path, youki_ahead: bool) -> Command {
+/// The command that starts a spare shim of `shim_exe`, and the agent's end of the socket pair
+/// that is its standard input, where it waits for its pod; its output goes nowhere until it
+/// has one. `youki_ahead`: it starts youki's helper ahead while it waits
+/// ([`crate::oci::ahead`]), for a pod whose containers youki runs (the node's default).
+///
+/// # Errors
+///
+/// The socket pair cannot be made.
+pub(crate) fn command(shim_exe: &Path, youki_ahead: bool) -> io::Result<(Command, UnixStream)> {
+    let (ours, theirs) = UnixStream::pair()?;
     let mut command = Command::new(shim_exe);
     command
         .arg("shim")
@@ -42,10 +56,10 @@ pub(crate) fn command(shim_exe: &Path, youki_ahead: bool) -> Command {
         .args(youki_ahead.then_some(YOUKI_AHEAD))
         // Room for the pod's command line (see `set_command_line`).
         .arg(" ".repeat(TITLE_ROOM))
-        .stdin(Stdio::piped())
+        .stdin(Stdio::from(OwnedFd::from(theirs)))
         .stdout(Stdio::null())
         .stderr(Stdio::null());
-    command
+    Ok((command, ours))
 }
 
 /// The message that hands a spare its pod: its directory, its socket and, for a pod whose
@@ -86,31 +100,99 @@ fn parse(message: &[u8]) -> Option<Args> {
     })
 }
 
-/// Hands the spare shim on `stdin` its pod: from here on it is the pod's shim. The pod's
-/// shim directory must exist (the spare opens its log there).
+/// Hands the spare shim at the other end of `channel` its pod: from here on it is the pod's
+/// shim. The pod's socket is made here, listening, and sent with the message, so that the
+/// pod's shim answers from now on. The pod's shim directory must exist (the spare opens its
+/// log there), and no shim may serve the pod (a socket file there is replaced).
 ///
 /// # Errors
 ///
-/// The spare is gone (the pipe has no reader).
+/// The socket cannot be made, or the spare is gone (its end is closed): then no socket is
+/// left at `socket`.
 pub(crate) fn hand_over(
-    mut stdin: ChildStdin,
+    channel: UnixStream,
     pod_dir: &Path,
     socket: &Path,
     youki_ahead: bool,
 ) -> io::Result<()> {
-    stdin.write_all(&message(pod_dir, socket, youki_ahead))
-    // Dropped: the spare reads the end of its input and goes on.
+    let _ = std::fs::remove_file(socket);
+    let listener = UnixListener::bind(socket)
+        .map_err(|e| io::Error::new(e.kind(), format!("binding {}: {e}", socket.display())))?;
+    let message = message(pod_dir, socket, youki_ahead);
+    let fds = [listener.as_fd()];
+    let mut space = [std::mem::MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(1))];
+    let mut ancillary = SendAncillaryBuffer::new(&mut space);
+    let sent = if ancillary.push(SendAncillaryMessage::ScmRights(&fds)) {
+        rustix::net::sendmsg(
+            &channel,
+            &[io::IoSlice::new(&message)],
+            &mut ancillary,
+            SendFlags::NOSIGNAL,
+        )
+        .map_err(io::Error::from)
+        .and_then(|n| {
+            (n == message.len())
+                .then_some(())
+                .ok_or_else(|| io::Error::other("the hand-over was cut short"))
+        })
+    } else {
+        Err(io::Error::other("no room for the socket"))
+    };
+    // The spare holds the socket now (or nobody: then a connection is refused, as to a dead
+    // shim). The agent's end closed, the spare reads the end of its input and goes on.
+    drop((listener, channel));
+    if sent.is_err() {
+        let _ = std::fs::remove_file(socket);
+    }
+    sent
+}
+
+/// Reads `channel` to its end: the bytes, and the descriptors that came with them.
+fn receive(channel: BorrowedFd<'_>) -> io::Result<(Vec<u8>, Vec<OwnedFd>)> {
+    let (mut bytes, mut fds) = (Vec::new(), Vec::new());
+    let mut buf = [0_u8; 4096];
+    loop {
+        let mut space = [std::mem::MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(1))];
+        let mut ancillary = RecvAncillaryBuffer::new(&mut space);
+        let received = match rustix::net::recvmsg(
+            channel,
+            &mut [io::IoSliceMut::new(&mut buf)],
+            &mut ancillary,
+            RecvFlags::CMSG_CLOEXEC,
+        ) {
+            Err(rustix::io::Errno::INTR) => continue,
+            other => other?,
+        };
+        for part in ancillary.drain() {
+            if let RecvAncillaryMessage::ScmRights(rights) = part {
+                fds.extend(rights);
+            }
+        }
+        if received.bytes == 0 {
+            return Ok((bytes, fds));
+        }
+        bytes.extend_from_slice(&buf[..received.bytes]);
+    }
+}
+
+/// What the agent sent: the pod and its listening socket; `None` for anything else (an empty
+/// message: the agent went away).
+fn pod_of(bytes: &[u8], fds: Vec<OwnedFd>) -> Option<(Args, UnixListener)> {
+    let args = parse(bytes)?;
+    let [socket]: [OwnedFd; 1] = fds.try_into().ok()?;
+    Some((args, UnixListener::from(socket)))
 }
 
 /// In the spare: waits for its pod, then makes the process what `podvisor shim --pod-dir DIR
-/// --socket PATH` would be (stdio, command line). `None`: the agent went away without one.
+/// --socket PATH` would be (stdio, command line), and returns the pod's listening socket
+/// with it. `None`: the agent went away without one.
 /// With `youki_ahead`, youki's helper is started ahead meanwhile, and returned with the pod
 /// when the pod's containers are youki's (else let go).
 ///
 /// # Errors
 ///
 /// Its input cannot be read, or the pod's shim log cannot be opened.
-pub(super) fn wait(youki_ahead: bool) -> io::Result<Option<(Args, Option<Ahead>)>> {
+pub(super) fn wait(youki_ahead: bool) -> io::Result<Option<(Args, Option<Ahead>, UnixListener)>> {
     rehearse();
     // If it cannot be started, the shim starts one when it has its pod.
     let ahead = youki_ahead
@@ -122,16 +204,14 @@ pub(super) fn wait(youki_ahead: bool) -> io::Result<Option<(Args, Option<Ahead>)
             .ok()
         })
         .flatten();
-    let mut input = Vec::new();
-    let read = io::stdin().lock().read_to_end(&mut input);
-    let args = read.map(|_| parse(&input));
-    let Ok(Some(args)) = args else {
+    let received = receive(io::stdin().as_fd()).map(|(bytes, fds)| pod_of(&bytes, fds));
+    let Ok(Some((args, listener))) = received else {
         // No pod: the helper goes first (orphaned, it would be a zombie of the node's init).
         if let Some(mut helper) = ahead {
             helper.kill();
             let _ = helper.wait();
         }
-        return args.map(|_| None);
+        return received.map(|_| None);
     };
     let ahead = ahead.filter(|_| args.youki_ahead);
     let pod_dir = &args.pod_dir;
@@ -159,7 +239,7 @@ pub(super) fn wait(youki_ahead: bool) -> io::Result<Option<(Args, Option<Ahead>)
             "podvisor shim: showing the pod's command line ({e}): this shim is listed as a spare"
         );
     }
-    Ok(Some((args, ahead)))
+    Ok(Some((args, ahead, listener)))
 }
 
 /// A typical pod's first start request, as the agent sends it.
@@ -231,6 +311,50 @@ mod tests {
         let container = &launch.pod.spec.as_ref().expect("a pod spec").containers[0];
         assert!(container.readiness_probe.is_some() && container.resources.is_some());
         assert!(launch.pod.status.is_none() && launch.pod.metadata.managed_fields.is_none());
+    }
+
+    /// A pod is handed over with its socket listening: the spare gets the paths and the
+    /// listener, a connection made before the spare accepts waits in its backlog, and the
+    /// agent keeps no copy (with the spare's gone, a connection is refused).
+    #[test]
+    fn a_hand_over_sends_the_pods_socket_listening() {
+        let dir = std::env::temp_dir().join(format!("pv-spare-{}-a", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let socket = dir.join("shim.sock");
+        // A stale socket of an earlier shim is replaced.
+        drop(UnixListener::bind(&socket).unwrap());
+        let (agent, spare) = UnixStream::pair().unwrap();
+        hand_over(agent, &dir, &socket, true).unwrap();
+        let waiting = UnixStream::connect(&socket).expect("the socket listens already");
+        let (bytes, fds) = receive(spare.as_fd()).unwrap();
+        let (args, listener) = pod_of(&bytes, fds).expect("a pod and its socket");
+        assert_eq!((args.pod_dir, args.socket), (dir.clone(), socket.clone()));
+        assert!(args.youki_ahead);
+        let (accepted, _) = listener.accept().unwrap();
+        drop((waiting, accepted, listener));
+        let refused = UnixStream::connect(&socket).unwrap_err();
+        assert_eq!(refused.kind(), io::ErrorKind::ConnectionRefused);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// A spare that is gone is not handed the pod, and no socket is left for its shim to be
+    /// looked for at; an end closed with nothing sent (the agent went away) is no pod.
+    #[test]
+    fn a_hand_over_to_a_gone_spare_fails_and_leaves_no_socket() {
+        let dir = std::env::temp_dir().join(format!("pv-spare-{}-b", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let socket = dir.join("shim.sock");
+        let (agent, spare) = UnixStream::pair().unwrap();
+        drop(spare);
+        assert!(hand_over(agent, &dir, &socket, false).is_err());
+        assert!(!socket.exists());
+        let (agent, spare) = UnixStream::pair().unwrap();
+        drop(agent);
+        let (bytes, fds) = receive(spare.as_fd()).unwrap();
+        assert!(pod_of(&bytes, fds).is_none());
+        // A message without its socket is no pod either.
+        assert!(pod_of(&message(&dir, &socket, false), Vec::new()).is_none());
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     /// The hand-over message reads back as the same paths and flag; anything else is no pod.
