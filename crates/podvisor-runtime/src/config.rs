@@ -187,6 +187,15 @@ impl NodeAllocatable {
             ephemeral_storage_bytes: None,
         }
     }
+
+    /// [`NodeAllocatable::detect`], once per process, as the kubelet reads its machine's
+    /// capacity once at start: the volume set-up of every start asks for it (a read of
+    /// `/proc/meminfo`, and of the cgroup and mount tables for the cpus, on the start's path).
+    #[must_use]
+    pub fn of_this_machine() -> &'static NodeAllocatable {
+        static DETECTED: std::sync::OnceLock<NodeAllocatable> = std::sync::OnceLock::new();
+        DETECTED.get_or_init(NodeAllocatable::detect)
+    }
 }
 
 /// The default `terminationMessagePath`.

@@ -1267,8 +1267,8 @@ impl Runtime for ProcessRuntime {
         pod: &Pod,
         objects: &config::objects::PodObjects,
     ) -> Result<(), crate::VolumeError> {
-        let node = config::NodeAllocatable::detect();
-        let volumes = config::projection::projected_volumes(pod, objects, &node);
+        let node = config::NodeAllocatable::of_this_machine();
+        let volumes = config::projection::projected_volumes(pod, objects, node);
         if volumes.is_empty() {
             return Ok(());
         }
