@@ -239,15 +239,8 @@ impl Store {
 
     /// Stores a new object, setting `metadata.resourceVersion` to the new resourceVersion.
     /// [`StoreError::AlreadyExists`] if `key` is taken.
-    pub fn create(&self, key: &Key, mut obj: Value) -> Result<Value> {
-        object::check(key, &obj)?;
-        self.write(key, |current, rv| {
-            if current.is_some() {
-                return Err(StoreError::AlreadyExists(key.clone()));
-            }
-            object::set_resource_version(&mut obj, rv);
-            Ok(Outcome::Put(EventType::Added, obj))
-        })
+    pub fn create(&self, key: &Key, obj: Value) -> Result<Value> {
+        self.transaction(|t| t.create(key, obj))
     }
 
     /// Replaces an object, setting `metadata.resourceVersion` to the new resourceVersion.
@@ -259,12 +252,7 @@ impl Store {
     /// `deletionTimestamp` with no or a zero grace period) removes it: the `Deleted` event
     /// carries the updated object.
     pub fn update(&self, key: &Key, obj: Value, precondition: Preconditions) -> Result<Value> {
-        object::check(key, &obj)?;
-        self.write(key, |current, rv| {
-            let current = current.ok_or_else(|| StoreError::NotFound(key.clone()))?;
-            check_preconditions(key, &current, &precondition, Op::Update)?;
-            Ok(modified(current, obj, rv))
-        })
+        self.transaction(|t| t.update(key, obj, precondition))
     }
 
     /// Atomically replaces an object with `f(current)`, in one write transaction (no other
@@ -278,12 +266,7 @@ impl Store {
     where
         F: FnOnce(Value) -> Result<Value>,
     {
-        self.write(key, |current, rv| {
-            let current = current.ok_or_else(|| StoreError::NotFound(key.clone()))?;
-            let obj = f(current.clone())?;
-            object::check(key, &obj)?;
-            Ok(modified(current, obj, rv))
-        })
+        self.transaction(|t| t.update_with(key, f))
     }
 
     /// Removes an object and returns its last state with the deletion's resourceVersion in
@@ -295,17 +278,7 @@ impl Store {
     /// 0`, and stays until an update removes its last finalizer (see [`Store::update`]).
     /// Marking an already marked object changes nothing.
     pub fn delete(&self, key: &Key, precondition: Preconditions) -> Result<Value> {
-        self.write(key, |current, rv| {
-            let mut current = current.ok_or_else(|| StoreError::NotFound(key.clone()))?;
-            check_preconditions(key, &current, &precondition, Op::Delete)?;
-            if object::has_finalizers(&current) {
-                let mut marked = current.clone();
-                object::mark_deleted(&mut marked);
-                return Ok(modified(current, marked, rv));
-            }
-            object::set_resource_version(&mut current, rv);
-            Ok(Outcome::Delete(current))
-        })
+        self.transaction(|t| t.delete(key, precondition))
     }
 
     /// Watches the objects of `kind` (in `namespace`, if given) from `since`.
@@ -417,15 +390,6 @@ impl Store {
             hub.publish(key, event, json);
         }
         Ok(value)
-    }
-
-    /// One write in a transaction of its own.
-    fn write(
-        &self,
-        key: &Key,
-        decide: impl FnOnce(Option<Value>, &str) -> Result<Outcome>,
-    ) -> Result<Value> {
-        self.transaction(|t| t.write(key, decide))
     }
 }
 

@@ -405,7 +405,9 @@ fn lock(path: &std::path::Path) -> io::Result<std::fs::File> {
     Ok(file)
 }
 
-fn bind(socket: &std::path::Path) -> io::Result<UnixListener> {
+/// Makes the pod's socket at `socket`, listening, replacing a stale one; refused when a shim
+/// answers there. The agent makes a spare's with it ([`super::spare::hand_over`]).
+pub(super) fn bind(socket: &std::path::Path) -> io::Result<UnixListener> {
     if UnixStream::connect(socket).is_ok() {
         return Err(io::Error::new(
             io::ErrorKind::AddrInUse,

@@ -103,21 +103,19 @@ fn parse(message: &[u8]) -> Option<Args> {
 /// Hands the spare shim at the other end of `channel` its pod: from here on it is the pod's
 /// shim. The pod's socket is made here, listening, and sent with the message, so that the
 /// pod's shim answers from now on. The pod's shim directory must exist (the spare opens its
-/// log there), and no shim may serve the pod (a socket file there is replaced).
+/// log there); a stale socket file there is replaced.
 ///
 /// # Errors
 ///
-/// The socket cannot be made, or the spare is gone (its end is closed): then no socket is
-/// left at `socket`.
+/// A shim answers at `socket` already, the socket cannot be made, or the spare is gone (its
+/// end is closed): then no socket of this hand-over is left at `socket`.
 pub(crate) fn hand_over(
     channel: UnixStream,
     pod_dir: &Path,
     socket: &Path,
     youki_ahead: bool,
 ) -> io::Result<()> {
-    let _ = std::fs::remove_file(socket);
-    let listener = UnixListener::bind(socket)
-        .map_err(|e| io::Error::new(e.kind(), format!("binding {}: {e}", socket.display())))?;
+    let listener = super::server::bind(socket)?;
     let message = message(pod_dir, socket, youki_ahead);
     let fds = [listener.as_fd()];
     let mut space = [std::mem::MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(1))];
@@ -338,7 +336,8 @@ mod tests {
     }
 
     /// A spare that is gone is not handed the pod, and no socket is left for its shim to be
-    /// looked for at; an end closed with nothing sent (the agent went away) is no pod.
+    /// looked for at; an end closed with nothing sent (the agent went away) is no pod; a pod
+    /// whose shim answers is not handed over.
     #[test]
     fn a_hand_over_to_a_gone_spare_fails_and_leaves_no_socket() {
         let dir = std::env::temp_dir().join(format!("pv-spare-{}-b", std::process::id()));
@@ -354,6 +353,13 @@ mod tests {
         assert!(pod_of(&bytes, fds).is_none());
         // A message without its socket is no pod either.
         assert!(pod_of(&message(&dir, &socket, false), Vec::new()).is_none());
+        // Where a shim answers, its socket is neither replaced nor removed.
+        let serving = UnixListener::bind(&socket).unwrap();
+        let (agent, _spare) = UnixStream::pair().unwrap();
+        let refused = hand_over(agent, &dir, &socket, false).unwrap_err();
+        assert_eq!(refused.kind(), io::ErrorKind::AddrInUse);
+        UnixStream::connect(&socket).expect("the serving shim still answers");
+        drop(serving);
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
