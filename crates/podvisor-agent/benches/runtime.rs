@@ -668,6 +668,9 @@ fn bench(args: &[String]) -> Result<()> {
     let base = std::env::temp_dir().join(format!("podvisor-bench-{}", std::process::id()));
     std::fs::create_dir_all(&base)?;
     let started = Timestamp::now();
+    // As `serve` and `run` do at start (unless `--protect-kernel-defaults`).
+    let dynmods = podvisor_runtime::cgroup::dynmods::favor_dynamic_modifications(false);
+    progress(&dynmods.to_string());
     let load = format!("{}; {}", load_average(), machine_context());
     progress(&format!(
         "shim {}, {} mode, {} runtime class, load average {load}",

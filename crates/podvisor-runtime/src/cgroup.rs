@@ -16,6 +16,7 @@
 //! This module does IO but makes no lifecycle decision: it never decides when to kill or
 //! remove, and it never reaps (the shim, as subreaper, does).
 
+pub mod dynmods;
 pub mod resize;
 
 use std::fs;

@@ -305,6 +305,18 @@ fn serve_runs_pods_for_kubectl() {
     let mut w = World::new("kubectl");
     let took = w.start(&["--drain-on-exit"]);
     eprintln!("serve answered after {} ms", took.as_millis());
+    // The node's kernel tunable: cgroup2's `favordynmods` is on once serve has started
+    // (`--protect-kernel-defaults` below leaves the host alone).
+    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+    let cgroup2: Vec<&str> = mountinfo
+        .lines()
+        .filter(|l| l.contains(" - cgroup2 "))
+        .collect();
+    assert!(
+        cgroup2.iter().all(|l| l.contains("favordynmods")),
+        "{cgroup2:?}\n{}",
+        w.logs()
+    );
 
     let pid_file = w.dir.join("x.pid");
     w.create(&looping_pod("x", &pid_file));
@@ -366,7 +378,7 @@ fn serve_runs_pods_for_kubectl() {
 
     // The drain removed the pod objects too: a new serve on the state finds nothing.
     std::fs::remove_file(w.kubeconfig()).ok();
-    w.start(&[]);
+    w.start(&["--protect-kernel-defaults"]);
     let pods = w.kubectl_ok(&["get", "pods", "-o", "name"]);
     assert_eq!(pods, "", "drained pods are deleted");
     assert!(

@@ -53,9 +53,26 @@ pub struct RuntimeArgs {
     /// process more).
     #[arg(long, value_enum, default_value_t = OciExecutorChoice::Youki)]
     pub oci_executor: OciExecutorChoice,
+    /// Change no kernel setting of the host. Without it podvisor sets the cgroup2 option
+    /// `favordynmods` at start (as the kubelet sets its kernel tunables unless
+    /// `--protect-kernel-defaults`): moving a container's process into its cgroup then no
+    /// longer waits for an RCU grace period, several milliseconds of every start.
+    #[arg(long)]
+    pub protect_kernel_defaults: bool,
 }
 
 impl RuntimeArgs {
+    /// The node's kernel tunables, before any pod starts: `favordynmods` set unless
+    /// `--protect-kernel-defaults` (said on stderr when set now, or when it stays off).
+    fn kernel_tunables(&self) {
+        use podvisor_runtime::cgroup::dynmods::{Dynmods, favor_dynamic_modifications};
+        match favor_dynamic_modifications(self.protect_kernel_defaults) {
+            Dynmods::AlreadySet(_) | Dynmods::NoCgroup2 => {}
+            set @ Dynmods::Set(_) => eprintln!("podvisor: {set}"),
+            other => eprintln!("podvisor: warning: {other}"),
+        }
+    }
+
     /// The runtime over `state_dir`, with images in `images_dir`. The `oci` class is there
     /// whenever runc is installed (pods pick it with `runtimeClassName: oci`); `--runtime oci`
     /// needs it.
@@ -68,6 +85,7 @@ impl RuntimeArgs {
         if let Some(problem) = podvisor_runtime::process::privileges_problem() {
             anyhow::bail!("{problem}");
         }
+        self.kernel_tunables();
         let default = match self.runtime {
             RuntimeChoice::Process => RuntimeClass::Process,
             RuntimeChoice::Oci => RuntimeClass::Oci,
