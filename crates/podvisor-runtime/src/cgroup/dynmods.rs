@@ -40,7 +40,9 @@ pub enum Dynmods {
     Protected(PathBuf),
     /// No cgroup2 hierarchy is mounted (a cgroup v1-only host).
     NoCgroup2,
-    /// The kernel did not take it; nothing was changed.
+    /// The kernel did not take it: it refused a flag (nothing was changed), or left the option
+    /// off (outside the initial cgroup namespace), or, read back, the hierarchy lost another
+    /// of its options (said in `reason`).
     Refused {
         /// The cgroup2 mount.
         mount: PathBuf,
