@@ -671,7 +671,14 @@ fn bench(args: &[String]) -> Result<()> {
     // As `serve` and `run` do at start (unless `--protect-kernel-defaults`).
     let dynmods = podvisor_runtime::cgroup::dynmods::favor_dynamic_modifications(false);
     progress(&dynmods.to_string());
-    let load = format!("{}; {}", load_average(), machine_context());
+    // cgroup2's `favordynmods` (podvisor sets it unless `--protect-kernel-defaults`): without
+    // it a container's move into its cgroup may wait out an RCU grace period.
+    let load = format!(
+        "{}; {}, favordynmods {}",
+        load_average(),
+        machine_context(),
+        podvisor_runtime::cgroup::dynmods::state_word()
+    );
     progress(&format!(
         "shim {}, {} mode, {} runtime class, load average {load}",
         opts.shim.display(),

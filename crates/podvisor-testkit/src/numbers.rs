@@ -78,20 +78,7 @@ pub fn machine_context() -> String {
     let spawn = spawns
         .get(spawns.len() / 2)
         .map_or_else(|| "?".into(), |d| format!("{} µs", d.as_micros()));
-    // cgroup2's `favordynmods` (podvisor sets it unless `--protect-kernel-defaults`): without
-    // it a container's move into its cgroup may wait out an RCU grace period.
-    let dynmods = std::fs::read_to_string("/proc/self/mountinfo").map_or("?", |t| {
-        if t.lines()
-            .any(|l| l.contains(" - cgroup2 ") && l.contains("favordynmods"))
-        {
-            "on"
-        } else {
-            "off"
-        }
-    });
-    format!(
-        "memory cgroups {memcgs}, /bin/true spawned and reaped in {spawn}, favordynmods {dynmods}"
-    )
+    format!("memory cgroups {memcgs}, /bin/true spawned and reaped in {spawn}")
 }
 
 /// The memory controller's `num_cgroups` in `/proc/cgroups`.

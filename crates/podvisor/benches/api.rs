@@ -616,7 +616,14 @@ fn bench(args: &[String]) -> Result<()> {
         bail!("podvisor serve's process runtime needs root (cgroups, mount namespaces)");
     }
     let started = jiff::Timestamp::now();
-    let load = format!("{}; {}", load_average(), machine_context());
+    // cgroup2's `favordynmods` (podvisor sets it unless `--protect-kernel-defaults`): without
+    // it a container's move into its cgroup may wait out an RCU grace period.
+    let load = format!(
+        "{}; {}, favordynmods {}",
+        load_average(),
+        machine_context(),
+        podvisor_runtime::cgroup::dynmods::state_word()
+    );
     progress(&format!(
         "podvisor {}, load average {load}",
         env!("CARGO_BIN_EXE_podvisor")

@@ -99,6 +99,24 @@ pub fn cgroup2_mount(mountinfo: &str) -> Option<(PathBuf, Vec<String>)> {
         })
 }
 
+/// Whether `favordynmods` is on (`None`: no cgroup2 hierarchy is mounted), from this process's
+/// mount table.
+#[must_use]
+pub fn is_on() -> Option<bool> {
+    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+    cgroup2_mount(&mountinfo).map(|(_, options)| options.iter().any(|o| o == FAVORDYNMODS))
+}
+
+/// [`is_on`] in a word, for the benches' headers: `on`, `off` or `(no cgroup2)`.
+#[must_use]
+pub fn state_word() -> &'static str {
+    match is_on() {
+        Some(true) => "on",
+        Some(false) => "off",
+        None => "(no cgroup2)",
+    }
+}
+
 /// The flags a reconfiguration of the hierarchy is given: a reconfiguration sets every root
 /// flag from the flags it is given (it would clear `nsdelegate` or `memory_recursiveprot` if they
 /// were left out), so it carries each of today's options, then `favordynmods`.
