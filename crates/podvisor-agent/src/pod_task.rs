@@ -1033,6 +1033,17 @@ impl<R: Runtime> PodTask<R> {
     }
 }
 
+/// The volume re-sync is a task of its own holding the worker's update channel: it must not
+/// outlive the worker, however the worker ends (finished, or aborted at the agent's shutdown),
+/// or the pod's status writer would wait for the channel's end that never comes.
+impl<R: Runtime> Drop for PodTask<R> {
+    fn drop(&mut self) {
+        if let Some(sync) = self.volume_sync.take() {
+            sync.abort();
+        }
+    }
+}
+
 /// The core's view of a runtime exit.
 fn exit_status(exit: ContainerExit) -> ExitStatus {
     ExitStatus {
