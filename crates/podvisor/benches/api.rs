@@ -29,7 +29,10 @@
 //!    disk, not in memory, and expire an hour after their last write;
 //! 4. with `--oci`, the same start on containerd 1.6's CRI where it is installed (`api/containerd.rs`:
 //!    `RunPodSandbox` → `StartContainer` answered, as a kubelet drives it, same image, a CNI bridge),
-//!    after `serve` is gone, and the ratio of the two medians.
+//!    after `serve` is gone, and the ratio of the two medians;
+//! 5. and 6. (without `--oci`; `api/stop.rs`): a full node's stop (110 pods, 100 watches:
+//!    SIGTERM → exit, then every pod recovered as it was), and `serve`'s memory before, with and
+//!    after a 1000-container pod, and after 100 watchers.
 //!
 //! Everything it starts is removed at the end, also on error or Ctrl-C/SIGTERM: `serve` gets
 //! SIGTERM (it drains: every pod deleted), then every process whose command line carries the
@@ -59,6 +62,10 @@ use tokio_rustls::rustls::{self, pki_types::CertificateDer, pki_types::ServerNam
 /// Part 4: containerd's CRI, the peer.
 #[path = "api/containerd.rs"]
 mod containerd;
+
+/// Parts 5 and 6: a full node's stop, and a large object's memory.
+#[path = "api/stop.rs"]
+mod stop;
 
 /// The podvisor client (kubeconfig, HTTPS, streams), shared with the binary.
 #[path = "../src"]
@@ -179,6 +186,8 @@ struct World {
     serve: Option<Child>,
     /// Extra `serve` arguments (`--runtime oci ...`).
     serve_args: Vec<String>,
+    /// `serve --drain-on-exit` (the default: the clean-up's SIGTERM deletes every pod).
+    drain: bool,
     runs: u32,
     cleaned: bool,
 }
@@ -202,6 +211,7 @@ impl World {
             port,
             serve: None,
             serve_args: Vec::new(),
+            drain: true,
             runs: 0,
             cleaned: false,
         })
@@ -229,7 +239,8 @@ impl World {
         cmd.arg("serve")
             .arg("--state-dir")
             .arg(self.state())
-            .args(["--listen", &listen, "--drain-on-exit"])
+            .args(["--listen", &listen])
+            .args(self.drain.then_some("--drain-on-exit"))
             .args(&self.serve_args)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
@@ -276,6 +287,36 @@ impl World {
         if let Some(mut child) = self.serve.take() {
             let _ = child.kill();
             let _ = child.wait();
+        }
+    }
+
+    /// SIGTERMs `serve` and reaps it: the time from the signal to its exit (fails if it does
+    /// not exit cleanly within `grace`; it is SIGKILLed then).
+    fn stop_timed(&mut self, grace: Duration) -> Result<Duration> {
+        let mut child = self.serve.take().context("serve is not running")?;
+        let pid = rustix::process::Pid::from_child(&child);
+        let before = Instant::now();
+        rustix::process::kill_process(pid, rustix::process::Signal::TERM)?;
+        loop {
+            if let Some(status) = child.try_wait()? {
+                let took = before.elapsed();
+                if !status.success() {
+                    bail!(
+                        "serve exited with {status} on SIGTERM:\n{}",
+                        self.last_log()
+                    );
+                }
+                return Ok(took);
+            }
+            if before.elapsed() > grace {
+                let _ = child.kill();
+                let _ = child.wait();
+                bail!(
+                    "serve did not exit within {grace:?} of SIGTERM:\n{}",
+                    self.last_log()
+                );
+            }
+            std::thread::sleep(Duration::from_micros(200));
         }
     }
 
@@ -607,6 +648,8 @@ struct Results {
     /// Part 3: (rounds done, events stored, VmRSS in KiB) at every tenth, and the peak.
     churn: Vec<(usize, usize, u64)>,
     churn_peak_kib: u64,
+    /// Parts 5 and 6.
+    stop: stop::StopResults,
     containerd: String,
 }
 
@@ -902,6 +945,10 @@ async fn run(world: &mut World, opts: &Options, results: &mut Results) -> Result
     if opts.churn > 0 {
         churn(world, &config, opts.churn, opts.keep, results).await?;
     }
+    // 6. A large object's memory (before 5: it measures the serve that has run 1 to 3).
+    stop::memory(world, &config, opts.keep, results).await?;
+    // 5. Stop with a full node.
+    stop::stop(world, &config, stop::STOP_PODS, results).await?;
     Ok(())
 }
 
@@ -1277,6 +1324,47 @@ fn print_summary(r: &Results, started: jiff::Timestamp, load: &str) {
             verdict(last.2 * 10 <= mid.2 * 11).into(),
         ]);
     }
+    if let Some(took) = r.stop.stop {
+        rows.push([
+            format!(
+                "stop, {} pods running, {} watches open: SIGTERM → exit",
+                r.stop.pods, r.stop.watches
+            ),
+            ms(took),
+            "≤ 100 ms".into(),
+            verdict(took <= Duration::from_millis(100)).into(),
+        ]);
+        rows.push([
+            "  pods after the next start: uid, containerID, restartCount, running".into(),
+            if r.stop.problems.is_empty() {
+                "unchanged".into()
+            } else {
+                format!("{} problem(s)", r.stop.problems.len())
+            },
+            "unchanged".into(),
+            verdict(r.stop.problems.is_empty()).into(),
+        ]);
+    }
+    if let Some([before, with, after, watched]) = r.stop.rss {
+        rows.push([
+            format!(
+                "memory: serve VmRSS before / with / after a {}-container pod ({} KiB of JSON) \
+                 / after {} watchers (MiB)",
+                stop::BIG_CONTAINERS,
+                r.stop.big_bytes / 1024,
+                stop::CHURN_WATCHERS
+            ),
+            format!(
+                "{:.1} / {:.1} / {:.1} / {:.1}",
+                stop::mib(before),
+                stop::mib(with),
+                stop::mib(after),
+                stop::mib(watched)
+            ),
+            "after ≤ before + 10 %".into(),
+            verdict(after * 10 <= before * 11).into(),
+        ]);
+    }
     rows.push([
         "containerd CRI comparison".into(),
         r.containerd.clone(),
@@ -1296,7 +1384,7 @@ fn print_summary(r: &Results, started: jiff::Timestamp, load: &str) {
             row[0], row[1], row[2], row[3]
         );
     }
-    for p in &r.restart_problems {
+    for p in r.restart_problems.iter().chain(&r.stop.problems) {
         println!("  problem: {p}");
     }
 }
