@@ -441,6 +441,17 @@ async fn wait_for_file(
 /// Creates the state directory (mode 0700: it holds the store, the token and the CA key), or
 /// makes an existing one 0700 (older podvisors left it 0755).
 fn private_state_dir(dir: &Path) -> anyhow::Result<()> {
+    // Another user's state is refused before anything of it is narrowed or read: the directory
+    // and what podvisor keeps directly in it (and its keys), each this user's own.
+    podvisor_store::require_owned(dir)?;
+    for sub in [Path::new(""), Path::new("pki")] {
+        let Ok(entries) = std::fs::read_dir(dir.join(sub)) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            podvisor_store::require_owned(&entry.path())?;
+        }
+    }
     std::fs::DirBuilder::new()
         .recursive(true)
         .mode(0o700)
@@ -468,7 +479,7 @@ fn store_error(e: StoreError, path: &Path) -> anyhow::Error {
             "{e}; or start with an empty store in this file with podvisor serve \
              --reset-empty-store"
         ),
-        e @ StoreError::Damaged { .. } => anyhow::Error::new(e),
+        e @ (StoreError::Damaged { .. } | StoreError::NotOwned(_)) => anyhow::Error::new(e),
         e => {
             let holders = super::state_lock::holders_of(path);
             anyhow::Error::new(e).context(format!(
