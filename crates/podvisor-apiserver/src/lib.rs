@@ -254,6 +254,7 @@ pub fn router(state: ApiState) -> Router {
         .route("/livez", get(|| async { "ok" }))
         .route("/readyz", get(|| async { "ok" }))
         .fallback(routes::fallback)
+        .layer(axum::middleware::from_fn(routes::body_media_type))
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
             auth::require_token,
