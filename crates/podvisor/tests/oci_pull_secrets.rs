@@ -218,7 +218,8 @@ fn phase(ctx: &ServeCtx, namespace: &str, name: &str) -> String {
 /// 1.35's `KubeletEnsureSecretPulledImages` (beta, on): a private image pod A pulled with its
 /// Secret is not run by pod B, which has no credentials, under `IfNotPresent`: B pulls with
 /// its own (none) and gets `ErrImagePull`. Pod C with A's Secret, and pod D in another
-/// namespace with a Secret of the same credentials, run it without a pull. The records
+/// namespace with a Secret of the same credentials, run it without a pull; a pod without
+/// credentials under `Never` gets `ErrImageNeverPull`. The records
 /// survive a restart of `serve`: pod E, without credentials, is refused after it too.
 #[test]
 #[ignore = "needs root: run as root with --include-ignored (scripts/test does)"]
@@ -288,6 +289,16 @@ fn a_private_image_runs_only_for_pods_with_its_credentials() {
         "{events:?}"
     );
 
+    // Under `Never` the image is as good as absent for a pod without the credentials.
+    let file = ctx.manifest(
+        "never",
+        &pod_in("default", "never", &image, None, "Never", &m),
+    );
+    ctx.kubectl_ok(&["create", "-f", file.to_str().unwrap()]);
+    wait_for(&ctx, "pod never to be refused the image", || {
+        waiting_reason(&ctx, "default", "never") == "ErrImageNeverPull"
+    });
+
     // Another Secret object with the same credentials matches by their hash.
     ctx.kubectl_ok(&["create", "namespace", "other"]);
     secret(&ctx, "other", "copy");
@@ -324,6 +335,15 @@ fn a_private_image_runs_only_for_pods_with_its_credentials() {
             )
         },
     );
-    ctx.kubectl_ok(&["delete", "pod", "a", "b", "c", "e", "--grace-period=1"]);
+    ctx.kubectl_ok(&[
+        "delete",
+        "pod",
+        "a",
+        "b",
+        "c",
+        "e",
+        "never",
+        "--grace-period=1",
+    ]);
     ctx.kubectl_ok(&["delete", "pod", "-n", "other", "d", "--grace-period=1"]);
 }
