@@ -13,8 +13,9 @@
 //! ([`PidNamespace::for_container`]). What was made is recorded in
 //! `<pod dir>/network.json`, read again by a restarted agent and at tear-down.
 //!
-//! Each container's image is resolved as the kubelet's image manager does (pull policy, one
-//! pull at a time, the report for the `Pulling`/`Pulled` events, the image error reasons), and
+//! Each container's image is resolved as the kubelet's image manager does (pull policy, the
+//! verification of a present image's pull credentials, one pull at a time, the report for the
+//! `Pulling`/`Pulled` events, the image error reasons: `oci_class/image_manager.rs`), and
 //! the instance goes to the shim as an [`OciLaunch`], which the shim turns into a bundle and
 //! runs with runc (`shim/supervisor.rs`).
 
