@@ -13,8 +13,9 @@
 //! ([`PidNamespace::for_container`]). What was made is recorded in
 //! `<pod dir>/network.json`, read again by a restarted agent and at tear-down.
 //!
-//! Each container's image is resolved as the kubelet's image manager does (pull policy, one
-//! pull at a time, the report for the `Pulling`/`Pulled` events, the image error reasons), and
+//! Each container's image is resolved as the kubelet's image manager does (pull policy, the
+//! verification of a present image's pull credentials, one pull at a time, the report for the
+//! `Pulling`/`Pulled` events, the image error reasons: `oci_class/image_manager.rs`), and
 //! the instance goes to the shim as an [`OciLaunch`], which the shim turns into a bundle and
 //! runs with runc (`shim/supervisor.rs`).
 
@@ -32,13 +33,14 @@ use crate::{
 };
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use podvisor_image::{ImageId, ImageStore, NoProgress, PullOptions, Reference, RegistryConfig};
+use podvisor_image::{ImageId, ImageStore, PullRecords, RegistryConfig};
 use serde::{Deserialize, Serialize};
 use std::collections::HashSet;
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::Instant;
+
+mod image_manager;
 
 /// Where a pod's directory records the images its containers use (one empty file per image
 /// id): image garbage collection keeps them while the pod's directory exists, across agent
@@ -108,6 +110,8 @@ pub(super) struct OciClass {
     state_dir: PathBuf,
     /// The kubelet pulls one image at a time (`serializeImagePulls`).
     pulls: tokio::sync::Mutex<()>,
+    /// Which credentials each image the node pulled was pulled with ([`image_manager`]).
+    pull_records: PullRecords,
     /// Sandboxes made ahead of their pods (podvisor's own network only).
     pool: Option<Arc<SandboxPool>>,
     executor: crate::oci::executor::RuncMode,
@@ -220,7 +224,12 @@ impl OciClass {
                 .sweeping(state_dir.join(crate::sandbox::pool::LEGACY_POOL_DIR)),
             )
         });
+        let pull_records = options
+            .images
+            .pull_records()
+            .map_err(|e| RuntimeError::Other(format!("the image pull records: {e}")))?;
         Ok(OciClass {
+            pull_records,
             images: options.images,
             registry: options.registry,
             cni: Cni::new(
@@ -550,6 +559,7 @@ impl OciClass {
         policy: ImageGcPolicy,
     ) -> Result<ImageGcOutcome, RuntimeError> {
         let (store, pods) = (self.images.clone(), self.state_dir.join("pods"));
+        let records = self.pull_records.clone();
         let collected = tokio::task::spawn_blocking(move || {
             let recorded = images_in_use(&pods);
             let now = std::time::SystemTime::now()
@@ -564,11 +574,23 @@ impl OciClass {
                 })
                 .map(|i| i.id)
                 .collect();
-            store.gc(
+            let collected = store.gc(
                 policy.high_threshold_percent,
                 policy.low_threshold_percent,
                 &in_use,
-            )
+            )?;
+            // The kubelet's `PruneUnknownRecords`: the pull records of images gone, unless
+            // written since this collection began.
+            let stored: HashSet<String> = store
+                .list()?
+                .into_iter()
+                .map(|i| i.id.as_str().to_owned())
+                .collect();
+            let pruned = records.prune(&stored, now);
+            if pruned > 0 {
+                tracing::debug!(pruned, "image pull records of removed images dropped");
+            }
+            Ok::<_, podvisor_image::Error>(collected)
         })
         .await
         .map_err(|e| RuntimeError::Other(e.to_string()))?
@@ -585,8 +607,8 @@ impl OciClass {
         })
     }
 
-    /// Resolves the container's image as the kubelet's image manager does and describes the
-    /// instance for the shim.
+    /// Resolves the container's image as the kubelet's image manager does
+    /// ([`image_manager`]) and describes the instance for the shim.
     pub(super) async fn launch(
         &self,
         request: &crate::StartRequest,
@@ -599,124 +621,15 @@ impl OciClass {
             objects: request.objects.clone(),
             ..BuildOptions::default()
         };
-        let fail = |reason: &str, message: String, pulling: bool| StartError {
+        let (image, report) = self.ensure_image(request, &paths.pod_dir).await?;
+        let fail = |reason: &str, message: String| StartError {
             reason: reason.to_owned(),
             message,
             created: false,
-            pulling,
+            pulling: false,
         };
-        let image_name = container.image.clone().unwrap_or_default();
-        let reference = Reference::parse(&image_name).map_err(|e| {
-            fail(
-                "InvalidImageName",
-                format!(
-                    "Failed to apply default image tag {}: couldn't parse image name {}: {}",
-                    podvisor_api::gotext::quote(&image_name),
-                    podvisor_api::gotext::quote(&image_name),
-                    e.reason
-                ),
-                false,
-            )
-        })?;
-        let policy = container
-            .image_pull_policy
-            .as_deref()
-            .unwrap_or("IfNotPresent");
-        // A present image the policy takes as it is is recorded as in use on the same
-        // blocking thread (one hop less on the start's path).
-        let takes_present = matches!(policy, "IfNotPresent" | "Never");
-        let (present, recorded) = {
-            let store = self.images.clone();
-            let reference = reference.clone();
-            let pod_dir = paths.pod_dir.clone();
-            tokio::task::spawn_blocking(move || -> podvisor_image::Result<_> {
-                let present = store.get(&reference)?;
-                let recorded = present
-                    .as_ref()
-                    .filter(|_| takes_present)
-                    .map(|image| record_image_use(&pod_dir, &image.id));
-                Ok((present, recorded))
-            })
-            .await
-            .map_err(|e| fail("ErrImagePull", e.to_string(), false))?
-            .map_err(|e| fail("ErrImagePull", e.to_string(), false))?
-        };
-        let (image, report) = match (policy, present) {
-            ("Never", None) => {
-                return Err(fail(
-                    "ErrImageNeverPull",
-                    format!(
-                        "Container image {} is not present with pull policy of Never",
-                        podvisor_api::gotext::quote(&image_name)
-                    ),
-                    false,
-                ));
-            }
-            ("IfNotPresent" | "Never", Some(image)) => (image, ImageReport::Present),
-            _ => {
-                let requested = Instant::now();
-                let _one_at_a_time = self.pulls.lock().await;
-                // The node's options (its mirrors, its credentials), tried with each credential
-                // of the keyring in turn.
-                let base = PullOptions::for_reference(self.registry.as_ref(), &reference);
-                let keyring = pull_keyring(pod, &opts.objects, self.registry.as_ref(), &reference);
-                // On a blocking thread of its own: the pull's future is not provably `Send`
-                // (its layer stream's closures borrow), which the `Runtime` trait requires.
-                let (store, wanted) = (self.images.clone(), reference.clone());
-                let handle = tokio::runtime::Handle::current();
-                let pulled = tokio::task::spawn_blocking(move || {
-                    // The kubelet's `pullImage`: each credential the keyring has for the
-                    // image in turn, the first pull that succeeds wins, else the last error.
-                    let mut last = None;
-                    for credentials in keyring {
-                        let options = PullOptions {
-                            credentials,
-                            ..base.clone()
-                        };
-                        match handle.block_on(store.pull(&wanted, &options, &NoProgress)) {
-                            Ok(pulled) => return Ok(pulled),
-                            Err(e) => last = Some(e),
-                        }
-                    }
-                    Err(last.map_or_else(|| "no credentials to try".to_owned(), |e| e.to_string()))
-                })
-                .await
-                .map_err(|e| fail("ErrImagePull", e.to_string(), true))?
-                .map_err(|e| fail("ErrImagePull", e, true))?;
-                let report = ImageReport::Pulled {
-                    pull: pulled.duration,
-                    total: requested.elapsed(),
-                    size: pulled.image.size,
-                };
-                (pulled.image, report)
-            }
-        };
-        {
-            // When it was last used only orders image garbage collection: not worth a start's
-            // wait (it rewrites and fsyncs the store's index once a second at most).
-            let (store, id) = (self.images.clone(), image.id.clone());
-            drop(tokio::task::spawn_blocking(move || store.mark_used(&id)));
-            let recorded = match recorded {
-                Some(recorded) => recorded,
-                None => {
-                    let id = image.id.clone();
-                    let pod_dir = paths.pod_dir.clone();
-                    tokio::task::spawn_blocking(move || record_image_use(&pod_dir, &id))
-                        .await
-                        .unwrap_or(Ok(()))
-                }
-            };
-            if let Err(e) = recorded {
-                // Without the record the image could be collected under the pod: no start.
-                return Err(fail(
-                    "CreateContainerError",
-                    format!("recording the image's use: {e}"),
-                    false,
-                ));
-            }
-        }
         let env = crate::config::kubelet_environment(pod, container, opts)
-            .map_err(|m| fail("CreateContainerConfigError", m, false))?;
+            .map_err(|m| fail("CreateContainerConfigError", m))?;
         let launch = OciLaunch {
             id: container_id
                 .rsplit("://")
@@ -747,51 +660,6 @@ impl OciClass {
             .unwrap_or_else(|| image.id.as_str().to_owned());
         Ok((launch, (report, image_id)))
     }
-}
-
-/// The credentials to try for `reference`, in the kubelet's order (its credential-provider
-/// keyring): those of the pod's `imagePullSecrets` (`kubernetes.io/dockerconfigjson`, or the
-/// legacy `kubernetes.io/dockercfg`) that match the image, in the pod's order, then the node's
-/// `--registry-config`; anonymous when none matches. Secrets that are missing, of another
-/// type, or unparsable are skipped, as the kubelet skips them.
-fn pull_keyring(
-    pod: &Pod,
-    objects: &crate::config::objects::PodObjects,
-    node: Option<&RegistryConfig>,
-    reference: &Reference,
-) -> Vec<podvisor_image::Credentials> {
-    let mut keyring = Vec::new();
-    for name in podvisor_api::references::pull_secret_names(pod) {
-        let Some(secret) = objects.secrets.get(&name) else {
-            continue;
-        };
-        let parsed = match secret.type_.as_str() {
-            "kubernetes.io/dockerconfigjson" => secret
-                .data
-                .get(podvisor_api::config::DOCKER_CONFIG_JSON_KEY)
-                .map(|d| RegistryConfig::parse(d)),
-            "kubernetes.io/dockercfg" => secret
-                .data
-                .get(podvisor_api::config::DOCKER_CONFIG_KEY)
-                .map(|d| RegistryConfig::parse_dockercfg(d)),
-            _ => None,
-        };
-        if let Some(Ok(config)) = parsed
-            && let Some(credentials) = config.lookup(reference)
-            && !keyring.contains(&credentials)
-        {
-            keyring.push(credentials);
-        }
-    }
-    if let Some(credentials) = node.and_then(|r| r.lookup(reference))
-        && !keyring.contains(&credentials)
-    {
-        keyring.push(credentials);
-    }
-    if keyring.is_empty() {
-        keyring.push(podvisor_image::Credentials::Anonymous);
-    }
-    keyring
 }
 
 #[cfg(test)]
