@@ -9,6 +9,8 @@
 //! runs in the shim's session and deletes the test's directory.
 
 mod common;
+#[path = "process_runtime/log_rotation.rs"]
+mod log_rotation;
 #[path = "process_runtime/paths.rs"]
 mod paths;
 
