@@ -3,6 +3,8 @@
 //! `--container-log-monitor-interval`, `--container-log-max-workers`.
 
 use std::sync::Arc;
+#[cfg(test)]
+use std::time::Duration;
 
 use anyhow::bail;
 use podvisor_lifecycle::sim::script::parse_duration;
@@ -90,5 +92,56 @@ impl ContainerLogArgs {
         Ok(self
             .config()?
             .map(|config| tokio::spawn(ContainerLogManager::new(runtime, config).run())))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(size: &str, files: i64, interval: &str, workers: i64) -> ContainerLogArgs {
+        ContainerLogArgs {
+            container_log_max_size: size.into(),
+            container_log_max_files: files,
+            container_log_monitor_interval: interval.into(),
+            container_log_max_workers: workers,
+        }
+    }
+
+    #[test]
+    fn the_kubelets_defaults_and_checks() {
+        use clap::Parser;
+        #[derive(clap::Parser)]
+        struct Cli {
+            #[command(flatten)]
+            logs: ContainerLogArgs,
+        }
+        let config = Cli::parse_from(["x"]).logs.config().unwrap().unwrap();
+        assert_eq!(config, LogManagerConfig::default());
+        assert_eq!(config.policy.max_size, 10 * 1024 * 1024);
+        assert_eq!(config.policy.max_files, 5);
+        assert_eq!(config.monitor_interval, Duration::from_secs(10));
+        assert_eq!(config.max_workers, 1);
+        let off = Cli::parse_from(["x", "--container-log-max-size", "-1"]).logs;
+        assert_eq!(off.config().unwrap(), None);
+        let small = args("4Ki", 2, "3s", 2).config().unwrap().unwrap();
+        assert_eq!((small.policy.max_size, small.policy.max_files), (4096, 2));
+
+        let err = |a: ContainerLogArgs| a.config().unwrap_err().to_string();
+        assert_eq!(
+            err(args("10Mi", 1, "10s", 1)),
+            "--container-log-max-files: invalid MaxFiles 1, must be > 1"
+        );
+        assert!(err(args("ten", 5, "10s", 1)).starts_with("--container-log-max-size: "));
+        assert_eq!(
+            err(args("10Mi", 5, "2s", 1)),
+            "--container-log-monitor-interval: containerLogMonitorInterval must be a positive \
+             time duration greater than or equal to 3s"
+        );
+        assert_eq!(
+            err(args("10Mi", 5, "10s", 0)),
+            "--container-log-max-workers: containerLogMaxWorkers must be greater than or equal \
+             to 1"
+        );
     }
 }

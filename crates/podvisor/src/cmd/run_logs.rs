@@ -156,6 +156,13 @@ mod tests {
         )
         .unwrap();
         assert_eq!(tail.poll(), ["app | partial"]);
+        // Rotated by the container log manager: the rest of the old file, then the new one.
+        std::io::Write::write_all(&mut f, b".300000000Z stdout F before\n").unwrap();
+        std::fs::rename(c.join("0.log"), c.join("0.log.20261126-000000")).unwrap();
+        std::io::Write::write_all(&mut f, b"2026-11-26T00:00:00.4Z stdout F renamed\n").unwrap();
+        std::fs::write(c.join("0.log"), "2026-11-26T00:00:00.5Z stdout F after\n").unwrap();
+        assert_eq!(tail.poll(), ["app | before", "app | renamed", "app | after"]);
+        std::fs::rename(c.join("0.log.20261126-000000"), c.join("0.log")).unwrap();
         std::fs::write(
             c.join("1.log"),
             "2026-11-26T00:00:01.000000000Z stdout F again\n",
@@ -164,7 +171,13 @@ mod tests {
         let mut several = LogTail::new(&dir, true);
         assert_eq!(
             several.poll(),
-            ["web/app | hello", "web/app | partial", "web/app | again"]
+            [
+                "web/app | hello",
+                "web/app | partial",
+                "web/app | before",
+                "web/app | renamed",
+                "web/app | again"
+            ]
         );
         let _ = std::fs::remove_dir_all(&dir);
     }
