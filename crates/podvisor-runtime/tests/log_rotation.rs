@@ -66,7 +66,9 @@ fn rotations_compress_older_files_and_keep_at_most_max_files() {
     let mut n = 0;
     for stamp in ["20261207-200001", "20261207-200002", "20261207-200003"] {
         for _ in 0..3 {
-            writer.write(Stream::Stdout, format!("line {n}\n").as_bytes()).unwrap();
+            writer
+                .write(Stream::Stdout, format!("line {n}\n").as_bytes())
+                .unwrap();
             n += 1;
         }
         let rotated = rotation::prepare(&log, &policy, stamp).unwrap().unwrap();
@@ -131,7 +133,9 @@ fn a_follower_goes_on_in_the_new_file_after_a_rotation() {
 
     // Renamed; written to before the runtime reopens; then written to the new file.
     let policy = LogRotatePolicy::new(1, 5).unwrap();
-    rotation::prepare(&log, &policy, "20261207-200000").unwrap().unwrap();
+    rotation::prepare(&log, &policy, "20261207-200000")
+        .unwrap()
+        .unwrap();
     writer.write(Stream::Stdout, b"two\n").unwrap();
     // Between the rename and the reopen the follower still reads the old file.
     follower.read(&opts, &mut out).unwrap();
@@ -152,7 +156,9 @@ fn a_follower_goes_on_in_the_new_file_after_a_rotation() {
     let mut raw = LogFollower::new(&log);
     let mut records = Vec::new();
     raw.read_records(&mut records).unwrap();
-    rotation::prepare(&log, &policy, "20261207-200001").unwrap().unwrap();
+    rotation::prepare(&log, &policy, "20261207-200001")
+        .unwrap()
+        .unwrap();
     writer.write(Stream::Stdout, b"six\n").unwrap();
     writer.reopen().unwrap();
     writer.write(Stream::Stderr, b"seven\n").unwrap();

@@ -59,11 +59,7 @@ fn serve_rotates_a_fast_writers_log_and_kubectl_logs_follows_it() {
         "--backoff",
         "reduced",
     ]);
-    let (m, stop, stopped) = (
-        ctx.marker.clone(),
-        ctx.path("stop"),
-        ctx.path("stopped"),
-    );
+    let (m, stop, stopped) = (ctx.marker.clone(), ctx.path("stop"), ctx.path("stopped"));
     let (stop, stopped) = (stop.display(), stopped.display());
     // The first instance writes fast until told to stop, then exits 1; the next one idles.
     let script = format!(
@@ -102,8 +98,10 @@ fn serve_rotates_a_fast_writers_log_and_kubectl_logs_follows_it() {
     // Two rotations at least: a compressed file and an uncompressed newest one.
     wait_for("two rotations", Duration::from_secs(60), || {
         let n = names(&dir);
-        (n.iter().any(|f| f.starts_with("0.log.") && f.ends_with(".gz"))
-            && n.iter().any(|f| f.starts_with("0.log.") && !f.ends_with(".gz")))
+        (n.iter()
+            .any(|f| f.starts_with("0.log.") && f.ends_with(".gz"))
+            && n.iter()
+                .any(|f| f.starts_with("0.log.") && !f.ends_with(".gz")))
         .then_some(())
     });
     std::fs::write(ctx.path("stop"), b"").unwrap();
@@ -122,7 +120,10 @@ fn serve_rotates_a_fast_writers_log_and_kubectl_logs_follows_it() {
         .filter(|f| f == "0.log" || f.starts_with("0.log."))
         .collect::<Vec<_>>();
     assert_eq!(kept.len(), 3, "{kept:?}");
-    assert!(kept[1].ends_with(".gz") && !kept[2].ends_with(".gz"), "{kept:?}");
+    assert!(
+        kept[1].ends_with(".gz") && !kept[2].ends_with(".gz"),
+        "{kept:?}"
+    );
     let current = numbers(&std::fs::read_to_string(dir.join("0.log")).unwrap());
     assert_eq!(current.last(), followed.last(), "the follow ran to the end");
     assert!(

@@ -143,7 +143,10 @@ fn open_with_id(path: &Path) -> io::Result<Option<(File, FileId)>> {
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
         Err(e) => Err(io::Error::new(
             e.kind(),
-            format!("failed to open log file {:?}: {e}", path.display().to_string()),
+            format!(
+                "failed to open log file {:?}: {e}",
+                path.display().to_string()
+            ),
         )),
     }
 }

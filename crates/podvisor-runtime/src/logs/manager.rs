@@ -80,7 +80,8 @@ impl<R: Runtime> ContainerLogManager<R> {
 
     /// Rotates every monitor interval, until the task is dropped or aborted.
     pub async fn run(self) {
-        let mut ticks = tokio::time::interval(self.config.monitor_interval.max(Duration::from_millis(1)));
+        let mut ticks =
+            tokio::time::interval(self.config.monitor_interval.max(Duration::from_millis(1)));
         ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             ticks.tick().await;
@@ -125,7 +126,10 @@ pub struct RoundOutcome {
 }
 
 impl RoundOutcome {
-    fn add(&mut self, done: Result<Result<Option<PathBuf>, LogManagerError>, tokio::task::JoinError>) {
+    fn add(
+        &mut self,
+        done: Result<Result<Option<PathBuf>, LogManagerError>, tokio::task::JoinError>,
+    ) {
         match done {
             Ok(Ok(Some(rotated))) => self.rotated.push(rotated),
             Ok(Ok(None)) => {}

@@ -316,7 +316,12 @@ mod tests {
 
     #[test]
     fn first_rotation_only_renames() {
-        let plan = plan("0.log", &names(&["0.log", "1.log"]), &policy(5), "20261207-200000");
+        let plan = plan(
+            "0.log",
+            &names(&["0.log", "1.log"]),
+            &policy(5),
+            "20261207-200000",
+        );
         assert_eq!(
             plan,
             Some(RotationPlan {

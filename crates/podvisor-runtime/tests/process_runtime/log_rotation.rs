@@ -97,15 +97,15 @@ async fn a_fast_writers_log_rotates_compressed_and_bounded() {
         all.extend(n);
     }
     let first = all[0];
-    assert!(first > 0, "the oldest lines were removed with the oldest file");
+    assert!(
+        first > 0,
+        "the oldest lines were removed with the oldest file"
+    );
     let expected: Vec<u64> = (first..first + all.len() as u64).collect();
     assert!(all == expected, "lines lost or repeated across a rotation");
 
     // Once the container stopped, its log is no longer rotated, nor reopened.
-    h.runtime
-        .signal(h.sandbox(), 1, 9)
-        .await
-        .expect("kill");
+    h.runtime.signal(h.sandbox(), 1, 9).await.expect("kill");
     let _ = h.next_exit().await;
     assert!(runtime.running_container_logs().await.is_empty());
     let gone = podvisor_runtime::ContainerLog {

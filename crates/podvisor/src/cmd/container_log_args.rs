@@ -51,7 +51,9 @@ impl ContainerLogArgs {
             );
         };
         if self.container_log_max_workers < 1 {
-            bail!("--container-log-max-workers: containerLogMaxWorkers must be greater than or equal to 1");
+            bail!(
+                "--container-log-max-workers: containerLogMaxWorkers must be greater than or equal to 1"
+            );
         }
         let interval = parse_duration(&self.container_log_monitor_interval)
             .map_err(|e| anyhow::anyhow!("--container-log-monitor-interval: {e}"))?;
@@ -62,9 +64,8 @@ impl ContainerLogArgs {
             );
         }
         let max_files = usize::try_from(self.container_log_max_files).unwrap_or(0);
-        let policy = LogRotatePolicy::new(0, max_files).map_err(|e| {
-            anyhow::anyhow!("--container-log-max-files: {e}")
-        })?;
+        let policy = LogRotatePolicy::new(0, max_files)
+            .map_err(|e| anyhow::anyhow!("--container-log-max-files: {e}"))?;
         let size = quantity.value();
         if size < 0 {
             return Ok(None);

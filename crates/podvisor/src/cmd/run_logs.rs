@@ -161,7 +161,10 @@ mod tests {
         std::fs::rename(c.join("0.log"), c.join("0.log.20261126-000000")).unwrap();
         std::io::Write::write_all(&mut f, b"2026-11-26T00:00:00.4Z stdout F renamed\n").unwrap();
         std::fs::write(c.join("0.log"), "2026-11-26T00:00:00.5Z stdout F after\n").unwrap();
-        assert_eq!(tail.poll(), ["app | before", "app | renamed", "app | after"]);
+        assert_eq!(
+            tail.poll(),
+            ["app | before", "app | renamed", "app | after"]
+        );
         std::fs::rename(c.join("0.log.20261126-000000"), c.join("0.log")).unwrap();
         std::fs::write(
             c.join("1.log"),
