@@ -181,22 +181,32 @@ async fn rotate_one<R: Runtime>(
     let timestamp = jiff::Zoned::now()
         .strftime(rotation::TIMESTAMP_FORMAT)
         .to_string();
-    let prepared = {
-        let log_path = path.clone();
-        tokio::task::spawn_blocking(move || rotation::prepare(&log_path, &policy, &timestamp))
-            .await
-            .map_err(|e| {
-                rotation_err(RotationError::Io {
-                    what: "rotating",
-                    path: path.clone(),
-                    source: std::io::Error::other(e.to_string()),
-                })
-            })?
-            .map_err(rotation_err)?
+    // Compressing a large file takes a while: on a thread of its own, which a stopping node
+    // does not wait for (what it leaves half done, the next rotation removes). The rename and
+    // the reopen follow here, so a manager stopped meanwhile renames nothing.
+    let (done_tx, done_rx) = tokio::sync::oneshot::channel();
+    let log_path = path.clone();
+    let spawned = std::thread::Builder::new()
+        .name("log-rotation".into())
+        .spawn(move || {
+            let _ = done_tx.send(rotation::tidy(&log_path, &policy, &timestamp));
+        });
+    let thread_err = |e: String| {
+        rotation_err(RotationError::Io {
+            what: "rotating",
+            path: path.clone(),
+            source: std::io::Error::other(e),
+        })
     };
+    spawned.map_err(|e| thread_err(format!("starting a thread: {e}")))?;
+    let prepared = done_rx
+        .await
+        .map_err(|_| thread_err("the rotation thread ended early".into()))?
+        .map_err(rotation_err)?;
     let Some(rotated) = prepared else {
         return Ok(None);
     };
+    rotation::rename(&path, &rotated).map_err(rotation_err)?;
     if let Err(source) = runtime.reopen_container_log(&log).await {
         // The container still writes to the rotated file: give it its name back.
         if let Err(e) = rotation::undo(&path, &rotated) {

@@ -12,7 +12,8 @@
 //! it (a follower that has not seen the rename yet) can finish.
 //!
 //! [`plan`] decides all of that from the directory's file names alone; [`prepare`] carries it
-//! out up to the rename, and [`undo`] renames back when the runtime could not reopen.
+//! out up to the rename ([`tidy`], which may take long, then [`rename`]), and [`undo`] renames
+//! back when the runtime could not reopen.
 //! Unlike the kubelet, a rotation whose name is taken (a second rotation within the same
 //! second, possible only with a monitor interval under a second) waits for the next round
 //! instead of overwriting the earlier rotated file.
@@ -202,14 +203,35 @@ pub fn all_logs(log: &Path) -> Result<Vec<PathBuf>, RotationError> {
     Ok(all)
 }
 
-/// Carries out [`plan`] for the log at `log` up to its rename, with `timestamp` as the
-/// rotated file's suffix; returns the rotated file's path (`None`: its name is taken, try
-/// again next round). The runtime must then reopen the log's path, or [`undo`] follows.
+/// Carries out [`plan`] for the log at `log` up to its rename ([`tidy`], then [`rename`]),
+/// with `timestamp` as the rotated file's suffix; returns the rotated file's path (`None`: its
+/// name is taken, try again next round). The runtime must then reopen the log's path, or
+/// [`undo`] follows.
 ///
 /// # Errors
 ///
 /// A file could not be listed, removed, compressed or renamed.
 pub fn prepare(
+    log: &Path,
+    policy: &LogRotatePolicy,
+    timestamp: &str,
+) -> Result<Option<PathBuf>, RotationError> {
+    let Some(rotated) = tidy(log, policy, timestamp)? else {
+        return Ok(None);
+    };
+    rename(log, &rotated)?;
+    Ok(Some(rotated))
+}
+
+/// The part of [`prepare`] that may take long (compressing): removes the leftovers and the
+/// excess rotated files and compresses the others, and returns the path the log is to be
+/// renamed to (`None`: that name is taken). Interrupted, it leaves at most a `.tmp` file or
+/// an uncompressed file beside its `.gz`, which the next rotation removes.
+///
+/// # Errors
+///
+/// A file could not be listed, removed or compressed.
+pub fn tidy(
     log: &Path,
     policy: &LogRotatePolicy,
     timestamp: &str,
@@ -236,9 +258,16 @@ pub fn prepare(
     for rotated in &plan.compress {
         compress(&dir.join(rotated))?;
     }
-    let rotated = dir.join(&plan.rotate_to);
-    fs::rename(log, &rotated).map_err(io_err("renaming the log", log))?;
-    Ok(Some(rotated))
+    Ok(Some(dir.join(&plan.rotate_to)))
+}
+
+/// Renames the log to its rotated name (the kubelet's `rotateLatestLog`, before the reopen).
+///
+/// # Errors
+///
+/// The rename failed.
+pub fn rename(log: &Path, rotated: &Path) -> Result<(), RotationError> {
+    fs::rename(log, rotated).map_err(io_err("renaming the log", log))
 }
 
 /// Renames a rotated log back (the runtime could not reopen the log's path), so the next
