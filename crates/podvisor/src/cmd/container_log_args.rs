@@ -63,18 +63,20 @@ impl ContainerLogArgs {
                  positive time duration greater than or equal to 3s"
             );
         }
-        let max_files = usize::try_from(self.container_log_max_files).unwrap_or(0);
-        let policy = LogRotatePolicy::new(0, max_files)
-            .map_err(|e| anyhow::anyhow!("--container-log-max-files: {e}"))?;
+        let files = self.container_log_max_files;
         let size = quantity.value();
+        // A negative count is named as given (the policy's own check sees counts only).
+        let policy = usize::try_from(files)
+            .map_err(|_| anyhow::anyhow!("invalid MaxFiles {files}, must be > 1"))
+            .and_then(|files| {
+                LogRotatePolicy::new(size.max(0).unsigned_abs(), files).map_err(Into::into)
+            })
+            .map_err(|e| anyhow::anyhow!("--container-log-max-files: {e}"))?;
         if size < 0 {
             return Ok(None);
         }
         Ok(Some(LogManagerConfig {
-            policy: LogRotatePolicy {
-                max_size: size.unsigned_abs(),
-                ..policy
-            },
+            policy,
             monitor_interval: interval,
             max_workers: usize::try_from(self.container_log_max_workers).unwrap_or(1),
         }))
@@ -132,6 +134,10 @@ mod tests {
         assert_eq!(
             err(args("10Mi", 1, "10s", 1)),
             "--container-log-max-files: invalid MaxFiles 1, must be > 1"
+        );
+        assert_eq!(
+            err(args("10Mi", -3, "10s", 1)),
+            "--container-log-max-files: invalid MaxFiles -3, must be > 1"
         );
         assert!(err(args("ten", 5, "10s", 1)).starts_with("--container-log-max-size: "));
         assert_eq!(
