@@ -117,3 +117,32 @@ async fn a_fast_writers_log_rotates_compressed_and_bounded() {
     assert!(err.to_string().contains("is not running"), "{err}");
     h.remove().await;
 }
+
+/// The kubelet's manager asks the runtime to reopen a running container's log that is gone
+/// (lost to an interrupted rotation): the container's output reaches the path again.
+#[tokio::test]
+#[ignore = "needs root: run as root with --include-ignored (scripts/test does)"]
+async fn a_missing_log_of_a_running_container_is_reopened() {
+    require_root();
+    let writer = "i=0; while :; do echo \"line $i\"; i=$((i+1)); sleep 0.02; done";
+    let mut h = Harness::new(json!([c("slow", &["sh", "-c", writer])]), json!([])).await;
+    h.start("slow", 1).await;
+    let log = h.sandbox().paths().log_dir.join("slow").join("0.log");
+    eventually("the first line", || log.exists()).await;
+    std::fs::remove_file(&log).unwrap();
+    let manager =
+        ContainerLogManager::new(Arc::new(h.runtime.clone()), LogManagerConfig::default());
+    let round = manager.rotate_logs().await;
+    assert!(
+        round.errors.is_empty() && round.rotated.is_empty(),
+        "{round:?}"
+    );
+    assert!(log.exists(), "reopened");
+    eventually("lines in the reopened log", || {
+        numbers(&std::fs::read_to_string(&log).unwrap()).len() >= 2
+    })
+    .await;
+    h.runtime.signal(h.sandbox(), 1, 9).await.expect("kill");
+    let _ = h.next_exit().await;
+    h.remove().await;
+}
