@@ -77,6 +77,9 @@ pub struct Args {
     /// The runtime.
     #[command(flatten)]
     pub runtime: super::runtime_args::RuntimeArgs,
+    /// Container log rotation.
+    #[command(flatten)]
+    pub container_logs: super::container_log_args::ContainerLogArgs,
     /// Image garbage collection starts when the image file system is this full (percent;
     /// 100 turns it off), as the kubelet's `--image-gc-high-threshold`.
     #[arg(long, default_value_t = 85, value_parser = clap::value_parser!(u8).range(0..=100))]
@@ -138,6 +141,7 @@ pub fn run(args: &Args) -> anyhow::Result<i32> {
     let mut config = machine_config(args.backoff, args.max_restart_period.as_deref())?;
     config.gates = args.feature_gates;
     image_gc(args)?;
+    args.container_logs.config()?;
     let state_dir = match &args.state_dir {
         Some(dir) => dir.clone(),
         None => default_state_dir()?,
@@ -241,6 +245,8 @@ async fn serve(
         },
     );
     // The node's Node object and its Lease in `kube-node-lease`, as the kubelet keeps them.
+    // The kubelet's container log manager: rotation of the running containers' logs.
+    let log_manager = args.container_logs.spawn(Arc::clone(&runtime))?;
     let node_objects = tokio::spawn(podvisor_agent::node_status::run(
         Arc::new(store.clone()),
         podvisor_agent::node_status::NodeStatusConfig::new(
@@ -305,6 +311,9 @@ async fn serve(
     };
     // The node stops reporting: its Lease runs out as a stopped kubelet's does.
     node_objects.abort();
+    if let Some(manager) = &log_manager {
+        manager.abort();
+    }
     match why {
         Stop::Signal if args.drain_on_exit => {
             eprintln!("podvisor: deleting every pod (signal again to stop at once)");
