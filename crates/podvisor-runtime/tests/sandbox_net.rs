@@ -15,8 +15,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use podvisor_runtime::sandbox::cni::{
-    Attachment, Cni, CniError, CniResult, DEBIAN_PLUGIN_DIR, DefaultNetwork, NetworkConfigList,
-    POD_IFNAME, PortMapping, kubernetes_args, resolve_network,
+    Attachment, Cni, CniError, CniResult, DEBIAN_PLUGIN_DIR, DefaultNetwork, NetworkChoice,
+    NetworkConfigList, POD_IFNAME, PortMapping, kubernetes_args, resolve_network,
 };
 use podvisor_runtime::sandbox::etc_files::{NodeFacts, pod_etc_files, should_mount_hosts_file};
 use podvisor_runtime::sandbox::netns::{Creation, NsKind, PodNamespaces};
@@ -82,8 +82,8 @@ impl Env {
         net.name = format!("pvtest{id}");
         net.bridge = format!("pvt{}", id % 100_000);
         net.subnet = format!("10.250.{}.0/24", id % 250);
-        // Nothing is configured in this (empty) system directory: the default is written.
-        let list = resolve_network(&state.join("etc-cni"), &state.join("cni/net.d"), &net)
+        // podvisor's own network (the test's bridge and subnet), written to its directory.
+        let (list, _) = resolve_network(&NetworkChoice::Own, &state.join("cni/net.d"), &net)
             .expect("default conflist");
         let cni = Cni::new(
             vec![PathBuf::from(DEBIAN_PLUGIN_DIR)],
@@ -569,6 +569,7 @@ fn a_pooled_sandbox_is_adopted_by_renaming_its_directory() {
         id: "w1".into(),
         namespaces,
         ip: None,
+        attached: None,
     };
 
     let adopted = adopt(&warm, &pod_dir, "web-0").expect("adopt");
@@ -667,6 +668,7 @@ fn a_shims_namespace_keeps_only_its_own_pods_mounts() {
         id: "w1".into(),
         namespaces: pooled,
         ip: None,
+        attached: None,
     };
     let a_ns = adopt(&warm, &a, "a").expect("adopt");
     assert_eq!(a_ns.dir(), a.join(ADOPTED).join("ns"), "taken by a rename");

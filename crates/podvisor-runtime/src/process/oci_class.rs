@@ -3,8 +3,8 @@
 //!
 //! The sandbox is the pod's network, IPC and UTS namespaces, held by bind mounts under the
 //! pod's directory (no pause process) and made before the pod's shim starts (the shim's mount
-//! namespace is a copy of the agent's), with an address from the CNI network (`/etc/cni/net.d`,
-//! else podvisor's bridge) and the pod's `/etc/hosts`, `/etc/resolv.conf` and `/etc/hostname`.
+//! namespace is a copy of the agent's), with an address from the CNI network (podvisor's
+//! bridge, unless `--cni-conf-dir` names a directory) and the pod's `/etc/hosts`, `/etc/resolv.conf` and `/etc/hostname`.
 //! A `hostNetwork` pod keeps the host's network and UTS namespaces, a `hostIPC` pod the host's
 //! IPC namespace ([`NsKind::for_pod`]). The PID namespace is each container's own, the
 //! pod's with `shareProcessNamespace` (held by the shim: `shim/pid_holder.rs`) or the host's
@@ -21,8 +21,8 @@
 use crate::config::BuildOptions;
 use crate::oci::launch::{OciLaunch, PidNamespace};
 use crate::sandbox::cni::{
-    Attachment, Cni, DefaultNetwork, NetworkConfigList, PortMapping, kubernetes_args,
-    load_default_network, resolve_network,
+    AttachedNetwork, Attachment, Cni, DefaultNetwork, NetworkChoice, NetworkConfigList,
+    PortMapping, kubernetes_args, note_network_choice, resolve_network,
 };
 use crate::sandbox::etc_files::{NodeFacts, pod_etc_files, sandbox_hostname};
 use crate::sandbox::netns::{NsKind, PodNamespaces};
@@ -92,6 +92,9 @@ pub struct OciOptions {
     pub warm_sandboxes: usize,
     /// The OCI runtime and how it creates and starts containers (`--oci-executor`).
     pub executor: crate::oci::executor::RuncMode,
+    /// The network of new pods (`--cni-conf-dir`, `--cni-network`): podvisor's own unless
+    /// one is named.
+    pub network: NetworkChoice,
 }
 
 /// The `oci` class of a [`super::ProcessRuntime`].
@@ -142,6 +145,11 @@ pub(super) struct PodNetwork {
     pub cni_args: Vec<(String, String)>,
     /// The hostPort mappings given to `portmap`.
     pub port_mappings: Vec<(u16, u16, String, String)>,
+    /// The network the sandbox was attached with and its result: its `DEL` runs exactly
+    /// that, whatever is configured by then. Absent in records made before it was kept (those
+    /// are released with the agent's network) and with `hostNetwork`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attached: Option<AttachedNetwork>,
 }
 
 fn network_file(pod_dir: &Path) -> PathBuf {
@@ -194,17 +202,31 @@ impl PodNetwork {
 }
 
 impl OciClass {
-    /// The class with its network: the first CNI config of `/etc/cni/net.d`, else podvisor's
-    /// bridge network, written under `<state>/cni/net.d`.
+    /// The class with its network ([`NetworkChoice`]): podvisor's bridge network, written
+    /// under `<state>/cni/net.d`, unless a CNI configuration directory is named. A network
+    /// other than the one the last agent of this state directory chose is said in the log.
     pub(super) fn new(state_dir: &Path, options: OciOptions) -> Result<OciClass, RuntimeError> {
         let default = DefaultNetwork::new(state_dir);
-        let system = Path::new("/etc/cni/net.d");
-        let network = resolve_network(system, &state_dir.join("cni").join("net.d"), &default)
-            .map_err(|e| RuntimeError::Other(format!("the CNI network: {e}")))?;
+        let (network, own_network) = resolve_network(
+            &options.network,
+            &state_dir.join("cni").join("net.d"),
+            &default,
+        )
+        .map_err(|e| RuntimeError::Other(format!("the CNI network: {e}")))?;
+        match note_network_choice(&state_dir.join("cni").join("pod-network.json"), &network) {
+            Ok(Some(change)) => tracing::warn!("{change}"),
+            Ok(None) => {}
+            Err(e) => tracing::warn!("recording the network of new pods: {e}"),
+        }
+        tracing::info!(
+            network = %network.name,
+            source = %network.source.as_deref().unwrap_or(Path::new("-")).display(),
+            own = own_network,
+            "the network of new oci pods"
+        );
         // podvisor's own network masquerades node-wide (a configured one does its own), and
         // only its sandboxes can be made ahead: a configured network's plugins may read the
         // pod's `CNI_ARGS`.
-        let own_network = matches!(load_default_network(system), Ok(None));
         if own_network {
             default
                 .ensure_masquerade()
@@ -351,11 +373,15 @@ impl OciClass {
             Ok(Ok(namespaces)) => Some((namespaces, warm)),
             failed => {
                 tracing::warn!("taking pooled sandbox {}: {failed:?}", warm.id);
-                if let Err(e) = self
-                    .cni
-                    .del(self.network_for(&warm.attachment()), &warm.attachment())
-                    .await
-                {
+                let released = match &warm.attached {
+                    Some(attached) => self.cni.del_recorded(attached, &warm.attachment()).await,
+                    None => {
+                        self.cni
+                            .del(self.network_for(&warm.attachment()), &warm.attachment())
+                            .await
+                    }
+                };
+                if let Err(e) = released {
                     tracing::warn!("releasing pooled sandbox {}: {e}", warm.id);
                 }
                 let _ = warm.namespaces.remove();
@@ -404,6 +430,7 @@ impl OciClass {
                 &cni_id,
             ),
             cni_id,
+            attached: None,
             port_mappings: PortMapping::from_pod_spec(&spec)
                 .into_iter()
                 .map(|m| (m.host_port, m.container_port, m.protocol, m.host_ip))
@@ -420,6 +447,7 @@ impl OciClass {
             network.ip = warm.ip;
             network.cni_args = warm.attachment().args;
             network.cni_id = warm.id;
+            network.attached = warm.attached;
         } else if !kinds.is_empty() {
             let dir = ns_dir.clone();
             let (name, held) = (hostname.clone(), kinds.clone());
@@ -435,12 +463,12 @@ impl OciClass {
             let attachment = network
                 .attachment()
                 .ok_or_else(|| failed_sandbox("no netns"))?;
-            match self
-                .cni
-                .add(self.network_for(&attachment), &attachment)
-                .await
-            {
-                Ok(result) => network.ip = result.pod_ips().first().copied(),
+            let list = self.network_for(&attachment);
+            match self.cni.add(list, &attachment).await {
+                Ok(result) => {
+                    network.ip = result.pod_ips().first().copied();
+                    network.attached = Some(AttachedNetwork::new(list, &result));
+                }
                 Err(e) => {
                     self.remove_network(&network).await;
                     return Err(SandboxError {
@@ -477,14 +505,17 @@ impl OciClass {
     /// (a `bridge` DEL is 25 to 50 ms of a Go process's CPU, which a pod deleted just before
     /// another is created took from that pod's start).
     pub(super) async fn remove_network(&self, network: &PodNetwork) {
-        if let Some(attachment) = network.attachment()
-            && let Err(e) = self
-                .cni
-                .in_background()
-                .del(self.network_for(&attachment), &attachment)
-                .await
-        {
-            tracing::warn!("releasing the network of sandbox {}: {e}", network.cni_id);
+        if let Some(attachment) = network.attachment() {
+            let cni = self.cni.in_background();
+            // Exactly what it was attached with; a record from before that was kept is
+            // released with the agent's network.
+            let released = match &network.attached {
+                Some(attached) => cni.del_recorded(attached, &attachment).await,
+                None => cni.del(self.network_for(&attachment), &attachment).await,
+            };
+            if let Err(e) = released {
+                tracing::warn!("releasing the network of sandbox {}: {e}", network.cni_id);
+            }
         }
         if let Some(dir) = &network.namespaces {
             let namespaces = PodNamespaces::new(dir.clone());

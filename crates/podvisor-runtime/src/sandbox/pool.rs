@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
-use super::cni::{Attachment, Cni, NetworkConfigList, POD_IFNAME};
+use super::cni::{AttachedNetwork, Attachment, Cni, NetworkConfigList, POD_IFNAME};
 use super::netns::{NS_DIR, NsKind, PodNamespaces};
 
 /// The pool's directory in the pods directory (`<state>/pods`), which is one mount
@@ -33,6 +33,10 @@ pub const POOL_DIR: &str = ".sandbox-pool";
 /// Where agents before 2026-11-27 kept the pool, in the state directory: what is left there is
 /// released by the first fill, and shims drop its mounts.
 pub const LEGACY_POOL_DIR: &str = "sandbox-pool";
+
+/// Beside each pooled sandbox's namespaces: the network it was attached with
+/// ([`AttachedNetwork`]), so that a later agent releases a leftover with exactly that.
+const RECORD: &str = "network.json";
 
 /// The host name of a pooled sandbox until a pod takes it.
 const POOL_HOSTNAME: &str = "podvisor-pool";
@@ -46,6 +50,8 @@ pub struct WarmSandbox {
     pub namespaces: PodNamespaces,
     /// Its address on the network.
     pub ip: Option<IpAddr>,
+    /// The network it was attached with (none: unknown, released with the pool's).
+    pub attached: Option<AttachedNetwork>,
 }
 
 impl WarmSandbox {
@@ -182,16 +188,28 @@ impl SandboxPool {
         let (namespaces, _) = made.map_err(|e| e.to_string())?;
         let att = attachment(&id, namespaces.net_path());
         match cni.add(network, &att).await {
-            Ok(result) => Ok(WarmSandbox {
-                ip: result.pod_ips().first().copied(),
-                id,
-                namespaces,
-            }),
+            Ok(result) => {
+                let attached = AttachedNetwork::new(network, &result);
+                let sandbox = WarmSandbox {
+                    ip: result.pod_ips().first().copied(),
+                    id,
+                    namespaces,
+                    attached: Some(attached.clone()),
+                };
+                let record = self.dir.join(&sandbox.id).join(RECORD);
+                let json = serde_json::to_vec(&attached).expect("JSON");
+                if let Err(e) = std::fs::write(&record, json) {
+                    release(cni, network, &sandbox, &self.dir).await;
+                    return Err(format!("writing {}: {e}", record.display()));
+                }
+                Ok(sandbox)
+            }
             Err(e) => {
                 let sandbox = WarmSandbox {
                     id,
                     namespaces,
                     ip: None,
+                    attached: None,
                 };
                 release(cni, network, &sandbox, &self.dir).await;
                 Err(e.to_string())
@@ -233,10 +251,15 @@ impl SandboxPool {
                 let Some(id) = entry.file_name().to_str().map(str::to_owned) else {
                     continue;
                 };
+                // Released with the network it was attached with, when it says.
+                let attached = std::fs::read(entry.path().join(RECORD))
+                    .ok()
+                    .and_then(|bytes| serde_json::from_slice(&bytes).ok());
                 let sandbox = WarmSandbox {
                     namespaces: PodNamespaces::new(entry.path().join(NS_DIR)),
                     id,
                     ip: None,
+                    attached,
                 };
                 release(cni, network, &sandbox, dir).await;
             }
@@ -247,9 +270,14 @@ impl SandboxPool {
     }
 }
 
-/// CNI DEL of `sandbox`, then its namespaces and directory.
+/// CNI DEL of `sandbox` (with the network it records, else `network`), then its namespaces
+/// and directory.
 async fn release(cni: &Cni, network: &NetworkConfigList, sandbox: &WarmSandbox, pool_dir: &Path) {
-    if let Err(e) = cni.del(network, &sandbox.attachment()).await {
+    let released = match &sandbox.attached {
+        Some(attached) => cni.del_recorded(attached, &sandbox.attachment()).await,
+        None => cni.del(network, &sandbox.attachment()).await,
+    };
+    if let Err(e) = released {
         tracing::warn!("releasing pooled sandbox {}: {e}", sandbox.id);
     }
     let namespaces = sandbox.namespaces.clone();
@@ -261,6 +289,7 @@ async fn release(cni: &Cni, network: &NetworkConfigList, sandbox: &WarmSandbox, 
                 namespaces.dir().display()
             );
         }
+        let _ = std::fs::remove_file(dir.join(RECORD));
         let _ = std::fs::remove_dir(&dir);
     })
     .await;
@@ -300,6 +329,8 @@ pub fn adopt(
         .move_to(&pod_dir.join(NS_DIR), &NsKind::ALL)
         .map_err(|e| e.to_string())?;
     if let Some(parent) = sandbox.namespaces.dir().parent() {
+        // Its record goes with it: what is left in the pool's directory is released.
+        let _ = std::fs::remove_file(parent.join(RECORD));
         let _ = std::fs::remove_dir(parent);
     }
     moved.set_hostname(hostname).map_err(|e| e.to_string())?;
