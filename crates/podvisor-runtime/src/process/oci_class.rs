@@ -87,8 +87,8 @@ pub struct OciOptions {
     pub images: ImageStore,
     /// Registry credentials and mirrors (`--registry-config`).
     pub registry: Option<RegistryConfig>,
-    /// How many pod sandboxes to keep ready on podvisor's own network
-    /// ([`crate::sandbox::pool`]); 0: none.
+    /// How many pod sandboxes to keep ready, on podvisor's own network or any other of the
+    /// CNI reference plugins ([`crate::sandbox::pool`]); 0: none.
     pub warm_sandboxes: usize,
     /// The OCI runtime and how it creates and starts containers (`--oci-executor`).
     pub executor: crate::oci::executor::RuncMode,
@@ -111,7 +111,7 @@ pub(super) struct OciClass {
     state_dir: PathBuf,
     /// The kubelet pulls one image at a time (`serializeImagePulls`).
     pulls: tokio::sync::Mutex<()>,
-    /// Sandboxes made ahead of their pods (podvisor's own network only).
+    /// Sandboxes made ahead of their pods (on a network the pool serves: `pool::serves`).
     pool: Option<Arc<SandboxPool>>,
     executor: crate::oci::executor::RuncMode,
     /// `<state>/pods` was made one mount, or found to be one (`pods_mount`), or could not be.
@@ -224,16 +224,16 @@ impl OciClass {
             own = own_network,
             "the network of new oci pods"
         );
-        // podvisor's own network masquerades node-wide (a configured one does its own), and
-        // only its sandboxes can be made ahead: a configured network's plugins may read the
-        // pod's `CNI_ARGS`.
+        // podvisor's own network masquerades node-wide (a configured one does its own).
         if own_network {
             default
                 .ensure_masquerade()
                 .map_err(|e| RuntimeError::Other(format!("the pod network's masquerade: {e}")))?;
         }
+        // Sandboxes are made ahead on any network of the reference plugins (podvisor's own,
+        // podman's, a plain bridge): a network add-on's plugins read the pod's `CNI_ARGS`.
         let pods = state_dir.join("pods");
-        let pool = own_network.then(|| {
+        let pool = (own_network || crate::sandbox::pool::serves(&network)).then(|| {
             Arc::new(
                 SandboxPool::new(
                     pods.join(crate::sandbox::pool::POOL_DIR),

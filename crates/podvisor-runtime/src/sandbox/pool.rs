@@ -7,7 +7,8 @@
 //! a host name set and one rename. Which pods can: those whose sandbox does not depend
 //! on the pod, i.e. their own network, IPC and UTS namespaces (no `hostNetwork`, no
 //! `hostIPC`), no `hostPort` (`portmap` maps ports at ADD), on a network whose plugins do not
-//! read the pod's `CNI_ARGS` (podvisor's own bridge network; the caller decides).
+//! read the pod's `CNI_ARGS` (podvisor's own bridge network, or any network of the reference
+//! plugins: [`serves`]).
 //!
 //! Each pooled sandbox lives under `<pool dir>/<id>/ns` and is attached with CNI container ID
 //! `<id>`; a pod that takes one renames that directory into its own ([`adopt`]) and keeps the
@@ -23,6 +24,45 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use super::cni::{AttachedNetwork, Attachment, Cni, NetworkConfigList, POD_IFNAME};
 use super::netns::{NS_DIR, NsKind, PodNamespaces};
+
+/// The plugins of the CNI project's reference set (`containernetworking/plugins`, Debian's
+/// `containernetworking-plugins`), main, IPAM and meta: none reads the `K8S_POD_*` pairs of
+/// `CNI_ARGS`, so a sandbox attached ahead, before its pod exists, is what the pod would
+/// have got.
+const REFERENCE_PLUGINS: &[&str] = &[
+    "bridge",
+    "host-device",
+    "ipvlan",
+    "loopback",
+    "macvlan",
+    "ptp",
+    "vlan",
+    "host-local",
+    "static",
+    "dhcp",
+    "bandwidth",
+    "firewall",
+    "portmap",
+    "sbr",
+    "tuning",
+    "vrf",
+];
+
+/// Whether sandboxes of `network` can be made ahead: every plugin and IPAM plugin of the list
+/// is a reference plugin ([`REFERENCE_PLUGINS`]). A network add-on's plugin (Calico, Cilium,
+/// ...) reads the pod's name and namespace from `CNI_ARGS` at `ADD`: its pods make their own.
+#[must_use]
+pub fn serves(network: &NetworkConfigList) -> bool {
+    let known = |t: Option<&serde_json::Value>| {
+        t.and_then(serde_json::Value::as_str)
+            .is_some_and(|t| REFERENCE_PLUGINS.contains(&t))
+    };
+    network.plugins.iter().all(|p| {
+        known(p.get("type"))
+            && p.get("ipam")
+                .is_none_or(|ipam| ipam.get("type").is_none() || known(ipam.get("type")))
+    })
+}
 
 /// The pool's directory in the pods directory (`<state>/pods`), which is one mount
 /// ([`super::pods_mount`]): a shim drops the pool's mounts with every other pod's, and a pod
@@ -339,3 +379,32 @@ pub fn adopt(
 
 /// The directory a pooled sandbox's directory becomes in its pod's ([`adopt`]).
 pub const ADOPTED: &str = "sandbox";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn list(text: &str) -> NetworkConfigList {
+        NetworkConfigList::from_conflist_bytes(text.as_bytes()).unwrap()
+    }
+
+    #[test]
+    fn the_pool_serves_networks_of_reference_plugins_only() {
+        // podman's default network.
+        assert!(serves(&list(
+            r#"{"cniVersion":"0.4.0","name":"podman","plugins":[
+                {"type":"bridge","bridge":"cni-podman0","ipam":{"type":"host-local","ranges":[[{"subnet":"10.88.0.0/16"}]]}},
+                {"type":"portmap","capabilities":{"portMappings":true}},
+                {"type":"firewall"},{"type":"tuning"}]}"#
+        )));
+        // A network add-on's plugin, or a reference plugin with another's IPAM.
+        assert!(!serves(&list(
+            r#"{"cniVersion":"0.3.1","name":"k8s-pod-network","plugins":[
+                {"type":"calico","ipam":{"type":"calico-ipam"}},{"type":"portmap"}]}"#
+        )));
+        assert!(!serves(&list(
+            r#"{"cniVersion":"1.0.0","name":"n","plugins":[
+                {"type":"bridge","ipam":{"type":"whereabouts"}}]}"#
+        )));
+    }
+}

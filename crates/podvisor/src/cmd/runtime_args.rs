@@ -45,7 +45,9 @@ pub struct RuntimeArgs {
     pub registry_config: Option<PathBuf>,
     /// Keep this many `oci` pod sandboxes (namespaces on the CNI bridge) ready ahead of the
     /// pods that take them: a pod without hostNetwork, hostIPC or hostPorts then starts
-    /// without waiting for the CNI plugins. Only on podvisor's own network; 0: none.
+    /// without waiting for the CNI plugins. On podvisor's own network, or a configured one
+    /// made of the CNI reference plugins only (bridge, host-local, portmap, firewall,
+    /// tuning, ...: none reads the pod's name); 0: none.
     #[arg(long, default_value_t = 0)]
     pub warm_sandboxes: usize,
     /// The OCI runtime of `oci` containers: `youki` (youki's libcontainer embedded in
