@@ -188,7 +188,9 @@ impl BackgroundLoad {
             // Its own process group: stress-ng and its workers go together.
             .process_group(0)
             .spawn()
-            .context("starting stress-ng (apt-get install stress-ng, or scripts/bench --install-peers)")?;
+            .context(
+                "starting stress-ng (apt-get install stress-ng, or scripts/bench --install-peers)",
+            )?;
         std::thread::sleep(Duration::from_millis(500));
         Ok(BackgroundLoad {
             child,
@@ -223,7 +225,9 @@ fn podvisor_network(state: &Path) -> String {
         v["source"].as_str().unwrap_or("-"),
         first["type"].as_str().unwrap_or("?"),
         first["bridge"].as_str().unwrap_or(""),
-        first["ipam"]["ranges"][0][0]["subnet"].as_str().unwrap_or("")
+        first["ipam"]["ranges"][0][0]["subnet"]
+            .as_str()
+            .unwrap_or("")
     )
 }
 

@@ -17,7 +17,12 @@ use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-pub(crate) fn wait_for(ctx: &ServeCtx, what: &str, limit: Duration, mut check: impl FnMut() -> bool) {
+pub(crate) fn wait_for(
+    ctx: &ServeCtx,
+    what: &str,
+    limit: Duration,
+    mut check: impl FnMut() -> bool,
+) {
     let start = Instant::now();
     while !check() {
         if start.elapsed() >= limit {

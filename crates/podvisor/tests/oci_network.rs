@@ -42,12 +42,17 @@ fn bridge_conflist(name: &str, bridge: &str, subnet: &str, data_dir: &Path) -> S
 struct Cleanup {
     files: Vec<PathBuf>,
     bridges: Vec<String>,
+    /// Directories made for the files, innermost first: removed when empty.
+    dirs: Vec<PathBuf>,
 }
 
 impl Drop for Cleanup {
     fn drop(&mut self) {
         for file in &self.files {
             let _ = std::fs::remove_file(file);
+        }
+        for dir in &self.dirs {
+            let _ = std::fs::remove_dir(dir);
         }
         for bridge in &self.bridges {
             let _ = Command::new("ip").args(["link", "del", bridge]).output();
@@ -171,7 +176,9 @@ fn pool_ready(ctx: &ServeCtx, n: usize) {
 fn apply_and_run(ctx: &ServeCtx, name: &str, pod: &str) {
     let manifest = ctx.manifest(name, pod);
     ctx.kubectl_ok(&["apply", "-f", manifest.to_str().unwrap()]);
-    wait_for(ctx, &format!("{name} running"), WAIT, || running(ctx, &[name]));
+    wait_for(ctx, &format!("{name} running"), WAIT, || {
+        running(ctx, &[name])
+    });
 }
 
 /// podvisor's own network (no `--cni-conf-dir`) with a foreign bridge conflist dropped into
@@ -211,7 +218,10 @@ fn oci_pods_stay_on_podvisors_network_when_a_foreign_cni_config_appears() {
     });
     let ips: Vec<String> = first.iter().map(|p| ip(&ctx, p)).collect();
     for ip in &ips {
-        assert!(ip.starts_with("10.244."), "not on podvisor's network: {ips:?}");
+        assert!(
+            ip.starts_with("10.244."),
+            "not on podvisor's network: {ips:?}"
+        );
     }
     let mut ids = cni_ids(&ctx, &first);
     assert_eq!(ctx.stop(Duration::from_secs(30)), Some(0));
@@ -219,11 +229,18 @@ fn oci_pods_stay_on_podvisors_network_when_a_foreign_cni_config_appears() {
     // Another tool's network appears in /etc/cni/net.d (first in lexical order).
     let n = tag();
     let conflist = PathBuf::from(format!("/etc/cni/net.d/00-{m}.conflist"));
-    let foreign = Cleanup {
+    let mut foreign = Cleanup {
         files: vec![conflist.clone()],
         bridges: vec![format!("pvf{n}")],
+        dirs: Vec::new(),
     };
-    std::fs::create_dir_all("/etc/cni/net.d").unwrap();
+    // The directories too, when this test made them.
+    for dir in ["/etc/cni", "/etc/cni/net.d"] {
+        if !Path::new(dir).exists() {
+            std::fs::create_dir(dir).unwrap();
+            foreign.dirs.insert(0, PathBuf::from(dir));
+        }
+    }
     std::fs::write(
         &conflist,
         bridge_conflist(
@@ -292,6 +309,7 @@ fn oci_pods_keep_the_network_they_were_attached_with_when_the_conf_dir_changes()
     let _bridges = Cleanup {
         files: Vec::new(),
         bridges: vec![format!("pva{n}"), format!("pvb{n}")],
+        dirs: Vec::new(),
     };
     let (conf, ipam) = (ctx.path("net.d"), ctx.path("ipam"));
     std::fs::create_dir_all(&conf).unwrap();
@@ -305,12 +323,7 @@ fn oci_pods_keep_the_network_they_were_attached_with_when_the_conf_dir_changes()
         ),
     )
     .unwrap();
-    let args = [
-        "--runtime",
-        "oci",
-        "--cni-conf-dir",
-        conf.to_str().unwrap(),
-    ];
+    let args = ["--runtime", "oci", "--cni-conf-dir", conf.to_str().unwrap()];
     start(&mut ctx, &args);
     let m = ctx.marker.clone();
     apply_and_run(&ctx, "on-a", &pod("on-a", &m, ""));
@@ -332,7 +345,12 @@ fn oci_pods_keep_the_network_they_were_attached_with_when_the_conf_dir_changes()
     .unwrap();
     start(&mut ctx, &args);
     let told = ctx.grep_logs("the network of new pods is now");
-    assert_eq!(told.len(), 1, "the change is logged once:\n{}", ctx.last_logs(2));
+    assert_eq!(
+        told.len(),
+        1,
+        "the change is logged once:\n{}",
+        ctx.last_logs(2)
+    );
     assert!(told[0].contains(&format!("netb{n}")), "{told:?}");
     apply_and_run(&ctx, "on-b", &pod("on-b", &m, ""));
     assert_eq!(ip(&ctx, "on-a"), a_ip);
