@@ -124,7 +124,7 @@ spec:
 
 fn running(ctx: &ServeCtx, pods: &[&str]) -> bool {
     pods.iter()
-        .all(|p| jsonpath(ctx, p, "{.status.containerStatuses[0].state.running}") != "")
+        .all(|p| !jsonpath(ctx, p, "{.status.containerStatuses[0].state.running}").is_empty())
 }
 
 fn ip(ctx: &ServeCtx, pod: &str) -> String {
