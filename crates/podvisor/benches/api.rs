@@ -1378,7 +1378,7 @@ fn print_summary(r: &Results, started: jiff::Timestamp, load: &str) {
     );
     if r.oci {
         println!(
-            "  pod network: podvisor {}; containerd {}",
+            "  pod network: podvisor's {}; containerd's {}",
             r.network,
             containerd::NETWORK
         );
