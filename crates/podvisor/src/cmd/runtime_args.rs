@@ -180,3 +180,33 @@ impl RuntimeArgs {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn new_pods_get_podvisors_network_unless_a_directory_or_network_is_named() {
+        let args = |dir: Option<&str>, name: Option<&str>| RuntimeArgs {
+            cni_conf_dir: dir.map(PathBuf::from),
+            cni_network: name.map(str::to_owned),
+            ..RuntimeArgs::default()
+        };
+        assert_eq!(args(None, None).network_choice(), NetworkChoice::Own);
+        assert_eq!(
+            args(Some("/run/net.d"), None).network_choice(),
+            NetworkChoice::ConfDir {
+                dir: PathBuf::from("/run/net.d"),
+                name: None
+            }
+        );
+        // A network named without a directory is looked up where containerd looks.
+        assert_eq!(
+            args(None, Some("podman")).network_choice(),
+            NetworkChoice::ConfDir {
+                dir: PathBuf::from(SYSTEM_CONF_DIR),
+                name: Some("podman".to_owned())
+            }
+        );
+    }
+}
