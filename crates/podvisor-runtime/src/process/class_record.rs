@@ -28,7 +28,7 @@ pub(super) fn recorded(pod_dir: &Path) -> Option<RuntimeClass> {
     if !layout::shim_dir(pod_dir).is_dir() {
         return None;
     }
-    Some(if pod_dir.join("network.json").is_file() {
+    Some(if super::oci_class::network_file(pod_dir).is_file() {
         RuntimeClass::Oci
     } else {
         RuntimeClass::Process
@@ -64,7 +64,7 @@ mod tests {
         let old = dir.join("uid-2");
         std::fs::create_dir_all(layout::shim_dir(&old)).unwrap();
         assert_eq!(recorded(&old), Some(RuntimeClass::Process));
-        std::fs::write(old.join("network.json"), "{}").unwrap();
+        std::fs::write(super::super::oci_class::network_file(&old), "{}").unwrap();
         assert_eq!(recorded(&old), Some(RuntimeClass::Oci));
         std::fs::remove_dir_all(&dir).unwrap();
     }

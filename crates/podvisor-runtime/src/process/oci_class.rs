@@ -4,7 +4,8 @@
 //! The sandbox is the pod's network, IPC and UTS namespaces, held by bind mounts under the
 //! pod's directory (no pause process) and made before the pod's shim starts (the shim's mount
 //! namespace is a copy of the agent's), with an address from the CNI network (podvisor's
-//! bridge, unless `--cni-conf-dir` names a directory) and the pod's `/etc/hosts`, `/etc/resolv.conf` and `/etc/hostname`.
+//! bridge, unless `--cni-conf-dir` names a directory) and the pod's `/etc/hosts`,
+//! `/etc/resolv.conf` and `/etc/hostname`.
 //! A `hostNetwork` pod keeps the host's network and UTS namespaces, a `hostIPC` pod the host's
 //! IPC namespace ([`NsKind::for_pod`]). The PID namespace is each container's own, the
 //! pod's with `shareProcessNamespace` (held by the shim: `shim/pid_holder.rs`) or the host's
@@ -33,12 +34,15 @@ use crate::{
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use podvisor_image::{ImageId, ImageStore, NoProgress, PullOptions, Reference, RegistryConfig};
-use serde::{Deserialize, Serialize};
 use std::collections::HashSet;
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
+
+mod pod_network;
+
+pub(super) use pod_network::{PodNetwork, network_file};
 
 /// Where a pod's directory records the images its containers use (one empty file per image
 /// id): image garbage collection keeps them while the pod's directory exists, across agent
@@ -118,86 +122,10 @@ pub(super) struct OciClass {
     pods_mount: std::sync::OnceLock<bool>,
 }
 
-/// A pod sandbox's network, as made (`<pod dir>/network.json`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub(super) struct PodNetwork {
-    /// The pod shares the host's network (and UTS) namespace.
-    pub host_network: bool,
-    /// The pod's address on the CNI network (none with `hostNetwork`).
-    pub ip: Option<IpAddr>,
-    /// The pod's host name.
-    pub hostname: String,
-    /// The directory holding the pod's namespaces (`<pod dir>/ns`), when it has any.
-    pub namespaces: Option<PathBuf>,
-    /// Which namespaces are held there ([`NsKind::for_pod`]). Absent in the records of
-    /// sandboxes made before `hostIPC` was honoured: all three whenever `namespaces` is set.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub held: Option<Vec<NsKind>>,
-    /// `/etc/hosts`, `/etc/resolv.conf`, `/etc/hostname` of the pod.
-    pub hosts: PathBuf,
-    /// `/etc/resolv.conf`.
-    pub resolv_conf: PathBuf,
-    /// `/etc/hostname`.
-    pub hostname_file: PathBuf,
-    /// The CNI attachment's container ID and arguments, for its removal.
-    pub cni_id: String,
-    /// `CNI_ARGS`.
-    pub cni_args: Vec<(String, String)>,
-    /// The hostPort mappings given to `portmap`.
-    pub port_mappings: Vec<(u16, u16, String, String)>,
-    /// The network the sandbox was attached with and its result: its `DEL` runs exactly
-    /// that, whatever is configured by then. Absent in records made before it was kept (those
-    /// are released with the agent's network) and with `hostNetwork`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub attached: Option<AttachedNetwork>,
-}
-
-fn network_file(pod_dir: &Path) -> PathBuf {
-    pod_dir.join("network.json")
-}
-
 fn failed_sandbox(message: impl std::fmt::Display) -> SandboxError {
     SandboxError {
         reason: "FailedCreatePodSandBox",
         message: format!("Failed to create pod sandbox: {message}"),
-    }
-}
-
-impl PodNetwork {
-    /// The file the pod's namespace of `kind` is held at, if the sandbox holds one (`None`:
-    /// the host's).
-    pub(super) fn namespace(&self, kind: NsKind) -> Option<PathBuf> {
-        let dir = self.namespaces.as_ref()?;
-        let held = self.held.as_ref().is_none_or(|held| held.contains(&kind));
-        held.then(|| dir.join(kind.name()))
-    }
-
-    fn attachment(&self) -> Option<Attachment> {
-        let netns = self.namespace(NsKind::Net)?;
-        Some(Attachment {
-            container_id: self.cni_id.clone(),
-            netns,
-            ifname: "eth0".to_owned(),
-            args: self.cni_args.clone(),
-            port_mappings: self
-                .port_mappings
-                .iter()
-                .map(
-                    |(host_port, container_port, protocol, host_ip)| PortMapping {
-                        host_port: *host_port,
-                        container_port: *container_port,
-                        protocol: protocol.clone(),
-                        host_ip: host_ip.clone(),
-                    },
-                )
-                .collect(),
-        })
-    }
-
-    /// What the pod's network was made as, if it was.
-    pub(super) fn load(pod_dir: &Path) -> Option<PodNetwork> {
-        let bytes = std::fs::read(network_file(pod_dir)).ok()?;
-        serde_json::from_slice(&bytes).ok()
     }
 }
 
@@ -373,14 +301,11 @@ impl OciClass {
             Ok(Ok(namespaces)) => Some((namespaces, warm)),
             failed => {
                 tracing::warn!("taking pooled sandbox {}: {failed:?}", warm.id);
-                let released = match &warm.attached {
-                    Some(attached) => self.cni.del_recorded(attached, &warm.attachment()).await,
-                    None => {
-                        self.cni
-                            .del(self.network_for(&warm.attachment()), &warm.attachment())
-                            .await
-                    }
-                };
+                let att = warm.attachment();
+                let released = self
+                    .cni
+                    .release(warm.attached.as_ref(), self.network_for(&att), &att)
+                    .await;
                 if let Err(e) = released {
                     tracing::warn!("releasing pooled sandbox {}: {e}", warm.id);
                 }
@@ -506,13 +431,16 @@ impl OciClass {
     /// another is created took from that pod's start).
     pub(super) async fn remove_network(&self, network: &PodNetwork) {
         if let Some(attachment) = network.attachment() {
-            let cni = self.cni.in_background();
-            // Exactly what it was attached with; a record from before that was kept is
-            // released with the agent's network.
-            let released = match &network.attached {
-                Some(attached) => cni.del_recorded(attached, &attachment).await,
-                None => cni.del(self.network_for(&attachment), &attachment).await,
-            };
+            // Exactly what it was attached with (`Cni::release`).
+            let released = self
+                .cni
+                .in_background()
+                .release(
+                    network.attached.as_ref(),
+                    self.network_for(&attachment),
+                    &attachment,
+                )
+                .await;
             if let Err(e) = released {
                 tracing::warn!("releasing the network of sandbox {}: {e}", network.cni_id);
             }

@@ -364,6 +364,24 @@ impl Cni {
         self.del_with(&list, att, prev).await
     }
 
+    /// Releases an attachment: with exactly what `attached` records when there is a record
+    /// ([`Cni::del_recorded`]), else (a record from before they were kept) with `fallback`,
+    /// the agent's network.
+    ///
+    /// # Errors
+    /// As [`Cni::del_recorded`] and [`Cni::del`].
+    pub async fn release(
+        &self,
+        attached: Option<&AttachedNetwork>,
+        fallback: &NetworkConfigList,
+        att: &Attachment,
+    ) -> Result<(), CniError> {
+        match attached {
+            Some(attached) => self.del_recorded(attached, att).await,
+            None => self.del(fallback, att).await,
+        }
+    }
+
     async fn del_with(
         &self,
         list: &NetworkConfigList,

@@ -313,10 +313,9 @@ impl SandboxPool {
 /// CNI DEL of `sandbox` (with the network it records, else `network`), then its namespaces
 /// and directory.
 async fn release(cni: &Cni, network: &NetworkConfigList, sandbox: &WarmSandbox, pool_dir: &Path) {
-    let released = match &sandbox.attached {
-        Some(attached) => cni.del_recorded(attached, &sandbox.attachment()).await,
-        None => cni.del(network, &sandbox.attachment()).await,
-    };
+    let released = cni
+        .release(sandbox.attached.as_ref(), network, &sandbox.attachment())
+        .await;
     if let Err(e) = released {
         tracing::warn!("releasing pooled sandbox {}: {e}", sandbox.id);
     }
