@@ -246,6 +246,13 @@ impl<R: Runtime> PodTask<R> {
             .iter()
             .map(|r| (r.name.clone(), r.instance.0))
             .collect();
+        // The sandbox's address is known before the machine is rebuilt: the status the
+        // recovery publishes carries it (set after, the pod showed no IP until its next
+        // change of status).
+        let config = MachineConfig {
+            pod_ip: Some(rt.pod_ip(&adopted.sandbox)),
+            ..config
+        };
         let mut machine = PodMachine::recover_with_history(
             pod,
             &adopted.running,
@@ -254,7 +261,6 @@ impl<R: Runtime> PodTask<R> {
             config,
             now,
         );
-        machine.set_pod_ip(Some(rt.pod_ip(&adopted.sandbox)));
         let mut running = running;
         if let Some(lost) = adopted.lost {
             // The sandbox died while no agent ran: as if its death were seen now.

@@ -25,6 +25,7 @@
 //! class it joins the target's PID namespace: `oci::launch::PidNamespace::for_container`).
 
 mod atomic_writer;
+mod class_record;
 mod container_logs;
 mod exec_stream;
 mod exits;
@@ -489,6 +490,11 @@ impl ProcessRuntime {
                 ))
             })?,
         };
+        self.available(class)
+    }
+
+    /// `class`, if this runtime has it.
+    fn available(&self, class: RuntimeClass) -> Result<RuntimeClass, SandboxError> {
         if class == RuntimeClass::Oci && self.inner.oci.is_none() {
             return Err(sandbox_failed(
                 "rpc error: code = Unknown desc = failed to get sandbox runtime: no runtime for \
@@ -1023,7 +1029,18 @@ impl Runtime for ProcessRuntime {
         let paths = self
             .pod_paths(pod)
             .ok_or_else(|| sandbox_failed("the pod has no metadata.uid"))?;
-        let class = self.class_of(pod)?;
+        // The class the pod's sandbox was made as, else (a new pod) its class now, recorded:
+        // `--runtime` applies to new pods only.
+        let class = match class_record::recorded(&paths.pod_dir) {
+            Some(class) => self.available(class)?,
+            None => {
+                let class = self.class_of(pod)?;
+                class_record::record(&paths.pod_dir, class).map_err(|e| {
+                    sandbox_failed(format!("recording the pod's runtime class: {e}"))
+                })?;
+                class
+            }
+        };
         let socket = layout::socket(&paths.pod_dir);
         let begun = Instant::now();
         // An `oci` pod's namespaces come first: the shim's mount namespace copies the

@@ -19,6 +19,7 @@ mod helm;
 mod kubectl_matrix;
 mod oci;
 mod oci_incluster;
+mod oci_network;
 mod oci_pull_secrets;
 mod port_forward;
 mod python_client;

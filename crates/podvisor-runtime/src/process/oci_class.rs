@@ -3,8 +3,9 @@
 //!
 //! The sandbox is the pod's network, IPC and UTS namespaces, held by bind mounts under the
 //! pod's directory (no pause process) and made before the pod's shim starts (the shim's mount
-//! namespace is a copy of the agent's), with an address from the CNI network (`/etc/cni/net.d`,
-//! else podvisor's bridge) and the pod's `/etc/hosts`, `/etc/resolv.conf` and `/etc/hostname`.
+//! namespace is a copy of the agent's), with an address from the CNI network (podvisor's
+//! bridge, unless `--cni-conf-dir` names a directory) and the pod's `/etc/hosts`,
+//! `/etc/resolv.conf` and `/etc/hostname`.
 //! A `hostNetwork` pod keeps the host's network and UTS namespaces, a `hostIPC` pod the host's
 //! IPC namespace ([`NsKind::for_pod`]). The PID namespace is each container's own, the
 //! pod's with `shareProcessNamespace` (held by the shim: `shim/pid_holder.rs`) or the host's
@@ -22,8 +23,8 @@
 use crate::config::BuildOptions;
 use crate::oci::launch::{OciLaunch, PidNamespace};
 use crate::sandbox::cni::{
-    Attachment, Cni, DefaultNetwork, NetworkConfigList, PortMapping, kubernetes_args,
-    load_default_network, resolve_network,
+    AttachedNetwork, Attachment, Cni, DefaultNetwork, NetworkChoice, NetworkConfigList,
+    PortMapping, kubernetes_args, note_network_choice, resolve_network,
 };
 use crate::sandbox::etc_files::{NodeFacts, pod_etc_files, sandbox_hostname};
 use crate::sandbox::netns::{NsKind, PodNamespaces};
@@ -34,13 +35,16 @@ use crate::{
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use podvisor_image::{ImageId, ImageStore, PullRecords, RegistryConfig};
-use serde::{Deserialize, Serialize};
 use std::collections::HashSet;
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 mod image_manager;
+
+mod pod_network;
+
+pub(super) use pod_network::{PodNetwork, network_file};
 
 /// Where a pod's directory records the images its containers use (one empty file per image
 /// id): image garbage collection keeps them while the pod's directory exists, across agent
@@ -89,11 +93,14 @@ pub struct OciOptions {
     pub images: ImageStore,
     /// Registry credentials and mirrors (`--registry-config`).
     pub registry: Option<RegistryConfig>,
-    /// How many pod sandboxes to keep ready on podvisor's own network
-    /// ([`crate::sandbox::pool`]); 0: none.
+    /// How many pod sandboxes to keep ready, on podvisor's own network or any other of the
+    /// CNI reference plugins ([`crate::sandbox::pool`]); 0: none.
     pub warm_sandboxes: usize,
     /// The OCI runtime and how it creates and starts containers (`--oci-executor`).
     pub executor: crate::oci::executor::RuncMode,
+    /// The network of new pods (`--cni-conf-dir`, `--cni-network`): podvisor's own unless
+    /// one is named.
+    pub network: NetworkChoice,
 }
 
 /// The `oci` class of a [`super::ProcessRuntime`].
@@ -112,44 +119,11 @@ pub(super) struct OciClass {
     pulls: tokio::sync::Mutex<()>,
     /// Which credentials each image the node pulled was pulled with ([`image_manager`]).
     pull_records: PullRecords,
-    /// Sandboxes made ahead of their pods (podvisor's own network only).
+    /// Sandboxes made ahead of their pods (on a network the pool serves: `pool::serves`).
     pool: Option<Arc<SandboxPool>>,
     executor: crate::oci::executor::RuncMode,
     /// `<state>/pods` was made one mount, or found to be one (`pods_mount`), or could not be.
     pods_mount: std::sync::OnceLock<bool>,
-}
-
-/// A pod sandbox's network, as made (`<pod dir>/network.json`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub(super) struct PodNetwork {
-    /// The pod shares the host's network (and UTS) namespace.
-    pub host_network: bool,
-    /// The pod's address on the CNI network (none with `hostNetwork`).
-    pub ip: Option<IpAddr>,
-    /// The pod's host name.
-    pub hostname: String,
-    /// The directory holding the pod's namespaces (`<pod dir>/ns`), when it has any.
-    pub namespaces: Option<PathBuf>,
-    /// Which namespaces are held there ([`NsKind::for_pod`]). Absent in the records of
-    /// sandboxes made before `hostIPC` was honoured: all three whenever `namespaces` is set.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub held: Option<Vec<NsKind>>,
-    /// `/etc/hosts`, `/etc/resolv.conf`, `/etc/hostname` of the pod.
-    pub hosts: PathBuf,
-    /// `/etc/resolv.conf`.
-    pub resolv_conf: PathBuf,
-    /// `/etc/hostname`.
-    pub hostname_file: PathBuf,
-    /// The CNI attachment's container ID and arguments, for its removal.
-    pub cni_id: String,
-    /// `CNI_ARGS`.
-    pub cni_args: Vec<(String, String)>,
-    /// The hostPort mappings given to `portmap`.
-    pub port_mappings: Vec<(u16, u16, String, String)>,
-}
-
-fn network_file(pod_dir: &Path) -> PathBuf {
-    pod_dir.join("network.json")
 }
 
 fn failed_sandbox(message: impl std::fmt::Display) -> SandboxError {
@@ -159,63 +133,39 @@ fn failed_sandbox(message: impl std::fmt::Display) -> SandboxError {
     }
 }
 
-impl PodNetwork {
-    /// The file the pod's namespace of `kind` is held at, if the sandbox holds one (`None`:
-    /// the host's).
-    pub(super) fn namespace(&self, kind: NsKind) -> Option<PathBuf> {
-        let dir = self.namespaces.as_ref()?;
-        let held = self.held.as_ref().is_none_or(|held| held.contains(&kind));
-        held.then(|| dir.join(kind.name()))
-    }
-
-    fn attachment(&self) -> Option<Attachment> {
-        let netns = self.namespace(NsKind::Net)?;
-        Some(Attachment {
-            container_id: self.cni_id.clone(),
-            netns,
-            ifname: "eth0".to_owned(),
-            args: self.cni_args.clone(),
-            port_mappings: self
-                .port_mappings
-                .iter()
-                .map(
-                    |(host_port, container_port, protocol, host_ip)| PortMapping {
-                        host_port: *host_port,
-                        container_port: *container_port,
-                        protocol: protocol.clone(),
-                        host_ip: host_ip.clone(),
-                    },
-                )
-                .collect(),
-        })
-    }
-
-    /// What the pod's network was made as, if it was.
-    pub(super) fn load(pod_dir: &Path) -> Option<PodNetwork> {
-        let bytes = std::fs::read(network_file(pod_dir)).ok()?;
-        serde_json::from_slice(&bytes).ok()
-    }
-}
-
 impl OciClass {
-    /// The class with its network: the first CNI config of `/etc/cni/net.d`, else podvisor's
-    /// bridge network, written under `<state>/cni/net.d`.
+    /// The class with its network ([`NetworkChoice`]): podvisor's bridge network, written
+    /// under `<state>/cni/net.d`, unless a CNI configuration directory is named. A network
+    /// other than the one the last agent of this state directory chose is said in the log.
     pub(super) fn new(state_dir: &Path, options: OciOptions) -> Result<OciClass, RuntimeError> {
         let default = DefaultNetwork::new(state_dir);
-        let system = Path::new("/etc/cni/net.d");
-        let network = resolve_network(system, &state_dir.join("cni").join("net.d"), &default)
-            .map_err(|e| RuntimeError::Other(format!("the CNI network: {e}")))?;
-        // podvisor's own network masquerades node-wide (a configured one does its own), and
-        // only its sandboxes can be made ahead: a configured network's plugins may read the
-        // pod's `CNI_ARGS`.
-        let own_network = matches!(load_default_network(system), Ok(None));
+        let (network, own_network) = resolve_network(
+            &options.network,
+            &state_dir.join("cni").join("net.d"),
+            &default,
+        )
+        .map_err(|e| RuntimeError::Other(format!("the CNI network: {e}")))?;
+        match note_network_choice(&state_dir.join("cni").join("pod-network.json"), &network) {
+            Ok(Some(change)) => tracing::warn!("{change}"),
+            Ok(None) => {}
+            Err(e) => tracing::warn!("recording the network of new pods: {e}"),
+        }
+        tracing::info!(
+            network = %network.name,
+            source = %network.source.as_deref().unwrap_or(Path::new("-")).display(),
+            own = own_network,
+            "the network of new oci pods"
+        );
+        // podvisor's own network masquerades node-wide (a configured one does its own).
         if own_network {
             default
                 .ensure_masquerade()
                 .map_err(|e| RuntimeError::Other(format!("the pod network's masquerade: {e}")))?;
         }
+        // Sandboxes are made ahead on any network of the reference plugins (podvisor's own,
+        // podman's, a plain bridge): a network add-on's plugins read the pod's `CNI_ARGS`.
         let pods = state_dir.join("pods");
-        let pool = own_network.then(|| {
+        let pool = (own_network || crate::sandbox::pool::serves(&network)).then(|| {
             Arc::new(
                 SandboxPool::new(
                     pods.join(crate::sandbox::pool::POOL_DIR),
@@ -360,11 +310,12 @@ impl OciClass {
             Ok(Ok(namespaces)) => Some((namespaces, warm)),
             failed => {
                 tracing::warn!("taking pooled sandbox {}: {failed:?}", warm.id);
-                if let Err(e) = self
+                let att = warm.attachment();
+                let released = self
                     .cni
-                    .del(self.network_for(&warm.attachment()), &warm.attachment())
-                    .await
-                {
+                    .release(warm.attached.as_ref(), self.network_for(&att), &att)
+                    .await;
+                if let Err(e) = released {
                     tracing::warn!("releasing pooled sandbox {}: {e}", warm.id);
                 }
                 let _ = warm.namespaces.remove();
@@ -413,6 +364,7 @@ impl OciClass {
                 &cni_id,
             ),
             cni_id,
+            attached: None,
             port_mappings: PortMapping::from_pod_spec(&spec)
                 .into_iter()
                 .map(|m| (m.host_port, m.container_port, m.protocol, m.host_ip))
@@ -429,6 +381,7 @@ impl OciClass {
             network.ip = warm.ip;
             network.cni_args = warm.attachment().args;
             network.cni_id = warm.id;
+            network.attached = warm.attached;
         } else if !kinds.is_empty() {
             let dir = ns_dir.clone();
             let (name, held) = (hostname.clone(), kinds.clone());
@@ -444,12 +397,12 @@ impl OciClass {
             let attachment = network
                 .attachment()
                 .ok_or_else(|| failed_sandbox("no netns"))?;
-            match self
-                .cni
-                .add(self.network_for(&attachment), &attachment)
-                .await
-            {
-                Ok(result) => network.ip = result.pod_ips().first().copied(),
+            let list = self.network_for(&attachment);
+            match self.cni.add(list, &attachment).await {
+                Ok(result) => {
+                    network.ip = result.pod_ips().first().copied();
+                    network.attached = Some(AttachedNetwork::new(list, &result));
+                }
                 Err(e) => {
                     self.remove_network(&network).await;
                     return Err(SandboxError {
@@ -486,14 +439,20 @@ impl OciClass {
     /// (a `bridge` DEL is 25 to 50 ms of a Go process's CPU, which a pod deleted just before
     /// another is created took from that pod's start).
     pub(super) async fn remove_network(&self, network: &PodNetwork) {
-        if let Some(attachment) = network.attachment()
-            && let Err(e) = self
+        if let Some(attachment) = network.attachment() {
+            // Exactly what it was attached with (`Cni::release`).
+            let released = self
                 .cni
                 .in_background()
-                .del(self.network_for(&attachment), &attachment)
-                .await
-        {
-            tracing::warn!("releasing the network of sandbox {}: {e}", network.cni_id);
+                .release(
+                    network.attached.as_ref(),
+                    self.network_for(&attachment),
+                    &attachment,
+                )
+                .await;
+            if let Err(e) = released {
+                tracing::warn!("releasing the network of sandbox {}: {e}", network.cni_id);
+            }
         }
         if let Some(dir) = &network.namespaces {
             let namespaces = PodNamespaces::new(dir.clone());
