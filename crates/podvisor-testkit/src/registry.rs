@@ -32,40 +32,71 @@ impl Registry {
             "Debian's docker-registry is required ({DOCKER_REGISTRY}): scripts/install-test-deps"
         );
         std::fs::create_dir_all(root).unwrap();
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let mut config = format!(
-            "version: 0.1\nlog:\n  level: error\n  accesslog:\n    disabled: true\nstorage:\n  filesystem:\n    rootdirectory: {}\n  delete:\n    enabled: true\nhttp:\n  addr: 127.0.0.1:{port}\n",
-            root.join("data").display()
-        );
-        if let Some(line) = htpasswd {
-            let path = root.join("htpasswd");
-            std::fs::write(&path, format!("{line}\n")).unwrap();
-            config.push_str(&format!(
-                "auth:\n  htpasswd:\n    realm: podvisor-test\n    path: {}\n",
-                path.display()
-            ));
-        }
-        let config_path = root.join("config.yml");
-        std::fs::write(&config_path, config).unwrap();
-        let child = Command::new(DOCKER_REGISTRY)
-            .arg("serve")
-            .arg(&config_path)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(
-                Instant::now() < deadline,
-                "docker-registry did not listen on {port}"
+        // A port picked here may be taken by another process before the registry binds it,
+        // and a loaded machine may be slow to start it: a registry that exits is started
+        // again on another port, one that is slow is waited for (its stderr tells why not).
+        let mut attempt = 0;
+        let (child, port) = loop {
+            attempt += 1;
+            let port = std::net::TcpListener::bind("127.0.0.1:0")
+                .unwrap()
+                .local_addr()
+                .unwrap()
+                .port();
+            let mut config = format!(
+                "version: 0.1\nlog:\n  level: error\n  accesslog:\n    disabled: true\nstorage:\n  filesystem:\n    rootdirectory: {}\n  delete:\n    enabled: true\nhttp:\n  addr: 127.0.0.1:{port}\n",
+                root.join("data").display()
             );
-            std::thread::sleep(Duration::from_millis(20));
-        }
+            if let Some(line) = htpasswd {
+                let path = root.join("htpasswd");
+                std::fs::write(&path, format!("{line}\n")).unwrap();
+                config.push_str(&format!(
+                    "auth:\n  htpasswd:\n    realm: podvisor-test\n    path: {}\n",
+                    path.display()
+                ));
+            }
+            let config_path = root.join("config.yml");
+            std::fs::write(&config_path, config).unwrap();
+            let stderr_path = root.join("registry.stderr");
+            let mut child = Command::new(DOCKER_REGISTRY)
+                .arg("serve")
+                .arg(&config_path)
+                .stdout(Stdio::null())
+                .stderr(std::fs::File::create(&stderr_path).unwrap())
+                .spawn()
+                .unwrap();
+            let deadline = Instant::now() + Duration::from_secs(30);
+            let exited = loop {
+                if TcpStream::connect(("127.0.0.1", port)).is_ok() {
+                    break None;
+                }
+                if let Some(status) = child.try_wait().unwrap() {
+                    break Some(status);
+                }
+                if Instant::now() > deadline {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    panic!(
+                        "docker-registry did not listen on {port} within 30 s: {}",
+                        std::fs::read_to_string(&stderr_path).unwrap_or_default()
+                    );
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            };
+            match exited {
+                None => break (child, port),
+                Some(status) if attempt < 3 => {
+                    eprintln!(
+                        "docker-registry on {port} exited with {status}, starting it again: {}",
+                        std::fs::read_to_string(&stderr_path).unwrap_or_default()
+                    );
+                }
+                Some(status) => panic!(
+                    "docker-registry on {port} exited with {status}: {}",
+                    std::fs::read_to_string(&stderr_path).unwrap_or_default()
+                ),
+            }
+        };
         Registry {
             child,
             port,
