@@ -1,8 +1,9 @@
 //! [`Store`]: objects in redb, the resourceVersion counter, and watch registration.
 
-use crate::error::{Result, StoreError, db};
+use crate::error::{EARLIER_IO, Result, StoreError, db};
 use crate::key::{self, Key};
 use crate::object;
+use tracing::{debug, info, warn as warning};
 use crate::watch::{EventType, Hub, Owed, Watch, WatchEvent, WatchFrom};
 use redb::{
     Database, DatabaseError, Durability, ReadableDatabase, ReadableTable, StorageError,
@@ -14,7 +15,8 @@ use std::fmt;
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
+use std::time::{Duration, Instant};
 
 /// Objects by encoded key (`kind/namespace/name`), as JSON bytes.
 const OBJECTS: TableDefinition<&str, &[u8]> = TableDefinition::new("objects");
@@ -25,6 +27,8 @@ const RV_KEY: &str = "resourceVersion";
 /// The layout version of the tables above.
 const SCHEMA_KEY: &str = "schema";
 const SCHEMA: u64 = 1;
+/// A counter written to prove the file takes writes again after an I/O failure.
+const PROBE_KEY: &str = "writeProbe";
 
 /// Tuning for [`Store::open_with`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -44,6 +48,9 @@ pub struct StoreOptions {
     /// is [`StoreError::EmptyFile`] (a store truncated to nothing must not silently forget
     /// every pod it held).
     pub reset_empty: bool,
+    /// After an I/O failure (a full disk), the store tries to reopen its file at most this
+    /// often, on the next read, write or [`Store::check_writable`]. Default 1 s.
+    pub reopen_interval: Duration,
 }
 
 impl Default for StoreOptions {
@@ -54,6 +61,7 @@ impl Default for StoreOptions {
             watch_buffer: 1024,
             cache_bytes: 32 << 20,
             reset_empty: false,
+            reopen_interval: Duration::from_secs(1),
         }
     }
 }
@@ -84,13 +92,29 @@ pub struct Store {
 }
 
 struct Shared {
-    db: Database,
+    /// The open database; `None` while a reopen after an I/O failure has not succeeded.
+    /// Readers clone the `Arc` and use it without a lock; a reopen swaps it under the
+    /// writer lock.
+    db: RwLock<Option<Arc<Database>>>,
+    /// Set by an I/O failure, cleared by the reopen that follows it (see [`Failure`]).
+    failure: Mutex<Option<Failure>>,
+    options: StoreOptions,
     path: PathBuf,
     /// Held for the whole of each write (read, commit, publish) and while a watcher registers,
     /// which is what makes list + watch exact.
     writer: Mutex<Hub>,
     /// The latest committed and published resourceVersion.
     rv: AtomicU64,
+}
+
+/// The store's state after an I/O failure: the database library refuses every transaction
+/// after one ("Previous I/O error occurred. Please close and re-open the database"), so the
+/// store closes the file and opens it again, at most every [`StoreOptions::reopen_interval`].
+struct Failure {
+    /// The first failure, what every operation answers until the store is reopened.
+    error: StoreError,
+    /// The last reopen attempt (or the failure itself).
+    attempted: Instant,
 }
 
 /// What a write decided to do, given the current object.
@@ -128,7 +152,9 @@ impl Store {
         let rv = guarded(path, || init(&database))?;
         Ok(Store {
             shared: Arc::new(Shared {
-                db: database,
+                db: RwLock::new(Some(Arc::new(database))),
+                failure: Mutex::new(None),
+                options,
                 path: path.to_path_buf(),
                 writer: Mutex::new(Hub::new(
                     rv,
@@ -171,16 +197,17 @@ impl Store {
     /// The object at `key`, if any.
     pub fn get(&self, key: &Key) -> Result<Option<Value>> {
         key.validate()?;
-        let txn = self
-            .shared
-            .db
-            .begin_read()
-            .map_err(db("beginning a read"))?;
-        let table = txn.open_table(OBJECTS).map_err(db("opening objects"))?;
-        let found = table
-            .get(key.encode().as_str())
-            .map_err(db("reading an object"))?;
-        found.map(|v| decode(key, v.value())).transpose()
+        self.checked(|| {
+            let txn = self
+                .reader()?
+                .begin_read()
+                .map_err(db("beginning a read"))?;
+            let table = txn.open_table(OBJECTS).map_err(db("opening objects"))?;
+            let found = table
+                .get(key.encode().as_str())
+                .map_err(db("reading an object"))?;
+            found.map(|v| decode(key, v.value())).transpose()
+        })
     }
 
     /// Every object of `kind` (in `namespace`, if given), sorted by (namespace, name), and the
@@ -209,9 +236,17 @@ impl Store {
         mut keep: impl FnMut(&Value) -> bool,
     ) -> Result<(Vec<Value>, u64)> {
         check_filter(kind, namespace)?;
+        self.checked(|| self.list_snapshot(kind, namespace, &mut keep))
+    }
+
+    fn list_snapshot(
+        &self,
+        kind: &str,
+        namespace: Option<&str>,
+        keep: &mut impl FnMut(&Value) -> bool,
+    ) -> Result<(Vec<Value>, u64)> {
         let txn = self
-            .shared
-            .db
+            .reader()?
             .begin_read()
             .map_err(db("beginning a read"))?;
         let meta = txn.open_table(META).map_err(db("opening meta"))?;
@@ -322,6 +357,141 @@ impl Store {
         }
     }
 
+    /// Whether the store can write now: `Ok` unless an I/O failure (a full disk) left it
+    /// unable to, in which case it first tries to reopen the file and write a probe
+    /// (at most every [`StoreOptions::reopen_interval`]); the error names the failure. The
+    /// API server's `/readyz` asks this. Costs nothing while the store is healthy.
+    pub fn check_writable(&self) -> Result<()> {
+        if self.failure().is_none() {
+            return Ok(());
+        }
+        let mut hub = self.lock();
+        self.writer(&mut hub).map(drop)
+    }
+
+    /// The failure that keeps the store from writing, if any (no IO, no reopen attempt).
+    pub fn failure(&self) -> Option<StoreError> {
+        self.failure_lock().as_ref().map(|f| f.error.clone())
+    }
+
+    fn failure_lock(&self) -> MutexGuard<'_, Option<Failure>> {
+        self.shared
+            .failure
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Runs one operation on the database, recording an I/O failure it met (the first one
+    /// is what later operations report until the store is reopened).
+    fn checked<T>(&self, op: impl FnOnce() -> Result<T>) -> Result<T> {
+        op().map_err(|e| self.note(e))
+    }
+
+    fn note(&self, e: StoreError) -> StoreError {
+        let StoreError::Io {
+            context,
+            cause,
+            no_space,
+            ..
+        } = e
+        else {
+            return e;
+        };
+        let mut failure = self.failure_lock();
+        if let Some(f) = failure.as_ref()
+            && cause == EARLIER_IO
+        {
+            return f.error.clone();
+        }
+        let error = StoreError::Io {
+            path: self.shared.path.clone(),
+            context,
+            cause,
+            no_space,
+        };
+        if failure.is_none() {
+            warning!(store = %self.shared.path.display(), error = %error, "the store cannot read or write; it will reopen its file");
+            *failure = Some(Failure {
+                error: error.clone(),
+                attempted: Instant::now(),
+            });
+        }
+        error
+    }
+
+    /// The database for a read: after an I/O failure, reopened first if a reopen is due and
+    /// no write holds the writer lock (a read under it, in an `update_with` closure or a
+    /// watch's list, must not wait for itself).
+    fn reader(&self) -> Result<Arc<Database>> {
+        if self
+            .failure_lock()
+            .as_ref()
+            .is_some_and(|f| f.attempted.elapsed() >= self.shared.options.reopen_interval)
+        {
+            let hub = match self.shared.writer.try_lock() {
+                Ok(hub) => Some(hub),
+                Err(std::sync::TryLockError::Poisoned(p)) => Some(p.into_inner()),
+                Err(std::sync::TryLockError::WouldBlock) => None,
+            };
+            if let Some(mut hub) = hub {
+                return self.writer(&mut hub);
+            }
+        }
+        self.current()
+    }
+
+    fn current(&self) -> Result<Arc<Database>> {
+        let db = self.shared.db.read().unwrap_or_else(PoisonError::into_inner);
+        match db.as_ref() {
+            Some(db) => Ok(Arc::clone(db)),
+            None => Err(self
+                .failure()
+                .unwrap_or_else(|| StoreError::Db("the database is closed".to_owned()))),
+        }
+    }
+
+    /// The database for a write, under the writer lock (`_hub` proves it is held): after an
+    /// I/O failure, the file is closed and opened again (with the library's recovery) and a
+    /// probe is written; the failure is cleared once that succeeds. While a reopen is not
+    /// due, or fails, the error is the first failure's.
+    fn writer(&self, _hub: &mut Hub) -> Result<Arc<Database>> {
+        let mut failure = self.failure_lock();
+        let Some(f) = failure.as_mut() else {
+            drop(failure);
+            return self.current();
+        };
+        if f.attempted.elapsed() < self.shared.options.reopen_interval {
+            return Err(f.error.clone());
+        }
+        f.attempted = Instant::now();
+        // The old handle goes first: the library holds a lock on the file while it is open
+        // (a reader still holding a clone makes this attempt fail; the next one succeeds).
+        *self.shared.db.write().unwrap_or_else(PoisonError::into_inner) = None;
+        let path = &self.shared.path;
+        let reopened = open_database(path, false, self.shared.options.cache_bytes)
+            .and_then(|database| guarded(path, || init(&database)).map(|rv| (database, rv)))
+            .and_then(|(database, rv)| {
+                probe(&database)?;
+                Ok((database, rv))
+            });
+        match reopened {
+            Ok((database, rv)) => {
+                let database = Arc::new(database);
+                *self.shared.db.write().unwrap_or_else(PoisonError::into_inner) =
+                    Some(Arc::clone(&database));
+                let was = failure.take().map(|f| f.error);
+                // A commit whose fsync failed may still have reached the file.
+                self.shared.rv.fetch_max(rv, Ordering::AcqRel);
+                info!(store = %path.display(), after = ?was.map(|e| e.to_string()), "the store was reopened and writes again");
+                Ok(database)
+            }
+            Err(e) => {
+                debug!(store = %path.display(), error = %e, "reopening the store failed; it will try again");
+                Err(f.error.clone())
+            }
+        }
+    }
+
     /// The writer lock. A panic while it was held (only possible in an `update_with` closure,
     /// before anything was committed) leaves the hub consistent, so poisoning is ignored.
     fn lock(&self) -> MutexGuard<'_, Hub> {
@@ -343,11 +513,18 @@ impl Store {
     /// through [`Txn::get`].
     pub fn transaction<T>(&self, f: impl FnOnce(&mut Txn) -> Result<T>) -> Result<T> {
         let mut hub = self.lock();
-        let mut txn = self
-            .shared
-            .db
-            .begin_write()
-            .map_err(db("beginning a write"))?;
+        let database = self.writer(&mut hub)?;
+        self.checked(|| Store::commit(&database, &mut hub, &self.shared.rv, f))
+    }
+
+    /// [`Store::transaction`] on `database`, under the writer lock.
+    fn commit<T>(
+        database: &Database,
+        hub: &mut Hub,
+        shared_rv: &AtomicU64,
+        f: impl FnOnce(&mut Txn) -> Result<T>,
+    ) -> Result<T> {
+        let mut txn = database.begin_write().map_err(db("beginning a write"))?;
         txn.set_durability(Durability::Immediate)
             .map_err(db("setting durability"))?;
         let rv = txn
@@ -385,7 +562,7 @@ impl Store {
             .insert(RV_KEY, rv)
             .map_err(db("writing the resourceVersion"))?;
         txn.commit().map_err(db("committing a write"))?;
-        self.shared.rv.store(rv, Ordering::Release);
+        shared_rv.store(rv, Ordering::Release);
         for (key, event, json) in written {
             hub.publish(key, event, json);
         }
@@ -649,6 +826,24 @@ mod quiet_panics {
 fn make_private(path: &Path) -> Result<()> {
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
         .map_err(|e| StoreError::Db(format!("setting the mode of {}: {e}", path.display())))
+}
+
+/// Writes the store's probe (a counter in `meta`, no resourceVersion) and commits it with an
+/// fsync: the proof that a reopened file takes writes again.
+fn probe(database: &Database) -> Result<()> {
+    let mut txn = database.begin_write().map_err(db("beginning a write"))?;
+    txn.set_durability(Durability::Immediate)
+        .map_err(db("setting durability"))?;
+    {
+        let mut meta = txn.open_table(META).map_err(db("opening meta"))?;
+        let n = meta
+            .get(PROBE_KEY)
+            .map_err(db("reading the write probe"))?
+            .map_or(0, |v| v.value());
+        meta.insert(PROBE_KEY, n.wrapping_add(1))
+            .map_err(db("writing the write probe"))?;
+    }
+    txn.commit().map_err(db("committing the write probe"))
 }
 
 /// Creates the tables and, on a fresh database, the initial namespaces; returns the latest
