@@ -94,7 +94,7 @@ pub(crate) fn api_error(res: Resource, name: &str, e: StoreError) -> ApiError {
         e @ StoreError::Gone { .. } => ApiError::expired(e.to_string()),
         StoreError::Invalid(message) => ApiError::bad_request(message),
         StoreError::Db(message) => ApiError::internal(format!("storage error: {message}")),
-        e @ (StoreError::Damaged { .. } | StoreError::EmptyFile { .. }) => {
+        e @ (StoreError::Damaged { .. } | StoreError::EmptyFile { .. } | StoreError::Io { .. }) => {
             ApiError::internal(format!("storage error: {e}"))
         }
     }
