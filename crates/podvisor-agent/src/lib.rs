@@ -17,6 +17,7 @@
 //! state is shared between pod workers; only [`node`]'s status writers touch the store.
 
 mod clock;
+pub mod eviction;
 mod executors;
 pub mod history;
 mod identity;

@@ -25,6 +25,7 @@
 //! class it joins the target's PID namespace: `oci::launch::PidNamespace::for_container`).
 
 mod atomic_writer;
+mod disk_usage;
 mod exec_stream;
 mod exits;
 mod oci_class;
@@ -1355,6 +1356,15 @@ impl Runtime for ProcessRuntime {
 
     fn remove_pod_logs(&self, uid: &str) {
         ProcessRuntime::remove_pod_logs(self, uid);
+    }
+
+    fn pod_disk_usage(&self, uid: &str) -> Option<crate::PodDiskUsage> {
+        let logs = self
+            .log_dirs()
+            .into_iter()
+            .find_map(|(owner, dir)| (owner == uid).then_some(dir));
+        let pod_dir = self.inner.state_dir.join("pods").join(uid);
+        disk_usage::pod_disk_usage(logs.as_deref(), &pod_dir)
     }
 }
 
