@@ -30,11 +30,11 @@ fn default_threshold_is_nodefs_available_below_ten_percent() {
     assert_eq!(t.quantity(10 * GI), 1_073_741_840);
     assert!(t.met(Observation {
         capacity: 10 * GI,
-        available: GI - 1
+        available: 1_073_741_839
     }));
     assert!(!t.met(Observation {
         capacity: 10 * GI,
-        available: GI + 1
+        available: 1_073_741_840
     }));
 }
 
