@@ -125,6 +125,25 @@ impl Threshold {
     }
 }
 
+/// Parses `--eviction-hard` as the kubelet's flag takes it (comma-separated statements):
+/// this node takes exactly one, on [`NODEFS_AVAILABLE`].
+///
+/// # Errors
+///
+/// As [`Threshold::parse`] for each statement; a repeated signal is an error too.
+pub fn parse_eviction_hard(flag: &str) -> Result<Threshold, EvictionError> {
+    let mut found = None;
+    for statement in flag.split(',').map(str::trim) {
+        let threshold = Threshold::parse(statement)?;
+        if found.replace(threshold).is_some() {
+            return Err(EvictionError::Syntax(format!(
+                "{flag} (names {NODEFS_AVAILABLE} twice)"
+            )));
+        }
+    }
+    found.ok_or_else(|| EvictionError::Syntax(flag.to_owned()))
+}
+
 /// The node filesystem as measured (`statfs` of the state directory).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Observation {
@@ -242,6 +261,38 @@ pub fn eviction_message(
         }
     }
     message
+}
+
+/// The taint the node lifecycle controller puts on a Node with `DiskPressure` True
+/// (`TaintNodesByCondition`).
+pub const DISK_PRESSURE_TAINT: &str = "node.kubernetes.io/disk-pressure";
+
+/// Adds the `NoSchedule` [`DISK_PRESSURE_TAINT`] to a Node's `spec` under pressure and removes
+/// it otherwise; other taints are kept. Returns whether the spec changed.
+pub fn set_disk_pressure_taint(spec: &mut serde_json::Value, pressure: bool) -> bool {
+    let is_ours = |t: &serde_json::Value| {
+        t["key"] == DISK_PRESSURE_TAINT && t["effect"] == "NoSchedule"
+    };
+    let has = spec["taints"]
+        .as_array()
+        .is_some_and(|ts| ts.iter().any(is_ours));
+    if has == pressure {
+        return false;
+    }
+    if pressure {
+        if !spec["taints"].is_array() {
+            spec["taints"] = serde_json::json!([]);
+        }
+        if let Some(ts) = spec["taints"].as_array_mut() {
+            ts.push(serde_json::json!({"key": DISK_PRESSURE_TAINT, "effect": "NoSchedule"}));
+        }
+    } else if let Some(ts) = spec["taints"].as_array_mut() {
+        ts.retain(|t| !is_ours(t));
+        if ts.is_empty() && let Some(obj) = spec.as_object_mut() {
+            obj.remove("taints");
+        }
+    }
+    true
 }
 
 /// What one synchronization decided.

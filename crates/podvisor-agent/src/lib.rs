@@ -274,6 +274,13 @@ impl PodControl {
         let _ = self.commands.send(Command::UpdateSpec(Box::new(pod)));
     }
 
+    /// Evicts the pod (the eviction manager): killed within `grace` seconds, then Failed
+    /// with reason `Evicted` and `message` (see `PodMachine::handle_evict`). Does nothing
+    /// once the pod worker has finished.
+    pub fn evict(&self, message: String, grace: i64) {
+        let _ = self.commands.send(Command::Evict { message, grace });
+    }
+
     /// Conditions written by others through the status subresource (readiness gates, D5);
     /// kubelet-owned types are ignored. Does nothing once the pod worker has finished.
     pub fn update_conditions(&self, conditions: Vec<PodCondition>) {

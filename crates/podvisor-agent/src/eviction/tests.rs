@@ -44,6 +44,11 @@ fn eviction_hard_takes_a_quantity_and_names_what_is_wrong() {
         Threshold::parse("nodefs.available<1Gi").unwrap(),
         Threshold::Bytes(GI)
     );
+    assert_eq!(
+        parse_eviction_hard("nodefs.available<5%").unwrap(),
+        Threshold::Percentage(0.05)
+    );
+    assert!(parse_eviction_hard("nodefs.available<5%,nodefs.available<1Gi").is_err());
     assert!(matches!(
         Threshold::parse("memory.available<100Mi"),
         Err(EvictionError::Signal(_))
@@ -208,4 +213,22 @@ fn disk_pressure_stays_for_the_transition_period_after_the_threshold_clears() {
     let later = m.synchronize(free, vec![], t0 + period - Duration::from_secs(1));
     assert!(later.disk_pressure && !later.threshold_met && later.evict.is_none());
     assert!(!m.synchronize(free, vec![], t0 + period).disk_pressure);
+}
+
+#[test]
+fn disk_pressure_taints_the_node_no_schedule_and_untaints_it_after() {
+    let mut spec = json!({"taints": [{"key": "other", "effect": "NoExecute"}]});
+    assert!(set_disk_pressure_taint(&mut spec, true));
+    assert!(!set_disk_pressure_taint(&mut spec, true));
+    assert_eq!(
+        spec["taints"][1],
+        json!({"key": "node.kubernetes.io/disk-pressure", "effect": "NoSchedule"})
+    );
+    assert!(set_disk_pressure_taint(&mut spec, false));
+    assert_eq!(spec, json!({"taints": [{"key": "other", "effect": "NoExecute"}]}));
+    let mut bare = json!({});
+    assert!(!set_disk_pressure_taint(&mut bare, false));
+    assert!(set_disk_pressure_taint(&mut bare, true));
+    assert!(set_disk_pressure_taint(&mut bare, false));
+    assert_eq!(bare, json!({}));
 }

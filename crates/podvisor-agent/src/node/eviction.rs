@@ -1,0 +1,177 @@
+//! The eviction manager's loop in the node (`managerImpl.Start`): every monitoring interval
+//! it measures the state directory's filesystem and what each active pod uses of it (on a
+//! blocking thread), lets the pure [`EvictionManager`] decide, publishes `DiskPressure` for
+//! the Node's status, records `EvictionThresholdMet` on the Node and evicts at most one pod.
+
+use super::NodeLoop;
+use crate::eviction::{
+    Candidate, EPHEMERAL_STORAGE, EvictionManager, IMMEDIATE_EVICTION_GRACE_SECONDS,
+    MONITORING_INTERVAL, Observation, PRESSURE_TRANSITION_PERIOD, Threshold,
+};
+use crate::log::{debug, warning};
+use k8s_openapi::api::core::v1::Pod;
+use podvisor_runtime::Runtime;
+use podvisor_store::Key;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::sync::watch;
+
+/// Settings of the node's eviction manager.
+#[derive(Debug, Clone)]
+pub struct EvictionConfig {
+    /// The directory whose filesystem is `nodefs` (the node's state directory).
+    pub state_dir: PathBuf,
+    /// The hard threshold (`--eviction-hard`, `nodefs.available<10%` by default).
+    pub threshold: Threshold,
+    /// How often the manager synchronizes (the kubelet's 10 s).
+    pub monitoring_interval: Duration,
+    /// `--eviction-pressure-transition-period` (5 min).
+    pub pressure_transition_period: Duration,
+    /// Where `DiskPressure` is published (the Node's status reads it).
+    pub disk_pressure: watch::Sender<bool>,
+}
+
+impl EvictionConfig {
+    /// The kubelet's defaults for `state_dir`, publishing to `disk_pressure`.
+    #[must_use]
+    pub fn new(state_dir: PathBuf, disk_pressure: watch::Sender<bool>) -> EvictionConfig {
+        EvictionConfig {
+            state_dir,
+            threshold: Threshold::Percentage(0.1),
+            monitoring_interval: MONITORING_INTERVAL,
+            pressure_transition_period: PRESSURE_TRANSITION_PERIOD,
+            disk_pressure,
+        }
+    }
+}
+
+/// The manager and where it reports.
+pub(super) struct Eviction {
+    manager: EvictionManager,
+    config: EvictionConfig,
+}
+
+impl Eviction {
+    pub(super) fn new(config: EvictionConfig) -> Eviction {
+        Eviction {
+            manager: EvictionManager::new(config.threshold, config.pressure_transition_period),
+            config,
+        }
+    }
+}
+
+/// What one measurement found: the filesystem, and each active pod with its usage.
+struct Measured {
+    observation: Option<Observation>,
+    pods: Vec<(String, Pod, bool, Option<podvisor_runtime::PodDiskUsage>)>,
+}
+
+impl<R: Runtime> NodeLoop<R> {
+    /// One synchronization (see the module docs).
+    pub(super) async fn synchronize_eviction(&mut self) {
+        let Some(eviction) = self.eviction.as_ref() else {
+            return;
+        };
+        // The active pods: not terminal, not being deleted or evicted (`GetActivePods`).
+        let active: Vec<(String, Pod, bool)> = self
+            .workers
+            .iter()
+            .filter(|(_, w)| w.deleted.is_none() && !w.evicted)
+            .filter_map(|(uid, w)| {
+                let pod = w.latest.borrow().as_deref().cloned()?;
+                let terminal = pod
+                    .status
+                    .as_ref()
+                    .and_then(|s| s.phase.as_deref())
+                    .is_some_and(|p| p == "Succeeded" || p == "Failed");
+                (!terminal).then(|| (uid.clone(), pod, w.is_static))
+            })
+            .collect();
+        let runtime = Arc::clone(self.agent.runtime());
+        let dir = eviction.config.state_dir.clone();
+        let measured = tokio::task::spawn_blocking(move || {
+            let observation = rustix::fs::statvfs(&dir).ok().map(|s| Observation {
+                capacity: s.f_blocks * s.f_frsize,
+                available: s.f_bavail * s.f_frsize,
+            });
+            let pods = active
+                .into_iter()
+                .map(|(uid, pod, is_static)| {
+                    let usage = runtime.pod_disk_usage(&uid);
+                    (uid, pod, is_static, usage)
+                })
+                .collect();
+            Measured { observation, pods }
+        })
+        .await;
+        let Ok(Measured {
+            observation: Some(observation),
+            pods,
+        }) = measured
+        else {
+            warning!("eviction manager: the state directory's filesystem could not be measured");
+            return;
+        };
+        let Some(eviction) = self.eviction.as_mut() else {
+            return;
+        };
+        let candidates = pods
+            .iter()
+            .map(|(uid, pod, is_static, usage)| Candidate {
+                uid,
+                pod,
+                is_static: *is_static,
+                usage: usage.as_ref(),
+            })
+            .collect();
+        let decision = eviction
+            .manager
+            .synchronize(observation, candidates, Instant::now());
+        eviction.config.disk_pressure.send_if_modified(|p| {
+            let changed = *p != decision.disk_pressure;
+            *p = decision.disk_pressure;
+            changed
+        });
+        if !decision.threshold_met {
+            return;
+        }
+        debug!(
+            "eviction manager: {} bytes available of {} ({:?})",
+            observation.available,
+            observation.capacity,
+            eviction.manager.threshold()
+        );
+        self.node_event(
+            "EvictionThresholdMet",
+            format!("Attempting to reclaim {EPHEMERAL_STORAGE}"),
+        );
+        let Some((uid, message)) = decision.evict else {
+            warning!("eviction manager: eviction thresholds have been met, but no pods are active to evict");
+            return;
+        };
+        if let Some(worker) = self.workers.get_mut(&uid) {
+            warning!("eviction manager: evicting {}: {message}", worker.key);
+            worker.evicted = true;
+            worker
+                .control
+                .evict(message, IMMEDIATE_EVICTION_GRACE_SECONDS);
+        }
+    }
+
+    /// Records a Warning event on the Node, in the background (one that cannot be written is
+    /// dropped, as the kubelet's recorder does).
+    fn node_event(&mut self, reason: &'static str, message: String) {
+        let store = self.store.clone();
+        let node = self.config.node_name.clone();
+        self.background.spawn_blocking(move || {
+            let now = jiff::Timestamp::now();
+            let mut event = crate::node_status::node_event(&node, reason, &message, now);
+            event["type"] = serde_json::json!("Warning");
+            let name = event["metadata"]["name"].as_str().unwrap_or_default().to_owned();
+            if let Err(e) = store.create(&Key::new("events", "default", &name), event) {
+                debug!("eviction manager: recording {reason}: {e}");
+            }
+        });
+    }
+}
