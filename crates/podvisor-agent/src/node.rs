@@ -787,6 +787,7 @@ impl<R: Runtime> NodeLoop<R> {
                 .agent
                 .history()
                 .map(|h| (Arc::clone(h), Arc::clone(&self.agent.clock))),
+            unwritten: None,
         };
         // The writers of pods that have gone are done: let their task slots go (a JoinSet keeps
         // a finished task until it is joined, so under churn they would pile up until stop).

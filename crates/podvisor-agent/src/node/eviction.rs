@@ -1,7 +1,9 @@
 //! The eviction manager's loop in the node (`managerImpl.Start`): every monitoring interval
 //! it measures the state directory's filesystem and what each active pod uses of it (on a
 //! blocking thread), lets the pure [`EvictionManager`] decide, publishes `DiskPressure` for
-//! the Node's status, records `EvictionThresholdMet` on the Node and evicts at most one pod.
+//! the Node's status, records `EvictionThresholdMet` on the Node, reclaims what the kubelet's
+//! node-level reclaim would (the logs of finished pods' containers) and, if the threshold is
+//! still met, evicts at most one pod.
 
 use super::NodeLoop;
 use crate::eviction::{
@@ -65,6 +67,27 @@ impl Eviction {
 struct Measured {
     observation: Option<Observation>,
     pods: Vec<(String, Pod, bool, Option<podvisor_runtime::PodDiskUsage>)>,
+    /// The finished pods whose logs were removed to reclaim space.
+    reclaimed: Vec<String>,
+    /// Reclaiming brought the filesystem back above the threshold: no eviction.
+    resolved: bool,
+}
+
+/// A pod whose phase is terminal and whose every container has terminated (what the
+/// kubelet's container GC may remove once the pod is finished).
+fn has_stopped(pod: &Pod) -> bool {
+    let Some(status) = pod.status.as_ref() else {
+        return false;
+    };
+    let terminal = matches!(status.phase.as_deref(), Some("Succeeded" | "Failed"));
+    terminal
+        && status
+            .init_container_statuses
+            .iter()
+            .chain(status.container_statuses.iter())
+            .chain(status.ephemeral_container_statuses.iter())
+            .flatten()
+            .all(|c| c.state.as_ref().is_some_and(|s| s.terminated.is_some()))
 }
 
 impl<R: Runtime> NodeLoop<R> {
@@ -88,13 +111,41 @@ impl<R: Runtime> NodeLoop<R> {
                 (!terminal).then(|| (uid.clone(), pod, w.is_static))
             })
             .collect();
+        // Pods that ran and are finished: their containers' logs are what the kubelet's
+        // node-level reclaim for nodefs (`DeleteAllUnusedContainers`, dead containers of
+        // terminated pods removed with their logs) frees before any pod is evicted.
+        let finished: Vec<String> = self
+            .done
+            .iter()
+            .cloned()
+            .chain(
+                self.workers
+                    .iter()
+                    .filter(|(_, w)| w.latest.borrow().as_deref().is_some_and(has_stopped))
+                    .map(|(uid, _)| uid.clone()),
+            )
+            .collect();
         let runtime = Arc::clone(self.agent.runtime());
         let dir = eviction.config.state_dir.clone();
+        let threshold = eviction.manager.threshold();
         let measured = tokio::task::spawn_blocking(move || {
-            let observation = rustix::fs::statvfs(&dir).ok().map(|s| Observation {
-                capacity: s.f_blocks * s.f_frsize,
-                available: s.f_bavail * s.f_frsize,
-            });
+            let observe = || {
+                rustix::fs::statvfs(&dir).ok().map(|s| Observation {
+                    capacity: s.f_blocks * s.f_frsize,
+                    available: s.f_bavail * s.f_frsize,
+                })
+            };
+            let observation = observe();
+            let mut reclaimed = Vec::new();
+            let mut resolved = false;
+            if observation.is_some_and(|o| threshold.met(o)) {
+                let with_logs = runtime.pods_with_logs();
+                for uid in finished.iter().filter(|u| with_logs.contains(u)) {
+                    runtime.remove_pod_logs(uid);
+                    reclaimed.push(uid.clone());
+                }
+                resolved = !reclaimed.is_empty() && observe().is_some_and(|o| !threshold.met(o));
+            }
             let pods = active
                 .into_iter()
                 .map(|(uid, pod, is_static)| {
@@ -102,12 +153,19 @@ impl<R: Runtime> NodeLoop<R> {
                     (uid, pod, is_static, usage)
                 })
                 .collect();
-            Measured { observation, pods }
+            Measured {
+                observation,
+                pods,
+                reclaimed,
+                resolved,
+            }
         })
         .await;
         let Ok(Measured {
             observation: Some(observation),
             pods,
+            reclaimed,
+            resolved,
         }) = measured
         else {
             warning!("eviction manager: the state directory's filesystem could not be measured");
@@ -146,6 +204,16 @@ impl<R: Runtime> NodeLoop<R> {
             "EvictionThresholdMet",
             format!("Attempting to reclaim {EPHEMERAL_STORAGE}"),
         );
+        if !reclaimed.is_empty() {
+            warning!(
+                "eviction manager: removed the container logs of {} finished pod(s) to reclaim {EPHEMERAL_STORAGE}",
+                reclaimed.len()
+            );
+        }
+        if resolved {
+            debug!("eviction manager: able to reduce resource pressure without evicting pods");
+            return;
+        }
         let Some((uid, message)) = decision.evict else {
             warning!("eviction manager: eviction thresholds have been met, but no pods are active to evict");
             return;

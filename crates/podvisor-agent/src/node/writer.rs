@@ -36,7 +36,14 @@ pub(crate) struct Writer {
     pub(crate) finished: mpsc::UnboundedSender<Finished>,
     /// The node's record of status transitions, and the clock that stamps them.
     pub(crate) history: Option<(Arc<HistoryStore>, Arc<dyn Clock>)>,
+    /// The newest status, when writing it failed in the store (a full disk): written again
+    /// every [`STATUS_RETRY`] until it is, as the kubelet's status manager re-syncs a pod
+    /// whose status the API server does not have.
+    pub(crate) unwritten: Option<Box<Pod>>,
 }
+
+/// How often a status the store could not take is written again.
+pub(crate) const STATUS_RETRY: std::time::Duration = std::time::Duration::from_secs(1);
 
 impl Writer {
     /// Runs until the pod worker has finished, or until `stop` fires (agent shutdown: the
@@ -53,6 +60,10 @@ impl Writer {
                     }
                     self.apply(rest).await;
                     return;
+                }
+                () = tokio::time::sleep(STATUS_RETRY), if self.unwritten.is_some() => {
+                    self.retry().await;
+                    continue;
                 }
             };
             let Some(first) = first else {
@@ -71,6 +82,13 @@ impl Writer {
                 batch.push(update);
             }
             if let Some(last) = self.apply(batch).await {
+                // The final status must reach the store before the pod's end is reported.
+                while self.unwritten.is_some() {
+                    tokio::select! {
+                        () = tokio::time::sleep(STATUS_RETRY) => self.retry().await,
+                        _ = &mut stop => return,
+                    }
+                }
                 let removed = self.remove_if_deleted(&last).await;
                 self.finish(removed);
                 return;
@@ -168,21 +186,39 @@ impl Writer {
         self.recorder = recorded.ok();
     }
 
+    /// Writes the status that failed to be written, unless a newer one came meanwhile.
+    async fn retry(&mut self) {
+        if let Some(pod) = self.unwritten.take() {
+            self.write_status(*pod, None::<fn()>).await;
+        }
+    }
+
     /// Writes `pod.status` into the stored object of the same UID, if there still is one;
-    /// `history` (the batch's history records) runs first, on the same blocking thread.
-    async fn write_status(&self, pod: Pod, history: Option<impl FnOnce() + Send + 'static>) {
+    /// `history` (the batch's history records) runs first, on the same blocking thread. A
+    /// status the store could not take ([`StoreError::Io`]) is kept for a retry.
+    async fn write_status(&mut self, pod: Pod, history: Option<impl FnOnce() + Send + 'static>) {
         let store = self.store.clone();
         let key = self.key.clone();
         let uid = self.uid.clone();
+        let status = pod.status.clone().unwrap_or_default();
         let result = tokio::task::spawn_blocking(move || {
             if let Some(history) = history {
                 history();
             }
-            write_pod_status(&store, &key, &uid, &pod.status.unwrap_or_default())
+            write_pod_status(&store, &key, &uid, &status)
         })
         .await;
+        self.unwritten = None;
         match result {
             Ok(Ok(_)) => {}
+            Ok(Err(e @ StoreError::Io { .. })) => {
+                warning!(
+                    "pod {}/{}: writing the status: {e}; it is written again every {STATUS_RETRY:?}",
+                    self.key.namespace,
+                    self.key.name
+                );
+                self.unwritten = Some(Box::new(pod));
+            }
             // Deleted (forced) or replaced by another pod of the same name: never resurrect.
             Ok(Err(StoreError::NotFound(_) | StoreError::Conflict { .. })) => debug!(
                 "pod {}/{} ({}): status not written, the object is gone",
