@@ -3,7 +3,7 @@
 use crate::error::{EARLIER_IO, Result, StoreError, db};
 use crate::key::{self, Key};
 use crate::object;
-use tracing::{debug, info, warn as warning};
+use tracing::{debug, warn as warning};
 use crate::watch::{EventType, Hub, Owed, Watch, WatchEvent, WatchFrom};
 use redb::{
     Database, DatabaseError, Durability, ReadableDatabase, ReadableTable, StorageError,
@@ -482,7 +482,7 @@ impl Store {
                 let was = failure.take().map(|f| f.error);
                 // A commit whose fsync failed may still have reached the file.
                 self.shared.rv.fetch_max(rv, Ordering::AcqRel);
-                info!(store = %path.display(), after = ?was.map(|e| e.to_string()), "the store was reopened and writes again");
+                warning!(store = %path.display(), after = ?was.map(|e| e.to_string()), "the store was reopened and writes again");
                 Ok(database)
             }
             Err(e) => {

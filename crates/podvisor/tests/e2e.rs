@@ -26,6 +26,7 @@ mod restart_all;
 mod scheduling;
 mod serve;
 mod serve_configs;
+mod serve_disk_full;
 mod serve_node;
 mod serve_projected;
 mod serve_service_accounts;

@@ -61,7 +61,7 @@ impl Writer {
                     self.apply(rest).await;
                     return;
                 }
-                () = tokio::time::sleep(STATUS_RETRY), if self.unwritten.is_some() => {
+                () = tokio::time::sleep(STATUS_RETRY), if self.behind() => {
                     self.retry().await;
                     continue;
                 }
@@ -83,7 +83,7 @@ impl Writer {
             }
             if let Some(last) = self.apply(batch).await {
                 // The final status must reach the store before the pod's end is reported.
-                while self.unwritten.is_some() {
+                while self.behind() {
                     tokio::select! {
                         () = tokio::time::sleep(STATUS_RETRY) => self.retry().await,
                         _ = &mut stop => return,
@@ -171,7 +171,8 @@ impl Writer {
             .unwrap_or_else(|| Recorder::new(&self.host));
         let recorded = tokio::task::spawn_blocking(move || {
             for e in events {
-                // The kubelet's recorder drops an event it cannot write, after logging it.
+                // An event the store cannot take for now (a full disk) is kept by the recorder
+                // and written again; any other failure drops it, after logging it.
                 if let Err(err) = recorder.record(&store, &pod, &e.event, e.time) {
                     warning!(
                         "recording event {} of pod {}: {err}",
@@ -186,10 +187,27 @@ impl Writer {
         self.recorder = recorded.ok();
     }
 
-    /// Writes the status that failed to be written, unless a newer one came meanwhile.
+    /// Whether a status or events wait for the store to take writes again.
+    fn behind(&self) -> bool {
+        self.unwritten.is_some() || self.recorder.as_ref().is_some_and(Recorder::has_pending)
+    }
+
+    /// Writes the status that failed to be written (unless a newer one came meanwhile), then
+    /// the events that did.
     async fn retry(&mut self) {
         if let Some(pod) = self.unwritten.take() {
             self.write_status(*pod, None::<fn()>).await;
+        }
+        if self.unwritten.is_none()
+            && let Some(mut recorder) = self.recorder.take()
+        {
+            let store = self.store.clone();
+            let retried = tokio::task::spawn_blocking(move || {
+                recorder.retry(&store);
+                recorder
+            })
+            .await;
+            self.recorder = retried.ok();
         }
     }
 
