@@ -43,7 +43,9 @@ pub const SYSTEM_CRITICAL_PRIORITY: i32 = 2_000_000_000;
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum EvictionError {
     /// Not `<signal><<quantity or percentage>`.
-    #[error("eviction threshold {0:?}: expected <signal><<quantity> or <signal><<percent>%, e.g. {DEFAULT_EVICTION_HARD}")]
+    #[error(
+        "eviction threshold {0:?}: expected <signal><<quantity> or <signal><<percent>%, e.g. {DEFAULT_EVICTION_HARD}"
+    )]
     Syntax(String),
     /// A signal this node does not evict for.
     #[error("eviction threshold {0:?}: podvisor evicts only for {NODEFS_AVAILABLE}")]
@@ -87,9 +89,7 @@ impl Threshold {
             why,
         };
         if let Some(percent) = value.strip_suffix('%') {
-            let p: f32 = percent
-                .parse()
-                .map_err(|_| bad("not a percentage"))?;
+            let p: f32 = percent.parse().map_err(|_| bad("not a percentage"))?;
             if !(p > 0.0 && p <= 100.0) {
                 return Err(bad("a percentage must be in (0%, 100%]"));
             }
@@ -169,11 +169,7 @@ pub struct Candidate<'a> {
 
 impl Candidate<'_> {
     fn priority(&self) -> i32 {
-        self.pod
-            .spec
-            .as_ref()
-            .and_then(|s| s.priority)
-            .unwrap_or(0)
+        self.pod.spec.as_ref().and_then(|s| s.priority).unwrap_or(0)
     }
 
     /// `IsCriticalPod`: static and mirror pods, and pods of system-critical priority.
@@ -270,9 +266,8 @@ pub const DISK_PRESSURE_TAINT: &str = "node.kubernetes.io/disk-pressure";
 /// Adds the `NoSchedule` [`DISK_PRESSURE_TAINT`] to a Node's `spec` under pressure and removes
 /// it otherwise; other taints are kept. Returns whether the spec changed.
 pub fn set_disk_pressure_taint(spec: &mut serde_json::Value, pressure: bool) -> bool {
-    let is_ours = |t: &serde_json::Value| {
-        t["key"] == DISK_PRESSURE_TAINT && t["effect"] == "NoSchedule"
-    };
+    let is_ours =
+        |t: &serde_json::Value| t["key"] == DISK_PRESSURE_TAINT && t["effect"] == "NoSchedule";
     let has = spec["taints"]
         .as_array()
         .is_some_and(|ts| ts.iter().any(is_ours));
@@ -288,7 +283,9 @@ pub fn set_disk_pressure_taint(spec: &mut serde_json::Value, pressure: bool) -> 
         }
     } else if let Some(ts) = spec["taints"].as_array_mut() {
         ts.retain(|t| !is_ours(t));
-        if ts.is_empty() && let Some(obj) = spec.as_object_mut() {
+        if ts.is_empty()
+            && let Some(obj) = spec.as_object_mut()
+        {
             obj.remove("taints");
         }
     }

@@ -1970,7 +1970,11 @@ fn eviction_kills_with_the_override_and_fails_the_pod_as_evicted_with_a_disrupti
         .find(|c| c.type_ == "DisruptionTarget")
         .expect("a DisruptionTarget condition");
     assert_eq!(
-        (target.status.as_str(), target.reason.as_deref(), target.message.as_deref()),
+        (
+            target.status.as_str(),
+            target.reason.as_deref(),
+            target.message.as_deref()
+        ),
         ("True", Some("TerminationByKubelet"), Some(message))
     );
     // A second eviction of a finished pod changes nothing.

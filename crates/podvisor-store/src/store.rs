@@ -3,7 +3,6 @@
 use crate::error::{EARLIER_IO, Result, StoreError, db};
 use crate::key::{self, Key};
 use crate::object;
-use tracing::{debug, warn as warning};
 use crate::watch::{EventType, Hub, Owed, Watch, WatchEvent, WatchFrom};
 use redb::{
     Database, DatabaseError, Durability, ReadableDatabase, ReadableTable, StorageError,
@@ -17,6 +16,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
 use std::time::{Duration, Instant};
+use tracing::{debug, warn as warning};
 
 /// Objects by encoded key (`kind/namespace/name`), as JSON bytes.
 const OBJECTS: TableDefinition<&str, &[u8]> = TableDefinition::new("objects");
@@ -441,7 +441,11 @@ impl Store {
     }
 
     fn current(&self) -> Result<Arc<Database>> {
-        let db = self.shared.db.read().unwrap_or_else(PoisonError::into_inner);
+        let db = self
+            .shared
+            .db
+            .read()
+            .unwrap_or_else(PoisonError::into_inner);
         match db.as_ref() {
             Some(db) => Ok(Arc::clone(db)),
             None => Err(self
@@ -466,7 +470,11 @@ impl Store {
         f.attempted = Instant::now();
         // The old handle goes first: the library holds a lock on the file while it is open
         // (a reader still holding a clone makes this attempt fail; the next one succeeds).
-        *self.shared.db.write().unwrap_or_else(PoisonError::into_inner) = None;
+        *self
+            .shared
+            .db
+            .write()
+            .unwrap_or_else(PoisonError::into_inner) = None;
         let path = &self.shared.path;
         let reopened = open_database(path, false, self.shared.options.cache_bytes)
             .and_then(|database| guarded(path, || init(&database)).map(|rv| (database, rv)))
@@ -477,8 +485,11 @@ impl Store {
         match reopened {
             Ok((database, rv)) => {
                 let database = Arc::new(database);
-                *self.shared.db.write().unwrap_or_else(PoisonError::into_inner) =
-                    Some(Arc::clone(&database));
+                *self
+                    .shared
+                    .db
+                    .write()
+                    .unwrap_or_else(PoisonError::into_inner) = Some(Arc::clone(&database));
                 let was = failure.take().map(|f| f.error);
                 // A commit whose fsync failed may still have reached the file.
                 self.shared.rv.fetch_max(rv, Ordering::AcqRel);

@@ -95,7 +95,7 @@ fn a_write_on_a_full_disk_fails_with_enospc_and_the_store_reopens_itself_once_sp
     let mut written = vec![first.clone()];
     let err = (0..1000)
         .find_map(|i| {
-            let key = Key::new("pods", "default", &format!("p{i}"));
+            let key = Key::new("pods", "default", format!("p{i}"));
             match store.create(&key, pod(&format!("p{i}"))) {
                 Ok(_) => {
                     written.push(key);
@@ -119,7 +119,10 @@ fn a_write_on_a_full_disk_fails_with_enospc_and_the_store_reopens_itself_once_sp
     let again = store
         .create(&Key::new("pods", "default", "again"), pod("again"))
         .unwrap_err();
-    assert!(matches!(again, StoreError::Io { no_space: true, .. }), "{again:?}");
+    assert!(
+        matches!(again, StoreError::Io { no_space: true, .. }),
+        "{again:?}"
+    );
     assert!(!again.to_string().contains("Previous I/O"), "{again}");
     assert!(store.check_writable().is_err());
     assert!(store.failure().is_some());
@@ -151,7 +154,7 @@ fn a_read_after_the_failure_reopens_the_store_once_space_is_freed() {
     let filler = fill(&fs.0);
     let err = (0..1000)
         .find_map(|i| {
-            let key = Key::new("pods", "default", &format!("p{i}"));
+            let key = Key::new("pods", "default", format!("p{i}"));
             store.create(&key, pod(&format!("p{i}"))).err()
         })
         .expect("a full filesystem refuses a write");

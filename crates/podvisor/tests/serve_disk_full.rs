@@ -115,15 +115,13 @@ fn a_full_state_dir_evicts_the_pod_filling_it_fails_writes_clearly_and_the_store
     });
     let message = evicted["status"]["message"].as_str().unwrap();
     assert!(
-        message.starts_with(
-            "The node was low on resource: ephemeral-storage. Threshold quantity: "
-        ),
+        message
+            .starts_with("The node was low on resource: ephemeral-storage. Threshold quantity: "),
         "{message}"
     );
     assert!(
-        message.contains(
-            "Container app was using ",
-        ) && message.ends_with(", request is 0, has larger consumption of ephemeral-storage. "),
+        message.contains("Container app was using ",)
+            && message.ends_with(", request is 0, has larger consumption of ephemeral-storage. "),
         "{message}"
     );
     let target = condition(&evicted, "DisruptionTarget").expect("a DisruptionTarget condition");
@@ -142,9 +140,11 @@ fn a_full_state_dir_evicts_the_pod_filling_it_fails_writes_clearly_and_the_store
     assert_eq!(event["message"], message);
     let tainted = get_json(&ctx, &["get", "node", &node]).unwrap();
     assert!(
-        tainted["spec"]["taints"].as_array().is_some_and(|ts| ts.iter().any(|t| {
-            t["key"] == "node.kubernetes.io/disk-pressure" && t["effect"] == "NoSchedule"
-        })),
+        tainted["spec"]["taints"]
+            .as_array()
+            .is_some_and(|ts| ts.iter().any(|t| {
+                t["key"] == "node.kubernetes.io/disk-pressure" && t["effect"] == "NoSchedule"
+            })),
         "{tainted}"
     );
 
@@ -167,7 +167,10 @@ fn a_full_state_dir_evicts_the_pod_filling_it_fails_writes_clearly_and_the_store
     );
     let ready = ctx.kubectl(&["get", "--raw", "/readyz"]);
     let said = String::from_utf8_lossy(&ready.stderr);
-    assert!(!ready.status.success(), "/readyz answered ok on a full disk");
+    assert!(
+        !ready.status.success(),
+        "/readyz answered ok on a full disk"
+    );
     assert!(said.contains("store failed"), "{said}");
 
     // Space freed: the store reopens by itself, /readyz is ok again, writes succeed, and the
@@ -180,7 +183,8 @@ fn a_full_state_dir_evicts_the_pod_filling_it_fails_writes_clearly_and_the_store
     ctx.kubectl_ok(&["create", "configmap", "after", "--from-literal=a=b"]);
     ctx.kubectl_ok(&["delete", "pod", "filler", "--wait=true", "--timeout=30s"]);
     assert!(
-        !ctx.grep_logs("the store was reopened and writes again").is_empty(),
+        !ctx.grep_logs("the store was reopened and writes again")
+            .is_empty(),
         "{}",
         ctx.last_logs(1)
     );

@@ -70,10 +70,10 @@ fn eviction_hard_takes_a_quantity_and_names_what_is_wrong() {
 #[test]
 fn rank_puts_pods_exceeding_requests_first_then_lower_priority_then_larger_excess() {
     let (a, b, c, d) = (
-        pod(Some(0), Some("1Gi")),  // within its request
-        pod(Some(10), None),        // exceeds (no request), high priority
-        pod(Some(0), None),         // exceeds, low priority, small
-        pod(Some(0), None),         // exceeds, low priority, large
+        pod(Some(0), Some("1Gi")), // within its request
+        pod(Some(10), None),       // exceeds (no request), high priority
+        pod(Some(0), None),        // exceeds, low priority, small
+        pod(Some(0), None),        // exceeds, low priority, large
     );
     let (ua, ub, uc, ud) = (usage(GI / 2), usage(GI), usage(100), usage(GI));
     let cand = |uid, pod, usage| Candidate {
@@ -155,10 +155,9 @@ fn message_names_threshold_available_and_each_container_above_its_request() {
         is_static: false,
         usage: Some(&u),
     };
-    assert!(
-        eviction_message(&c, Threshold::Bytes(2048), obs)
-            .ends_with("Container app was using 5000, request is 0, has larger consumption of ephemeral-storage. ")
-    );
+    assert!(eviction_message(&c, Threshold::Bytes(2048), obs).ends_with(
+        "Container app was using 5000, request is 0, has larger consumption of ephemeral-storage. "
+    ));
 }
 
 #[test]
@@ -225,7 +224,10 @@ fn disk_pressure_taints_the_node_no_schedule_and_untaints_it_after() {
         json!({"key": "node.kubernetes.io/disk-pressure", "effect": "NoSchedule"})
     );
     assert!(set_disk_pressure_taint(&mut spec, false));
-    assert_eq!(spec, json!({"taints": [{"key": "other", "effect": "NoExecute"}]}));
+    assert_eq!(
+        spec,
+        json!({"taints": [{"key": "other", "effect": "NoExecute"}]})
+    );
     let mut bare = json!({});
     assert!(!set_disk_pressure_taint(&mut bare, false));
     assert!(set_disk_pressure_taint(&mut bare, true));

@@ -215,7 +215,9 @@ impl<R: Runtime> NodeLoop<R> {
             return;
         }
         let Some((uid, message)) = decision.evict else {
-            warning!("eviction manager: eviction thresholds have been met, but no pods are active to evict");
+            warning!(
+                "eviction manager: eviction thresholds have been met, but no pods are active to evict"
+            );
             return;
         };
         if let Some(worker) = self.workers.get_mut(&uid) {
@@ -236,7 +238,10 @@ impl<R: Runtime> NodeLoop<R> {
             let now = jiff::Timestamp::now();
             let mut event = crate::node_status::node_event(&node, reason, &message, now);
             event["type"] = serde_json::json!("Warning");
-            let name = event["metadata"]["name"].as_str().unwrap_or_default().to_owned();
+            let name = event["metadata"]["name"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned();
             if let Err(e) = store.create(&Key::new("events", "default", &name), event) {
                 debug!("eviction manager: recording {reason}: {e}");
             }

@@ -214,7 +214,9 @@ impl PodMachine {
                 }
             }
         }
-        if let Some(reason @ ("DeadlineExceeded" | super::evict::EVICTED)) = status.reason.as_deref() {
+        if let Some(reason @ ("DeadlineExceeded" | super::evict::EVICTED)) =
+            status.reason.as_deref()
+        {
             m.evicted = Some((
                 reason.to_string(),
                 status.message.clone().unwrap_or_default(),

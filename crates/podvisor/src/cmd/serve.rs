@@ -119,8 +119,9 @@ fn eviction(
     let mut config = podvisor_agent::node::EvictionConfig::new(state_dir.to_path_buf(), pressure);
     config.threshold = podvisor_agent::eviction::parse_eviction_hard(&args.eviction_hard)
         .map_err(|e| anyhow::anyhow!("--eviction-hard: {e}"))?;
-    config.pressure_transition_period = parse_duration(&args.eviction_pressure_transition_period)
-        .map_err(|e| anyhow::anyhow!("--eviction-pressure-transition-period: {e}"))?;
+    config.pressure_transition_period =
+        parse_duration(&args.eviction_pressure_transition_period)
+            .map_err(|e| anyhow::anyhow!("--eviction-pressure-transition-period: {e}"))?;
     config.monitoring_interval = parse_duration(&args.eviction_monitoring_interval)
         .map_err(|e| anyhow::anyhow!("--eviction-monitoring-interval: {e}"))?;
     if config.monitoring_interval.is_zero() {
