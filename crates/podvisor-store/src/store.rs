@@ -468,6 +468,13 @@ impl Store {
             return Err(f.error.clone());
         }
         f.attempted = Instant::now();
+        // A full filesystem would fail the reopen (the library's recovery writes) and leave
+        // no handle at all; the failed one still answers reads from its cache meanwhile.
+        if matches!(f.error, StoreError::Io { no_space: true, .. })
+            && !has_room(&self.shared.path)
+        {
+            return Err(f.error.clone());
+        }
         // The old handle goes first: the library holds a lock on the file while it is open
         // (a reader still holding a clone makes this attempt fail; the next one succeeds).
         *self
@@ -838,6 +845,20 @@ fn make_private(path: &Path) -> Result<()> {
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
         .map_err(|e| StoreError::Db(format!("setting the mode of {}: {e}", path.display())))
 }
+
+/// Room for the reopen after a full disk: at least [`REOPEN_ROOM`] available on the file's
+/// filesystem (unknown counts as room).
+fn has_room(path: &Path) -> bool {
+    let dir = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    rustix::fs::statvfs(dir).map_or(true, |s| s.f_bavail * s.f_frsize >= REOPEN_ROOM)
+}
+
+/// What a reopen after `ENOSPC` waits for: the recovery rewrites a few pages and the probe
+/// commits one transaction.
+const REOPEN_ROOM: u64 = 1 << 20;
 
 /// Writes the store's probe (a counter in `meta`, no resourceVersion) and commits it with an
 /// fsync: the proof that a reopened file takes writes again.
