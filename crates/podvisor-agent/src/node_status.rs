@@ -992,6 +992,26 @@ mod tests {
     }
 
     #[test]
+    fn disk_pressure_is_the_eviction_managers_when_it_runs() {
+        // Plenty of space, but the manager still reports pressure (its transition period),
+        // and the other way round.
+        let (tx, rx) = tokio::sync::watch::channel(true);
+        let mut c = config();
+        c.disk_pressure = Some(rx);
+        let s = node_status(&facts(), &c, None, at(0));
+        assert_eq!(cond(&s, "DiskPressure").status, "True");
+        tx.send_replace(false);
+        let mut full = facts();
+        full.fs_available_bytes = 0;
+        let s = node_status(&full, &c, Some(&s), at(1));
+        let disk = cond(&s, "DiskPressure");
+        assert_eq!(
+            (disk.status.as_str(), disk.reason.as_deref()),
+            ("False", Some("KubeletHasNoDiskPressure"))
+        );
+    }
+
+    #[test]
     fn pressure_conditions_follow_the_eviction_thresholds() {
         let mut f = facts();
         f.memory_available_bytes = 50 * 1024 * 1024;
