@@ -23,6 +23,8 @@ use podvisor_runtime::PodDiskUsage;
 use std::cmp::Ordering;
 use std::time::{Duration, Instant};
 
+/// A pod's `status.reason` when the eviction manager evicted or rejected it.
+pub const EVICTED: &str = "Evicted";
 /// The signal: free space of the node's filesystem.
 pub const NODEFS_AVAILABLE: &str = "nodefs.available";
 /// The resource a `nodefs` eviction reclaims.
@@ -290,6 +292,14 @@ pub fn set_disk_pressure_taint(spec: &mut serde_json::Value, pressure: bool) -> 
         }
     }
     true
+}
+
+/// The eviction manager's `Admit`: under `DiskPressure` a pod that is not critical is
+/// rejected with reason `Evicted` and this message (`nodeConditionMessageFmt`); the kubelet
+/// fails it with `Pod was rejected: ` before it.
+#[must_use]
+pub fn admit(disk_pressure: bool, critical: bool) -> Option<String> {
+    (disk_pressure && !critical).then(|| "The node had condition: [DiskPressure]. ".to_owned())
 }
 
 /// What one synchronization decided.

@@ -733,6 +733,10 @@ impl<R: Runtime> NodeLoop<R> {
         if self.draining {
             return;
         }
+        if self.reject_under_pressure(&pod, false) {
+            self.done.insert(uid);
+            return;
+        }
         debug!("node: starting {key} ({uid})");
         let handle = self.agent.spawn_admitted(pod.clone(), false);
         self.register(handle, &pod, false, rv);

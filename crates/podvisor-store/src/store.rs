@@ -470,8 +470,7 @@ impl Store {
         f.attempted = Instant::now();
         // A full filesystem would fail the reopen (the library's recovery writes) and leave
         // no handle at all; the failed one still answers reads from its cache meanwhile.
-        if matches!(f.error, StoreError::Io { no_space: true, .. })
-            && !has_room(&self.shared.path)
+        if matches!(f.error, StoreError::Io { no_space: true, .. }) && !has_room(&self.shared.path)
         {
             return Err(f.error.clone());
         }

@@ -1,7 +1,7 @@
 //! `podvisor serve` with its state directory on a small tmpfs, through the real kubectl: a pod
 //! whose logs fill the filesystem gets the Node `DiskPressure` (and its taint) and is evicted
 //! as the kubelet's eviction manager does it (`Evicted`, its message, `DisruptionTarget`, the
-//! event); a filesystem filled to the last byte makes writes fail with an error naming the
+//! event) and a new pod is rejected while the pressure lasts; a filesystem filled to the last byte makes writes fail with an error naming the
 //! cause and `/readyz` fail, and once space is freed the store reopens itself and takes writes
 //! again, without a restart.
 
@@ -146,6 +146,22 @@ fn a_full_state_dir_evicts_the_pod_filling_it_fails_writes_clearly_and_the_store
                 t["key"] == "node.kubernetes.io/disk-pressure" && t["effect"] == "NoSchedule"
             })),
         "{tainted}"
+    );
+
+    // Under DiskPressure a new pod is rejected by the eviction manager's admission.
+    let late = ctx.manifest(
+        "late",
+        &format!("apiVersion: v1\nkind: Pod\nmetadata:\n  name: late\nspec:\n  containers:\n  - name: app\n    image: busybox\n    command: [sh, -c, 'sleep 300; : {m}']\n"),
+    );
+    ctx.kubectl_ok(&["apply", "-f", late.to_str().unwrap()]);
+    let rejected = wait_for(&ctx, "the new pod rejected", || {
+        let p = get_json(&ctx, &["get", "pod", "late"])?;
+        (p["status"]["phase"] == "Failed").then_some(p)
+    });
+    assert_eq!(rejected["status"]["reason"], "Evicted");
+    assert_eq!(
+        rejected["status"]["message"],
+        "Pod was rejected: The node had condition: [DiskPressure]. "
     );
 
     // The filesystem filled to the last byte: a write fails with an error naming the cause,

@@ -234,3 +234,13 @@ fn disk_pressure_taints_the_node_no_schedule_and_untaints_it_after() {
     assert!(set_disk_pressure_taint(&mut bare, false));
     assert_eq!(bare, json!({}));
 }
+
+#[test]
+fn admit_rejects_pods_under_disk_pressure_but_critical_ones() {
+    assert_eq!(admit(false, false), None);
+    assert_eq!(admit(true, true), None);
+    assert_eq!(
+        admit(true, false).as_deref(),
+        Some("The node had condition: [DiskPressure]. ")
+    );
+}

@@ -52,6 +52,8 @@ impl EvictionConfig {
 pub(super) struct Eviction {
     manager: EvictionManager,
     config: EvictionConfig,
+    /// `DiskPressure` as last decided (admission reads it).
+    pressure: bool,
 }
 
 impl Eviction {
@@ -59,6 +61,7 @@ impl Eviction {
         Eviction {
             manager: EvictionManager::new(config.threshold, config.pressure_transition_period),
             config,
+            pressure: false,
         }
     }
 }
@@ -186,6 +189,7 @@ impl<R: Runtime> NodeLoop<R> {
         let decision = eviction
             .manager
             .synchronize(observation, candidates, Instant::now());
+        eviction.pressure = decision.disk_pressure;
         eviction.config.disk_pressure.send_if_modified(|p| {
             let changed = *p != decision.disk_pressure;
             *p = decision.disk_pressure;
@@ -227,6 +231,63 @@ impl<R: Runtime> NodeLoop<R> {
                 .control
                 .evict(message, IMMEDIATE_EVICTION_GRACE_SECONDS);
         }
+    }
+
+    /// The eviction manager's admission of a new pod (`Admit`): under `DiskPressure` a pod that
+    /// is not critical is rejected as the kubelet rejects it (`rejectPod`): phase Failed,
+    /// reason `Evicted`, `Pod was rejected: The node had condition: [DiskPressure]. `, and a
+    /// Warning `Evicted` event. Returns whether it was rejected.
+    pub(super) fn reject_under_pressure(&mut self, pod: &Pod, is_static: bool) -> bool {
+        let pressure = self.eviction.as_ref().is_some_and(|e| e.pressure);
+        let candidate = Candidate {
+            uid: "",
+            pod,
+            is_static,
+            usage: None,
+        };
+        let Some(message) = crate::eviction::admit(pressure, candidate.is_critical()) else {
+            return false;
+        };
+        let store = self.store.clone();
+        let host = self.config.node_name.clone();
+        let key = super::pod_key(pod);
+        let uid = super::uid(pod);
+        let pod = pod.clone();
+        warning!("eviction manager: rejecting {key}: {message}");
+        self.background.spawn_blocking(move || {
+            let status = k8s_openapi::api::core::v1::PodStatus {
+                phase: Some("Failed".to_owned()),
+                reason: Some(crate::eviction::EVICTED.to_owned()),
+                message: Some(format!("Pod was rejected: {message}")),
+                qos_class: pod
+                    .spec
+                    .as_ref()
+                    .map(|s| podvisor_api::pod::qos_class(s).as_str().to_owned()),
+                ..Default::default()
+            };
+            if let Err(e) = super::write_pod_status(&store, &key, &uid, &status) {
+                warning!(
+                    "pod {}/{}: writing the rejection: {e}",
+                    key.namespace,
+                    key.name
+                );
+            }
+            let event = podvisor_lifecycle::Event {
+                type_: podvisor_lifecycle::EventType::Warning,
+                reason: crate::eviction::EVICTED,
+                message,
+                container: None,
+            };
+            let mut recorder = super::Recorder::new(&host);
+            if let Err(e) = recorder.record(&store, &pod, &event, jiff::Timestamp::now()) {
+                warning!(
+                    "pod {}/{}: recording its rejection: {e}",
+                    key.namespace,
+                    key.name
+                );
+            }
+        });
+        true
     }
 
     /// Records a Warning event on the Node, in the background (one that cannot be written is
