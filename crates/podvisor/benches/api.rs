@@ -230,6 +230,8 @@ impl World {
             .arg("--state-dir")
             .arg(self.state())
             .args(["--listen", &listen, "--drain-on-exit"])
+            // The host's own disk level must not evict the benchmark's pods.
+            .arg("--eviction-hard=")
             .args(&self.serve_args)
             .stdin(Stdio::null())
             .stdout(Stdio::null())

@@ -78,6 +78,7 @@ fn a_full_state_dir_evicts_the_pod_filling_it_fails_writes_clearly_and_the_store
     let mut ctx = ServeCtx::new("disk");
     mount_tmpfs(&ctx.state(), "48m");
     ctx.start(&[
+        "--eviction-hard=nodefs.available<10%",
         "--eviction-monitoring-interval",
         "200ms",
         "--eviction-pressure-transition-period",

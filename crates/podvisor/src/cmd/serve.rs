@@ -98,7 +98,8 @@ pub struct Args {
     pub sync_frequency: String,
     /// The hard eviction threshold, as the kubelet's `--eviction-hard`; podvisor's node
     /// evicts for the state directory's filesystem only: `nodefs.available<10%` (a
-    /// percentage of its size, or a quantity such as `1Gi`).
+    /// percentage of its size, or a quantity such as `1Gi`); empty: none (no eviction, no
+    /// `DiskPressure`).
     #[arg(long, default_value = podvisor_agent::eviction::DEFAULT_EVICTION_HARD)]
     pub eviction_hard: String,
     /// How long `DiskPressure` stays True after the threshold was last met (the kubelet's
@@ -115,7 +116,11 @@ fn eviction(
     args: &Args,
     state_dir: &Path,
     pressure: tokio::sync::watch::Sender<bool>,
-) -> anyhow::Result<podvisor_agent::node::EvictionConfig> {
+) -> anyhow::Result<Option<podvisor_agent::node::EvictionConfig>> {
+    // `--eviction-hard=`: no hard threshold, as the kubelet's empty map (no DiskPressure).
+    if args.eviction_hard.trim().is_empty() {
+        return Ok(None);
+    }
     let mut config = podvisor_agent::node::EvictionConfig::new(state_dir.to_path_buf(), pressure);
     config.threshold = podvisor_agent::eviction::parse_eviction_hard(&args.eviction_hard)
         .map_err(|e| anyhow::anyhow!("--eviction-hard: {e}"))?;
@@ -127,7 +132,7 @@ fn eviction(
     if config.monitoring_interval.is_zero() {
         bail!("--eviction-monitoring-interval must be positive");
     }
-    Ok(config)
+    Ok(Some(config))
 }
 
 /// The image garbage collection of `args`, checked as the kubelet checks its configuration
@@ -271,7 +276,7 @@ async fn serve(
             manifests: args.manifests.clone(),
             manifest_poll: MANIFEST_POLL,
             image_gc: image_gc(args)?,
-            eviction: Some(eviction(args, state_dir, pressure_tx)?),
+            eviction: eviction(args, state_dir, pressure_tx)?,
         },
     );
     // The node's Node object and its Lease in `kube-node-lease`, as the kubelet keeps them;
