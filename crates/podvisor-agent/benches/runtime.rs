@@ -740,6 +740,8 @@ fn oci_runtime(state_dir: &Path, shim: &Path) -> Result<ProcessRuntime> {
             executor: *EXECUTOR
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner),
+            // podvisor's own network, whatever the host has in /etc/cni/net.d.
+            network: podvisor_runtime::sandbox::cni::NetworkChoice::Own,
         }),
         RuntimeClass::Oci,
     )

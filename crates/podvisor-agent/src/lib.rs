@@ -22,6 +22,7 @@ mod executors;
 pub mod history;
 mod identity;
 mod log;
+pub mod memory;
 pub mod node;
 pub mod node_status;
 pub mod objects;

@@ -216,6 +216,7 @@ impl Node {
             desired: BTreeMap::new(),
             static_done: HashSet::new(),
             writers: JoinSet::new(),
+            trimmer: crate::memory::Trimmer::default(),
             finished_tx,
             background: JoinSet::new(),
             draining: false,
@@ -403,6 +404,8 @@ struct NodeLoop<R: Runtime> {
     /// Static pods whose worker has finished while their manifest stayed.
     static_done: HashSet<String>,
     writers: JoinSet<()>,
+    /// Gives back what finished pods leave free (`memory.rs`).
+    trimmer: crate::memory::Trimmer,
     finished_tx: mpsc::UnboundedSender<Finished>,
     /// Store removals and orphan tear-downs.
     background: JoinSet<()>,
@@ -838,6 +841,8 @@ impl<R: Runtime> NodeLoop<R> {
             }
         }
         debug!("node: {} ({}) finished", f.key, f.uid);
+        // What its statuses and events took is free now: give it back to the system.
+        self.trimmer.request();
         // A static pod whose manifest went is gone like a deleted one.
         if w.gone || (w.is_static && !self.desired.contains_key(&f.uid)) {
             self.remove_pod_files(f.uid.clone());

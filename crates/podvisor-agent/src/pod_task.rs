@@ -248,6 +248,13 @@ impl<R: Runtime> PodTask<R> {
             .iter()
             .map(|r| (r.name.clone(), r.instance.0))
             .collect();
+        // The sandbox's address is known before the machine is rebuilt: the status the
+        // recovery publishes carries it (set after, the pod showed no IP until its next
+        // change of status).
+        let config = MachineConfig {
+            pod_ip: Some(rt.pod_ip(&adopted.sandbox)),
+            ..config
+        };
         let mut machine = PodMachine::recover_with_history(
             pod,
             &adopted.running,
@@ -256,7 +263,6 @@ impl<R: Runtime> PodTask<R> {
             config,
             now,
         );
-        machine.set_pod_ip(Some(rt.pod_ip(&adopted.sandbox)));
         let mut running = running;
         if let Some(lost) = adopted.lost {
             // The sandbox died while no agent ran: as if its death were seen now.
@@ -1037,6 +1043,17 @@ impl<R: Runtime> PodTask<R> {
             .updates
             .send(PodUpdate::Terminated(Box::new(pod.clone())));
         pod
+    }
+}
+
+/// The volume re-sync is a task of its own holding the worker's update channel: it must not
+/// outlive the worker, however the worker ends (finished, or aborted at the agent's shutdown),
+/// or the pod's status writer would wait for the channel's end that never comes.
+impl<R: Runtime> Drop for PodTask<R> {
+    fn drop(&mut self) {
+        if let Some(sync) = self.volume_sync.take() {
+            sync.abort();
+        }
     }
 }
 

@@ -452,3 +452,37 @@ async fn a_second_delete_shortens_the_grace_period() {
     // The forced delete leaves the container the 2 s minimum, not the 30 s.
     assert!(kill < SignedDuration::from_secs(5), "SIGKILL after {kill}");
 }
+
+/// The agent's shutdown stops a worker without touching its containers (the kubelet stopping):
+/// the aborted worker's updates end, so its status writer can write the last of them and go,
+/// also when the pod's volume re-sync (every pod with a downwardAPI, projected, configMap or
+/// secret volume, i.e. every pod with a service account token) runs beside the worker.
+#[tokio::test(start_paused = true)]
+async fn an_aborted_worker_ends_its_updates_with_a_volume_resync_running() {
+    let (_rt, agent, _) = agent();
+    let mut h = agent.spawn_pod(pod("
+apiVersion: v1
+kind: Pod
+metadata: {name: web, labels: {app: web}}
+spec:
+  containers:
+  - name: app
+    image: busybox
+    command: [sleep, infinity]
+    volumeMounts: [{name: info, mountPath: /etc/info}]
+  volumes:
+  - name: info
+    downwardAPI:
+      items: [{path: labels, fieldRef: {fieldPath: metadata.labels}}]
+"));
+    let mut seen = Seen::default();
+    assert!(pump(&mut h, &mut seen, Duration::from_secs(5), running_and_ready).await);
+    h.abort();
+    // On the paused clock an update channel kept open by a re-sync still sleeping through its
+    // periods would run into this (virtual) hour instead of ending.
+    let ended = tokio::time::timeout(Duration::from_secs(3600), async {
+        while h.next_update().await.is_some() {}
+    })
+    .await;
+    assert!(ended.is_ok(), "the aborted worker's updates never ended");
+}

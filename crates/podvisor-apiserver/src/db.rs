@@ -94,9 +94,10 @@ pub(crate) fn api_error(res: Resource, name: &str, e: StoreError) -> ApiError {
         e @ StoreError::Gone { .. } => ApiError::expired(e.to_string()),
         StoreError::Invalid(message) => ApiError::bad_request(message),
         StoreError::Db(message) => ApiError::internal(format!("storage error: {message}")),
-        e @ (StoreError::Damaged { .. } | StoreError::EmptyFile { .. } | StoreError::Io { .. }) => {
-            ApiError::internal(format!("storage error: {e}"))
-        }
+        e @ (StoreError::Damaged { .. }
+        | StoreError::EmptyFile { .. }
+        | StoreError::Io { .. }
+        | StoreError::NotOwned(_)) => ApiError::internal(format!("storage error: {e}")),
     }
 }
 

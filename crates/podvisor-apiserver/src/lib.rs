@@ -255,6 +255,7 @@ pub fn router(state: ApiState) -> Router {
         .route("/livez", get(|| async { "ok" }))
         .route("/readyz", get(health::readyz))
         .fallback(routes::fallback)
+        .layer(axum::middleware::from_fn(routes::body_media_type))
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
             auth::require_token,

@@ -1,7 +1,8 @@
 //! `pods/log`: container logs from the CRI log files
 //! (`<log_root>/<ns>_<name>_<uid>/<container>/<n>.log`, `n` the instance's restart count),
 //! with the kubelet's choice of instance and its error texts, and `follow` streaming until
-//! the instance terminates.
+//! the instance terminates. As in the kubelet, only the instance's current file is read (not
+//! its rotated files); a follow goes on in the new file after a rotation.
 
 use std::path::{Path, PathBuf};
 
@@ -10,6 +11,7 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use jiff::{SignedDuration, Timestamp};
 use k8s_openapi::api::core::v1::{ContainerStatus, Pod};
+use podvisor_runtime::logs::follow::LogFollower;
 use podvisor_runtime::logs::{ReadOptions, read_log_to};
 use tokio::sync::mpsc;
 
@@ -251,7 +253,7 @@ pub(crate) async fn get(req: &Req, ns: &str, name: &str) -> ApiResult<Response> 
         uid: pod.metadata.uid.clone().unwrap_or_default(),
         container,
         restart_count: instance.restart_count,
-        path,
+        log: LogFollower::new(path),
         tx,
     };
     let stopping = req.state.stopping();
@@ -268,7 +270,7 @@ struct Follower {
     uid: String,
     container: String,
     restart_count: i32,
-    path: PathBuf,
+    log: LogFollower,
     tx: mpsc::Sender<Bytes>,
 }
 
@@ -288,25 +290,24 @@ impl Follower {
         })
     }
 
-    async fn run(self, mut opts: ReadOptions, stopping: impl std::future::Future<Output = ()>) {
+    async fn run(mut self, mut opts: ReadOptions, stopping: impl std::future::Future<Output = ()>) {
         tokio::pin!(stopping);
         let interval = self.state.inner.log_poll_interval;
         loop {
             let running = self.still_running();
             // Once the instance has ended, the last read also flushes an unfinished line.
             opts.follow = running;
-            let Ok((chunk, offset, limit_reached)) = read_all(&self.path, &opts) else {
+            let mut chunk = Vec::new();
+            let Ok(progress) = self.log.read(&opts, &mut chunk) else {
                 return;
             };
-            opts.start_offset = Some(offset);
-            opts.tail_lines = None;
             if let Some(limit) = opts.limit_bytes.as_mut() {
                 *limit = limit.saturating_sub(chunk.len());
             }
             if !chunk.is_empty() && self.tx.send(Bytes::from(chunk)).await.is_err() {
                 return;
             }
-            if !running || limit_reached {
+            if !running || progress.limit_reached {
                 return;
             }
             tokio::select! {

@@ -352,6 +352,38 @@ async fn lease_watch(req: Req, Path((ns, name)): Path<(String, String)>) -> Resp
 }
 
 /// Unknown paths: a 404 `Status`.
+/// The media types a create or update body may have (what [`crate::request::parse_body`]
+/// decodes); none at all is taken as JSON, as the API server takes the first it serves.
+const BODY_MEDIA_TYPES: [&str; 3] = [
+    "application/json",
+    "application/yaml",
+    "application/vnd.kubernetes.protobuf",
+];
+
+/// A POST or PUT body in a media type the server does not decode is the API server's 415
+/// `Status` (its input serializer negotiation), never decoded as JSON on a guess. PATCH has
+/// its own media types (`patch.rs`); an upgrade (`exec`, `attach`, `portforward` over SPDY)
+/// carries no body.
+pub(crate) async fn body_media_type(
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    let with_body = matches!(*request.method(), Method::POST | Method::PUT);
+    if with_body && !request.headers().contains_key(axum::http::header::UPGRADE) {
+        let media = crate::request::content_type(request.headers());
+        if !media.is_empty() && !BODY_MEDIA_TYPES.contains(&media.as_str()) {
+            let given = request
+                .headers()
+                .get(axum::http::header::CONTENT_TYPE)
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or_default()
+                .to_owned();
+            return ApiError::unsupported_body_media_type(&given).into_response();
+        }
+    }
+    next.run(request).await
+}
+
 pub(crate) async fn fallback() -> Response {
     ApiError::path_not_found().into_response()
 }

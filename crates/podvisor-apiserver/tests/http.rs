@@ -755,6 +755,52 @@ fn a_body_over_the_limit_is_a_413_status() {
     );
 }
 
+/// A create or update body in a media type the server does not decode is the API server's 415
+/// `Status`, and nothing is stored (it used to be decoded as JSON); JSON with parameters, YAML
+/// and no Content-Type at all are still taken.
+#[test]
+fn a_body_in_an_unknown_media_type_is_a_415_status() {
+    let s = TestServer::start();
+    let pods = "/api/v1/namespaces/default/pods";
+    for (method, path, given) in [
+        ("POST", pods, "text/plain"),
+        ("POST", pods, "application/x-www-form-urlencoded"),
+        (
+            "PUT",
+            "/api/v1/namespaces/default/pods/typed",
+            "application/xml; charset=utf-8",
+        ),
+    ] {
+        let (code, headers, body) = s.request(
+            method,
+            path,
+            &[("content-type", given)],
+            Some(&pod_json("typed").to_string()),
+        );
+        assert_eq!(code, 415, "{given}: {body}");
+        assert_eq!(headers["content-type"], "application/json");
+        let status: Value = serde_json::from_str(&body).unwrap();
+        assert_eq!(status["kind"], "Status");
+        assert_eq!(status["reason"], "UnsupportedMediaType");
+        assert_eq!(
+            status["message"],
+            format!(
+                "the body of the request was in an unknown format - accepted media types \
+                 include: application/json, application/yaml; got {given}"
+            )
+        );
+    }
+    let (code, _, _) = s.request("GET", &format!("{pods}/typed"), &[], None);
+    assert_eq!(code, 404, "a refused body stored nothing");
+    let (code, _, body) = s.request(
+        "POST",
+        pods,
+        &[("content-type", "application/json; charset=utf-8")],
+        Some(&pod_json("typed").to_string()),
+    );
+    assert_eq!(code, 201, "{body}");
+}
+
 /// Repeated keys: rejected under `fieldValidation=Strict` (kubectl's default) as the API
 /// server's strict decoding does, warned about under `Warn` (the last value counts).
 #[test]

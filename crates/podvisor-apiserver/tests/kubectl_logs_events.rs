@@ -128,6 +128,80 @@ fn kubectl_logs_follow_ends_when_the_container_terminates() {
     assert_eq!(String::from_utf8_lossy(&out.stdout), "one\ntwo\nunfinished");
 }
 
+/// The kubelet's follow reads on in the new file once the container log manager rotated the
+/// old one: what was written to the old file until the runtime reopened, then the new file.
+#[test]
+fn kubectl_logs_follow_goes_on_across_a_rotation() {
+    let s = TestServer::start();
+    s.create(&pod_yaml("web"));
+    let uid = uid_of(&s, "web");
+    s.write_log(
+        "default",
+        "web",
+        &uid,
+        "app",
+        0,
+        "2025-01-01T00:00:00Z stdout F one\n",
+    );
+    s.patch_status(
+        "web",
+        &app_status(
+            0,
+            json!({"running": {"startedAt": "2025-01-01T00:00:00Z"}}),
+            json!({}),
+        ),
+    );
+    let follower = s
+        .kubectl_command(&["logs", "-f", "web"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    let dir = s.log_root.join(format!("default_web_{uid}")).join("app");
+    let append = |path: &std::path::Path, text: &str| {
+        use std::io::Write;
+        let mut f = std::fs::OpenOptions::new()
+            .append(true)
+            .create(true)
+            .open(path)
+            .unwrap();
+        f.write_all(text.as_bytes()).unwrap();
+    };
+    // The rotation: renamed, written to until the runtime reopens, then a new file that is
+    // longer than what the follower had read of the old one.
+    let rotated = dir.join("0.log.20250101-000001");
+    std::fs::rename(dir.join("0.log"), &rotated).unwrap();
+    append(&rotated, "2025-01-01T00:00:01Z stdout F two\n");
+    append(
+        &dir.join("0.log"),
+        "2025-01-01T00:00:02Z stdout F three\n2025-01-01T00:00:03Z stdout F four\n",
+    );
+    std::thread::sleep(Duration::from_millis(500));
+    append(&dir.join("0.log"), "2025-01-01T00:00:04Z stdout F five\n");
+    std::thread::sleep(Duration::from_millis(300));
+    s.patch_status(
+        "web",
+        &app_status(
+            0,
+            json!({"terminated": {"exitCode": 0, "reason": "Completed", "containerID": "podvisor://app-0"}}),
+            json!({}),
+        ),
+    );
+    let out = follower.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "one\ntwo\nthree\nfour\nfive\n"
+    );
+    // Without follow, as the kubelet: the current file only.
+    assert_eq!(s.kubectl_ok(&["logs", "web"]), "three\nfour\nfive\n");
+}
+
 #[test]
 fn kubectl_logs_needs_a_container_name_for_several() {
     let s = TestServer::start();

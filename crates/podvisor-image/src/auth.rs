@@ -36,6 +36,27 @@ pub enum Credentials {
     Bearer(String),
 }
 
+impl Credentials {
+    /// A hash of what these credentials are (their kind and every field, each
+    /// length-prefixed): two Secrets that give the same credentials hash alike, as the
+    /// kubelet's `AuthConfigHash` lets a pod use an image pulled with another Secret of the
+    /// same content. Hex SHA-256; the secret itself cannot be read back from it.
+    #[must_use]
+    pub fn content_hash(&self) -> String {
+        let fields: &[&str] = match self {
+            Credentials::Anonymous => &["anonymous"],
+            Credentials::Basic { username, password } => &["basic", username, password],
+            Credentials::Bearer(token) => &["bearer", token],
+        };
+        let mut text = Vec::new();
+        for f in fields {
+            text.extend_from_slice(&(f.len() as u64).to_le_bytes());
+            text.extend_from_slice(f.as_bytes());
+        }
+        crate::digest::Digest::of(&text).hex().to_owned()
+    }
+}
+
 impl fmt::Debug for Credentials {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         // Never print a secret.

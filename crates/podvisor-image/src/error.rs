@@ -115,6 +115,31 @@ pub enum Error {
         /// What is wrong.
         reason: String,
     },
+    /// A manifest's descriptor that does not describe the blob it names (`image load`
+    /// refuses the manifest before it stores anything of it).
+    #[error(
+        "manifest {manifest}: {what} descriptor {digest}: size says {expected} bytes, the blob has {actual}"
+    )]
+    DescriptorSize {
+        /// The manifest's digest.
+        manifest: String,
+        /// `config`.
+        what: &'static str,
+        /// The descriptor's digest.
+        digest: String,
+        /// The descriptor's `size`.
+        expected: u64,
+        /// The blob's size.
+        actual: u64,
+    },
+    /// An image pull record (`pull-records/`) that cannot be read or written.
+    #[error("image pull record {}: {reason}", path.display())]
+    BadPullRecord {
+        /// The record's file.
+        path: PathBuf,
+        /// What is wrong.
+        reason: String,
+    },
     /// No image by that name or id in the store.
     #[error("image {0:?} not found")]
     NotFound(String),

@@ -12,6 +12,10 @@
 //!   Docker `config.json`: [`RegistryConfig`]); [`ImageStore::load`] of `docker save` and
 //!   OCI-layout archives; [`ImageStore::gc`] by disk use, as the kubelet's image GC.
 //!
+//! - [`PullRecords`]: the kubelet's image pull records (which credentials each image the node
+//!   pulled was pulled with) and [`pull_records::verify::must_attempt_pull`], its
+//!   `MustAttemptImagePull` under 1.35's default `NeverVerifyPreloadedImages`.
+//!
 //! It does not decide when to pull (pull policy, back-off, events: the runtime and the core
 //! do), mount anything, or run containers.
 
@@ -24,6 +28,7 @@ mod load;
 mod manifest;
 mod progress;
 mod pull;
+pub mod pull_records;
 mod reference;
 mod store;
 mod unpack;
@@ -38,5 +43,6 @@ pub use events::pulled_message;
 pub use manifest::MachinePlatform;
 pub use progress::{NoProgress, Progress};
 pub use pull::{PullOptions, PullReport};
+pub use pull_records::{PullCredentials, PullRecords, PullSecret, PulledRecord};
 pub use reference::{DEFAULT_DOMAIN, DEFAULT_TAG, Reference, ReferenceError};
 pub use store::{GcReport, Image, ImageId, ImageStore, Removed};

@@ -87,9 +87,7 @@ impl ImageStore {
             let bytes = read_layout_blob(dir, &desc, origin)?;
             let m = Manifest::parse(&bytes, &target)?;
             let mut extra = Vec::new();
-            let (manifest_desc, m, mbytes) = if m.is_index() {
-                self.put_blob_bytes(&target, &bytes, "index")?;
-                extra.push(target.clone());
+            let (manifest_desc, m, mbytes, index) = if m.is_index() {
                 let entries = m.manifests.clone().unwrap_or_default();
                 let Ok(chosen) = platform.select(&entries) else {
                     tracing::warn!(index = %target, "no manifest for {platform} in the layout's index; skipped");
@@ -99,16 +97,23 @@ impl ImageStore {
                 let b = read_layout_blob(dir, &chosen, origin)?;
                 let digest = chosen.digest("manifest")?;
                 let inner = Manifest::parse(&b, &digest)?;
-                (chosen, inner, b)
+                (chosen, inner, b, Some(bytes))
             } else {
-                (desc.clone(), m, bytes)
+                (desc.clone(), m, bytes, None)
             };
             let manifest_digest = manifest_desc.digest("manifest")?;
-            self.put_blob_bytes(&manifest_digest, &mbytes, "manifest")?;
             let config = m
                 .config
                 .clone()
                 .ok_or_else(|| bad(format!("manifest {manifest_digest} has no config")))?;
+            // The config is what the image's id and layers come from: a descriptor that does
+            // not describe it refuses the manifest before anything of it is stored.
+            check_config(dir, &config, &manifest_digest, origin)?;
+            if let Some(index) = index {
+                self.put_blob_bytes(&target, &index, "index")?;
+                extra.push(target.clone());
+            }
+            self.put_blob_bytes(&manifest_digest, &mbytes, "manifest")?;
             let layers = m.layers.clone().unwrap_or_default();
             let blob_of = |d: &Descriptor| layout_blob_path(dir, d, origin);
             let record = self.store_image(
@@ -303,6 +308,33 @@ fn read_layout_blob(dir: &Path, d: &Descriptor, origin: &Path) -> Result<Vec<u8>
         });
     }
     Ok(bytes)
+}
+
+/// The config blob a manifest's descriptor names has the descriptor's digest and size.
+fn check_config(dir: &Path, config: &Descriptor, manifest: &Digest, origin: &Path) -> Result<()> {
+    let path = layout_blob_path(dir, config, origin)?;
+    let digest = config.digest("config")?;
+    let actual = digest_file(&path).map_err(Error::io("reading", &path))?;
+    if actual != digest {
+        return Err(Error::DigestMismatch {
+            what: "config",
+            digest: digest.to_string(),
+            actual: actual.to_string(),
+        });
+    }
+    let size = std::fs::metadata(&path)
+        .map_err(Error::io("reading", &path))?
+        .len();
+    if size != config.size()? {
+        return Err(Error::DescriptorSize {
+            manifest: manifest.to_string(),
+            what: "config",
+            digest: digest.to_string(),
+            expected: config.size()?,
+            actual: size,
+        });
+    }
+    Ok(())
 }
 
 fn digest_file(p: &Path) -> std::io::Result<Digest> {

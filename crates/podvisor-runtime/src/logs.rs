@@ -10,7 +10,13 @@
 //! Writing: [`CriLogWriter`] (one owner) or [`SharedLogWriter`] (stdout and stderr pumped
 //! from two threads into one file). Reading: [`parse_line`], [`read_log`] (what
 //! `kubectl logs` needs: tail, since, timestamps, limit bytes) and [`tail`] (the message for
-//! `FallbackToLogsOnError`).
+//! `FallbackToLogsOnError`); [`follow::LogFollower`] follows one container's file across
+//! rotations. Rotation itself (the kubelet's container log manager) is [`rotation`] and
+//! [`manager`].
+
+pub mod follow;
+pub mod manager;
+pub mod rotation;
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, BufRead, BufReader, Read, Seek, SeekFrom, Write};
@@ -80,20 +86,8 @@ impl CriLogWriter {
                 )
             })?;
         }
-        // std opens every file with O_CLOEXEC.
-        let file = OpenOptions::new()
-            .create(true)
-            .append(true)
-            .mode(0o640)
-            .open(path)
-            .map_err(|e| {
-                io::Error::new(
-                    e.kind(),
-                    format!("opening log file {}: {e}", path.display()),
-                )
-            })?;
         Ok(CriLogWriter {
-            file,
+            file: open_for_append(path)?,
             path: path.to_path_buf(),
             pending: [Vec::new(), Vec::new()],
             max_line: MAX_LINE_SIZE,
@@ -110,6 +104,14 @@ impl CriLogWriter {
     /// The log file's path.
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// Opens the log's path again (creating it) and writes there from now on: the CRI's
+    /// `ReopenContainerLog`, after the node renamed the file to rotate it. Output buffered
+    /// for an unfinished line goes to the new file.
+    pub fn reopen(&mut self) -> io::Result<()> {
+        self.file = open_for_append(&self.path)?;
+        Ok(())
     }
 
     /// Adds output of `stream`, writing every record it completes, stamped now.
@@ -195,6 +197,21 @@ impl CriLogWriter {
     }
 }
 
+/// Opens (creating, mode 0640) a log file for appending; std opens it close-on-exec.
+fn open_for_append(path: &Path) -> io::Result<File> {
+    OpenOptions::new()
+        .create(true)
+        .append(true)
+        .mode(0o640)
+        .open(path)
+        .map_err(|e| {
+            io::Error::new(
+                e.kind(),
+                format!("opening log file {}: {e}", path.display()),
+            )
+        })
+}
+
 fn record(out: &mut Vec<u8>, time: &str, stream: Stream, tag: u8, content: &[u8]) {
     out.extend_from_slice(time.as_bytes());
     out.push(b' ');
@@ -244,6 +261,17 @@ impl SharedLogWriter {
     /// [`CriLogWriter::finish`].
     pub fn finish(&self, stream: Stream) -> io::Result<()> {
         self.lock().finish(stream)
+    }
+
+    /// The log file's path.
+    pub fn path(&self) -> PathBuf {
+        self.lock().path().to_path_buf()
+    }
+
+    /// [`CriLogWriter::reopen`]: under the writers' lock, so no record is split between the
+    /// renamed file and the new one.
+    pub fn reopen(&self) -> io::Result<()> {
+        self.lock().reopen()
     }
 
     /// An [`io::Write`] for one stream (for `io::copy`); `flush` does nothing because only
@@ -419,9 +447,19 @@ pub fn read_log_to(
             ),
         )
     })?;
+    read_open_log_to(&file, opts, out)
+}
+
+/// [`read_log_to`] over a log file already open (the one a follower holds, which may have
+/// been renamed since).
+pub fn read_open_log_to(
+    file: &File,
+    opts: &ReadOptions,
+    out: &mut impl Write,
+) -> io::Result<ReadProgress> {
     let start = match (opts.start_offset, opts.tail_lines) {
         (Some(offset), _) => offset,
-        (None, Some(n)) => tail_start(&file, n, opts.stream)?,
+        (None, Some(n)) => tail_start(file, n, opts.stream)?,
         (None, None) => 0,
     };
     let mut reader = BufReader::new(file);

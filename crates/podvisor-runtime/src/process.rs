@@ -25,6 +25,8 @@
 //! class it joins the target's PID namespace: `oci::launch::PidNamespace::for_container`).
 
 mod atomic_writer;
+mod class_record;
+mod container_logs;
 mod disk_usage;
 mod exec_stream;
 mod exits;
@@ -489,6 +491,11 @@ impl ProcessRuntime {
                 ))
             })?,
         };
+        self.available(class)
+    }
+
+    /// `class`, if this runtime has it.
+    fn available(&self, class: RuntimeClass) -> Result<RuntimeClass, SandboxError> {
         if class == RuntimeClass::Oci && self.inner.oci.is_none() {
             return Err(sandbox_failed(
                 "rpc error: code = Unknown desc = failed to get sandbox runtime: no runtime for \
@@ -902,7 +909,7 @@ fn container_exit(record: &ExitRecord) -> ContainerExit {
 
 /// M13, the kubelet's container GC (`MaxPerPodContainer` 1): once an instance of `container`
 /// runs, only it and the newest dead one (what `lastState` and `logs --previous` show) keep their
-/// log files (`<restartCount>.log`) and instance directories (termination-message files).
+/// log files (`<restartCount>.log` and its rotated files) and instance directories (termination-message files).
 fn prune_dead_instances(paths: &PodPaths, container: &str, restart_count: i32) {
     let numbered = |dir: &Path, suffix: &str| -> Vec<(u64, PathBuf)> {
         std::fs::read_dir(dir)
@@ -917,9 +924,20 @@ fn prune_dead_instances(paths: &PodPaths, container: &str, restart_count: i32) {
             .collect()
     };
     let keep_from = u64::try_from(restart_count.saturating_sub(1)).unwrap_or(0);
-    for (n, log) in numbered(&paths.log_dir.join(container), ".log") {
-        if n < keep_from {
-            let _ = std::fs::remove_file(log);
+    // An instance's log with its rotated files (`<n>.log.<time>[.gz]`), as the kubelet's
+    // container log manager's `Clean` removes `<logPath>*`.
+    let logs = std::fs::read_dir(paths.log_dir.join(container))
+        .into_iter()
+        .flatten()
+        .flatten();
+    for log in logs {
+        let name = log.file_name();
+        let attempt = name.to_str().and_then(|name| {
+            let (n, rest) = name.split_once(".log")?;
+            (rest.is_empty() || rest.starts_with('.')).then(|| n.parse::<u64>().ok())?
+        });
+        if attempt.is_some_and(|n| n < keep_from) {
+            let _ = std::fs::remove_file(log.path());
         }
     }
     let mut instances = numbered(&paths.pod_dir.join("containers").join(container), "");
@@ -1012,7 +1030,18 @@ impl Runtime for ProcessRuntime {
         let paths = self
             .pod_paths(pod)
             .ok_or_else(|| sandbox_failed("the pod has no metadata.uid"))?;
-        let class = self.class_of(pod)?;
+        // The class the pod's sandbox was made as, else (a new pod) its class now, recorded:
+        // `--runtime` applies to new pods only.
+        let class = match class_record::recorded(&paths.pod_dir) {
+            Some(class) => self.available(class)?,
+            None => {
+                let class = self.class_of(pod)?;
+                class_record::record(&paths.pod_dir, class).map_err(|e| {
+                    sandbox_failed(format!("recording the pod's runtime class: {e}"))
+                })?;
+                class
+            }
+        };
         let socket = layout::socket(&paths.pod_dir);
         let begun = Instant::now();
         // An `oci` pod's namespaces come first: the shim's mount namespace copies the
@@ -1352,6 +1381,14 @@ impl Runtime for ProcessRuntime {
 
     fn pods_with_logs(&self) -> Vec<String> {
         self.log_dirs().into_iter().map(|(uid, _)| uid).collect()
+    }
+
+    async fn running_container_logs(&self) -> Vec<crate::ContainerLog> {
+        self.running_logs().await
+    }
+
+    async fn reopen_container_log(&self, log: &crate::ContainerLog) -> Result<(), RuntimeError> {
+        self.reopen_log(log).await
     }
 
     fn remove_pod_logs(&self, uid: &str) {

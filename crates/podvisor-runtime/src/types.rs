@@ -12,6 +12,18 @@ use tokio::sync::mpsc;
 /// Identifies a container instance within its pod (assigned by the lifecycle core).
 pub type InstanceId = u64;
 
+/// A running container's log file, as the kubelet's container log manager finds it (CRI
+/// `ListContainers` of running containers, each `ContainerStatus.logPath`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ContainerLog {
+    /// The pod's UID.
+    pub pod_uid: String,
+    /// The instance.
+    pub instance: InstanceId,
+    /// Its log file (`<log_dir>/<name>/<restart_count>.log`).
+    pub path: PathBuf,
+}
+
 /// What to start.
 #[derive(Debug, Clone)]
 pub struct StartRequest {
@@ -486,6 +498,25 @@ pub trait Runtime: Send + Sync + 'static {
     fn pod_disk_usage(&self, uid: &str) -> Option<PodDiskUsage> {
         let _ = uid;
         None
+    }
+
+    /// The log files of the running container instances of every pod, for the container log
+    /// manager ([`crate::logs::manager`]). A runtime without log files has none.
+    fn running_container_logs(&self) -> impl Future<Output = Vec<ContainerLog>> + Send {
+        std::future::ready(Vec::new())
+    }
+
+    /// CRI `ReopenContainerLog`: the running instance writes its output to a new file at
+    /// `log.path` from now on (the container log manager renamed the old one). `Err` when it
+    /// does not run any more.
+    fn reopen_container_log(
+        &self,
+        log: &ContainerLog,
+    ) -> impl Future<Output = Result<(), RuntimeError>> + Send {
+        let _ = log;
+        std::future::ready(Err(RuntimeError::Other(
+            "reopening container logs is not supported by this runtime".to_owned(),
+        )))
     }
 
     /// Removes the container logs of pod `uid`, once its object is gone (the kubelet's

@@ -9,6 +9,8 @@
 //! runs in the shim's session and deletes the test's directory.
 
 mod common;
+#[path = "process_runtime/log_rotation.rs"]
+mod log_rotation;
 #[path = "process_runtime/paths.rs"]
 mod paths;
 
@@ -258,6 +260,12 @@ async fn m13_only_the_newest_dead_instance_keeps_its_files() {
         json!([]),
     )
     .await;
+    // Rotated files of the first two instances (the container log manager's) go with them.
+    let rotated_dir = h.sandbox().paths().log_dir.join("crash");
+    std::fs::create_dir_all(&rotated_dir).unwrap();
+    for rotated in ["0.log.20261207-200000.gz", "1.log.20261207-200000"] {
+        std::fs::write(rotated_dir.join(rotated), "").unwrap();
+    }
     for (n, instance) in (1..=4).enumerate() {
         h.start_nth("crash", instance, i32::try_from(n).unwrap())
             .await;

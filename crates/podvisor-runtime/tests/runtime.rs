@@ -8,6 +8,7 @@ mod cgroup;
 mod config;
 mod hooks;
 mod host_exec;
+mod log_rotation;
 mod logs;
 mod probes;
 mod security_context;

@@ -15,8 +15,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use podvisor_runtime::sandbox::cni::{
-    Attachment, Cni, CniError, CniResult, DEBIAN_PLUGIN_DIR, DefaultNetwork, NetworkConfigList,
-    POD_IFNAME, PortMapping, kubernetes_args, resolve_network,
+    Attachment, Cni, CniError, CniResult, DEBIAN_PLUGIN_DIR, DefaultNetwork, NetworkChoice,
+    NetworkConfigList, POD_IFNAME, PortMapping, kubernetes_args, resolve_network,
 };
 use podvisor_runtime::sandbox::etc_files::{NodeFacts, pod_etc_files, should_mount_hosts_file};
 use podvisor_runtime::sandbox::netns::{Creation, NsKind, PodNamespaces};
@@ -82,8 +82,8 @@ impl Env {
         net.name = format!("pvtest{id}");
         net.bridge = format!("pvt{}", id % 100_000);
         net.subnet = format!("10.250.{}.0/24", id % 250);
-        // Nothing is configured in this (empty) system directory: the default is written.
-        let list = resolve_network(&state.join("etc-cni"), &state.join("cni/net.d"), &net)
+        // podvisor's own network (the test's bridge and subnet), written to its directory.
+        let (list, _) = resolve_network(&NetworkChoice::Own, &state.join("cni/net.d"), &net)
             .expect("default conflist");
         let cni = Cni::new(
             vec![PathBuf::from(DEBIAN_PLUGIN_DIR)],
@@ -569,6 +569,7 @@ fn a_pooled_sandbox_is_adopted_by_renaming_its_directory() {
         id: "w1".into(),
         namespaces,
         ip: None,
+        attached: None,
     };
 
     let adopted = adopt(&warm, &pod_dir, "web-0").expect("adopt");
@@ -667,6 +668,7 @@ fn a_shims_namespace_keeps_only_its_own_pods_mounts() {
         id: "w1".into(),
         namespaces: pooled,
         ip: None,
+        attached: None,
     };
     let a_ns = adopt(&warm, &a, "a").expect("adopt");
     assert_eq!(a_ns.dir(), a.join(ADOPTED).join("ns"), "taken by a rename");
@@ -762,4 +764,72 @@ fn a_shims_namespace_keeps_only_its_own_pods_mounts() {
         mounts_under(&state)
     );
     std::fs::remove_dir_all(&state).unwrap();
+}
+
+/// Issue 30, item 3: a pooled sandbox an agent left (it was killed) is released by the next
+/// agent with the network it was attached with, though that agent's network is another: its
+/// address is freed, nothing of it stays.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs root: run as root with --include-ignored (scripts/test does)"]
+async fn a_leftover_pooled_sandbox_is_released_with_the_network_it_was_attached_with() {
+    use podvisor_runtime::sandbox::pool::{POOL_DIR, SandboxPool};
+    require_root();
+    let id = std::process::id();
+    let state = std::env::temp_dir().join(format!("pv-pool-record-{id}"));
+    let _ = std::fs::remove_dir_all(&state);
+    let network = |tag: &str, second: u32| {
+        let mut net = DefaultNetwork::new(&state);
+        net.name = format!("pvpool{tag}{id}");
+        net.bridge = format!("pvp{tag}{}", id % 100_000);
+        net.subnet = format!("10.{second}.{}.0/24", id % 250);
+        net.ipam_data_dir = state.join("ipam");
+        net
+    };
+    let (a, b) = (network("a", 251), network("b", 252));
+    struct Bridges(Vec<String>, PathBuf);
+    impl Drop for Bridges {
+        fn drop(&mut self) {
+            for bridge in &self.0 {
+                let _ = Command::new("ip").args(["link", "del", bridge]).output();
+            }
+            let _ = std::fs::remove_dir_all(&self.1);
+        }
+    }
+    let _cleanup = Bridges(vec![a.bridge.clone(), b.bridge.clone()], state.clone());
+    let cni = Cni::new(
+        vec![PathBuf::from(DEBIAN_PLUGIN_DIR)],
+        state.join("cni/results"),
+    );
+    let pool_dir = state.join("pods").join(POOL_DIR);
+    let held = |net: &DefaultNetwork| -> Vec<String> {
+        std::fs::read_dir(net.ipam_data_dir.join(&net.name))
+            .map(|d| {
+                d.flatten()
+                    .map(|e| e.file_name().to_string_lossy().into_owned())
+                    .filter(|n| n.parse::<IpAddr>().is_ok())
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+
+    // An agent on network a fills its pool, and dies without releasing it.
+    let first = SandboxPool::new(&pool_dir, 1);
+    first.fill(&cni, &a.config_list().without_portmap()).await;
+    assert_eq!(first.ready(), 1, "the pool made no sandbox");
+    assert_eq!(held(&a).len(), 1);
+    drop(first);
+
+    // The next agent's network is b: its first fill releases the leftover with a's.
+    let next = SandboxPool::new(&pool_dir, 0);
+    next.fill(&cni, &b.config_list().without_portmap()).await;
+    assert!(held(&a).is_empty(), "a's address leaked: {:?}", held(&a));
+    let left: Vec<_> = std::fs::read_dir(&pool_dir)
+        .map(|d| d.flatten().map(|e| e.path()).collect())
+        .unwrap_or_default();
+    assert!(left.is_empty(), "left in the pool: {left:?}");
+    assert!(
+        mounts_under(&state).is_empty(),
+        "{:?}",
+        mounts_under(&state)
+    );
 }

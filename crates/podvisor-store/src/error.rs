@@ -38,6 +38,9 @@ pub enum StoreError {
     /// whose metadata disagrees with its key.
     #[error("invalid: {0}")]
     Invalid(String),
+    /// The store file is another user's (refused before it is opened or narrowed).
+    #[error(transparent)]
+    NotOwned(#[from] crate::NotOwned),
     /// The database failed (an undecodable stored value, a schema it does not know).
     #[error("database: {0}")]
     Db(String),

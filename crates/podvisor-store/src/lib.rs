@@ -44,12 +44,14 @@
 mod error;
 mod key;
 mod object;
+mod owner;
 mod store;
 mod watch;
 
 pub use error::{Result, StoreError};
 pub use key::Key;
 pub use object::new_uid;
+pub use owner::{NotOwned, require_owned};
 pub use serde_json::Value;
 pub use store::{Preconditions, Store, StoreOptions, Txn};
 pub use watch::{EventType, Watch, WatchEvent, WatchFrom};

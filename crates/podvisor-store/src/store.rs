@@ -602,7 +602,7 @@ fn open_database(path: &Path, reset_empty: bool, cache_bytes: usize) -> Result<D
     }
     let damaged = |detail: String| StoreError::Damaged {
         path: path.to_path_buf(),
-        detail,
+        detail: one_line(&detail),
     };
     guarded(path, || {
         let mut database = Database::builder()
@@ -650,9 +650,15 @@ fn guarded<T>(path: &Path, f: impl FnOnce() -> Result<T>) -> Result<T> {
             .unwrap_or_else(|| "the database library failed".to_owned());
         Err(StoreError::Damaged {
             path: path.to_path_buf(),
-            detail,
+            detail: one_line(&detail),
         })
     })
+}
+
+/// The database library's account of a damaged file on one line (redb's runs over several),
+/// so the refusal is one line as every other start-up error.
+fn one_line(detail: &str) -> String {
+    detail.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
 /// A panic hook that stays silent on a thread inside [`guarded`] and hands every other panic
@@ -680,6 +686,7 @@ mod quiet_panics {
 
 /// Mode 0600 on an existing store (older podvisors left it 0644).
 fn make_private(path: &Path) -> Result<()> {
+    crate::require_owned(path)?;
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
         .map_err(|e| StoreError::Db(format!("setting the mode of {}: {e}", path.display())))
 }

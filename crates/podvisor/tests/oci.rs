@@ -17,7 +17,12 @@ use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-fn wait_for(ctx: &ServeCtx, what: &str, limit: Duration, mut check: impl FnMut() -> bool) {
+pub(crate) fn wait_for(
+    ctx: &ServeCtx,
+    what: &str,
+    limit: Duration,
+    mut check: impl FnMut() -> bool,
+) {
     let start = Instant::now();
     while !check() {
         if start.elapsed() >= limit {
@@ -77,7 +82,7 @@ fn youki() -> bool {
 }
 
 /// `serve` with `args` and the executor under test.
-fn start(ctx: &mut ServeCtx, args: &[&str]) {
+pub(crate) fn start(ctx: &mut ServeCtx, args: &[&str]) {
     let executor = executor();
     let mut args = args.to_vec();
     args.extend(["--oci-executor", &executor]);
@@ -90,7 +95,7 @@ fn runtime_state(ctx: &ServeCtx) -> std::path::PathBuf {
     ctx.state().join(if youki() { "youki" } else { "runc" })
 }
 
-fn jsonpath(ctx: &ServeCtx, pod: &str, path: &str) -> String {
+pub(crate) fn jsonpath(ctx: &ServeCtx, pod: &str, path: &str) -> String {
     ctx.kubectl_ok(&["get", "pod", pod, "-o", &format!("jsonpath={path}")])
 }
 

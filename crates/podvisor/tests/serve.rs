@@ -726,6 +726,68 @@ fn serve_keeps_its_state_private_and_refuses_damaged_stores() {
     assert_eq!(w.wait_exit(WAIT), Some(0));
 }
 
+/// State that another user owns is refused before anything of it is read or narrowed, naming
+/// the owner and the fix, as ssh refuses a key with loose ownership: the state directory
+/// itself, the store in it, or a key. A store damaged by bytes appended to it is refused with a
+/// message on one line.
+#[test]
+#[ignore = "needs root: run as root with --include-ignored (scripts/test does)"]
+fn serve_refuses_state_another_user_owns() {
+    use std::os::unix::fs::MetadataExt;
+    let mut w = World::new("owner");
+    let state = w.state();
+    let nobody = 65534;
+    w.start(&[]);
+    w.signal(Signal::TERM);
+    assert_eq!(w.wait_exit(WAIT), Some(0));
+    std::fs::remove_file(w.kubeconfig()).unwrap();
+    for (path, what) in [
+        (state.clone(), "the state directory"),
+        (state.join("store.redb"), "the store"),
+        (state.join("pki/ca.key"), "the CA key"),
+    ] {
+        let mode_before = mode(&path);
+        std::os::unix::fs::chown(&path, Some(nobody), Some(nobody)).unwrap();
+        set_mode(&state, 0o755);
+        let (code, stderr) = w.start_refused(&[]);
+        assert_eq!(code, Some(2), "{what}: {stderr}");
+        assert!(
+            stderr.contains(&format!(
+                "{} is owned by user nobody (uid 65534), not by this user (user root (uid 0))",
+                path.display()
+            )) && stderr.contains(&format!("chown -R root {}", path.display())),
+            "{what}: {stderr}"
+        );
+        // Nothing was narrowed or written.
+        assert_eq!(mode(&state), 0o755, "{what}");
+        assert_eq!(mode(&path), if path == state { 0o755 } else { mode_before });
+        assert!(!w.kubeconfig().exists(), "{what}");
+        std::os::unix::fs::chown(&path, Some(0), Some(0)).unwrap();
+    }
+    assert_eq!(std::fs::metadata(&state).unwrap().uid(), 0);
+    w.start(&[]);
+    assert_eq!(mode(&state), 0o700);
+    w.signal(Signal::TERM);
+    assert_eq!(w.wait_exit(WAIT), Some(0));
+
+    // Bytes appended: one line that names the file and what to do.
+    let store = state.join("store.redb");
+    let mut bytes = std::fs::read(&store).unwrap();
+    bytes.extend_from_slice(&[0xa5; 3000]);
+    std::fs::write(&store, &bytes).unwrap();
+    let (code, stderr) = w.start_refused(&[]);
+    assert_eq!(code, Some(2), "{stderr}");
+    let line = stderr
+        .lines()
+        .find(|l| l.contains("is damaged"))
+        .unwrap_or_else(|| panic!("no damaged-store line: {stderr}"));
+    assert!(
+        line.contains(&format!("the store {} is damaged", store.display()))
+            && line.contains("move it aside"),
+        "the refusal is not on one line: {stderr}"
+    );
+}
+
 /// SIGTERM with `kubectl get -w` watching: `serve` closes the watch and exits at once (it
 /// used to wait 5 s for the watch). Listening on all addresses prints a warning.
 #[test]

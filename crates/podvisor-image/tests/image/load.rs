@@ -201,3 +201,86 @@ fn loads_zstd_and_uncompressed_layers() {
         .unwrap();
     assert!(out.success());
 }
+
+/// Every entry under `dir`, recursively, with its size (what the store holds).
+fn contents(dir: &std::path::Path) -> Vec<(std::path::PathBuf, u64)> {
+    let mut out = Vec::new();
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(d) = todo.pop() {
+        for e in std::fs::read_dir(&d).unwrap().flatten() {
+            let meta = e.metadata().unwrap();
+            if meta.is_dir() {
+                todo.push(e.path());
+            }
+            out.push((e.path(), if meta.is_dir() { 0 } else { meta.len() }));
+        }
+    }
+    out.sort();
+    out
+}
+
+/// A manifest whose config descriptor says another size than its config blob has: the
+/// error names the manifest, the descriptor and both sizes, and the store is as it was.
+#[test]
+fn refuses_a_config_descriptor_of_the_wrong_size_and_stores_nothing() {
+    let tmp = TempDir::new("load-config-size");
+    let store = ImageStore::open(tmp.path().join("images")).unwrap();
+    let layout = Layout::new(&tmp.path().join("layout"));
+    let built = layout.image(&[busybox_layer()], true, "amd64", &["sh"]);
+    let mut manifest: serde_json::Value = serde_json::from_slice(&built.manifest).unwrap();
+    let real = manifest["config"]["size"].as_u64().unwrap();
+    manifest["config"]["size"] = serde_json::json!(real + 7);
+    let manifest = serde_json::to_vec(&manifest).unwrap();
+    let manifest_digest = layout.blob(&manifest);
+    let mut d = crate::support::desc(crate::support::OCI_MANIFEST, &manifest);
+    d["annotations"] =
+        serde_json::json!({"org.opencontainers.image.ref.name": "example.com/bad:1"});
+    layout.index(&[d]);
+    let before = contents(store.dir());
+    let e = store
+        .load(&layout.dir, &NoProgress)
+        .unwrap_err()
+        .to_string();
+    assert_eq!(
+        e,
+        format!(
+            "manifest {manifest_digest}: config descriptor {}: size says {} bytes, the blob has {real}",
+            built.config_digest,
+            real + 7
+        )
+    );
+    assert_eq!(contents(store.dir()), before, "the store is unchanged");
+    assert!(store.list().unwrap().is_empty());
+    // The same through a tar of the layout.
+    let archive = tmp.path().join("bad.tar");
+    tar_dir(&layout.dir, &archive);
+    let e = store.load(&archive, &NoProgress).unwrap_err().to_string();
+    assert!(e.contains("config descriptor"), "{e}");
+    assert_eq!(contents(store.dir()), before, "the store is unchanged");
+}
+
+/// A config descriptor whose digest names a blob of other content is refused before
+/// anything is stored.
+#[test]
+fn refuses_a_config_blob_that_is_not_its_digest_and_stores_nothing() {
+    let tmp = TempDir::new("load-config-digest");
+    let store = ImageStore::open(tmp.path().join("images")).unwrap();
+    let (layout, built) = Layout::single(&tmp.path().join("layout"), &[busybox_layer()], None);
+    let blob = layout
+        .dir
+        .join("blobs/sha256")
+        .join(&built.config_digest[7..]);
+    let mut config = std::fs::read(&blob).unwrap();
+    config.push(b' ');
+    std::fs::write(&blob, &config).unwrap();
+    let before = contents(store.dir());
+    let e = store
+        .load(&layout.dir, &NoProgress)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.starts_with(&format!("config {}: digest mismatch", built.config_digest)),
+        "{e}"
+    );
+    assert_eq!(contents(store.dir()), before, "the store is unchanged");
+}

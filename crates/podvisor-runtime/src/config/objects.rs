@@ -24,6 +24,10 @@ pub struct SecretData {
     pub data: BTreeMap<String, Vec<u8>>,
     /// `type`.
     pub type_: String,
+    /// `metadata.uid`: with the pod's namespace and the name, the Secret's coordinates, which
+    /// the image pull records keep (empty for a Secret of `podvisor run`'s manifest).
+    #[serde(default)]
+    pub uid: String,
 }
 
 impl From<&ConfigMap> for ConfigMapData {
@@ -50,6 +54,7 @@ impl From<&Secret> for SecretData {
                 .map(|(k, v)| (k.clone(), v.0.clone()))
                 .collect(),
             type_: s.type_.clone().unwrap_or_default(),
+            uid: s.metadata.uid.clone().unwrap_or_default(),
         }
     }
 }

@@ -190,6 +190,7 @@ pub(super) fn settle_lost(
                 started_at: exit.started_at.clone(),
                 acked: acked.contains(&instance),
                 exit: Some(exit),
+                log_path: None,
             },
         );
     };

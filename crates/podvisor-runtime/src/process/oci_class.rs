@@ -3,8 +3,9 @@
 //!
 //! The sandbox is the pod's network, IPC and UTS namespaces, held by bind mounts under the
 //! pod's directory (no pause process) and made before the pod's shim starts (the shim's mount
-//! namespace is a copy of the agent's), with an address from the CNI network (`/etc/cni/net.d`,
-//! else podvisor's bridge) and the pod's `/etc/hosts`, `/etc/resolv.conf` and `/etc/hostname`.
+//! namespace is a copy of the agent's), with an address from the CNI network (podvisor's
+//! bridge, unless `--cni-conf-dir` names a directory) and the pod's `/etc/hosts`,
+//! `/etc/resolv.conf` and `/etc/hostname`.
 //! A `hostNetwork` pod keeps the host's network and UTS namespaces, a `hostIPC` pod the host's
 //! IPC namespace ([`NsKind::for_pod`]). The PID namespace is each container's own, the
 //! pod's with `shareProcessNamespace` (held by the shim: `shim/pid_holder.rs`) or the host's
@@ -13,16 +14,17 @@
 //! ([`PidNamespace::for_container`]). What was made is recorded in
 //! `<pod dir>/network.json`, read again by a restarted agent and at tear-down.
 //!
-//! Each container's image is resolved as the kubelet's image manager does (pull policy, one
-//! pull at a time, the report for the `Pulling`/`Pulled` events, the image error reasons), and
+//! Each container's image is resolved as the kubelet's image manager does (pull policy, the
+//! verification of a present image's pull credentials, one pull at a time, the report for the
+//! `Pulling`/`Pulled` events, the image error reasons: `oci_class/image_manager.rs`), and
 //! the instance goes to the shim as an [`OciLaunch`], which the shim turns into a bundle and
 //! runs with runc (`shim/supervisor.rs`).
 
 use crate::config::BuildOptions;
 use crate::oci::launch::{OciLaunch, PidNamespace};
 use crate::sandbox::cni::{
-    Attachment, Cni, DefaultNetwork, NetworkConfigList, PortMapping, kubernetes_args,
-    load_default_network, resolve_network,
+    AttachedNetwork, Attachment, Cni, DefaultNetwork, NetworkChoice, NetworkConfigList,
+    PortMapping, kubernetes_args, note_network_choice, resolve_network,
 };
 use crate::sandbox::etc_files::{NodeFacts, pod_etc_files, sandbox_hostname};
 use crate::sandbox::netns::{NsKind, PodNamespaces};
@@ -32,13 +34,17 @@ use crate::{
 };
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use podvisor_image::{ImageId, ImageStore, NoProgress, PullOptions, Reference, RegistryConfig};
-use serde::{Deserialize, Serialize};
+use podvisor_image::{ImageId, ImageStore, PullRecords, RegistryConfig};
 use std::collections::HashSet;
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::Instant;
+
+mod image_manager;
+
+mod pod_network;
+
+pub(super) use pod_network::{PodNetwork, network_file};
 
 /// Where a pod's directory records the images its containers use (one empty file per image
 /// id): image garbage collection keeps them while the pod's directory exists, across agent
@@ -87,11 +93,14 @@ pub struct OciOptions {
     pub images: ImageStore,
     /// Registry credentials and mirrors (`--registry-config`).
     pub registry: Option<RegistryConfig>,
-    /// How many pod sandboxes to keep ready on podvisor's own network
-    /// ([`crate::sandbox::pool`]); 0: none.
+    /// How many pod sandboxes to keep ready, on podvisor's own network or any other of the
+    /// CNI reference plugins ([`crate::sandbox::pool`]); 0: none.
     pub warm_sandboxes: usize,
     /// The OCI runtime and how it creates and starts containers (`--oci-executor`).
     pub executor: crate::oci::executor::RuncMode,
+    /// The network of new pods (`--cni-conf-dir`, `--cni-network`): podvisor's own unless
+    /// one is named.
+    pub network: NetworkChoice,
 }
 
 /// The `oci` class of a [`super::ProcessRuntime`].
@@ -108,44 +117,13 @@ pub(super) struct OciClass {
     state_dir: PathBuf,
     /// The kubelet pulls one image at a time (`serializeImagePulls`).
     pulls: tokio::sync::Mutex<()>,
-    /// Sandboxes made ahead of their pods (podvisor's own network only).
+    /// Which credentials each image the node pulled was pulled with ([`image_manager`]).
+    pull_records: PullRecords,
+    /// Sandboxes made ahead of their pods (on a network the pool serves: `pool::serves`).
     pool: Option<Arc<SandboxPool>>,
     executor: crate::oci::executor::RuncMode,
     /// `<state>/pods` was made one mount, or found to be one (`pods_mount`), or could not be.
     pods_mount: std::sync::OnceLock<bool>,
-}
-
-/// A pod sandbox's network, as made (`<pod dir>/network.json`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub(super) struct PodNetwork {
-    /// The pod shares the host's network (and UTS) namespace.
-    pub host_network: bool,
-    /// The pod's address on the CNI network (none with `hostNetwork`).
-    pub ip: Option<IpAddr>,
-    /// The pod's host name.
-    pub hostname: String,
-    /// The directory holding the pod's namespaces (`<pod dir>/ns`), when it has any.
-    pub namespaces: Option<PathBuf>,
-    /// Which namespaces are held there ([`NsKind::for_pod`]). Absent in the records of
-    /// sandboxes made before `hostIPC` was honoured: all three whenever `namespaces` is set.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub held: Option<Vec<NsKind>>,
-    /// `/etc/hosts`, `/etc/resolv.conf`, `/etc/hostname` of the pod.
-    pub hosts: PathBuf,
-    /// `/etc/resolv.conf`.
-    pub resolv_conf: PathBuf,
-    /// `/etc/hostname`.
-    pub hostname_file: PathBuf,
-    /// The CNI attachment's container ID and arguments, for its removal.
-    pub cni_id: String,
-    /// `CNI_ARGS`.
-    pub cni_args: Vec<(String, String)>,
-    /// The hostPort mappings given to `portmap`.
-    pub port_mappings: Vec<(u16, u16, String, String)>,
-}
-
-fn network_file(pod_dir: &Path) -> PathBuf {
-    pod_dir.join("network.json")
 }
 
 fn failed_sandbox(message: impl std::fmt::Display) -> SandboxError {
@@ -155,63 +133,39 @@ fn failed_sandbox(message: impl std::fmt::Display) -> SandboxError {
     }
 }
 
-impl PodNetwork {
-    /// The file the pod's namespace of `kind` is held at, if the sandbox holds one (`None`:
-    /// the host's).
-    pub(super) fn namespace(&self, kind: NsKind) -> Option<PathBuf> {
-        let dir = self.namespaces.as_ref()?;
-        let held = self.held.as_ref().is_none_or(|held| held.contains(&kind));
-        held.then(|| dir.join(kind.name()))
-    }
-
-    fn attachment(&self) -> Option<Attachment> {
-        let netns = self.namespace(NsKind::Net)?;
-        Some(Attachment {
-            container_id: self.cni_id.clone(),
-            netns,
-            ifname: "eth0".to_owned(),
-            args: self.cni_args.clone(),
-            port_mappings: self
-                .port_mappings
-                .iter()
-                .map(
-                    |(host_port, container_port, protocol, host_ip)| PortMapping {
-                        host_port: *host_port,
-                        container_port: *container_port,
-                        protocol: protocol.clone(),
-                        host_ip: host_ip.clone(),
-                    },
-                )
-                .collect(),
-        })
-    }
-
-    /// What the pod's network was made as, if it was.
-    pub(super) fn load(pod_dir: &Path) -> Option<PodNetwork> {
-        let bytes = std::fs::read(network_file(pod_dir)).ok()?;
-        serde_json::from_slice(&bytes).ok()
-    }
-}
-
 impl OciClass {
-    /// The class with its network: the first CNI config of `/etc/cni/net.d`, else podvisor's
-    /// bridge network, written under `<state>/cni/net.d`.
+    /// The class with its network ([`NetworkChoice`]): podvisor's bridge network, written
+    /// under `<state>/cni/net.d`, unless a CNI configuration directory is named. A network
+    /// other than the one the last agent of this state directory chose is said in the log.
     pub(super) fn new(state_dir: &Path, options: OciOptions) -> Result<OciClass, RuntimeError> {
         let default = DefaultNetwork::new(state_dir);
-        let system = Path::new("/etc/cni/net.d");
-        let network = resolve_network(system, &state_dir.join("cni").join("net.d"), &default)
-            .map_err(|e| RuntimeError::Other(format!("the CNI network: {e}")))?;
-        // podvisor's own network masquerades node-wide (a configured one does its own), and
-        // only its sandboxes can be made ahead: a configured network's plugins may read the
-        // pod's `CNI_ARGS`.
-        let own_network = matches!(load_default_network(system), Ok(None));
+        let (network, own_network) = resolve_network(
+            &options.network,
+            &state_dir.join("cni").join("net.d"),
+            &default,
+        )
+        .map_err(|e| RuntimeError::Other(format!("the CNI network: {e}")))?;
+        match note_network_choice(&state_dir.join("cni").join("pod-network.json"), &network) {
+            Ok(Some(change)) => tracing::warn!("{change}"),
+            Ok(None) => {}
+            Err(e) => tracing::warn!("recording the network of new pods: {e}"),
+        }
+        tracing::info!(
+            network = %network.name,
+            source = %network.source.as_deref().unwrap_or(Path::new("-")).display(),
+            own = own_network,
+            "the network of new oci pods"
+        );
+        // podvisor's own network masquerades node-wide (a configured one does its own).
         if own_network {
             default
                 .ensure_masquerade()
                 .map_err(|e| RuntimeError::Other(format!("the pod network's masquerade: {e}")))?;
         }
+        // Sandboxes are made ahead on any network of the reference plugins (podvisor's own,
+        // podman's, a plain bridge): a network add-on's plugins read the pod's `CNI_ARGS`.
         let pods = state_dir.join("pods");
-        let pool = own_network.then(|| {
+        let pool = (own_network || crate::sandbox::pool::serves(&network)).then(|| {
             Arc::new(
                 SandboxPool::new(
                     pods.join(crate::sandbox::pool::POOL_DIR),
@@ -220,7 +174,12 @@ impl OciClass {
                 .sweeping(state_dir.join(crate::sandbox::pool::LEGACY_POOL_DIR)),
             )
         });
+        let pull_records = options
+            .images
+            .pull_records()
+            .map_err(|e| RuntimeError::Other(format!("the image pull records: {e}")))?;
         Ok(OciClass {
+            pull_records,
             images: options.images,
             registry: options.registry,
             cni: Cni::new(
@@ -351,11 +310,12 @@ impl OciClass {
             Ok(Ok(namespaces)) => Some((namespaces, warm)),
             failed => {
                 tracing::warn!("taking pooled sandbox {}: {failed:?}", warm.id);
-                if let Err(e) = self
+                let att = warm.attachment();
+                let released = self
                     .cni
-                    .del(self.network_for(&warm.attachment()), &warm.attachment())
-                    .await
-                {
+                    .release(warm.attached.as_ref(), self.network_for(&att), &att)
+                    .await;
+                if let Err(e) = released {
                     tracing::warn!("releasing pooled sandbox {}: {e}", warm.id);
                 }
                 let _ = warm.namespaces.remove();
@@ -404,6 +364,7 @@ impl OciClass {
                 &cni_id,
             ),
             cni_id,
+            attached: None,
             port_mappings: PortMapping::from_pod_spec(&spec)
                 .into_iter()
                 .map(|m| (m.host_port, m.container_port, m.protocol, m.host_ip))
@@ -420,6 +381,7 @@ impl OciClass {
             network.ip = warm.ip;
             network.cni_args = warm.attachment().args;
             network.cni_id = warm.id;
+            network.attached = warm.attached;
         } else if !kinds.is_empty() {
             let dir = ns_dir.clone();
             let (name, held) = (hostname.clone(), kinds.clone());
@@ -435,12 +397,12 @@ impl OciClass {
             let attachment = network
                 .attachment()
                 .ok_or_else(|| failed_sandbox("no netns"))?;
-            match self
-                .cni
-                .add(self.network_for(&attachment), &attachment)
-                .await
-            {
-                Ok(result) => network.ip = result.pod_ips().first().copied(),
+            let list = self.network_for(&attachment);
+            match self.cni.add(list, &attachment).await {
+                Ok(result) => {
+                    network.ip = result.pod_ips().first().copied();
+                    network.attached = Some(AttachedNetwork::new(list, &result));
+                }
                 Err(e) => {
                     self.remove_network(&network).await;
                     return Err(SandboxError {
@@ -477,14 +439,20 @@ impl OciClass {
     /// (a `bridge` DEL is 25 to 50 ms of a Go process's CPU, which a pod deleted just before
     /// another is created took from that pod's start).
     pub(super) async fn remove_network(&self, network: &PodNetwork) {
-        if let Some(attachment) = network.attachment()
-            && let Err(e) = self
+        if let Some(attachment) = network.attachment() {
+            // Exactly what it was attached with (`Cni::release`).
+            let released = self
                 .cni
                 .in_background()
-                .del(self.network_for(&attachment), &attachment)
-                .await
-        {
-            tracing::warn!("releasing the network of sandbox {}: {e}", network.cni_id);
+                .release(
+                    network.attached.as_ref(),
+                    self.network_for(&attachment),
+                    &attachment,
+                )
+                .await;
+            if let Err(e) = released {
+                tracing::warn!("releasing the network of sandbox {}: {e}", network.cni_id);
+            }
         }
         if let Some(dir) = &network.namespaces {
             let namespaces = PodNamespaces::new(dir.clone());
@@ -550,6 +518,7 @@ impl OciClass {
         policy: ImageGcPolicy,
     ) -> Result<ImageGcOutcome, RuntimeError> {
         let (store, pods) = (self.images.clone(), self.state_dir.join("pods"));
+        let records = self.pull_records.clone();
         let collected = tokio::task::spawn_blocking(move || {
             let recorded = images_in_use(&pods);
             let now = std::time::SystemTime::now()
@@ -564,11 +533,23 @@ impl OciClass {
                 })
                 .map(|i| i.id)
                 .collect();
-            store.gc(
+            let collected = store.gc(
                 policy.high_threshold_percent,
                 policy.low_threshold_percent,
                 &in_use,
-            )
+            )?;
+            // The kubelet's `PruneUnknownRecords`: the pull records of images gone, unless
+            // written since this collection began.
+            let stored: HashSet<String> = store
+                .list()?
+                .into_iter()
+                .map(|i| i.id.as_str().to_owned())
+                .collect();
+            let pruned = records.prune(&stored, now);
+            if pruned > 0 {
+                tracing::debug!(pruned, "image pull records of removed images dropped");
+            }
+            Ok::<_, podvisor_image::Error>(collected)
         })
         .await
         .map_err(|e| RuntimeError::Other(e.to_string()))?
@@ -585,8 +566,8 @@ impl OciClass {
         })
     }
 
-    /// Resolves the container's image as the kubelet's image manager does and describes the
-    /// instance for the shim.
+    /// Resolves the container's image as the kubelet's image manager does
+    /// ([`image_manager`]) and describes the instance for the shim.
     pub(super) async fn launch(
         &self,
         request: &crate::StartRequest,
@@ -599,124 +580,15 @@ impl OciClass {
             objects: request.objects.clone(),
             ..BuildOptions::default()
         };
-        let fail = |reason: &str, message: String, pulling: bool| StartError {
+        let (image, report) = self.ensure_image(request, &paths.pod_dir).await?;
+        let fail = |reason: &str, message: String| StartError {
             reason: reason.to_owned(),
             message,
             created: false,
-            pulling,
+            pulling: false,
         };
-        let image_name = container.image.clone().unwrap_or_default();
-        let reference = Reference::parse(&image_name).map_err(|e| {
-            fail(
-                "InvalidImageName",
-                format!(
-                    "Failed to apply default image tag {}: couldn't parse image name {}: {}",
-                    podvisor_api::gotext::quote(&image_name),
-                    podvisor_api::gotext::quote(&image_name),
-                    e.reason
-                ),
-                false,
-            )
-        })?;
-        let policy = container
-            .image_pull_policy
-            .as_deref()
-            .unwrap_or("IfNotPresent");
-        // A present image the policy takes as it is is recorded as in use on the same
-        // blocking thread (one hop less on the start's path).
-        let takes_present = matches!(policy, "IfNotPresent" | "Never");
-        let (present, recorded) = {
-            let store = self.images.clone();
-            let reference = reference.clone();
-            let pod_dir = paths.pod_dir.clone();
-            tokio::task::spawn_blocking(move || -> podvisor_image::Result<_> {
-                let present = store.get(&reference)?;
-                let recorded = present
-                    .as_ref()
-                    .filter(|_| takes_present)
-                    .map(|image| record_image_use(&pod_dir, &image.id));
-                Ok((present, recorded))
-            })
-            .await
-            .map_err(|e| fail("ErrImagePull", e.to_string(), false))?
-            .map_err(|e| fail("ErrImagePull", e.to_string(), false))?
-        };
-        let (image, report) = match (policy, present) {
-            ("Never", None) => {
-                return Err(fail(
-                    "ErrImageNeverPull",
-                    format!(
-                        "Container image {} is not present with pull policy of Never",
-                        podvisor_api::gotext::quote(&image_name)
-                    ),
-                    false,
-                ));
-            }
-            ("IfNotPresent" | "Never", Some(image)) => (image, ImageReport::Present),
-            _ => {
-                let requested = Instant::now();
-                let _one_at_a_time = self.pulls.lock().await;
-                // The node's options (its mirrors, its credentials), tried with each credential
-                // of the keyring in turn.
-                let base = PullOptions::for_reference(self.registry.as_ref(), &reference);
-                let keyring = pull_keyring(pod, &opts.objects, self.registry.as_ref(), &reference);
-                // On a blocking thread of its own: the pull's future is not provably `Send`
-                // (its layer stream's closures borrow), which the `Runtime` trait requires.
-                let (store, wanted) = (self.images.clone(), reference.clone());
-                let handle = tokio::runtime::Handle::current();
-                let pulled = tokio::task::spawn_blocking(move || {
-                    // The kubelet's `pullImage`: each credential the keyring has for the
-                    // image in turn, the first pull that succeeds wins, else the last error.
-                    let mut last = None;
-                    for credentials in keyring {
-                        let options = PullOptions {
-                            credentials,
-                            ..base.clone()
-                        };
-                        match handle.block_on(store.pull(&wanted, &options, &NoProgress)) {
-                            Ok(pulled) => return Ok(pulled),
-                            Err(e) => last = Some(e),
-                        }
-                    }
-                    Err(last.map_or_else(|| "no credentials to try".to_owned(), |e| e.to_string()))
-                })
-                .await
-                .map_err(|e| fail("ErrImagePull", e.to_string(), true))?
-                .map_err(|e| fail("ErrImagePull", e, true))?;
-                let report = ImageReport::Pulled {
-                    pull: pulled.duration,
-                    total: requested.elapsed(),
-                    size: pulled.image.size,
-                };
-                (pulled.image, report)
-            }
-        };
-        {
-            // When it was last used only orders image garbage collection: not worth a start's
-            // wait (it rewrites and fsyncs the store's index once a second at most).
-            let (store, id) = (self.images.clone(), image.id.clone());
-            drop(tokio::task::spawn_blocking(move || store.mark_used(&id)));
-            let recorded = match recorded {
-                Some(recorded) => recorded,
-                None => {
-                    let id = image.id.clone();
-                    let pod_dir = paths.pod_dir.clone();
-                    tokio::task::spawn_blocking(move || record_image_use(&pod_dir, &id))
-                        .await
-                        .unwrap_or(Ok(()))
-                }
-            };
-            if let Err(e) = recorded {
-                // Without the record the image could be collected under the pod: no start.
-                return Err(fail(
-                    "CreateContainerError",
-                    format!("recording the image's use: {e}"),
-                    false,
-                ));
-            }
-        }
         let env = crate::config::kubelet_environment(pod, container, opts)
-            .map_err(|m| fail("CreateContainerConfigError", m, false))?;
+            .map_err(|m| fail("CreateContainerConfigError", m))?;
         let launch = OciLaunch {
             id: container_id
                 .rsplit("://")
@@ -747,51 +619,6 @@ impl OciClass {
             .unwrap_or_else(|| image.id.as_str().to_owned());
         Ok((launch, (report, image_id)))
     }
-}
-
-/// The credentials to try for `reference`, in the kubelet's order (its credential-provider
-/// keyring): those of the pod's `imagePullSecrets` (`kubernetes.io/dockerconfigjson`, or the
-/// legacy `kubernetes.io/dockercfg`) that match the image, in the pod's order, then the node's
-/// `--registry-config`; anonymous when none matches. Secrets that are missing, of another
-/// type, or unparsable are skipped, as the kubelet skips them.
-fn pull_keyring(
-    pod: &Pod,
-    objects: &crate::config::objects::PodObjects,
-    node: Option<&RegistryConfig>,
-    reference: &Reference,
-) -> Vec<podvisor_image::Credentials> {
-    let mut keyring = Vec::new();
-    for name in podvisor_api::references::pull_secret_names(pod) {
-        let Some(secret) = objects.secrets.get(&name) else {
-            continue;
-        };
-        let parsed = match secret.type_.as_str() {
-            "kubernetes.io/dockerconfigjson" => secret
-                .data
-                .get(podvisor_api::config::DOCKER_CONFIG_JSON_KEY)
-                .map(|d| RegistryConfig::parse(d)),
-            "kubernetes.io/dockercfg" => secret
-                .data
-                .get(podvisor_api::config::DOCKER_CONFIG_KEY)
-                .map(|d| RegistryConfig::parse_dockercfg(d)),
-            _ => None,
-        };
-        if let Some(Ok(config)) = parsed
-            && let Some(credentials) = config.lookup(reference)
-            && !keyring.contains(&credentials)
-        {
-            keyring.push(credentials);
-        }
-    }
-    if let Some(credentials) = node.and_then(|r| r.lookup(reference))
-        && !keyring.contains(&credentials)
-    {
-        keyring.push(credentials);
-    }
-    if keyring.is_empty() {
-        keyring.push(podvisor_image::Credentials::Anonymous);
-    }
-    keyring
 }
 
 #[cfg(test)]

@@ -26,6 +26,7 @@
 
 mod config;
 mod gateway;
+mod record;
 mod result;
 
 use std::path::{Path, PathBuf};
@@ -37,15 +38,17 @@ use serde_json::{Map, Value, json};
 use tokio::io::AsyncWriteExt;
 
 pub use config::{
-    DefaultNetwork, MASQ_CHAIN, NetworkConfigList, load_default_network, resolve_network,
-    version_at_least,
+    DefaultNetwork, MASQ_CHAIN, NetworkChoice, NetworkConfigList, load_default_network,
+    load_named_network, resolve_network, version_at_least,
 };
 pub use gateway::host_address;
+pub use record::{AttachedNetwork, note_network_choice};
 pub use result::{CniResult, Dns, Interface, IpConfig, PluginError, Route};
 
 /// Debian's plugin directory (`containernetworking-plugins`).
 pub const DEBIAN_PLUGIN_DIR: &str = "/usr/lib/cni";
-/// Where the node's networks are configured.
+/// Where the node's networks are configured (containerd's `conf_dir`): read only when named
+/// (`--cni-conf-dir`, [`NetworkChoice::ConfDir`]).
 pub const SYSTEM_CONF_DIR: &str = "/etc/cni/net.d";
 /// The interface name of a pod's network inside its namespace.
 pub const POD_IFNAME: &str = "eth0";
@@ -339,9 +342,54 @@ impl Cni {
         } else {
             None
         };
+        self.del_with(list, att, cached.as_ref()).await
+    }
+
+    /// Runs `DEL` of exactly what `attached` records (the list it was added with, its result
+    /// as `prevResult`), whatever the node's configuration is now, then drops the cache
+    /// entry.
+    ///
+    /// # Errors
+    /// The record is damaged, or the first plugin that fails or times out.
+    pub async fn del_recorded(
+        &self,
+        attached: &AttachedNetwork,
+        att: &Attachment,
+    ) -> Result<(), CniError> {
+        let list = attached.list().map_err(|reason| CniError::Config {
+            path: PathBuf::from(format!("<the record of network {}>", attached.name)),
+            reason,
+        })?;
+        let prev = list.has_cached_results().then_some(&attached.result);
+        self.del_with(&list, att, prev).await
+    }
+
+    /// Releases an attachment: with exactly what `attached` records when there is a record
+    /// ([`Cni::del_recorded`]), else (a record from before they were kept) with `fallback`,
+    /// the agent's network.
+    ///
+    /// # Errors
+    /// As [`Cni::del_recorded`] and [`Cni::del`].
+    pub async fn release(
+        &self,
+        attached: Option<&AttachedNetwork>,
+        fallback: &NetworkConfigList,
+        att: &Attachment,
+    ) -> Result<(), CniError> {
+        match attached {
+            Some(attached) => self.del_recorded(attached, att).await,
+            None => self.del(fallback, att).await,
+        }
+    }
+
+    async fn del_with(
+        &self,
+        list: &NetworkConfigList,
+        att: &Attachment,
+        prev: Option<&Value>,
+    ) -> Result<(), CniError> {
         for plugin in list.plugins.iter().rev() {
-            self.run(Command::Del, list, plugin, cached.as_ref(), att)
-                .await?;
+            self.run(Command::Del, list, plugin, prev, att).await?;
         }
         let path = self.cache_path(list, att);
         match std::fs::remove_file(&path) {

@@ -7,7 +7,8 @@
 //! a host name set and one rename. Which pods can: those whose sandbox does not depend
 //! on the pod, i.e. their own network, IPC and UTS namespaces (no `hostNetwork`, no
 //! `hostIPC`), no `hostPort` (`portmap` maps ports at ADD), on a network whose plugins do not
-//! read the pod's `CNI_ARGS` (podvisor's own bridge network; the caller decides).
+//! read the pod's `CNI_ARGS` (podvisor's own bridge network, or any network of the reference
+//! plugins: [`serves`]).
 //!
 //! Each pooled sandbox lives under `<pool dir>/<id>/ns` and is attached with CNI container ID
 //! `<id>`; a pod that takes one renames that directory into its own ([`adopt`]) and keeps the
@@ -21,8 +22,47 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
-use super::cni::{Attachment, Cni, NetworkConfigList, POD_IFNAME};
+use super::cni::{AttachedNetwork, Attachment, Cni, NetworkConfigList, POD_IFNAME};
 use super::netns::{NS_DIR, NsKind, PodNamespaces};
+
+/// The plugins of the CNI project's reference set (`containernetworking/plugins`, Debian's
+/// `containernetworking-plugins`), main, IPAM and meta: none reads the `K8S_POD_*` pairs of
+/// `CNI_ARGS`, so a sandbox attached ahead, before its pod exists, is what the pod would
+/// have got.
+const REFERENCE_PLUGINS: &[&str] = &[
+    "bridge",
+    "host-device",
+    "ipvlan",
+    "loopback",
+    "macvlan",
+    "ptp",
+    "vlan",
+    "host-local",
+    "static",
+    "dhcp",
+    "bandwidth",
+    "firewall",
+    "portmap",
+    "sbr",
+    "tuning",
+    "vrf",
+];
+
+/// Whether sandboxes of `network` can be made ahead: every plugin and IPAM plugin of the list
+/// is a reference plugin ([`REFERENCE_PLUGINS`]). A network add-on's plugin (Calico, Cilium,
+/// ...) reads the pod's name and namespace from `CNI_ARGS` at `ADD`: its pods make their own.
+#[must_use]
+pub fn serves(network: &NetworkConfigList) -> bool {
+    let known = |t: Option<&serde_json::Value>| {
+        t.and_then(serde_json::Value::as_str)
+            .is_some_and(|t| REFERENCE_PLUGINS.contains(&t))
+    };
+    network.plugins.iter().all(|p| {
+        known(p.get("type"))
+            && p.get("ipam")
+                .is_none_or(|ipam| ipam.get("type").is_none() || known(ipam.get("type")))
+    })
+}
 
 /// The pool's directory in the pods directory (`<state>/pods`), which is one mount
 /// ([`super::pods_mount`]): a shim drops the pool's mounts with every other pod's, and a pod
@@ -33,6 +73,10 @@ pub const POOL_DIR: &str = ".sandbox-pool";
 /// Where agents before 2026-11-27 kept the pool, in the state directory: what is left there is
 /// released by the first fill, and shims drop its mounts.
 pub const LEGACY_POOL_DIR: &str = "sandbox-pool";
+
+/// Beside each pooled sandbox's namespaces: the network it was attached with
+/// ([`AttachedNetwork`]), so that a later agent releases a leftover with exactly that.
+const RECORD: &str = "network.json";
 
 /// The host name of a pooled sandbox until a pod takes it.
 const POOL_HOSTNAME: &str = "podvisor-pool";
@@ -46,6 +90,8 @@ pub struct WarmSandbox {
     pub namespaces: PodNamespaces,
     /// Its address on the network.
     pub ip: Option<IpAddr>,
+    /// The network it was attached with (none: unknown, released with the pool's).
+    pub attached: Option<AttachedNetwork>,
 }
 
 impl WarmSandbox {
@@ -182,16 +228,28 @@ impl SandboxPool {
         let (namespaces, _) = made.map_err(|e| e.to_string())?;
         let att = attachment(&id, namespaces.net_path());
         match cni.add(network, &att).await {
-            Ok(result) => Ok(WarmSandbox {
-                ip: result.pod_ips().first().copied(),
-                id,
-                namespaces,
-            }),
+            Ok(result) => {
+                let attached = AttachedNetwork::new(network, &result);
+                let sandbox = WarmSandbox {
+                    ip: result.pod_ips().first().copied(),
+                    id,
+                    namespaces,
+                    attached: Some(attached.clone()),
+                };
+                let record = self.dir.join(&sandbox.id).join(RECORD);
+                let json = serde_json::to_vec(&attached).expect("JSON");
+                if let Err(e) = std::fs::write(&record, json) {
+                    release(cni, network, &sandbox, &self.dir).await;
+                    return Err(format!("writing {}: {e}", record.display()));
+                }
+                Ok(sandbox)
+            }
             Err(e) => {
                 let sandbox = WarmSandbox {
                     id,
                     namespaces,
                     ip: None,
+                    attached: None,
                 };
                 release(cni, network, &sandbox, &self.dir).await;
                 Err(e.to_string())
@@ -233,10 +291,15 @@ impl SandboxPool {
                 let Some(id) = entry.file_name().to_str().map(str::to_owned) else {
                     continue;
                 };
+                // Released with the network it was attached with, when it says.
+                let attached = std::fs::read(entry.path().join(RECORD))
+                    .ok()
+                    .and_then(|bytes| serde_json::from_slice(&bytes).ok());
                 let sandbox = WarmSandbox {
                     namespaces: PodNamespaces::new(entry.path().join(NS_DIR)),
                     id,
                     ip: None,
+                    attached,
                 };
                 release(cni, network, &sandbox, dir).await;
             }
@@ -247,9 +310,13 @@ impl SandboxPool {
     }
 }
 
-/// CNI DEL of `sandbox`, then its namespaces and directory.
+/// CNI DEL of `sandbox` (with the network it records, else `network`), then its namespaces
+/// and directory.
 async fn release(cni: &Cni, network: &NetworkConfigList, sandbox: &WarmSandbox, pool_dir: &Path) {
-    if let Err(e) = cni.del(network, &sandbox.attachment()).await {
+    let released = cni
+        .release(sandbox.attached.as_ref(), network, &sandbox.attachment())
+        .await;
+    if let Err(e) = released {
         tracing::warn!("releasing pooled sandbox {}: {e}", sandbox.id);
     }
     let namespaces = sandbox.namespaces.clone();
@@ -261,6 +328,7 @@ async fn release(cni: &Cni, network: &NetworkConfigList, sandbox: &WarmSandbox, 
                 namespaces.dir().display()
             );
         }
+        let _ = std::fs::remove_file(dir.join(RECORD));
         let _ = std::fs::remove_dir(&dir);
     })
     .await;
@@ -300,6 +368,8 @@ pub fn adopt(
         .move_to(&pod_dir.join(NS_DIR), &NsKind::ALL)
         .map_err(|e| e.to_string())?;
     if let Some(parent) = sandbox.namespaces.dir().parent() {
+        // Its record goes with it: what is left in the pool's directory is released.
+        let _ = std::fs::remove_file(parent.join(RECORD));
         let _ = std::fs::remove_dir(parent);
     }
     moved.set_hostname(hostname).map_err(|e| e.to_string())?;
@@ -308,3 +378,32 @@ pub fn adopt(
 
 /// The directory a pooled sandbox's directory becomes in its pod's ([`adopt`]).
 pub const ADOPTED: &str = "sandbox";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn list(text: &str) -> NetworkConfigList {
+        NetworkConfigList::from_conflist_bytes(text.as_bytes()).unwrap()
+    }
+
+    #[test]
+    fn the_pool_serves_networks_of_reference_plugins_only() {
+        // podman's default network.
+        assert!(serves(&list(
+            r#"{"cniVersion":"0.4.0","name":"podman","plugins":[
+                {"type":"bridge","bridge":"cni-podman0","ipam":{"type":"host-local","ranges":[[{"subnet":"10.88.0.0/16"}]]}},
+                {"type":"portmap","capabilities":{"portMappings":true}},
+                {"type":"firewall"},{"type":"tuning"}]}"#
+        )));
+        // A network add-on's plugin, or a reference plugin with another's IPAM.
+        assert!(!serves(&list(
+            r#"{"cniVersion":"0.3.1","name":"k8s-pod-network","plugins":[
+                {"type":"calico","ipam":{"type":"calico-ipam"}},{"type":"portmap"}]}"#
+        )));
+        assert!(!serves(&list(
+            r#"{"cniVersion":"1.0.0","name":"n","plugins":[
+                {"type":"bridge","ipam":{"type":"whereabouts"}}]}"#
+        )));
+    }
+}

@@ -88,6 +88,13 @@ pub enum Request {
         /// Hand over a descriptor of its terminal for resizes.
         tty: bool,
     },
+    /// CRI `ReopenContainerLog`: the running instance's output goes to a new file at its log
+    /// path from now on (the node renamed the old one to rotate it). `Error` when it does not
+    /// run any more.
+    ReopenContainerLog {
+        /// The instance.
+        instance: u64,
+    },
     /// Every instance the shim knows, running or exited.
     State,
     /// Turn this connection into a stream of [`Event`]s.
@@ -187,6 +194,9 @@ pub struct InstanceState {
     pub exit: Option<ExitRecord>,
     /// The agent acknowledged the exit.
     pub acked: bool,
+    /// The CRI log file it writes to, while it runs (what `ReopenContainerLog` reopens).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub log_path: Option<PathBuf>,
 }
 
 /// How an instance ended, as recorded (fsynced) in the journal before it is reported.

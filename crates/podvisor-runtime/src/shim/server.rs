@@ -520,6 +520,7 @@ fn answer(shim: &Arc<Shim>, request: Request, stream: &mut UnixStream) -> io::Re
             argv,
             timeout_ms,
         } => super::exec::exec(shim, instance, &argv, timeout_ms.map(Duration::from_millis)),
+        Request::ReopenContainerLog { instance } => shim.reopen_log(instance),
         Request::State => shim.snapshot(),
         Request::Ack { instance } => shim.ack(instance),
     };

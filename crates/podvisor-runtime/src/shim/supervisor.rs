@@ -119,6 +119,8 @@ struct Instance {
     pumps: Option<(mpsc::Receiver<()>, usize)>,
     /// Its own stdio, for attaches (`None` once it exited, and for instances of the journal).
     io: Option<Arc<ContainerIo>>,
+    /// Its CRI log's writer, for `ReopenContainerLog` (`None` for instances of the journal).
+    log: Option<SharedLogWriter>,
     /// An OCI container: what its execs start from (`None` for a host process).
     oci: Option<Arc<OciExec>>,
     /// The main process has been reaped (its pid may be reused: never signal it again).
@@ -269,6 +271,7 @@ impl Shim {
                     oom_baseline: 0,
                     pumps: None,
                     io: None,
+                    log: None,
                     oci: None,
                     reaped: true,
                     acked: acked.contains(&exit.instance),
@@ -938,6 +941,7 @@ impl Shim {
             oom_baseline,
             pumps: Some((done_rx, outputs.len())),
             io: Some(Arc::clone(&io)),
+            log: Some(writer.clone()),
             oci: None,
             reaped: false,
             exit: None,
@@ -1065,6 +1069,7 @@ impl Shim {
                     oom_baseline,
                     pumps: done_rx.take().map(|rx| (rx, pumps)),
                     io: Some(Arc::clone(&io)),
+                    log: Some(writer.clone()),
                     oci,
                     reaped: false,
                     exit: None,
@@ -1335,8 +1340,41 @@ impl Shim {
                     started_at: i.started_at.clone(),
                     exit: i.exit.clone(),
                     acked: i.acked,
+                    log_path: i
+                        .log
+                        .as_ref()
+                        .filter(|_| !i.reaped && i.exit.is_none())
+                        .map(SharedLogWriter::path),
                 })
                 .collect(),
+        }
+    }
+
+    /// CRI `ReopenContainerLog` for a running instance: its log pumps write to a new file at
+    /// its log path from now on.
+    pub(super) fn reopen_log(&self, instance: u64) -> Response {
+        let writer = {
+            let state = self.state();
+            let Some(i) = state.instances.get(&instance) else {
+                return Response::NotFound { instance };
+            };
+            if i.reaped || i.exit.is_some() {
+                return Response::Error {
+                    message: format!("container instance {instance} is not running"),
+                };
+            }
+            i.log.clone()
+        };
+        let Some(writer) = writer else {
+            return Response::Error {
+                message: format!("container instance {instance} has no log of this shim"),
+            };
+        };
+        match writer.reopen() {
+            Ok(()) => Response::Ok,
+            Err(e) => Response::Error {
+                message: format!("reopening the log of container instance {instance}: {e}"),
+            },
         }
     }
 

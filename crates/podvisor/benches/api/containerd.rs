@@ -64,6 +64,9 @@ pub(crate) async fn measure(dir: &Path, n: usize) -> Result<Comparison> {
 /// The bridge podvisor does not use, on a subnet of its own.
 const BRIDGE: &str = "cdbench0";
 const SUBNET: &str = "10.246.0.0/16";
+/// What the benchmark's header says of containerd's network.
+pub(crate) const NETWORK: &str =
+    "cdbench (its own conf_dir; bridge cdbench0 10.246.0.0/16, host-local, no portmap)";
 const PAUSE: &str = "podvisor.local/pause:bench";
 const BUSYBOX: &str = "docker.io/library/busybox:latest";
 

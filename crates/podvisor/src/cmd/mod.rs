@@ -1,6 +1,7 @@
 //! One module per subcommand.
 
 pub mod apply;
+pub mod container_log_args;
 pub mod dashboard;
 pub mod delete;
 pub mod describe;

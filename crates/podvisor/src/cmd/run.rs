@@ -73,6 +73,9 @@ pub struct Args {
     /// directory's when the state directory is temporary).
     #[command(flatten)]
     pub runtime: super::runtime_args::RuntimeArgs,
+    /// Container log rotation.
+    #[command(flatten)]
+    pub container_logs: super::container_log_args::ContainerLogArgs,
 }
 
 /// Runs the pods in the foreground until every one has terminated; returns the exit code.
@@ -82,6 +85,7 @@ pub struct Args {
 /// The engine's own failures (state directory, runtime start-up).
 pub fn run(args: &Args) -> anyhow::Result<i32> {
     let config = machine_config(args)?;
+    args.container_logs.config()?;
     let Some((pods, objects)) = load_pods(&args.files, args.feature_gates) else {
         return Ok(2);
     };
@@ -121,10 +125,14 @@ fn run_in(
         .context("starting the async runtime")?;
     tokio.block_on(async {
         let runtime = Arc::new(args.runtime.runtime(state_dir, images, &shim)?);
+        let log_manager = args.container_logs.spawn(Arc::clone(&runtime))?;
         let agent = Agent::new(Arc::clone(&runtime), config).with_objects(Arc::new(objects));
         let logs = (output == OutputFormat::Text && !args.no_logs)
             .then(|| super::run_logs::LogTail::new(state_dir, pods.len() > 1));
         let code = supervise(&agent, pods, output, delete_grace, logs).await;
+        if let Some(manager) = log_manager {
+            manager.abort();
+        }
         runtime.release_warm_sandboxes().await;
         code
     })

@@ -3,22 +3,20 @@
 //! has several pods), as `docker compose up` shows its services' output.
 //!
 //! The files are the runtime's (`<state>/logs/<ns>_<pod>_<uid>/<container>/<attempt>.log`),
-//! read from where the last poll stopped; a line split into partial (`P`) records is shown
-//! once whole. Polled, not watched: a tenth of a second behind at most, and nothing to set
-//! up per file.
+//! read from where the last poll stopped (in the new file once the container log manager
+//! rotated one: `LogFollower`); a line split into partial (`P`) records is shown once whole.
+//! Polled, not watched: a tenth of a second behind at most, and nothing to set up per file.
 
 use std::collections::{BTreeMap, HashMap};
-use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 
+use podvisor_runtime::logs::follow::LogFollower;
 use podvisor_runtime::logs::parse_line;
 
 /// How far each log file has been read.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct Cursor {
-    offset: u64,
-    /// Bytes after the last newline (a record being written).
-    pending: Vec<u8>,
+    log: LogFollower,
     /// The content of `P` records waiting for their line's end, per stream.
     partial: HashMap<&'static str, String>,
 }
@@ -49,8 +47,11 @@ impl LogTail {
         let mut out = Vec::new();
         for (prefix, files) in self.files() {
             for path in files {
-                let cursor = self.cursors.entry(path.clone()).or_default();
-                for line in read_new(&path, cursor) {
+                let cursor = self.cursors.entry(path.clone()).or_insert_with(|| Cursor {
+                    log: LogFollower::new(&path),
+                    partial: HashMap::new(),
+                });
+                for line in read_new(cursor) {
                     out.push(format!("{prefix} | {line}"));
                 }
             }
@@ -105,29 +106,16 @@ impl LogTail {
     }
 }
 
-/// The whole lines appended to `path` since `cursor`, as the container wrote them.
-fn read_new(path: &Path, cursor: &mut Cursor) -> Vec<String> {
-    let Ok(mut file) = std::fs::File::open(path) else {
-        return Vec::new();
-    };
-    let len = file.metadata().map(|m| m.len()).unwrap_or(0);
-    if len < cursor.offset {
-        // Rewritten from the start (it never is today): read it again.
-        *cursor = Cursor::default();
-    }
-    if len == cursor.offset || file.seek(SeekFrom::Start(cursor.offset)).is_err() {
+/// The whole lines appended to the cursor's log since the last read, as the container wrote
+/// them.
+fn read_new(cursor: &mut Cursor) -> Vec<String> {
+    let mut records = Vec::new();
+    if cursor.log.read_records(&mut records).is_err() {
         return Vec::new();
     }
-    let mut bytes = Vec::new();
-    if file.read_to_end(&mut bytes).is_err() {
-        return Vec::new();
-    }
-    cursor.offset += bytes.len() as u64;
-    cursor.pending.extend_from_slice(&bytes);
     let mut lines = Vec::new();
-    while let Some(end) = cursor.pending.iter().position(|b| *b == b'\n') {
-        let record: Vec<u8> = cursor.pending.drain(..=end).collect();
-        let Some(parsed) = parse_line(&String::from_utf8_lossy(&record)) else {
+    for record in records.split_inclusive(|b| *b == b'\n') {
+        let Some(parsed) = parse_line(&String::from_utf8_lossy(record)) else {
             continue;
         };
         let stream = parsed.stream.as_str();
@@ -168,6 +156,16 @@ mod tests {
         )
         .unwrap();
         assert_eq!(tail.poll(), ["app | partial"]);
+        // Rotated by the container log manager: the rest of the old file, then the new one.
+        std::io::Write::write_all(&mut f, b".300000000Z stdout F before\n").unwrap();
+        std::fs::rename(c.join("0.log"), c.join("0.log.20261126-000000")).unwrap();
+        std::io::Write::write_all(&mut f, b"2026-11-26T00:00:00.4Z stdout F renamed\n").unwrap();
+        std::fs::write(c.join("0.log"), "2026-11-26T00:00:00.5Z stdout F after\n").unwrap();
+        assert_eq!(
+            tail.poll(),
+            ["app | before", "app | renamed", "app | after"]
+        );
+        std::fs::rename(c.join("0.log.20261126-000000"), c.join("0.log")).unwrap();
         std::fs::write(
             c.join("1.log"),
             "2026-11-26T00:00:01.000000000Z stdout F again\n",
@@ -176,7 +174,13 @@ mod tests {
         let mut several = LogTail::new(&dir, true);
         assert_eq!(
             several.poll(),
-            ["web/app | hello", "web/app | partial", "web/app | again"]
+            [
+                "web/app | hello",
+                "web/app | partial",
+                "web/app | before",
+                "web/app | renamed",
+                "web/app | again"
+            ]
         );
         let _ = std::fs::remove_dir_all(&dir);
     }

@@ -5,6 +5,7 @@ use anyhow::Context;
 use podvisor_image::{ImageStore, RegistryConfig};
 use podvisor_runtime::oci::executor::RuncMode;
 use podvisor_runtime::process::{OciOptions, ProcessRuntime, RuntimeClass};
+use podvisor_runtime::sandbox::cni::{NetworkChoice, SYSTEM_CONF_DIR};
 use std::path::{Path, PathBuf};
 
 /// The runtime class of pods without `runtimeClassName`.
@@ -44,7 +45,9 @@ pub struct RuntimeArgs {
     pub registry_config: Option<PathBuf>,
     /// Keep this many `oci` pod sandboxes (namespaces on the CNI bridge) ready ahead of the
     /// pods that take them: a pod without hostNetwork, hostIPC or hostPorts then starts
-    /// without waiting for the CNI plugins. Only on podvisor's own network; 0: none.
+    /// without waiting for the CNI plugins. On podvisor's own network, or a configured one
+    /// made of the CNI reference plugins only (bridge, host-local, portmap, firewall,
+    /// tuning, ...: none reads the pod's name); 0: none.
     #[arg(long, default_value_t = 0)]
     pub warm_sandboxes: usize,
     /// The OCI runtime of `oci` containers: `youki` (youki's libcontainer embedded in
@@ -59,9 +62,37 @@ pub struct RuntimeArgs {
     /// longer waits for an RCU grace period, several milliseconds of every start.
     #[arg(long)]
     pub protect_kernel_defaults: bool,
+    /// Attach new `oci` pods to a network configured in this CNI directory, read as
+    /// containerd reads its `conf_dir` (the first .conf/.conflist/.json file in lexical order,
+    /// or the one `--cni-network` names): for a node whose network add-on writes there.
+    /// Without it (and without `--cni-network`) pods get podvisor's own network, whatever
+    /// other tools put in /etc/cni/net.d. Running pods keep the network they were attached
+    /// with across restarts either way.
+    #[arg(long, value_name = "DIR")]
+    pub cni_conf_dir: Option<PathBuf>,
+    /// Attach new `oci` pods to the network of this `name` in the CNI configuration
+    /// directory (`--cni-conf-dir`, else /etc/cni/net.d).
+    #[arg(long, value_name = "NAME")]
+    pub cni_network: Option<String>,
 }
 
 impl RuntimeArgs {
+    /// The network of new `oci` pods the flags ask for: podvisor's own unless a CNI
+    /// configuration directory or network is named.
+    #[must_use]
+    pub fn network_choice(&self) -> NetworkChoice {
+        if self.cni_conf_dir.is_none() && self.cni_network.is_none() {
+            return NetworkChoice::Own;
+        }
+        NetworkChoice::ConfDir {
+            dir: self
+                .cni_conf_dir
+                .clone()
+                .unwrap_or_else(|| PathBuf::from(SYSTEM_CONF_DIR)),
+            name: self.cni_network.clone(),
+        }
+    }
+
     /// The node's kernel tunables, before any pod starts: `favordynmods` set unless
     /// `--protect-kernel-defaults` (said on stderr when set now, or when it stays off).
     fn kernel_tunables(&self) {
@@ -121,6 +152,7 @@ impl RuntimeArgs {
                     OciExecutorChoice::RuncRun => RuncMode::Run,
                     OciExecutorChoice::Youki => RuncMode::Youki,
                 },
+                network: self.network_choice(),
             })
         } else {
             None
@@ -146,5 +178,35 @@ impl RuntimeArgs {
             }
             other => other.context("starting the runtime"),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn new_pods_get_podvisors_network_unless_a_directory_or_network_is_named() {
+        let args = |dir: Option<&str>, name: Option<&str>| RuntimeArgs {
+            cni_conf_dir: dir.map(PathBuf::from),
+            cni_network: name.map(str::to_owned),
+            ..RuntimeArgs::default()
+        };
+        assert_eq!(args(None, None).network_choice(), NetworkChoice::Own);
+        assert_eq!(
+            args(Some("/run/net.d"), None).network_choice(),
+            NetworkChoice::ConfDir {
+                dir: PathBuf::from("/run/net.d"),
+                name: None
+            }
+        );
+        // A network named without a directory is looked up where containerd looks.
+        assert_eq!(
+            args(None, Some("podman")).network_choice(),
+            NetworkChoice::ConfDir {
+                dir: PathBuf::from(SYSTEM_CONF_DIR),
+                name: Some("podman".to_owned())
+            }
+        );
     }
 }

@@ -77,6 +77,9 @@ pub struct Args {
     /// The runtime.
     #[command(flatten)]
     pub runtime: super::runtime_args::RuntimeArgs,
+    /// Container log rotation.
+    #[command(flatten)]
+    pub container_logs: super::container_log_args::ContainerLogArgs,
     /// Image garbage collection starts when the image file system is this full (percent;
     /// 100 turns it off), as the kubelet's `--image-gc-high-threshold`.
     #[arg(long, default_value_t = 85, value_parser = clap::value_parser!(u8).range(0..=100))]
@@ -175,6 +178,7 @@ pub fn run(args: &Args) -> anyhow::Result<i32> {
     let mut config = machine_config(args.backoff, args.max_restart_period.as_deref())?;
     config.gates = args.feature_gates;
     image_gc(args)?;
+    args.container_logs.config()?;
     let state_dir = match &args.state_dir {
         Some(dir) => dir.clone(),
         None => default_state_dir()?,
@@ -287,6 +291,8 @@ async fn serve(
         i32::from(server.local_addr().port()),
     );
     node_status.disk_pressure = Some(pressure_rx);
+    // The kubelet's container log manager: rotation of the running containers' logs.
+    let log_manager = args.container_logs.spawn(Arc::clone(&runtime))?;
     let node_objects = tokio::spawn(podvisor_agent::node_status::run(
         Arc::new(store.clone()),
         node_status,
@@ -347,6 +353,9 @@ async fn serve(
     };
     // The node stops reporting: its Lease runs out as a stopped kubelet's does.
     node_objects.abort();
+    if let Some(manager) = &log_manager {
+        manager.abort();
+    }
     match why {
         Stop::Signal if args.drain_on_exit => {
             eprintln!("podvisor: deleting every pod (signal again to stop at once)");
@@ -483,6 +492,17 @@ async fn wait_for_file(
 /// Creates the state directory (mode 0700: it holds the store, the token and the CA key), or
 /// makes an existing one 0700 (older podvisors left it 0755).
 fn private_state_dir(dir: &Path) -> anyhow::Result<()> {
+    // Another user's state is refused before anything of it is narrowed or read: the directory
+    // and what podvisor keeps directly in it (and its keys), each this user's own.
+    podvisor_store::require_owned(dir)?;
+    for sub in [Path::new(""), Path::new("pki")] {
+        let Ok(entries) = std::fs::read_dir(dir.join(sub)) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            podvisor_store::require_owned(&entry.path())?;
+        }
+    }
     std::fs::DirBuilder::new()
         .recursive(true)
         .mode(0o700)
@@ -510,7 +530,7 @@ fn store_error(e: StoreError, path: &Path) -> anyhow::Error {
             "{e}; or start with an empty store in this file with podvisor serve \
              --reset-empty-store"
         ),
-        e @ StoreError::Damaged { .. } => anyhow::Error::new(e),
+        e @ (StoreError::Damaged { .. } | StoreError::NotOwned(_)) => anyhow::Error::new(e),
         e => {
             let holders = super::state_lock::holders_of(path);
             anyhow::Error::new(e).context(format!(

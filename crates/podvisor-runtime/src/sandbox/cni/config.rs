@@ -121,6 +121,26 @@ impl NetworkConfigList {
         Ok(list)
     }
 
+    /// The list as a `.conflist` document: what a sandbox records of the network it was
+    /// attached with, and parses back into the same list ([`NetworkConfigList::from_conflist_bytes`]).
+    #[must_use]
+    pub fn to_conflist(&self) -> Value {
+        let mut doc = Map::new();
+        doc.insert(
+            "cniVersion".to_owned(),
+            Value::from(self.cni_version.as_str()),
+        );
+        doc.insert("name".to_owned(), Value::from(self.name.as_str()));
+        if self.disable_check {
+            doc.insert("disableCheck".to_owned(), Value::Bool(true));
+        }
+        doc.insert(
+            "plugins".to_owned(),
+            Value::Array(self.plugins.iter().cloned().map(Value::Object).collect()),
+        );
+        Value::Object(doc)
+    }
+
     /// Whether the list's version has `prevResult` on `DEL` and a `CHECK` command (0.4.0+).
     #[must_use]
     pub fn has_cached_results(&self) -> bool {
@@ -348,20 +368,100 @@ impl DefaultNetwork {
     }
 }
 
-/// The network pods get: the node's default network from `system_conf_dir`
-/// (`/etc/cni/net.d`) when one is configured there, else podvisor's [`DefaultNetwork`],
-/// written to `own_conf_dir` (podvisor's state, so no other runtime on the host picks it up).
+/// Which network new pods are attached to (`--cni-conf-dir`, `--cni-network`).
+///
+/// On one machine podvisor's own network is the default whatever else is installed: a tool
+/// that drops a conflist into `/etc/cni/net.d` (podman's `87-podman-bridge.conflist`, say)
+/// changes nothing. A named configuration directory is read as containerd reads its
+/// `conf_dir`: what the node's network add-on (a cluster's) writes there is the network.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum NetworkChoice {
+    /// podvisor's own bridge network ([`DefaultNetwork`]), written under podvisor's state.
+    #[default]
+    Own,
+    /// A network configured in `dir`: the one named `name`, else the first config file in
+    /// lexical order (go-cni's `WithDefaultConf`).
+    ConfDir {
+        /// The directory (`/etc/cni/net.d` is containerd's).
+        dir: PathBuf,
+        /// The network's `name`, when one is asked for.
+        name: Option<String>,
+    },
+}
+
+/// The network `name` in `conf_dir` (libcni's `LoadConfList`: `.conflist` files first, then
+/// `.conf` and `.json`, each in lexical order, the first whose `name` matches). `None` when
+/// no file there has that name.
 ///
 /// # Errors
-/// A configured network is invalid, or the default cannot be written.
+/// The directory cannot be read, or a file that could be it is unreadable or invalid.
+pub fn load_named_network(
+    conf_dir: &Path,
+    name: &str,
+) -> Result<Option<NetworkConfigList>, CniError> {
+    let entries = fs::read_dir(conf_dir)
+        .map_err(|e| CniError::io("read network config directory", conf_dir, e))?;
+    let mut files: Vec<PathBuf> = entries
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter(|p| p.is_file())
+        .collect();
+    files.sort();
+    let with_ext = |exts: &[&str]| {
+        files
+            .iter()
+            .filter(|p| p.extension().is_some_and(|e| exts.iter().any(|x| e == *x)))
+            .cloned()
+            .collect::<Vec<_>>()
+    };
+    for file in with_ext(&["conflist"])
+        .into_iter()
+        .chain(with_ext(&["conf", "json"]))
+    {
+        let list = NetworkConfigList::from_file(&file)?;
+        if list.name == name {
+            return Ok(Some(list));
+        }
+    }
+    Ok(None)
+}
+
+/// The network new pods get, and whether it is podvisor's own ([`NetworkChoice`]): the own
+/// network is written to `own_conf_dir` (podvisor's state, so no other runtime on the host
+/// picks it up).
+///
+/// # Errors
+/// The named directory holds no configuration (or none of that name), a configuration is
+/// invalid, or the own network cannot be written.
 pub fn resolve_network(
-    system_conf_dir: &Path,
+    choice: &NetworkChoice,
     own_conf_dir: &Path,
     default: &DefaultNetwork,
-) -> Result<NetworkConfigList, CniError> {
-    match load_default_network(system_conf_dir)? {
-        Some(list) => Ok(list),
-        None => default.write(own_conf_dir),
+) -> Result<(NetworkConfigList, bool), CniError> {
+    match choice {
+        NetworkChoice::Own => Ok((default.write(own_conf_dir)?, true)),
+        NetworkChoice::ConfDir { dir, name } => {
+            let found = match name {
+                Some(name) => load_named_network(dir, name)?,
+                None => load_default_network(dir)?,
+            };
+            let list = found.ok_or_else(|| CniError::Config {
+                path: dir.clone(),
+                reason: match name {
+                    Some(name) => format!(
+                        "no network named {name:?} is configured there (--cni-network names \
+                         the `name` of a config file in --cni-conf-dir)"
+                    ),
+                    None => "no network is configured there (a .conf, .conflist or .json \
+                             file; drop --cni-conf-dir for podvisor's own network)"
+                        .to_owned(),
+                },
+            })?;
+            // The own network named explicitly is still podvisor's own (its pool, its
+            // masquerade).
+            let own = list.to_conflist() == default.config_list().to_conflist();
+            Ok((list, own))
+        }
     }
 }
 
@@ -405,6 +505,18 @@ mod tests {
         assert!(err.contains("\"type\""), "{err}");
         let err = NetworkConfigList::from_conf_bytes(br#"{"name":"n"}"#).unwrap_err();
         assert_eq!(err, "network type not found");
+    }
+
+    #[test]
+    fn a_list_parses_back_from_its_conflist_document() {
+        let list = NetworkConfigList::from_conflist_bytes(
+            br#"{"cniVersion":"0.4.0","name":"n","disableCheck":true,
+                "plugins":[{"type":"bridge","bridge":"b0","ipam":{"type":"host-local"}},{"type":"portmap"}]}"#,
+        )
+        .unwrap();
+        let text = list.to_conflist().to_string();
+        let back = NetworkConfigList::from_conflist_bytes(text.as_bytes()).unwrap();
+        assert_eq!(back, list);
     }
 
     #[test]
@@ -481,16 +593,50 @@ mod tests {
             Some(dir.join("10-a.conf").as_path())
         );
 
-        // With nothing configured, the default is written to podvisor's own directory.
-        let empty = dir.join("empty");
+        // podvisor's own network unless a directory is named: whatever that directory holds.
         let own = dir.join("own");
         let net = DefaultNetwork::new(&dir);
-        let list = resolve_network(&empty, &own, &net).unwrap();
-        assert_eq!(list.name, "podvisor");
+        let (list, is_own) = resolve_network(&NetworkChoice::Own, &own, &net).unwrap();
+        assert_eq!((list.name.as_str(), is_own), ("podvisor", true));
         assert!(own.join("10-podvisor.conflist").is_file());
-        // Configured beats default.
-        let list = resolve_network(&dir, &own, &net).unwrap();
-        assert_eq!(list.name, "a");
+        // A named directory: its first file, or the network of the name asked for.
+        let named = |name: Option<&str>| NetworkChoice::ConfDir {
+            dir: dir.clone(),
+            name: name.map(str::to_owned),
+        };
+        let (list, is_own) = resolve_network(&named(None), &own, &net).unwrap();
+        assert_eq!((list.name.as_str(), is_own), ("a", false));
+        let (list, _) = resolve_network(&named(Some("b")), &own, &net).unwrap();
+        assert_eq!(list.name, "b");
+        let err = resolve_network(&named(Some("c")), &own, &net).unwrap_err();
+        assert!(err.to_string().contains("no network named \"c\""), "{err}");
+        // podvisor's own conflist in a named directory is still its own network.
+        let (list, is_own) = resolve_network(
+            &NetworkChoice::ConfDir {
+                dir: own.clone(),
+                name: None,
+            },
+            &own,
+            &net,
+        )
+        .unwrap();
+        assert_eq!((list.name.as_str(), is_own), ("podvisor", true));
+        // An empty named directory is an error naming the fix, not a silent fallback.
+        let empty = dir.join("empty");
+        fs::create_dir_all(&empty).unwrap();
+        let err = resolve_network(
+            &NetworkChoice::ConfDir {
+                dir: empty,
+                name: None,
+            },
+            &own,
+            &net,
+        )
+        .unwrap_err();
+        assert!(
+            err.to_string().contains("no network is configured"),
+            "{err}"
+        );
         fs::remove_dir_all(&dir).unwrap();
     }
 }

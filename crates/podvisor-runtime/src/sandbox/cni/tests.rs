@@ -153,6 +153,48 @@ async fn add_chains_prev_results_in_order_and_del_runs_in_reverse_with_the_cache
     );
 }
 
+/// A sandbox is released with the network it was attached with (its record), not the one
+/// configured now, and with the result its ADD printed even when the cache is gone.
+#[tokio::test]
+async fn del_recorded_runs_the_recorded_list_with_the_recorded_result() {
+    let f = Fixture::new("recorded");
+    f.plugin("first", &format!("echo '{FIRST_RESULT}'"));
+    f.plugin(
+        "second",
+        &format!(r#"if [ "$CNI_COMMAND" = ADD ]; then echo '{FIRST_RESULT}'; fi"#),
+    );
+    let cni = f.cni();
+    let list = two_plugin_list();
+    let att = attachment();
+    let result = cni.add(&list, &att).await.unwrap();
+    let record = AttachedNetwork::new(&list, &result);
+    // Through JSON, as `network.json` keeps it.
+    let record: AttachedNetwork =
+        serde_json::from_str(&serde_json::to_string(&record).unwrap()).unwrap();
+    assert_eq!(record.list().unwrap(), list);
+    // The cache is lost (a cleaned state directory): the record has the result.
+    fs::remove_dir_all(f.dir.join("cache")).unwrap();
+    cni.del_recorded(&record, &att).await.unwrap();
+    let calls = f.calls();
+    let dels: Vec<_> = calls.iter().filter(|(_, c, _)| c == "DEL").collect();
+    let order: Vec<&str> = dels.iter().map(|(p, _, _)| p.as_str()).collect();
+    assert_eq!(order, ["second", "first"]);
+    for (_, _, conf) in &dels {
+        assert_eq!(conf["name"], "net1");
+        assert_eq!(conf["prevResult"]["ips"][0]["address"], "10.244.0.9/16");
+    }
+    // A damaged record says so.
+    let damaged = AttachedNetwork {
+        config: json!({"name": "net1"}),
+        ..record
+    };
+    let err = cni.del_recorded(&damaged, &att).await.unwrap_err();
+    assert!(
+        err.to_string().contains("the record of network net1"),
+        "{err}"
+    );
+}
+
 #[tokio::test]
 async fn the_environment_carries_the_attachment() {
     let f = Fixture::new("env");
