@@ -17,6 +17,7 @@
 //! state is shared between pod workers; only [`node`]'s status writers touch the store.
 
 mod clock;
+pub mod eviction;
 mod executors;
 pub mod history;
 mod identity;
@@ -272,6 +273,13 @@ impl PodControl {
     /// pod worker has finished.
     pub fn update_spec(&self, pod: Pod) {
         let _ = self.commands.send(Command::UpdateSpec(Box::new(pod)));
+    }
+
+    /// Evicts the pod (the eviction manager): killed within `grace` seconds, then Failed
+    /// with reason `Evicted` and `message` (see `PodMachine::handle_evict`). Does nothing
+    /// once the pod worker has finished.
+    pub fn evict(&self, message: String, grace: i64) {
+        let _ = self.commands.send(Command::Evict { message, grace });
     }
 
     /// Conditions written by others through the status subresource (readiness gates, D5);

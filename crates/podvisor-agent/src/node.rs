@@ -27,6 +27,7 @@
 //! kubelet): a restarted node re-adopts them. Draining deletes every pod gracefully first.
 
 mod allocation;
+mod eviction;
 mod objects;
 mod recorder;
 mod recovery;
@@ -71,7 +72,11 @@ pub struct NodeConfig {
     /// Image garbage collection: the policy, and how often it runs (the kubelet's
     /// `ImageGCPeriod`, 5 minutes; `None`: never).
     pub image_gc: Option<(ImageGcPolicy, Duration)>,
+    /// The eviction manager for the state directory's filesystem (`None`: none runs).
+    pub eviction: Option<EvictionConfig>,
 }
+
+pub use eviction::EvictionConfig;
 
 /// The kubelet's `ImageGCPeriod`.
 pub const IMAGE_GC_PERIOD: Duration = Duration::from_secs(300);
@@ -215,6 +220,7 @@ impl Node {
             finished_tx,
             background: JoinSet::new(),
             draining: false,
+            eviction: None,
         };
         let task = tokio::spawn(node.run(commands_rx, finished_rx, recovered_tx));
         Node {
@@ -290,6 +296,8 @@ struct Worker {
     foreign: Vec<PodCondition>,
     /// The worker was told to delete the pod, with this grace (None: the pod's own).
     deleted: Option<Option<i64>>,
+    /// The eviction manager evicted the pod: no longer a candidate.
+    evicted: bool,
     /// The highest resourceVersion applied.
     rv: u64,
     /// The pod's object was removed from the store: its files go when the worker ends.
@@ -402,6 +410,8 @@ struct NodeLoop<R: Runtime> {
     /// Store removals and orphan tear-downs.
     background: JoinSet<()>,
     draining: bool,
+    /// The eviction manager's state (`node/eviction.rs`).
+    eviction: Option<eviction::Eviction>,
 }
 
 impl<R: Runtime> NodeLoop<R> {
@@ -425,6 +435,15 @@ impl<R: Runtime> NodeLoop<R> {
             gc_period.max(Duration::from_millis(1)),
         );
         image_gc.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        self.eviction = self.config.eviction.clone().map(eviction::Eviction::new);
+        let mut eviction_tick = tokio::time::interval(
+            self.config
+                .eviction
+                .as_ref()
+                .map_or(Duration::from_secs(3600), |e| e.monitoring_interval)
+                .max(Duration::from_millis(1)),
+        );
+        eviction_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             if self.draining && self.workers.is_empty() {
                 debug!("node: drained");
@@ -446,6 +465,9 @@ impl<R: Runtime> NodeLoop<R> {
                 _ = tick.tick(), if self.statics.is_some() => self.sync_static().await,
                 _ = image_gc.tick(), if self.config.image_gc.is_some() => {
                     self.collect_images(gc_policy);
+                }
+                _ = eviction_tick.tick(), if self.eviction.is_some() => {
+                    self.synchronize_eviction().await;
                 }
                 Some(_) = self.background.join_next(), if !self.background.is_empty() => {}
             }
@@ -714,6 +736,10 @@ impl<R: Runtime> NodeLoop<R> {
         if self.draining {
             return;
         }
+        if self.reject_under_pressure(&pod, false) {
+            self.done.insert(uid);
+            return;
+        }
         debug!("node: starting {key} ({uid})");
         let handle = self.agent.spawn_admitted(pod.clone(), false);
         self.register(handle, &pod, false, rv);
@@ -768,6 +794,7 @@ impl<R: Runtime> NodeLoop<R> {
                 .agent
                 .history()
                 .map(|h| (Arc::clone(h), Arc::clone(&self.agent.clock))),
+            unwritten: None,
         };
         // The writers of pods that have gone are done: let their task slots go (a JoinSet keeps
         // a finished task until it is joined, so under churn they would pile up until stop).
@@ -789,6 +816,7 @@ impl<R: Runtime> NodeLoop<R> {
                 spec: spec_view(pod),
                 foreign: foreign_conditions(pod),
                 deleted,
+                evicted: false,
                 rv,
                 gone: false,
             },
@@ -1002,6 +1030,7 @@ mod tests {
             spec: spec_view(&pod),
             foreign: Vec::new(),
             deleted: None,
+            evicted: false,
             rv: 0,
             gone: false,
         };

@@ -259,6 +259,9 @@ pub struct NodeStatusConfig {
     pub report_interval: Duration,
     /// How often the Lease is renewed (10 s).
     pub lease_renew_interval: Duration,
+    /// `DiskPressure` as the node's eviction manager reports it (with its threshold and
+    /// transition period); without one, the default hard threshold on the facts.
+    pub disk_pressure: Option<tokio::sync::watch::Receiver<bool>>,
 }
 
 impl NodeStatusConfig {
@@ -272,6 +275,7 @@ impl NodeStatusConfig {
             status_interval: Duration::from_secs(10),
             report_interval: Duration::from_secs(300),
             lease_renew_interval: Duration::from_secs(10),
+            disk_pressure: None,
         }
     }
 }
@@ -363,8 +367,13 @@ pub fn node_status(
     .map(|(k, v)| (k.to_owned(), q(v)))
     .collect();
     let memory_pressure = facts.memory_available_bytes < MEMORY_EVICTION_BYTES;
-    let disk_pressure = facts.fs_bytes > 0
-        && facts.fs_available_bytes * 100 < facts.fs_bytes * NODEFS_EVICTION_PERCENT;
+    let disk_pressure = match &config.disk_pressure {
+        Some(reported) => *reported.borrow(),
+        None => {
+            facts.fs_bytes > 0
+                && facts.fs_available_bytes * 100 < facts.fs_bytes * NODEFS_EVICTION_PERCENT
+        }
+    };
     // The kubelet has no default `pid.available` threshold: PIDPressure only when the
     // machine is out of pids.
     let pid_pressure = facts.pid_max > 0 && facts.pids_running >= facts.pid_max;
@@ -696,7 +705,13 @@ impl<S: NodeObjectStore> NodeReporter<S> {
             }
             None => true,
         };
-        if !due && !status_changed(previous.as_ref(), &status) {
+        let pressure = status
+            .conditions
+            .iter()
+            .flatten()
+            .any(|c| c.type_ == "DiskPressure" && c.status == "True");
+        let tainted = crate::eviction::set_disk_pressure_taint(&mut node["spec"], pressure);
+        if !due && !tainted && !status_changed(previous.as_ref(), &status) {
             return Ok(false);
         }
         node["status"] = serde_json::to_value(&status).unwrap_or(Value::Null);
@@ -772,10 +787,24 @@ pub async fn run<S: NodeObjectStore>(store: Arc<S>, config: NodeStatusConfig) {
     status_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     lease_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut registered = false;
+    let mut pressure = reporter.config.disk_pressure.clone();
     loop {
+        // A change of `DiskPressure` is reported at once, as the kubelet's fast status
+        // update on a condition change.
+        let pressure_changed = async {
+            match pressure.as_mut() {
+                Some(rx) => {
+                    if rx.changed().await.is_err() {
+                        std::future::pending::<()>().await;
+                    }
+                }
+                None => std::future::pending().await,
+            }
+        };
         let status = tokio::select! {
             _ = status_tick.tick() => true,
             _ = lease_tick.tick() => false,
+            () = pressure_changed => true,
         };
         let dir = state_dir.clone();
         let host = hostname.clone();
@@ -959,6 +988,26 @@ mod tests {
         assert_eq!(
             s.daemon_endpoints.unwrap().kubelet_endpoint.unwrap().port,
             6443
+        );
+    }
+
+    #[test]
+    fn disk_pressure_is_the_eviction_managers_when_it_runs() {
+        // Plenty of space, but the manager still reports pressure (its transition period),
+        // and the other way round.
+        let (tx, rx) = tokio::sync::watch::channel(true);
+        let mut c = config();
+        c.disk_pressure = Some(rx);
+        let s = node_status(&facts(), &c, None, at(0));
+        assert_eq!(cond(&s, "DiskPressure").status, "True");
+        tx.send_replace(false);
+        let mut full = facts();
+        full.fs_available_bytes = 0;
+        let s = node_status(&full, &c, Some(&s), at(1));
+        let disk = cond(&s, "DiskPressure");
+        assert_eq!(
+            (disk.status.as_str(), disk.reason.as_deref()),
+            ("False", Some("KubeletHasNoDiskPressure"))
         );
     }
 

@@ -35,6 +35,8 @@ use tokio::time::Instant;
 pub(crate) enum Command {
     /// Delete the pod with this grace period (None: the pod's own).
     Delete { grace: Option<i64> },
+    /// Evict the pod (the eviction manager's message, its grace-period override).
+    Evict { message: String, grace: i64 },
     /// The API accepted a spec update (images, `activeDeadlineSeconds`, labels, annotations).
     UpdateSpec(Box<Pod>),
     /// Conditions written by others (readiness gates).
@@ -373,6 +375,11 @@ impl<R: Runtime> PodTask<R> {
                 // Starts still waiting for their volumes give up.
                 self.deleting.send_replace(true);
                 self.machine.handle_delete(grace, now);
+            }
+            Wake::Command(Some(Command::Evict { message, grace })) => {
+                debug!("{}: evict (grace {grace}): {message}", self.full_name);
+                self.deleting.send_replace(true);
+                self.machine.handle_evict(message, grace, now);
             }
             Wake::Command(Some(Command::UpdateSpec(pod))) => {
                 debug!("{}: spec update", self.full_name);

@@ -96,6 +96,7 @@ pub(crate) fn api_error(res: Resource, name: &str, e: StoreError) -> ApiError {
         StoreError::Db(message) => ApiError::internal(format!("storage error: {message}")),
         e @ (StoreError::Damaged { .. }
         | StoreError::EmptyFile { .. }
+        | StoreError::Io { .. }
         | StoreError::NotOwned(_)) => ApiError::internal(format!("storage error: {e}")),
     }
 }

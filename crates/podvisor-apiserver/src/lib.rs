@@ -59,6 +59,7 @@ mod discovery;
 mod events;
 mod events_v1;
 mod exec;
+mod health;
 mod history;
 mod list_options;
 mod logs;
@@ -250,9 +251,9 @@ impl ApiState {
 /// the token if the state has one.
 pub fn router(state: ApiState) -> Router {
     let app = routes::api_routes()
-        .route("/healthz", get(|| async { "ok" }))
+        .route("/healthz", get(health::healthz))
         .route("/livez", get(|| async { "ok" }))
-        .route("/readyz", get(|| async { "ok" }))
+        .route("/readyz", get(health::readyz))
         .fallback(routes::fallback)
         .layer(axum::middleware::from_fn(routes::body_media_type))
         .layer(axum::middleware::from_fn_with_state(

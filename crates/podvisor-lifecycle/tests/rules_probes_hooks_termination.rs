@@ -1926,6 +1926,69 @@ fn m1_active_deadline_terminates_like_a_deletion() {
 }
 
 #[test]
+fn eviction_kills_with_the_override_and_fails_the_pod_as_evicted_with_a_disruption_target() {
+    // The kubelet's eviction manager: `TerminatePodAbnormallyAndWait` with grace 1 s
+    // (hard threshold), phase Failed, reason Evicted, the DisruptionTarget condition and a
+    // Warning Evicted event on the pod.
+    let message = "The node was low on resource: ephemeral-storage. ";
+    let mut d = Driver::with(
+        json!({"terminationGracePeriodSeconds": 30, "containers": [c("app", json!({}))]}),
+        |d| {
+            d.ignore_stop.insert("app".to_string());
+        },
+    );
+    d.at(5.0);
+    d.d.input(
+        Input::Evict {
+            message: message.to_string(),
+            grace: 1,
+        },
+        d.now(),
+    );
+    d.at(10.0);
+    assert_eq!(
+        d.events("Evicted"),
+        vec![(5.0, EventType::Warning, message.to_string())]
+    );
+    assert_eq!(
+        d.lifecycle("app"),
+        // The override is 1 s; the kubelet's container kill raises it to its 2 s minimum.
+        vec![
+            "5 Killing: Stopping container app",
+            "5 Stop SIGTERM grace=2",
+            "7 SIGKILL"
+        ]
+    );
+    assert_eq!(d.m().phase(), Phase::Failed);
+    let status = d.m().pod().status.clone().unwrap();
+    assert_eq!(status.reason.as_deref(), Some("Evicted"));
+    assert_eq!(status.message.as_deref(), Some(message));
+    let target = status
+        .conditions
+        .unwrap()
+        .into_iter()
+        .find(|c| c.type_ == "DisruptionTarget")
+        .expect("a DisruptionTarget condition");
+    assert_eq!(
+        (
+            target.status.as_str(),
+            target.reason.as_deref(),
+            target.message.as_deref()
+        ),
+        ("True", Some("TerminationByKubelet"), Some(message))
+    );
+    // A second eviction of a finished pod changes nothing.
+    d.d.input(
+        Input::Evict {
+            message: "again".to_string(),
+            grace: 1,
+        },
+        d.now(),
+    );
+    assert_eq!(d.events("Evicted").len(), 1);
+}
+
+#[test]
 fn b5_back_off_message_names_the_pod() {
     let mut d = Driver::new(json!({"containers": [c("app", json!({}))]}));
     d.at(1.0);

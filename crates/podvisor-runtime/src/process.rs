@@ -27,6 +27,7 @@
 mod atomic_writer;
 mod class_record;
 mod container_logs;
+mod disk_usage;
 mod exec_stream;
 mod exits;
 mod oci_class;
@@ -1392,6 +1393,15 @@ impl Runtime for ProcessRuntime {
 
     fn remove_pod_logs(&self, uid: &str) {
         ProcessRuntime::remove_pod_logs(self, uid);
+    }
+
+    fn pod_disk_usage(&self, uid: &str) -> Option<crate::PodDiskUsage> {
+        let logs = self
+            .log_dirs()
+            .into_iter()
+            .find_map(|(owner, dir)| (owner == uid).then_some(dir));
+        let pod_dir = self.inner.state_dir.join("pods").join(uid);
+        disk_usage::pod_disk_usage(logs.as_deref(), &pod_dir)
     }
 }
 

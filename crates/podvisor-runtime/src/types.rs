@@ -491,6 +491,15 @@ pub trait Runtime: Send + Sync + 'static {
     /// The pods (by UID) that have container logs on this node.
     fn pods_with_logs(&self) -> Vec<String>;
 
+    /// What pod `uid` uses of the node's filesystem (CRI's pod sandbox stats: each container's
+    /// logs and writable layer, the pod's local volumes), for the eviction manager's
+    /// `nodefs` ranking and message. Blocking (it walks directories). A runtime that keeps
+    /// nothing on the node's filesystem answers `None`.
+    fn pod_disk_usage(&self, uid: &str) -> Option<PodDiskUsage> {
+        let _ = uid;
+        None
+    }
+
     /// The log files of the running container instances of every pod, for the container log
     /// manager ([`crate::logs::manager`]). A runtime without log files has none.
     fn running_container_logs(&self) -> impl Future<Output = Vec<ContainerLog>> + Send {
@@ -572,4 +581,14 @@ pub fn signal_number(name: &str) -> Option<i32> {
         "SYS" => 31,
         _ => return None,
     })
+}
+
+/// A pod's use of the node's filesystem ([`Runtime::pod_disk_usage`]), in bytes allocated.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PodDiskUsage {
+    /// Each container's logs and writable layer, by container name.
+    pub containers: std::collections::BTreeMap<String, u64>,
+    /// The pod's local volumes and its other files on the node's filesystem (`emptyDir`s,
+    /// `/etc/hosts`), the kubelet's `fsStatsLocalVolumeSource`.
+    pub volumes: u64,
 }

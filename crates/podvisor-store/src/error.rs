@@ -41,9 +41,28 @@ pub enum StoreError {
     /// The store file is another user's (refused before it is opened or narrowed).
     #[error(transparent)]
     NotOwned(#[from] crate::NotOwned),
-    /// The database failed (IO, an undecodable stored value).
+    /// The database failed (an undecodable stored value, a schema it does not know).
     #[error("database: {0}")]
     Db(String),
+    /// Reading or writing the database file failed (`No space left on device`, an I/O
+    /// error). The database library refuses every later transaction after one, so the store
+    /// closes the file and opens it again by itself (see [`crate::Store`]); until that
+    /// succeeds, reads and writes fail with this error, naming the first failure.
+    #[error(
+        "the store {p} failed {context}: {cause}; it reopens itself once the cause is gone{hint}",
+        p = .path.display(),
+        hint = if *.no_space { " (free space on its filesystem)" } else { "" }
+    )]
+    Io {
+        /// The database file.
+        path: std::path::PathBuf,
+        /// What was being done (`committing a write`).
+        context: &'static str,
+        /// The operating system's error.
+        cause: String,
+        /// The filesystem is full (`ENOSPC`, `EDQUOT`).
+        no_space: bool,
+    },
     /// The database file is damaged (truncated, overwritten, extended): it cannot be opened.
     #[error(
         "the store {p} is damaged ({detail}): restore it from a backup, or move it aside \
@@ -69,7 +88,29 @@ pub enum StoreError {
     },
 }
 
-/// Wraps a database error with what was being done, for `map_err`.
-pub(crate) fn db<E: std::fmt::Display>(context: &'static str) -> impl FnOnce(E) -> StoreError {
-    move |e| StoreError::Db(format!("{context}: {e}"))
+/// The `cause` of a [`StoreError::Io`] made of the library's "a previous I/O error occurred"
+/// before the store knew the first one.
+pub(crate) const EARLIER_IO: &str = "an earlier I/O error closed the database";
+
+/// Wraps a database error with what was being done, for `map_err`: an I/O failure (or the
+/// library's refusal after one) is [`StoreError::Io`], whose path the store fills in.
+pub(crate) fn db<E: Into<redb::Error>>(context: &'static str) -> impl FnOnce(E) -> StoreError {
+    move |e| match e.into() {
+        redb::Error::Io(io) => StoreError::Io {
+            path: std::path::PathBuf::new(),
+            context,
+            no_space: matches!(
+                io.kind(),
+                std::io::ErrorKind::StorageFull | std::io::ErrorKind::QuotaExceeded
+            ),
+            cause: io.to_string(),
+        },
+        redb::Error::PreviousIo | redb::Error::DatabaseClosed => StoreError::Io {
+            path: std::path::PathBuf::new(),
+            context,
+            no_space: false,
+            cause: EARLIER_IO.to_owned(),
+        },
+        e => StoreError::Db(format!("{context}: {e}")),
+    }
 }

@@ -3,18 +3,22 @@
 use crate::error::{Result, StoreError, db};
 use crate::key::{self, Key};
 use crate::object;
+mod reopen;
+
 use crate::watch::{EventType, Hub, Owed, Watch, WatchEvent, WatchFrom};
 use redb::{
     Database, DatabaseError, Durability, ReadableDatabase, ReadableTable, StorageError,
     TableDefinition,
 };
+use reopen::Failure;
 use serde_json::Value;
 use std::collections::VecDeque;
 use std::fmt;
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
+use std::time::Duration;
 
 /// Objects by encoded key (`kind/namespace/name`), as JSON bytes.
 const OBJECTS: TableDefinition<&str, &[u8]> = TableDefinition::new("objects");
@@ -44,6 +48,9 @@ pub struct StoreOptions {
     /// is [`StoreError::EmptyFile`] (a store truncated to nothing must not silently forget
     /// every pod it held).
     pub reset_empty: bool,
+    /// After an I/O failure (a full disk), the store tries to reopen its file at most this
+    /// often, on the next read, write or [`Store::check_writable`]. Default 1 s.
+    pub reopen_interval: Duration,
 }
 
 impl Default for StoreOptions {
@@ -54,6 +61,7 @@ impl Default for StoreOptions {
             watch_buffer: 1024,
             cache_bytes: 32 << 20,
             reset_empty: false,
+            reopen_interval: Duration::from_secs(1),
         }
     }
 }
@@ -84,7 +92,13 @@ pub struct Store {
 }
 
 struct Shared {
-    db: Database,
+    /// The open database; `None` while a reopen after an I/O failure has not succeeded.
+    /// Readers clone the `Arc` and use it without a lock; a reopen swaps it under the
+    /// writer lock.
+    db: RwLock<Option<Arc<Database>>>,
+    /// Set by an I/O failure, cleared by the reopen that follows it (see [`Failure`]).
+    failure: Mutex<Option<Failure>>,
+    options: StoreOptions,
     path: PathBuf,
     /// Held for the whole of each write (read, commit, publish) and while a watcher registers,
     /// which is what makes list + watch exact.
@@ -128,7 +142,9 @@ impl Store {
         let rv = guarded(path, || init(&database))?;
         Ok(Store {
             shared: Arc::new(Shared {
-                db: database,
+                db: RwLock::new(Some(Arc::new(database))),
+                failure: Mutex::new(None),
+                options,
                 path: path.to_path_buf(),
                 writer: Mutex::new(Hub::new(
                     rv,
@@ -171,16 +187,17 @@ impl Store {
     /// The object at `key`, if any.
     pub fn get(&self, key: &Key) -> Result<Option<Value>> {
         key.validate()?;
-        let txn = self
-            .shared
-            .db
-            .begin_read()
-            .map_err(db("beginning a read"))?;
-        let table = txn.open_table(OBJECTS).map_err(db("opening objects"))?;
-        let found = table
-            .get(key.encode().as_str())
-            .map_err(db("reading an object"))?;
-        found.map(|v| decode(key, v.value())).transpose()
+        self.checked(|| {
+            let txn = self
+                .reader()?
+                .begin_read()
+                .map_err(db("beginning a read"))?;
+            let table = txn.open_table(OBJECTS).map_err(db("opening objects"))?;
+            let found = table
+                .get(key.encode().as_str())
+                .map_err(db("reading an object"))?;
+            found.map(|v| decode(key, v.value())).transpose()
+        })
     }
 
     /// Every object of `kind` (in `namespace`, if given), sorted by (namespace, name), and the
@@ -209,9 +226,17 @@ impl Store {
         mut keep: impl FnMut(&Value) -> bool,
     ) -> Result<(Vec<Value>, u64)> {
         check_filter(kind, namespace)?;
+        self.checked(|| self.list_snapshot(kind, namespace, &mut keep))
+    }
+
+    fn list_snapshot(
+        &self,
+        kind: &str,
+        namespace: Option<&str>,
+        keep: &mut impl FnMut(&Value) -> bool,
+    ) -> Result<(Vec<Value>, u64)> {
         let txn = self
-            .shared
-            .db
+            .reader()?
             .begin_read()
             .map_err(db("beginning a read"))?;
         let meta = txn.open_table(META).map_err(db("opening meta"))?;
@@ -343,11 +368,18 @@ impl Store {
     /// through [`Txn::get`].
     pub fn transaction<T>(&self, f: impl FnOnce(&mut Txn) -> Result<T>) -> Result<T> {
         let mut hub = self.lock();
-        let mut txn = self
-            .shared
-            .db
-            .begin_write()
-            .map_err(db("beginning a write"))?;
+        let database = self.writer(&mut hub)?;
+        self.checked(|| Store::commit(&database, &mut hub, &self.shared.rv, f))
+    }
+
+    /// [`Store::transaction`] on `database`, under the writer lock.
+    fn commit<T>(
+        database: &Database,
+        hub: &mut Hub,
+        shared_rv: &AtomicU64,
+        f: impl FnOnce(&mut Txn) -> Result<T>,
+    ) -> Result<T> {
+        let mut txn = database.begin_write().map_err(db("beginning a write"))?;
         txn.set_durability(Durability::Immediate)
             .map_err(db("setting durability"))?;
         let rv = txn
@@ -385,7 +417,7 @@ impl Store {
             .insert(RV_KEY, rv)
             .map_err(db("writing the resourceVersion"))?;
         txn.commit().map_err(db("committing a write"))?;
-        self.shared.rv.store(rv, Ordering::Release);
+        shared_rv.store(rv, Ordering::Release);
         for (key, event, json) in written {
             hub.publish(key, event, json);
         }
@@ -471,7 +503,8 @@ impl Txn {
 
     /// One write: read the current object, let `decide` choose the outcome given the next
     /// resourceVersion, and put it in the transaction. An `Err` from `decide` writes nothing;
-    /// a failure of the database ([`StoreError::Db`]) also fails the transaction.
+    /// a failure of the database ([`StoreError::Db`], [`StoreError::Io`]) also fails the
+    /// transaction.
     fn write(
         &mut self,
         key: &Key,
@@ -482,7 +515,7 @@ impl Txn {
             return Err(e.clone());
         }
         let written = self.put(key, decide);
-        if let Err(e @ StoreError::Db(_)) = &written {
+        if let Err(e @ (StoreError::Db(_) | StoreError::Io { .. })) = &written {
             self.failed = Some(e.clone());
         }
         written

@@ -318,6 +318,8 @@ impl World {
             .arg(self.state())
             .args(["--listen", &listen])
             .args(self.drain.then_some("--drain-on-exit"))
+            // The host's own disk level must not evict the benchmark's pods.
+            .arg("--eviction-hard=")
             .args(&self.serve_args)
             .stdin(Stdio::null())
             .stdout(Stdio::null())

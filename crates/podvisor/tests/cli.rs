@@ -41,6 +41,8 @@ impl Session {
             .arg("--state-dir")
             .arg(ctx.path("state"))
             .args(["--listen", "127.0.0.1:0", "--drain-on-exit"])
+            // The host's own disk level must not evict this test's pods.
+            .arg("--eviction-hard=")
             .env(MARKER_ENV, &ctx.marker)
             .stdin(Stdio::null())
             .stdout(Stdio::null())

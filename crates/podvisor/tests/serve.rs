@@ -93,6 +93,8 @@ impl World {
             .arg("--state-dir")
             .arg(self.state())
             .args(["--backoff", "reduced"])
+            // The host's own disk level must not evict this test's pods.
+            .arg("--eviction-hard=")
             .args(if extra.contains(&"--listen") {
                 &[][..]
             } else {

@@ -192,7 +192,9 @@ impl Session {
             .arg("serve")
             .arg("--state-dir")
             .arg(ctx.path("state"))
-            .args(["--listen", "127.0.0.1:0"]);
+            .args(["--listen", "127.0.0.1:0"])
+            // The host's own disk level must not evict this test's pods.
+            .arg("--eviction-hard=");
         if drain {
             serve.arg("--drain-on-exit");
         }

@@ -24,7 +24,16 @@ use serde_json::{Value, json};
 pub struct Recorder {
     host: String,
     correlator: EventCorrelator,
+    /// Events the store could not take (a full disk), oldest first, each with its tries:
+    /// written again by [`Recorder::retry`], as client-go's recorder tries an event up to
+    /// [`MAX_TRIES_PER_EVENT`] times.
+    pending: std::collections::VecDeque<(Value, Timestamp, Occurrences, u32)>,
 }
+
+/// client-go's `maxTriesPerEvent`.
+pub const MAX_TRIES_PER_EVENT: u32 = 12;
+/// At most this many events wait for the store per pod; older ones are dropped.
+const MAX_PENDING: usize = 100;
 
 impl Recorder {
     /// A recorder for the kubelet of node `host`.
@@ -33,6 +42,27 @@ impl Recorder {
         Recorder {
             host: host.to_owned(),
             correlator: EventCorrelator::new(),
+            pending: std::collections::VecDeque::new(),
+        }
+    }
+
+    /// Whether events wait for the store to take writes again.
+    #[must_use]
+    pub fn has_pending(&self) -> bool {
+        !self.pending.is_empty()
+    }
+
+    /// Writes the events the store could not take, oldest first, until one fails again; an
+    /// event that failed [`MAX_TRIES_PER_EVENT`] times is dropped.
+    pub fn retry(&mut self, store: &Store) {
+        while let Some((fresh, now, seen, tries)) = self.pending.pop_front() {
+            match write_event(store, fresh.clone(), now, seen) {
+                Err(StoreError::Io { .. }) if tries + 1 < MAX_TRIES_PER_EVENT => {
+                    self.pending.push_front((fresh, now, seen, tries + 1));
+                    return;
+                }
+                _ => {}
+            }
         }
     }
 
@@ -57,7 +87,28 @@ impl Recorder {
         let Some(seen) = self.correlator.correlate(&mut fresh, now) else {
             return Ok(None);
         };
-        write_event(store, fresh, now, seen).map(Some)
+        if self.has_pending() {
+            // Behind events that wait: keep their order.
+            self.retry(store);
+        }
+        if self.has_pending() {
+            self.keep(fresh, now, seen);
+            return Ok(None);
+        }
+        match write_event(store, fresh.clone(), now, seen) {
+            Err(e @ StoreError::Io { .. }) => {
+                self.keep(fresh, now, seen);
+                Err(e)
+            }
+            other => other.map(Some),
+        }
+    }
+
+    fn keep(&mut self, fresh: Value, now: Timestamp, seen: Occurrences) {
+        if self.pending.len() == MAX_PENDING {
+            self.pending.pop_front();
+        }
+        self.pending.push_back((fresh, now, seen, 1));
     }
 }
 

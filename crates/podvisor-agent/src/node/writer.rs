@@ -36,7 +36,14 @@ pub(crate) struct Writer {
     pub(crate) finished: mpsc::UnboundedSender<Finished>,
     /// The node's record of status transitions, and the clock that stamps them.
     pub(crate) history: Option<(Arc<HistoryStore>, Arc<dyn Clock>)>,
+    /// The newest status, when writing it failed in the store (a full disk): written again
+    /// every [`STATUS_RETRY`] until it is, as the kubelet's status manager re-syncs a pod
+    /// whose status the API server does not have.
+    pub(crate) unwritten: Option<Box<Pod>>,
 }
+
+/// How often a status the store could not take is written again.
+pub(crate) const STATUS_RETRY: std::time::Duration = std::time::Duration::from_secs(1);
 
 impl Writer {
     /// Runs until the pod worker has finished, or until `stop` fires (agent shutdown: the
@@ -53,6 +60,10 @@ impl Writer {
                     }
                     self.apply(rest).await;
                     return;
+                }
+                () = tokio::time::sleep(STATUS_RETRY), if self.behind() => {
+                    self.retry().await;
+                    continue;
                 }
             };
             let Some(first) = first else {
@@ -71,6 +82,13 @@ impl Writer {
                 batch.push(update);
             }
             if let Some(last) = self.apply(batch).await {
+                // The final status must reach the store before the pod's end is reported.
+                while self.behind() {
+                    tokio::select! {
+                        () = tokio::time::sleep(STATUS_RETRY) => self.retry().await,
+                        _ = &mut stop => return,
+                    }
+                }
                 let removed = self.remove_if_deleted(&last).await;
                 self.finish(removed);
                 return;
@@ -153,7 +171,8 @@ impl Writer {
             .unwrap_or_else(|| Recorder::new(&self.host));
         let recorded = tokio::task::spawn_blocking(move || {
             for e in events {
-                // The kubelet's recorder drops an event it cannot write, after logging it.
+                // An event the store cannot take for now (a full disk) is kept by the recorder
+                // and written again; any other failure drops it, after logging it.
                 if let Err(err) = recorder.record(&store, &pod, &e.event, e.time) {
                     warning!(
                         "recording event {} of pod {}: {err}",
@@ -168,21 +187,56 @@ impl Writer {
         self.recorder = recorded.ok();
     }
 
+    /// Whether a status or events wait for the store to take writes again.
+    fn behind(&self) -> bool {
+        self.unwritten.is_some() || self.recorder.as_ref().is_some_and(Recorder::has_pending)
+    }
+
+    /// Writes the status that failed to be written (unless a newer one came meanwhile), then
+    /// the events that did.
+    async fn retry(&mut self) {
+        if let Some(pod) = self.unwritten.take() {
+            self.write_status(*pod, None::<fn()>).await;
+        }
+        if self.unwritten.is_none()
+            && let Some(mut recorder) = self.recorder.take()
+        {
+            let store = self.store.clone();
+            let retried = tokio::task::spawn_blocking(move || {
+                recorder.retry(&store);
+                recorder
+            })
+            .await;
+            self.recorder = retried.ok();
+        }
+    }
+
     /// Writes `pod.status` into the stored object of the same UID, if there still is one;
-    /// `history` (the batch's history records) runs first, on the same blocking thread.
-    async fn write_status(&self, pod: Pod, history: Option<impl FnOnce() + Send + 'static>) {
+    /// `history` (the batch's history records) runs first, on the same blocking thread. A
+    /// status the store could not take ([`StoreError::Io`]) is kept for a retry.
+    async fn write_status(&mut self, pod: Pod, history: Option<impl FnOnce() + Send + 'static>) {
         let store = self.store.clone();
         let key = self.key.clone();
         let uid = self.uid.clone();
+        let status = pod.status.clone().unwrap_or_default();
         let result = tokio::task::spawn_blocking(move || {
             if let Some(history) = history {
                 history();
             }
-            write_pod_status(&store, &key, &uid, &pod.status.unwrap_or_default())
+            write_pod_status(&store, &key, &uid, &status)
         })
         .await;
+        self.unwritten = None;
         match result {
             Ok(Ok(_)) => {}
+            Ok(Err(e @ StoreError::Io { .. })) => {
+                warning!(
+                    "pod {}/{}: writing the status: {e}; it is written again every {STATUS_RETRY:?}",
+                    self.key.namespace,
+                    self.key.name
+                );
+                self.unwritten = Some(Box::new(pod));
+            }
             // Deleted (forced) or replaced by another pod of the same name: never resurrect.
             Ok(Err(StoreError::NotFound(_) | StoreError::Conflict { .. })) => debug!(
                 "pod {}/{} ({}): status not written, the object is gone",

@@ -7,6 +7,7 @@
 //! regenerates the pod status, queueing [`Action::PublishStatus`] when it changed.
 
 mod compute;
+mod evict;
 mod probing;
 mod recover;
 mod resize;
@@ -917,6 +918,12 @@ impl PodMachine {
 
     /// Switches the pod worker to terminating with the T1 grace period (or shortens it).
     fn begin_termination(&mut self, now: Timestamp) {
+        self.begin_termination_within(None, now);
+    }
+
+    /// [`PodMachine::begin_termination`] with an internal override (an eviction's), used
+    /// when smaller than the grace period otherwise chosen.
+    fn begin_termination_within(&mut self, override_grace: Option<i64>, now: Timestamp) {
         let mut chosen = match self.worker {
             Worker::Terminated => return,
             Worker::Terminating { grace } => Some(grace),
@@ -926,6 +933,11 @@ impl PodMachine {
             && chosen.is_none_or(|c| d < c)
         {
             chosen = Some(d);
+        }
+        if let Some(o) = override_grace
+            && chosen.is_none_or(|c| o < c)
+        {
+            chosen = Some(o);
         }
         let grace = chosen
             .unwrap_or_else(|| self.spec().termination_grace_period_seconds.unwrap_or(30))

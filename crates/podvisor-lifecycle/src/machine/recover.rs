@@ -214,9 +214,11 @@ impl PodMachine {
                 }
             }
         }
-        if status.reason.as_deref() == Some("DeadlineExceeded") {
+        if let Some(reason @ ("DeadlineExceeded" | super::evict::EVICTED)) =
+            status.reason.as_deref()
+        {
             m.evicted = Some((
-                "DeadlineExceeded".to_string(),
+                reason.to_string(),
                 status.message.clone().unwrap_or_default(),
             ));
         }

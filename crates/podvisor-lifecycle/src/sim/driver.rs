@@ -147,6 +147,13 @@ pub enum Input {
         /// `gracePeriodSeconds`.
         grace: Option<i64>,
     },
+    /// The node evicts the pod (`handle_evict`).
+    Evict {
+        /// The eviction manager's message.
+        message: String,
+        /// The grace-period override.
+        grace: i64,
+    },
     /// A new pod object (spec update).
     SpecUpdate(Box<Pod>),
     /// Conditions written by another client (readiness gates).
@@ -519,6 +526,7 @@ impl<R: FakeRuntime> Driver<R> {
             } => m.handle_probe_result(&name, id, kind, outcome, now),
             Input::Hook { id, hook, result } => m.handle_hook_result(id, hook, result, now),
             Input::Delete { grace } => m.handle_delete(grace, now),
+            Input::Evict { message, grace } => m.handle_evict(message, grace, now),
             Input::SpecUpdate(pod) => m.handle_spec_update(*pod, now),
             Input::Conditions(conditions) => m.handle_conditions_update(conditions, now),
             Input::ResourcesUpdated { id, resources } => {
@@ -579,6 +587,7 @@ impl<R: FakeRuntime> Driver<R> {
             }
             Input::Timeout
             | Input::Delete { .. }
+            | Input::Evict { .. }
             | Input::SpecUpdate(_)
             | Input::Conditions(_)
             | Input::ResourcesUpdated { .. }

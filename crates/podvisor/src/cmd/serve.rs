@@ -99,6 +99,43 @@ pub struct Args {
     /// kubelet's `--sync-frequency`).
     #[arg(long, default_value = "1m")]
     pub sync_frequency: String,
+    /// The hard eviction threshold, as the kubelet's `--eviction-hard`; podvisor's node
+    /// evicts for the state directory's filesystem only: `nodefs.available<10%` (a
+    /// percentage of its size, or a quantity such as `1Gi`); empty: none (no eviction, no
+    /// `DiskPressure`).
+    #[arg(long, default_value = podvisor_agent::eviction::DEFAULT_EVICTION_HARD)]
+    pub eviction_hard: String,
+    /// How long `DiskPressure` stays True after the threshold was last met (the kubelet's
+    /// `--eviction-pressure-transition-period`).
+    #[arg(long, default_value = "5m")]
+    pub eviction_pressure_transition_period: String,
+    /// How often the eviction manager measures and decides (the kubelet's fixed 10s).
+    #[arg(long, default_value = "10s")]
+    pub eviction_monitoring_interval: String,
+}
+
+/// The eviction manager of `args` for `state_dir`, publishing `DiskPressure` to `pressure`.
+fn eviction(
+    args: &Args,
+    state_dir: &Path,
+    pressure: tokio::sync::watch::Sender<bool>,
+) -> anyhow::Result<Option<podvisor_agent::node::EvictionConfig>> {
+    // `--eviction-hard=`: no hard threshold, as the kubelet's empty map (no DiskPressure).
+    if args.eviction_hard.trim().is_empty() {
+        return Ok(None);
+    }
+    let mut config = podvisor_agent::node::EvictionConfig::new(state_dir.to_path_buf(), pressure);
+    config.threshold = podvisor_agent::eviction::parse_eviction_hard(&args.eviction_hard)
+        .map_err(|e| anyhow::anyhow!("--eviction-hard: {e}"))?;
+    config.pressure_transition_period =
+        parse_duration(&args.eviction_pressure_transition_period)
+            .map_err(|e| anyhow::anyhow!("--eviction-pressure-transition-period: {e}"))?;
+    config.monitoring_interval = parse_duration(&args.eviction_monitoring_interval)
+        .map_err(|e| anyhow::anyhow!("--eviction-monitoring-interval: {e}"))?;
+    if config.monitoring_interval.is_zero() {
+        bail!("--eviction-monitoring-interval must be positive");
+    }
+    Ok(Some(config))
 }
 
 /// The image garbage collection of `args`, checked as the kubelet checks its configuration
@@ -234,6 +271,7 @@ async fn serve(
             .with_volume_sync_period(sync_frequency)
             .with_history(Arc::clone(&history)),
     );
+    let (pressure_tx, pressure_rx) = tokio::sync::watch::channel(false);
     let mut node = Node::start(
         agent,
         store.clone(),
@@ -242,18 +280,22 @@ async fn serve(
             manifests: args.manifests.clone(),
             manifest_poll: MANIFEST_POLL,
             image_gc: image_gc(args)?,
+            eviction: eviction(args, state_dir, pressure_tx)?,
         },
     );
-    // The node's Node object and its Lease in `kube-node-lease`, as the kubelet keeps them.
+    // The node's Node object and its Lease in `kube-node-lease`, as the kubelet keeps them;
+    // `DiskPressure` is the eviction manager's.
+    let mut node_status = podvisor_agent::node_status::NodeStatusConfig::new(
+        node_name.clone(),
+        state_dir.to_path_buf(),
+        i32::from(server.local_addr().port()),
+    );
+    node_status.disk_pressure = Some(pressure_rx);
     // The kubelet's container log manager: rotation of the running containers' logs.
     let log_manager = args.container_logs.spawn(Arc::clone(&runtime))?;
     let node_objects = tokio::spawn(podvisor_agent::node_status::run(
         Arc::new(store.clone()),
-        podvisor_agent::node_status::NodeStatusConfig::new(
-            node_name.clone(),
-            state_dir.to_path_buf(),
-            i32::from(server.local_addr().port()),
-        ),
+        node_status,
     ));
     // `pods/exec` reaches the pod workers through the node.
     let server = server

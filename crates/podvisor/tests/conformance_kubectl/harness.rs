@@ -61,7 +61,9 @@ impl Server {
             .arg("serve")
             .arg("--state-dir")
             .arg(dir.join("state"))
-            .args(["--listen", "127.0.0.1:0", "--drain-on-exit"]);
+            .args(["--listen", "127.0.0.1:0", "--drain-on-exit"])
+            // The host's own disk level must not evict the scenarios' pods.
+            .arg("--eviction-hard=");
         let registry = match runtime {
             Runtime::Process => None,
             Runtime::Oci => {

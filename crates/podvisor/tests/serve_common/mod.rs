@@ -101,6 +101,12 @@ impl ServeCtx {
             .arg("--state-dir")
             .arg(self.state())
             .args(["--listen", "127.0.0.1:0"])
+            // The host's own disk level must not evict this test's pods: no hard eviction
+            // threshold unless the test sets one.
+            .args(
+                (!args.iter().any(|a| a.starts_with("--eviction-hard")))
+                    .then_some("--eviction-hard="),
+            )
             .args(args)
             .env("RUST_BACKTRACE", "1")
             .envs(self.envs.iter().map(|(k, v)| (k, v)))
