@@ -407,6 +407,21 @@ impl World {
             .map(str::to_owned)
     }
 
+    /// Waits for [`World::serving_line`] (`serve` writes it once it has recovered its pods).
+    async fn wait_serving_line(&mut self) -> Result<String> {
+        let deadline = Instant::now() + DEADLINE;
+        loop {
+            if let Some(line) = self.serving_line() {
+                return Ok(line);
+            }
+            self.check_alive()?;
+            if Instant::now() > deadline {
+                bail!("no 'serving' line:\n{}", self.last_log());
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+
     /// SIGTERM (drain), then SIGKILL for whatever is left, cgroups and the directory removed.
     fn cleanup(&mut self) {
         if self.cleaned {
@@ -980,17 +995,7 @@ async fn run(world: &mut World, opts: &Options, results: &mut Results) -> Result
         to_get.push(get);
         to_kubeconfig.push(kubeconfig);
         // serve's own account, then a look at the pods once it has recovered them.
-        let deadline = Instant::now() + DEADLINE;
-        let line = loop {
-            if let Some(line) = world.serving_line() {
-                break line;
-            }
-            world.check_alive()?;
-            if Instant::now() > deadline {
-                bail!("no 'serving' line:\n{}", world.last_log());
-            }
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        };
+        let line = world.wait_serving_line().await?;
         results.serve_says.push((
             number_before(&line, " ms (pods").unwrap_or(0),
             number_before(&line, " ms)").unwrap_or(0),

@@ -10,8 +10,8 @@
 //!    [`CHURN_WATCHERS`] watchers opened and closed.
 
 use super::{
-    Conn, DEADLINE, Method, PODS, Results, StatusCode, World, count, memory_kib, pod_facts,
-    pod_manifest, progress, spawn_watch, wait_pod_count, wait_serving, wait_started,
+    Conn, Method, PODS, Results, StatusCode, World, count, memory_kib, pod_facts, pod_manifest,
+    progress, spawn_watch, wait_pod_count, wait_serving, wait_started,
 };
 use crate::src::client::{Client, Kubeconfig};
 use anyhow::{Context, Result, bail};
@@ -115,17 +115,7 @@ pub(super) async fn stop(
     world.drain = true;
     let spawned = world.spawn()?;
     wait_serving(world, &client, spawned).await?;
-    let deadline = Instant::now() + DEADLINE;
-    let line = loop {
-        if let Some(line) = world.serving_line() {
-            break line;
-        }
-        world.check_alive()?;
-        if Instant::now() > deadline {
-            bail!("no 'serving' line:\n{}", world.last_log());
-        }
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    };
+    let line = world.wait_serving_line().await?;
     if !line.contains(&format!("pods: {} recovered, 0 started", before.len())) {
         results
             .stop
