@@ -1450,11 +1450,12 @@ fn print_summary(r: &Results, started: jiff::Timestamp, load: &str) {
                 stop::CHURN_WATCHERS
             ),
             format!(
-                "{:.1} / {:.1} / {:.1} / {:.1}",
+                "{:.1} / {:.1} / {:.1} / {:.1} (peak {:.1})",
                 stop::mib(before),
                 stop::mib(with),
                 stop::mib(after),
-                stop::mib(watched)
+                stop::mib(watched),
+                stop::mib(r.stop.peak)
             ),
             "after ≤ before + 10 %".into(),
             verdict(after * 10 <= before * 11).into(),

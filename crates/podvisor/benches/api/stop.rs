@@ -39,6 +39,8 @@ pub(super) struct StopResults {
     pub(super) problems: Vec<String>,
     /// VmRSS in KiB: before the large pod, with it, after its deletion, after the watchers.
     pub(super) rss: Option<[u64; 4]>,
+    /// `serve`'s peak VmRSS (VmHWM) in KiB by the end of the large pod's deletion.
+    pub(super) peak: u64,
     /// The large pod's JSON size.
     pub(super) big_bytes: usize,
 }
@@ -202,6 +204,16 @@ pub(super) async fn memory(
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
     let with = memory_kib(pid)?.0;
+    let uid = {
+        let (_, body) = conn
+            .request(Method::GET, &format!("{PODS}/big"), None)
+            .await?;
+        let pod: Value = serde_json::from_slice(&body)?;
+        pod["metadata"]["uid"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned()
+    };
     let (status, body) = conn
         .request(
             Method::DELETE,
@@ -216,8 +228,15 @@ pub(super) async fn memory(
         );
     }
     wait_pod_count(&mut conn, keep).await?;
-    tokio::time::sleep(Duration::from_secs(2)).await;
-    let after = memory_kib(pid)?.0;
+    // The object goes at once (grace 0); the node's worker ends once every container has
+    // been killed and the sandbox removed (its directory goes last), then a trim follows.
+    let marker = world.state().display().to_string();
+    super::wait_no_processes(&marker, &uid).await?;
+    super::wait_gone(&world.state().join("pods").join(&uid)).await?;
+    // The status writer may still be writing the pod's last statuses; the trim follows its end.
+    tokio::time::sleep(Duration::from_secs(8)).await;
+    let (after, peak) = memory_kib(pid)?;
+    results.stop.peak = peak;
     let mut watchers = Vec::new();
     for _ in 0..CHURN_WATCHERS {
         watchers.push(spawn_watch(
