@@ -962,15 +962,7 @@ async fn run(world: &mut World, opts: &Options, results: &mut Results) -> Result
     let mut names = Vec::new();
     for i in 0..opts.keep {
         let name = format!("keep-{i:02}");
-        let (status, body) = conn
-            .request(Method::POST, PODS, Some(&pod_manifest(&name)))
-            .await?;
-        if status != StatusCode::CREATED {
-            bail!(
-                "creating {name}: {status}: {}",
-                String::from_utf8_lossy(&body)
-            );
-        }
+        create(&mut conn, &name, &pod_manifest(&name)).await?;
         names.push(name);
     }
     for name in &names {
@@ -1134,6 +1126,18 @@ async fn churn(
         }
     }
     Ok(())
+}
+
+/// POSTs a pod; fails unless it was created (201).
+async fn create(conn: &mut Conn, name: &str, manifest: &Value) -> Result<Bytes> {
+    let (status, body) = conn.request(Method::POST, PODS, Some(manifest)).await?;
+    if status != StatusCode::CREATED {
+        bail!(
+            "creating {name}: {status}: {}",
+            String::from_utf8_lossy(&body)
+        );
+    }
+    Ok(body)
 }
 
 /// How many objects a collection holds (one item and `remainingItemCount`).

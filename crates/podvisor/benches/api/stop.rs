@@ -10,8 +10,8 @@
 //!    [`CHURN_WATCHERS`] watchers opened and closed.
 
 use super::{
-    Conn, Method, PODS, Results, StatusCode, World, count, memory_kib, pod_facts, pod_manifest,
-    progress, spawn_watch, wait_pod_count, wait_serving, wait_started,
+    Conn, Method, PODS, Results, World, count, memory_kib, pod_facts, pod_manifest, progress,
+    spawn_watch, wait_pod_count, wait_serving, wait_started,
 };
 use crate::src::client::{Client, Kubeconfig};
 use anyhow::{Context, Result, bail};
@@ -76,15 +76,7 @@ pub(super) async fn stop(
     let mut names = Vec::new();
     for i in have..pods {
         let name = format!("stop-{i:03}");
-        let (status, body) = conn
-            .request(Method::POST, PODS, Some(&pod_manifest(&name)))
-            .await?;
-        if status != StatusCode::CREATED {
-            bail!(
-                "creating {name}: {status}: {}",
-                String::from_utf8_lossy(&body)
-            );
-        }
+        super::create(&mut conn, &name, &pod_manifest(&name)).await?;
         names.push(name);
     }
     let mut early = BTreeMap::new();
@@ -178,13 +170,7 @@ pub(super) async fn memory(
     let before = memory_kib(pid)?.0;
     let pod = big_pod("big", BIG_CONTAINERS);
     results.stop.big_bytes = serde_json::to_vec(&pod)?.len();
-    let (status, body) = conn.request(Method::POST, PODS, Some(&pod)).await?;
-    if status != StatusCode::CREATED {
-        bail!(
-            "creating the large pod: {status}: {}",
-            String::from_utf8_lossy(&body)
-        );
-    }
+    super::create(&mut conn, "big", &pod).await?;
     // Until every container has started (or a minute has passed: the machine has 2 cores).
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
