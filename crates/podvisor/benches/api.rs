@@ -1454,12 +1454,14 @@ fn print_summary(r: &Results, started: jiff::Timestamp, load: &str) {
                 stop::CHURN_WATCHERS
             ),
             format!(
-                "{:.1} / {:.1} / {:.1} / {:.1} (peak {:.1})",
+                "{:.1} / {:.1} / {:.1} / {:.1} (peak {:.1}; after read {} after the pod's \
+                 directory went)",
                 stop::mib(before),
                 stop::mib(with),
                 stop::mib(after),
                 stop::mib(watched),
-                stop::mib(r.stop.peak)
+                stop::mib(r.stop.peak),
+                r.stop.settled.map_or_else(|| "-".to_owned(), ms)
             ),
             "after ≤ before + 10 %".into(),
             verdict(after * 10 <= before * 11).into(),

@@ -41,6 +41,8 @@ pub(super) struct StopResults {
     pub(super) rss: Option<[u64; 4]>,
     /// `serve`'s peak VmRSS (VmHWM) in KiB by the end of the large pod's deletion.
     pub(super) peak: u64,
+    /// From the large pod's directory gone to its memory given back (or a minute).
+    pub(super) settled: Option<Duration>,
     /// The large pod's JSON size.
     pub(super) big_bytes: usize,
 }
@@ -219,10 +221,19 @@ pub(super) async fn memory(
     let marker = world.state().display().to_string();
     super::wait_no_processes(&marker, &uid).await?;
     super::wait_gone(&world.state().join("pods").join(&uid)).await?;
-    // The status writer may still be writing the pod's last statuses; the trim follows its end.
-    tokio::time::sleep(Duration::from_secs(8)).await;
-    let (after, peak) = memory_kib(pid)?;
+    // The status writer may still be writing the pod's last statuses (its directory goes
+    // first), and the trim follows the worker's end: wait up to a minute for the memory to
+    // come back to within 10 % of where it was.
+    let gone = Instant::now();
+    let (after, peak) = loop {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let (rss, peak) = memory_kib(pid)?;
+        if rss * 10 <= before * 11 || gone.elapsed() > Duration::from_secs(60) {
+            break (rss, peak);
+        }
+    };
     results.stop.peak = peak;
+    results.stop.settled = Some(gone.elapsed());
     let mut watchers = Vec::new();
     for _ in 0..CHURN_WATCHERS {
         watchers.push(spawn_watch(
