@@ -75,11 +75,11 @@ fn kubectl_logs_reads_the_cri_files() {
     );
 }
 
-#[test]
-fn kubectl_logs_follow_ends_when_the_container_terminates() {
-    let s = TestServer::start();
+/// Pod `web` with `app` running and one line logged (`one`), and `kubectl logs -f web`
+/// following it: the pod's uid and the follower.
+fn follow_a_running_web(s: &TestServer) -> (String, std::process::Child) {
     s.create(&pod_yaml("web"));
-    let uid = uid_of(&s, "web");
+    let uid = uid_of(s, "web");
     s.write_log(
         "default",
         "web",
@@ -103,6 +103,13 @@ fn kubectl_logs_follow_ends_when_the_container_terminates() {
         .spawn()
         .unwrap();
     std::thread::sleep(Duration::from_millis(500));
+    (uid, follower)
+}
+
+#[test]
+fn kubectl_logs_follow_ends_when_the_container_terminates() {
+    let s = TestServer::start();
+    let (uid, follower) = follow_a_running_web(&s);
     let path = s
         .log_root
         .join(format!("default_web_{uid}"))
@@ -133,31 +140,7 @@ fn kubectl_logs_follow_ends_when_the_container_terminates() {
 #[test]
 fn kubectl_logs_follow_goes_on_across_a_rotation() {
     let s = TestServer::start();
-    s.create(&pod_yaml("web"));
-    let uid = uid_of(&s, "web");
-    s.write_log(
-        "default",
-        "web",
-        &uid,
-        "app",
-        0,
-        "2025-01-01T00:00:00Z stdout F one\n",
-    );
-    s.patch_status(
-        "web",
-        &app_status(
-            0,
-            json!({"running": {"startedAt": "2025-01-01T00:00:00Z"}}),
-            json!({}),
-        ),
-    );
-    let follower = s
-        .kubectl_command(&["logs", "-f", "web"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    std::thread::sleep(Duration::from_millis(500));
+    let (uid, follower) = follow_a_running_web(&s);
     let dir = s.log_root.join(format!("default_web_{uid}")).join("app");
     let append = |path: &std::path::Path, text: &str| {
         use std::io::Write;

@@ -1926,7 +1926,7 @@ fn m1_active_deadline_terminates_like_a_deletion() {
 }
 
 #[test]
-fn eviction_kills_with_the_override_and_fails_the_pod_as_evicted_with_a_disruption_target() {
+fn t1_d8_eviction_kills_with_the_override_and_fails_the_pod_as_evicted_with_a_disruption_target() {
     // The kubelet's eviction manager: `TerminatePodAbnormallyAndWait` with grace 1 s
     // (hard threshold), phase Failed, reason Evicted, the DisruptionTarget condition and a
     // Warning Evicted event on the pod.

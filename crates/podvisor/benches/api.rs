@@ -919,19 +919,7 @@ async fn run(world: &mut World, opts: &Options, results: &mut Results) -> Result
             .as_str()
             .unwrap_or_default()
             .to_owned();
-        let (status, body) = conn
-            .request(
-                Method::DELETE,
-                &format!("{PODS}/{name}?gracePeriodSeconds=0"),
-                None,
-            )
-            .await?;
-        if !status.is_success() {
-            bail!(
-                "deleting {name}: {status}: {}",
-                String::from_utf8_lossy(&body)
-            );
-        }
+        delete_now(&mut conn, &name).await?;
         if i == 0 {
             let carriers = marked_processes(&marker, MarkerIn::Cmdline)
                 .iter()
@@ -1097,19 +1085,7 @@ async fn churn(
                 );
             }
         }
-        let (status, body) = conn
-            .request(
-                Method::DELETE,
-                &format!("{PODS}/{name}?gracePeriodSeconds=0"),
-                None,
-            )
-            .await?;
-        if !status.is_success() {
-            bail!(
-                "deleting {name}: {status}: {}",
-                String::from_utf8_lossy(&body)
-            );
-        }
+        delete_now(&mut conn, &name).await?;
         if (i + 1) % step == 0 || i + 1 == rounds {
             wait_pod_count(&mut conn, keep).await?;
             world.check_alive()?;
@@ -1138,6 +1114,24 @@ async fn create(conn: &mut Conn, name: &str, manifest: &Value) -> Result<Bytes> 
         );
     }
     Ok(body)
+}
+
+/// DELETEs a pod with `gracePeriodSeconds=0`; fails unless the server took it.
+async fn delete_now(conn: &mut Conn, name: &str) -> Result<()> {
+    let (status, body) = conn
+        .request(
+            Method::DELETE,
+            &format!("{PODS}/{name}?gracePeriodSeconds=0"),
+            None,
+        )
+        .await?;
+    if !status.is_success() {
+        bail!(
+            "deleting {name}: {status}: {}",
+            String::from_utf8_lossy(&body)
+        );
+    }
+    Ok(())
 }
 
 /// How many objects a collection holds (one item and `remainingItemCount`).

@@ -14,7 +14,7 @@ use super::{
     spawn_watch, wait_pod_count, wait_serving, wait_started,
 };
 use crate::src::client::{Client, Kubeconfig};
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result};
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -202,19 +202,7 @@ pub(super) async fn memory(
             .unwrap_or_default()
             .to_owned()
     };
-    let (status, body) = conn
-        .request(
-            Method::DELETE,
-            &format!("{PODS}/big?gracePeriodSeconds=0"),
-            None,
-        )
-        .await?;
-    if !status.is_success() {
-        bail!(
-            "deleting the large pod: {status}: {}",
-            String::from_utf8_lossy(&body)
-        );
-    }
+    super::delete_now(&mut conn, "big").await?;
     wait_pod_count(&mut conn, keep).await?;
     // The object goes at once (grace 0); the node's worker ends once every container has
     // been killed and the sandbox removed (its directory goes last), then a trim follows.
