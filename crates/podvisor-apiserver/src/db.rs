@@ -67,10 +67,57 @@ pub(crate) const LEASES: Resource = Resource {
     namespaced: true,
 };
 
+/// `roles` (`rbac.authorization.k8s.io/v1`).
+#[allow(dead_code)] // until the registry serves it (issue 31)
+pub(crate) const ROLES: Resource = Resource {
+    kind: "Role",
+    plural: "roles",
+    namespaced: true,
+};
+/// `clusterroles` (`rbac.authorization.k8s.io/v1`).
+#[allow(dead_code)] // until the registry serves it (issue 31)
+pub(crate) const CLUSTERROLES: Resource = Resource {
+    kind: "ClusterRole",
+    plural: "clusterroles",
+    namespaced: false,
+};
+/// `rolebindings` (`rbac.authorization.k8s.io/v1`).
+#[allow(dead_code)] // until the registry serves it (issue 31)
+pub(crate) const ROLEBINDINGS: Resource = Resource {
+    kind: "RoleBinding",
+    plural: "rolebindings",
+    namespaced: true,
+};
+/// `clusterrolebindings` (`rbac.authorization.k8s.io/v1`).
+#[allow(dead_code)] // until the registry serves it (issue 31)
+pub(crate) const CLUSTERROLEBINDINGS: Resource = Resource {
+    kind: "ClusterRoleBinding",
+    plural: "clusterrolebindings",
+    namespaced: false,
+};
+/// `services`.
+#[allow(dead_code)] // until the registry serves it (issue 31)
+pub(crate) const SERVICES: Resource = Resource {
+    kind: "Service",
+    plural: "services",
+    namespaced: true,
+};
+/// `endpointslices` (`discovery.k8s.io/v1`).
+#[allow(dead_code)] // until the registry serves it (issue 31)
+pub(crate) const ENDPOINTSLICES: Resource = Resource {
+    kind: "EndpointSlice",
+    plural: "endpointslices",
+    namespaced: true,
+};
+
 /// The `apiVersion` of a resource's objects and lists.
 pub(crate) fn api_version(res: Resource) -> &'static str {
     match res.kind {
         "Lease" => "coordination.k8s.io/v1",
+        "Role" | "ClusterRole" | "RoleBinding" | "ClusterRoleBinding" => {
+            "rbac.authorization.k8s.io/v1"
+        }
+        "EndpointSlice" => "discovery.k8s.io/v1",
         _ => "v1",
     }
 }
