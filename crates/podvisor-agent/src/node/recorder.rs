@@ -28,6 +28,37 @@ pub struct Recorder {
     /// written again by [`Recorder::retry`], as client-go's recorder tries an event up to
     /// [`MAX_TRIES_PER_EVENT`] times.
     pending: std::collections::VecDeque<(Value, Timestamp, Occurrences, u32)>,
+    /// The name of the stored Event of each event key written (client-go's `eventCache`, an
+    /// LRU of the event's name by its key): a repeat bumps that Event, a new key gets a new
+    /// name made of the time.
+    names: Names,
+}
+
+/// Event names by key hash, the oldest forgotten past [`MAX_NAMES`].
+#[derive(Debug, Default)]
+struct Names {
+    by_key: std::collections::HashMap<u64, String>,
+    order: std::collections::VecDeque<u64>,
+}
+
+/// How many event keys a pod's recorder remembers the name of.
+const MAX_NAMES: usize = 512;
+
+impl Names {
+    fn get(&self, hash: u64) -> Option<&str> {
+        self.by_key.get(&hash).map(String::as_str)
+    }
+
+    fn insert(&mut self, hash: u64, name: String) {
+        if self.by_key.insert(hash, name).is_none() {
+            self.order.push_back(hash);
+            if self.order.len() > MAX_NAMES
+                && let Some(old) = self.order.pop_front()
+            {
+                self.by_key.remove(&old);
+            }
+        }
+    }
 }
 
 /// client-go's `maxTriesPerEvent`.
@@ -43,6 +74,7 @@ impl Recorder {
             host: host.to_owned(),
             correlator: EventCorrelator::new(),
             pending: std::collections::VecDeque::new(),
+            names: Names::default(),
         }
     }
 
@@ -56,7 +88,7 @@ impl Recorder {
     /// event that failed [`MAX_TRIES_PER_EVENT`] times is dropped.
     pub fn retry(&mut self, store: &Store) {
         while let Some((fresh, now, seen, tries)) = self.pending.pop_front() {
-            match write_event(store, fresh.clone(), now, seen) {
+            match write_event(store, &mut self.names, fresh.clone(), now, seen) {
                 Err(StoreError::Io { .. }) if tries + 1 < MAX_TRIES_PER_EVENT => {
                     self.pending.push_front((fresh, now, seen, tries + 1));
                     return;
@@ -95,7 +127,7 @@ impl Recorder {
             self.keep(fresh, now, seen);
             return Ok(None);
         }
-        match write_event(store, fresh.clone(), now, seen) {
+        match write_event(store, &mut self.names, fresh.clone(), now, seen) {
             Err(e @ StoreError::Io { .. }) => {
                 self.keep(fresh, now, seen);
                 Err(e)
@@ -138,9 +170,12 @@ fn same_event(a: &Value, b: &Value, aggregate: bool) -> bool {
 }
 
 /// Writes `fresh` (made by [`event_object`] at `now`) with its correlated occurrences: adds them
-/// to the `count` of the stored Event it is counted in, or creates it.
+/// to the `count` of the stored Event it is counted in (found by the name `names` remembers
+/// for its key), or creates it named as client-go's recorder names events,
+/// `<pod>.<unix nanoseconds in hex>`, so names sort in time.
 fn write_event(
     store: &Store,
+    names: &mut Names,
     mut fresh: Value,
     now: Timestamp,
     seen: Occurrences,
@@ -180,43 +215,128 @@ fn write_event(
     let stamp = time_text(now);
     fresh["count"] = json!(seen.count);
     fresh["firstTimestamp"] = json!(time_text(seen.first));
-    let mut name = format!("{pod_name}.{hash:016x}");
-    for _ in 0..3 {
+    if let Some(name) = names.get(hash).map(str::to_owned) {
         let key = Key::new("events", &ns, &name);
-        match store.get(&key)? {
-            Some(existing) if same_event(&existing, &fresh, seen.aggregate) => {
-                let bumped = store.update_with(&key, |mut current| {
-                    let count = current.get("count").and_then(Value::as_i64).unwrap_or(1);
-                    current["count"] = json!(count + seen.count);
-                    current["lastTimestamp"] = json!(stamp);
-                    // An aggregate shows the latest message combined.
-                    current["message"] = fresh["message"].clone();
-                    if let Some(rv) = fresh.pointer("/involvedObject/resourceVersion") {
-                        current["involvedObject"]["resourceVersion"] = rv.clone();
-                    }
-                    Ok(current)
-                });
-                match bumped {
-                    Err(StoreError::NotFound(_)) => continue,
-                    other => return other,
+        if let Some(existing) = store.get(&key)?
+            && same_event(&existing, &fresh, seen.aggregate)
+        {
+            let bumped = store.update_with(&key, |mut current| {
+                let count = current.get("count").and_then(Value::as_i64).unwrap_or(1);
+                current["count"] = json!(count + seen.count);
+                current["lastTimestamp"] = json!(stamp);
+                // An aggregate shows the latest message combined.
+                current["message"] = fresh["message"].clone();
+                if let Some(rv) = fresh.pointer("/involvedObject/resourceVersion") {
+                    current["involvedObject"]["resourceVersion"] = rv.clone();
                 }
-            }
-            Some(_) => {
-                // A different event under the same name (a hash collision): use the
-                // kubelet's own naming, `<pod>.<unix nanos in hex>`.
-                name = format!("{pod_name}.{:x}", now.as_nanosecond());
-            }
-            None => {
-                fresh["metadata"]["name"] = json!(name);
-                match store.create(&key, fresh.clone()) {
-                    Err(StoreError::AlreadyExists(_)) => continue,
-                    other => return other,
-                }
+                Ok(current)
+            });
+            match bumped {
+                // Deleted meanwhile (expired, or by a user): created again below.
+                Err(StoreError::NotFound(_)) => {}
+                other => return other,
             }
         }
     }
+    // Nanosecond names of one pod's events made in the same nanosecond would collide: the
+    // next nanoseconds are tried.
+    let nanos = now.as_nanosecond();
+    for step in 0..8 {
+        let name = format!("{pod_name}.{:x}", nanos + step);
+        fresh["metadata"]["name"] = json!(name);
+        match store.create(&Key::new("events", &ns, &name), fresh.clone()) {
+            Err(StoreError::AlreadyExists(_)) => continue,
+            Ok(created) => {
+                names.insert(hash, name);
+                return Ok(created);
+            }
+            other => return other,
+        }
+    }
     Err(StoreError::Conflict {
-        key: Key::new("events", &ns, &name),
+        key: Key::new("events", &ns, &format!("{pod_name}.{nanos:x}")),
         message: "the event kept changing; please try again".to_owned(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use podvisor_lifecycle::{ContainerKind, EventType};
+
+    fn event(reason: &'static str, message: &str) -> Event {
+        Event {
+            type_: EventType::Normal,
+            reason,
+            message: message.to_owned(),
+            container: Some((ContainerKind::Regular, "app".to_owned())),
+        }
+    }
+
+    fn store(name: &str) -> Store {
+        let d =
+            std::env::temp_dir().join(format!("podvisor-recorder-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        Store::open(&d.join("store.redb")).unwrap()
+    }
+
+    fn pod() -> Pod {
+        serde_json::from_value(json!({"metadata": {"name": "web", "namespace": "default",
+            "uid": "u-1"}}))
+        .unwrap()
+    }
+
+    /// Events are named `<pod>.<nanoseconds in hex>` as client-go's recorder names them, so
+    /// `kubectl describe`'s same-second events sort in the order they happened; a repeat
+    /// bumps the count of the Event its key was first written as.
+    #[test]
+    fn events_are_named_by_their_time_and_repeats_bump_the_first() {
+        let store = store("names");
+        let mut rec = Recorder::new("node-1");
+        let t0 = Timestamp::from_second(1_767_225_600).unwrap();
+        let at = |ms: i64| t0 + jiff::SignedDuration::from_millis(ms);
+        let pulled = rec
+            .record(&store, &pod(), &event("Pulled", "pulled"), at(0))
+            .unwrap();
+        let created = rec
+            .record(&store, &pod(), &event("Created", "created"), at(1))
+            .unwrap();
+        let started = rec
+            .record(&store, &pod(), &event("Started", "started"), at(2))
+            .unwrap();
+        let names: Vec<String> = [&pulled, &created, &started]
+            .iter()
+            .map(|e| {
+                e.as_ref().unwrap()["metadata"]["name"]
+                    .as_str()
+                    .unwrap()
+                    .to_owned()
+            })
+            .collect();
+        assert_eq!(names[0], format!("web.{:x}", at(0).as_nanosecond()));
+        let mut sorted = names.clone();
+        sorted.sort();
+        assert_eq!(sorted, names, "names sort in time");
+        let again = rec
+            .record(&store, &pod(), &event("Pulled", "pulled"), at(5))
+            .unwrap();
+        let again = again.unwrap();
+        assert_eq!(again["metadata"]["name"], json!(names[0]));
+        assert_eq!(again["count"], json!(2));
+        // Deleted meanwhile: the repeat is a new Event, named by its own time.
+        store
+            .delete(
+                &Key::new("events", "default", &names[0]),
+                podvisor_store::Preconditions::default(),
+            )
+            .unwrap();
+        let fresh = rec
+            .record(&store, &pod(), &event("Pulled", "pulled"), at(9))
+            .unwrap();
+        assert_eq!(
+            fresh.unwrap()["metadata"]["name"],
+            json!(format!("web.{:x}", at(9).as_nanosecond()))
+        );
+    }
 }
