@@ -254,7 +254,7 @@ fn write_event(
         }
     }
     Err(StoreError::Conflict {
-        key: Key::new("events", &ns, &format!("{pod_name}.{nanos:x}")),
+        key: Key::new("events", &ns, format!("{pod_name}.{nanos:x}")),
         message: "the event kept changing; please try again".to_owned(),
     })
 }
