@@ -195,3 +195,35 @@ fn a_printing_command_whose_reader_went_away_ends_quietly() {
         "{stderr}"
     );
 }
+
+/// `podvisor image load FILE` takes the path as an argument (as `podman load` and `ctr image
+/// import` do) or with `-i`; a missing file is named, not a usage error.
+#[test]
+fn image_load_takes_the_file_as_an_argument_or_with_dash_i() {
+    let state = std::env::temp_dir().join(format!("pv-load-{}", std::process::id()));
+    let load = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_podvisor"))
+            .args(["image", "load", "--state-dir"])
+            .arg(&state)
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    for args in [
+        &["/nonexistent/busybox.tar"][..],
+        &["-i", "/nonexistent/busybox.tar"],
+    ] {
+        let out = load(args);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {stderr}");
+        assert!(
+            stderr.contains("loading /nonexistent/busybox.tar"),
+            "{args:?}: {stderr}"
+        );
+    }
+    let both = load(&["/a.tar", "-i", "/b.tar"]);
+    assert_eq!(both.status.code(), Some(2), "two inputs are a usage error");
+    let none = load(&[]);
+    assert_eq!(none.status.code(), Some(2), "no input is a usage error");
+    let _ = std::fs::remove_dir_all(&state);
+}

@@ -479,7 +479,7 @@ spec:
         .output()
         .unwrap();
     assert!(made.status.success(), "{made:?}");
-    let loaded = image(&ctx, &["load", "-i", spare.to_str().unwrap()]);
+    let loaded = image(&ctx, &["load", spare.to_str().unwrap()]);
     assert!(loaded.status.success(), "{loaded:?}");
     assert!(image_names(&ctx).contains("spare"));
     ctx.kill9();

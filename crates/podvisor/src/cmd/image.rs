@@ -38,9 +38,16 @@ enum Command {
     },
     /// Load images from a `docker save` archive or an OCI layout (tar or directory).
     Load {
-        /// The archive or layout directory.
-        #[arg(long, short = 'i')]
-        input: PathBuf,
+        /// The archive or layout directory (as `podman load FILE` or `ctr image import FILE`).
+        #[arg(
+            value_name = "FILE",
+            required_unless_present = "input",
+            conflicts_with = "input"
+        )]
+        file: Option<PathBuf>,
+        /// The archive or layout directory, as `docker load -i`.
+        #[arg(long, short = 'i', value_name = "FILE")]
+        input: Option<PathBuf>,
     },
     /// List images.
     #[command(alias = "list", alias = "images")]
@@ -92,7 +99,10 @@ pub fn run(args: &Args) -> anyhow::Result<i32> {
             *plain_http,
             *quiet,
         ),
-        Command::Load { input } => {
+        Command::Load { file, input } => {
+            let Some(input) = file.as_ref().or(input.as_ref()) else {
+                anyhow::bail!("image load needs the archive or layout: podvisor image load FILE");
+            };
             let progress = LineProgress::new(!std::io::stderr().is_terminal());
             match store.load(input, &progress) {
                 Ok(images) => {
