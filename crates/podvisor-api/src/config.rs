@@ -75,10 +75,13 @@ impl SecretType {
 /// is not base64, a number where a string belongs).
 pub fn decode_object<T: DeserializeOwned>(value: Value) -> Result<(T, Vec<String>), String> {
     let mut unknown = Vec::new();
-    let obj: T = serde_ignored::deserialize(value, |path| {
-        unknown.push(crate::decode::format_path(&path));
-    })
-    .map_err(|e| e.to_string())?;
+    let obj: T = crate::decode::deserialize_typed(value, &mut unknown).map_err(|(path, e)| {
+        if path.is_empty() {
+            e
+        } else {
+            format!("{}: {e}", crate::decode::path_text(&path))
+        }
+    })?;
     Ok((obj, unknown))
 }
 

@@ -188,10 +188,39 @@ fn wrong_types_are_shape_errors() {
     let text = POD_A.to_owned() + "    ports:\n    - containerPort: http\n";
     let err = decode_pods(&text, "t.yaml").unwrap_err();
     assert!(matches!(err, DecodeError::Shape { .. }), "{err}");
-    assert!(
-        err.to_string()
-            .starts_with("t.yaml: document 1: invalid type"),
-        "{err}"
+    let line = text.lines().count();
+    assert_eq!(
+        err.to_string(),
+        format!(
+            "t.yaml: document 1, line {line}: spec.containers[0].ports[0].containerPort: \
+             invalid type: string \"http\", expected i32"
+        )
+    );
+}
+
+/// A type error names the field as kubectl does, and its line in the whole input (issue 33):
+/// `command: [true]` in the second document's second init container's probe.
+#[test]
+fn a_type_error_names_the_field_and_its_line() {
+    let text = "apiVersion: v1\nkind: Pod\nmetadata: {name: a}\nspec:\n  containers: \
+                [{name: a, image: b}]\n---\n# the second\napiVersion: v1\nkind: Pod\n\
+                metadata:\n  name: b\nspec:\n  containers:\n  - name: a\n    image: b\n  \
+                initContainers:\n  - name: one\n    image: b\n  - name: two\n    image: b\n    \
+                readinessProbe:\n      exec:\n        command:\n        - true\n";
+    let err = decode_pods(text, "pod.yaml").unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "pod.yaml: document 2, line 24: spec.initContainers[1].readinessProbe.exec.command[0]: \
+         invalid type: boolean `true`, expected a string"
+    );
+    // JSON input: the field without a line.
+    let json = r#"{"apiVersion":"v1","kind":"Pod","metadata":{"name":"a"},
+        "spec":{"containers":[{"name":"a","image":"b","command":[true]}]}}"#;
+    let err = decode_pods(json, "pod.json").unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "pod.json: document 1: spec.containers[0].command[0]: invalid type: boolean `true`, \
+         expected a string"
     );
 }
 

@@ -172,13 +172,18 @@ pub fn pods_and_templates(
 ) -> Result<(Vec<Pod>, Vec<String>), DecodeError> {
     let mut pods = Vec::new();
     let mut skipped = Vec::new();
+    let with_line = |e| crate::decode::with_line(e, text);
     for (value, at) in objects(text, source)? {
         let api_version = str_at(&value, &["apiVersion"]);
         let kind = str_at(&value, &["kind"]);
         if let Some(w) = workload(&api_version, &kind) {
-            pods.push(template_pod(&value, &w, source, at)?);
+            pods.push(template_pod(&value, &w, source, at).map_err(with_line)?);
         } else if kind == "Pod" || kind.is_empty() || WORKLOAD_KINDS.contains(&kind.as_str()) {
-            pods.push(decode_one(value, source, at, FieldValidation::Strict)?.pod);
+            pods.push(
+                decode_one(value, source, at, FieldValidation::Strict)
+                    .map_err(with_line)?
+                    .pod,
+            );
         } else {
             skipped.push(format!(
                 "{source}: {at}: {kind}/{} holds no pod template: skipped",
@@ -265,11 +270,19 @@ fn template_pod(
             DecodeError::Shape {
                 source_name,
                 at,
+                path,
+                line,
                 message,
             } => DecodeError::Shape {
                 source_name,
                 at,
-                message: format!("{}: {message}", w.prefix.trim_end_matches('.')),
+                // The pod's `spec.x` is the template's `<prefix>x`.
+                path: crate::decode::parse_path(w.prefix)
+                    .into_iter()
+                    .chain(path)
+                    .collect(),
+                line,
+                message,
             },
             other => other,
         })
@@ -347,6 +360,13 @@ fn entry(value: Value, source: &str, at: DocumentRef, gates: crate::FeatureGates
                     path: f,
                 })
                 .collect();
+        }
+        Err(DecodeError::Shape { path, message, .. }) if !path.is_empty() => {
+            let path = crate::decode::path_text(&path);
+            target.problems.push(Problem {
+                message: format!("{path}: {message}"),
+                path,
+            });
         }
         Err(e) => target.problems.push(Problem {
             path: target.prefix.trim_end_matches('.').to_owned(),

@@ -115,8 +115,13 @@ pub(crate) fn decode_pod(
             );
             return Err(strict_error(prefix, &problems));
         }
-        Err(DecodeError::Shape { message, .. }) => {
-            return Err(ApiError::bad_request(format!("{prefix}{message}")));
+        Err(DecodeError::Shape { path, message, .. }) => {
+            let field = if path.is_empty() {
+                String::new()
+            } else {
+                format!("{}: ", podvisor_api::decode::path_text(&path))
+            };
+            return Err(ApiError::bad_request(format!("{prefix}{field}{message}")));
         }
         Err(e) => return Err(ApiError::bad_request(e.to_string())),
     };

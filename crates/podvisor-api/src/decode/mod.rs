@@ -11,6 +11,8 @@ use std::fmt;
 use k8s_openapi::api::core::v1::Pod;
 use serde_json::Value;
 
+mod yaml_lines;
+
 /// What to do with fields the Pod schema does not know, like the API
 /// server's `fieldValidation` parameter.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -101,12 +103,17 @@ pub enum DecodeError {
     },
     /// A field has the wrong type or shape (e.g. a string where a number
     /// belongs).
-    #[error("{source_name}: {at}: {message}")]
+    #[error("{source_name}: {at}{}: {}{message}", line_text(*.line), path_prefix(.path))]
     Shape {
         /// The name of the input.
         source_name: String,
         /// The document (and item).
         at: DocumentRef,
+        /// The field, as kubectl names it: `spec.containers[0].command[0]` (empty: the
+        /// object itself).
+        path: Vec<PathSegment>,
+        /// 1-based line of the field in the whole input, when known (YAML input).
+        line: Option<u64>,
         /// The deserializer's message.
         message: String,
     },
@@ -116,6 +123,140 @@ pub enum DecodeError {
         /// The name of the input.
         source_name: String,
     },
+}
+
+/// One step of a field path: a key or a list index.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PathSegment {
+    /// A map key (a field name).
+    Key(String),
+    /// A list index.
+    Index(usize),
+}
+
+/// A field path as kubectl writes it: `spec.containers[0].command[0]`.
+#[must_use]
+pub fn path_text(path: &[PathSegment]) -> String {
+    let mut out = String::new();
+    for segment in path {
+        match segment {
+            PathSegment::Key(k) => {
+                if !out.is_empty() {
+                    out.push('.');
+                }
+                out.push_str(k);
+            }
+            PathSegment::Index(i) => out.push_str(&format!("[{i}]")),
+        }
+    }
+    out
+}
+
+/// Reads a path written as [`path_text`] writes it (keys without dots).
+#[must_use]
+pub fn parse_path(text: &str) -> Vec<PathSegment> {
+    let mut out = Vec::new();
+    for part in text.split('.').filter(|p| !p.is_empty()) {
+        let mut pieces = part.split('[');
+        if let Some(key) = pieces.next().filter(|k| !k.is_empty()) {
+            out.push(PathSegment::Key(key.to_owned()));
+        }
+        for index in pieces {
+            if let Ok(i) = index.trim_end_matches(']').parse() {
+                out.push(PathSegment::Index(i));
+            }
+        }
+    }
+    out
+}
+
+fn path_prefix(path: &[PathSegment]) -> String {
+    if path.is_empty() {
+        String::new()
+    } else {
+        format!("{}: ", path_text(path))
+    }
+}
+
+fn line_text(line: Option<u64>) -> String {
+    line.map(|l| format!(", line {l}")).unwrap_or_default()
+}
+
+/// Deserializes `value` as `T`, pushing the paths of unknown fields to `unknown`; a type
+/// error names the field (`spec.containers[0].command[0]`) beside serde's message.
+pub(crate) fn deserialize_typed<T: serde::de::DeserializeOwned>(
+    value: Value,
+    unknown: &mut Vec<String>,
+) -> Result<T, (Vec<PathSegment>, String)> {
+    let mut note = |path: serde_ignored::Path<'_>| unknown.push(format_path(&path));
+    let ignoring = serde_ignored::Deserializer::new(value, &mut note);
+    serde_path_to_error::deserialize(ignoring).map_err(|e| {
+        let path = e
+            .path()
+            .iter()
+            .filter_map(|segment| match segment {
+                serde_path_to_error::Segment::Map { key } => Some(PathSegment::Key(key.clone())),
+                serde_path_to_error::Segment::Seq { index } => Some(PathSegment::Index(*index)),
+                serde_path_to_error::Segment::Enum { .. }
+                | serde_path_to_error::Segment::Unknown => None,
+            })
+            .collect();
+        (path, e.into_inner().to_string())
+    })
+}
+
+/// `e` with the line of its field when it is a [`DecodeError::Shape`] of YAML `text`.
+#[must_use]
+pub fn with_line(e: DecodeError, text: &str) -> DecodeError {
+    match e {
+        DecodeError::Shape {
+            source_name,
+            at,
+            path,
+            line: None,
+            message,
+        } if !path.is_empty() => {
+            let line = yaml_line(text, at, &path);
+            DecodeError::Shape {
+                source_name,
+                at,
+                path,
+                line,
+                message,
+            }
+        }
+        other => other,
+    }
+}
+
+/// The line in `text` (YAML) of `path` inside document `at`.
+fn yaml_line(text: &str, at: DocumentRef, path: &[PathSegment]) -> Option<u64> {
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    if text.trim_start().starts_with(['{', '[']) {
+        return None;
+    }
+    let mut document = 0;
+    for (first_line, chunk) in yaml_chunks(text) {
+        if is_blank_chunk(&chunk)
+            || matches!(
+                serde_saphyr::from_str::<Value>(&chunk),
+                Ok(Value::Null) | Err(_)
+            )
+        {
+            continue;
+        }
+        document += 1;
+        if document == at.document {
+            let mut full = Vec::new();
+            if let Some(i) = at.item {
+                full.push(PathSegment::Key("items".to_owned()));
+                full.push(PathSegment::Index(i));
+            }
+            full.extend_from_slice(path);
+            return yaml_lines::line_of(&chunk, &full).map(|l| l + first_line - 1);
+        }
+    }
+    None
 }
 
 fn line_col(line: Option<u64>, column: Option<u64>) -> String {
@@ -175,6 +316,14 @@ pub fn decode_pods_with(
     source: &str,
     validation: FieldValidation,
 ) -> Result<Vec<DecodedPod>, DecodeError> {
+    pods_with(text, source, validation).map_err(|e| with_line(e, text))
+}
+
+fn pods_with(
+    text: &str,
+    source: &str,
+    validation: FieldValidation,
+) -> Result<Vec<DecodedPod>, DecodeError> {
     let documents = parse_documents(text, source)?;
     if documents.is_empty() {
         return Err(DecodeError::Empty {
@@ -197,7 +346,9 @@ pub fn decode_pods_with(
                             document,
                             item: None,
                         },
-                        message: "items: expected a list".to_owned(),
+                        path: vec![PathSegment::Key("items".to_owned())],
+                        line: None,
+                        message: "expected a list".to_owned(),
                     });
                 }
             };
@@ -238,11 +389,13 @@ pub(crate) fn decode_one(
         });
     }
     let mut unknown = Vec::new();
-    let pod: Pod = serde_ignored::deserialize(value, |path| unknown.push(format_path(&path)))
-        .map_err(|e| DecodeError::Shape {
+    let pod: Pod =
+        deserialize_typed(value, &mut unknown).map_err(|(path, message)| DecodeError::Shape {
             source_name: source.to_owned(),
             at,
-            message: e.to_string(),
+            path,
+            line: None,
+            message,
         })?;
     match validation {
         FieldValidation::Strict if !unknown.is_empty() => Err(DecodeError::UnknownFields {
@@ -346,19 +499,8 @@ fn is_blank_chunk(chunk: &str) -> bool {
 /// each non-empty document on its own, so errors can name the document
 /// and the line in the whole input.
 fn parse_yaml_documents(text: &str, source: &str) -> Result<Vec<Value>, DecodeError> {
-    // (first line number of the chunk, chunk text)
-    let mut chunks: Vec<(u64, String)> = vec![(1, String::new())];
-    for (i, line) in text.split_inclusive('\n').enumerate() {
-        if is_document_marker(line) {
-            // Keep any content after the marker, and the column numbers.
-            let rest = format!("   {}", &line[3..]);
-            chunks.push((i as u64 + 1, rest));
-        } else if let Some((_, chunk)) = chunks.last_mut() {
-            chunk.push_str(line);
-        }
-    }
     let mut docs = Vec::new();
-    for (first_line, chunk) in chunks {
+    for (first_line, chunk) in yaml_chunks(text) {
         if is_blank_chunk(&chunk) {
             continue;
         }
@@ -379,6 +521,21 @@ fn parse_yaml_documents(text: &str, source: &str) -> Result<Vec<Value>, DecodeEr
         }
     }
     Ok(docs)
+}
+
+/// The input split on `---` lines: each chunk with the number of its first line.
+fn yaml_chunks(text: &str) -> Vec<(u64, String)> {
+    let mut chunks: Vec<(u64, String)> = vec![(1, String::new())];
+    for (i, line) in text.split_inclusive('\n').enumerate() {
+        if is_document_marker(line) {
+            // Keep any content after the marker, and the column numbers.
+            let rest = format!("   {}", &line[3..]);
+            chunks.push((i as u64 + 1, rest));
+        } else if let Some((_, chunk)) = chunks.last_mut() {
+            chunk.push_str(line);
+        }
+    }
+    chunks
 }
 
 /// The first line of serde-saphyr's message, without its snippet and
@@ -415,6 +572,10 @@ pub struct Manifest {
 ///
 /// As [`decode_pods`]; a kind other than these three is [`DecodeError::WrongKind`].
 pub fn decode_manifest(text: &str, source: &str) -> Result<Manifest, DecodeError> {
+    manifest(text, source).map_err(|e| with_line(e, text))
+}
+
+fn manifest(text: &str, source: &str) -> Result<Manifest, DecodeError> {
     let documents = parse_documents(text, source)?;
     if documents.is_empty() {
         return Err(DecodeError::Empty {
@@ -448,19 +609,22 @@ pub fn decode_manifest(text: &str, source: &str) -> Result<Manifest, DecodeError
                 .unwrap_or("")
                 .to_owned();
             let typed = |value: Value| -> Result<_, DecodeError> {
-                let shape = |message: String| DecodeError::Shape {
+                let shape = |(path, message): (Vec<PathSegment>, String)| DecodeError::Shape {
                     source_name: source.to_owned(),
                     at,
+                    path,
+                    line: None,
                     message,
                 };
-                Ok(value).and_then(|v| match kind.as_str() {
-                    "ConfigMap" => crate::config::decode_object(v)
-                        .map(|(c, u)| (Some(c), None, u))
+                let mut unknown = Vec::new();
+                match kind.as_str() {
+                    "ConfigMap" => deserialize_typed(value, &mut unknown)
+                        .map(|c| (Some(c), None, unknown))
                         .map_err(shape),
-                    _ => crate::config::decode_object(v)
-                        .map(|(s, u)| (None, Some(s), u))
+                    _ => deserialize_typed(value, &mut unknown)
+                        .map(|s| (None, Some(s), unknown))
                         .map_err(shape),
-                })
+                }
             };
             match (v1, kind.as_str()) {
                 (true, "ConfigMap" | "Secret") => {
