@@ -120,13 +120,6 @@ enum Command {
         /// The shell.
         shell: clap_complete::Shell,
     },
-    /// Internal: the per-pod shim (started by podvisor itself).
-    #[command(hide = true)]
-    Shim {
-        /// Arguments for the shim.
-        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
-        args: Vec<String>,
-    },
     /// Check manifests like the API server: decoding, defaulting and validation; lists every error.
     Validate {
         /// Manifest files (YAML or JSON; `-` for stdin).
@@ -173,7 +166,10 @@ fn main() -> ExitCode {
     // The shim (one per pod, long-lived) is dispatched before argument parsing builds clap's
     // command tree: it keeps the shim's memory small and starts no async runtime.
     let mut raw = std::env::args();
+    // The internal commands are not clap's: they stay out of help and shell completions.
     match raw.nth(1).as_deref() {
+        // The per-pod shim (started by podvisor itself) must not start an async runtime: it
+        // runs before anything else.
         Some("shim") => {
             let args: Vec<String> = raw.collect();
             let code = podvisor_runtime::shim::server::main(&args);
@@ -193,14 +189,12 @@ fn main() -> ExitCode {
     // ignored SIGPIPE, so a closed socket is an error they handle, not their death.
     if !matches!(
         cli.command,
-        Command::Serve(_) | Command::Run(_) | Command::Shim { .. }
+        Command::Serve(_) | Command::Run(_)
     ) {
         default_sigpipe();
     }
     init_logging(cli.log_level, matches!(cli.command, Command::Serve(_)));
     let result = match cli.command {
-        // The shim must not start an async runtime: it runs before anything else.
-        Command::Shim { args } => Ok(podvisor_runtime::shim::server::main(&args)),
         Command::Run(args) => cmd::run::run(&args),
         Command::Serve(args) => cmd::serve::run(&args),
         Command::Get(args) => cmd::get::run(&args),

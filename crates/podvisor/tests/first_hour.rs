@@ -35,6 +35,8 @@ fn completions_are_valid_shell() {
         script.contains("serve") && script.contains("simulate"),
         "{script}"
     );
+    // The internal shim is no command a user types (issue 33).
+    assert!(!script.contains("shim"), "{script}");
     let mut bash = Command::new("bash")
         .arg("-n")
         .stdin(Stdio::piped())
