@@ -1,4 +1,4 @@
-//! `podvisor dashboard [--listen 127.0.0.1:8080]`: a web page of the pods of the running
+//! `podvisor dashboard [--listen 127.0.0.1:8765]`: a web page of the pods of the running
 //! `podvisor serve` and, for a chosen pod, its timeline, updated live.
 //!
 //! The dashboard is a client of the API like `podvisor get`: it reads the kubeconfig the same
@@ -47,7 +47,7 @@ const COALESCE: Duration = Duration::from_millis(150);
 pub struct Args {
     /// Where the page is served: plain HTTP, so a loopback address only (port 0 picks a free
     /// port; the address is printed).
-    #[arg(long, default_value = "127.0.0.1:8080")]
+    #[arg(long, default_value = "127.0.0.1:8765")]
     pub listen: SocketAddr,
     #[command(flatten)]
     pub conn: ConnArgs,
