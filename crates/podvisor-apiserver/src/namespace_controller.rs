@@ -329,7 +329,7 @@ fn terminating(store: &Store) -> Result<Vec<String>, StoreError> {
 }
 
 /// The controller: a pass over every terminating namespace whenever a namespace changes, and
-/// every [`RESYNC`] while one is terminating.
+/// every `RESYNC` while one is terminating.
 pub async fn run(store: Store, stop: impl std::future::Future<Output = ()>) {
     tokio::pin!(stop);
     let mut watch = match store.watch("namespaces", None, WatchFrom::Now) {

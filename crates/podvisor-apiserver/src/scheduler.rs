@@ -177,7 +177,7 @@ pub(crate) fn schedule(t: &mut Txn, node: &str, pod: &Value) {
     }
 }
 
-/// Binds every pod of the store that [`wants_binding`] (at start-up: a create or an update
+/// Binds every pod of the store that `wants_binding` (at start-up: a create or an update
 /// whose binding a stopped server did not get to); returns how many were bound.
 ///
 /// # Errors

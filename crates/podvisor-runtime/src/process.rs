@@ -15,7 +15,7 @@
 //! sandbox); [`Runtime::create_sandbox`] for a pod whose shim still answers reuses that shim
 //! (volumes are kept), and the new subscription replays exits not yet acknowledged.
 //!
-//! A shim that dies on its own (kill -9, OOM) is a lost sandbox ([`exits`]): what it left
+//! A shim that dies on its own (kill -9, OOM) is a lost sandbox (`exits`): what it left
 //! running is killed, every instance gets its exit, and the agent hears
 //! [`RuntimeEvent::SandboxLost`].
 //!

@@ -85,7 +85,7 @@ impl Recorder {
     }
 
     /// Writes the events the store could not take, oldest first, until one fails again; an
-    /// event that failed [`MAX_TRIES_PER_EVENT`] times is dropped.
+    /// event that failed `MAX_TRIES_PER_EVENT` times is dropped.
     pub fn retry(&mut self, store: &Store) {
         while let Some((fresh, now, seen, tries)) = self.pending.pop_front() {
             match write_event(store, &mut self.names, fresh.clone(), now, seen) {

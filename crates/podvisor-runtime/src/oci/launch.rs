@@ -2,8 +2,8 @@
 //!
 //! The agent (the `oci` class of [`crate::process::ProcessRuntime`]) resolves the image and
 //! the pod sandbox and sends an [`OciLaunch`] with the instance's
-//! [`ContainerConfig`](crate::config::ContainerConfig). The shim, in its own mount namespace,
-//! then [`prepare`]s the bundle: the root filesystem over the image's layers, the `subPath`
+//! `ContainerConfig`. The shim, in its own mount namespace,
+//! then `prepare`s the bundle: the root filesystem over the image's layers, the `subPath`
 //! sources, the image's users, the runtime spec ([`super::spec::build_spec`]) and the
 //! termination-message file owned by the container's user; runs it with runc
 //! ([`super::executor`]); and [`cleanup`]s after the instance's exit.

@@ -49,7 +49,7 @@ const REFERENCE_PLUGINS: &[&str] = &[
 ];
 
 /// Whether sandboxes of `network` can be made ahead: every plugin and IPAM plugin of the list
-/// is a reference plugin ([`REFERENCE_PLUGINS`]). A network add-on's plugin (Calico, Cilium,
+/// is a reference plugin (`REFERENCE_PLUGINS`). A network add-on's plugin (Calico, Cilium,
 /// ...) reads the pod's name and namespace from `CNI_ARGS` at `ADD`: its pods make their own.
 #[must_use]
 pub fn serves(network: &NetworkConfigList) -> bool {
@@ -163,7 +163,7 @@ impl SandboxPool {
             .pop_front()
     }
 
-    /// Whether [`Pool::fill`] has run (it sweeps what an earlier agent left first).
+    /// Whether `Pool::fill` has run (it sweeps what an earlier agent left first).
     pub fn started(&self) -> bool {
         self.swept.load(Ordering::Acquire)
     }

@@ -3,7 +3,7 @@
 //! - [`server`]: the shim process (no async runtime: std threads).
 //! - [`protocol`]: JSON lines exchanged with the agent.
 //! - [`client`]: the agent's tokio client.
-//! - [`spare`]: a shim started ahead of its pod.
+//! - `spare`: a shim started ahead of its pod.
 //!
 //! The shim writes container output to CRI log files, journals every exit (fsync) before it
 //! reports it, and outlives the agent, which re-adopts it on restart.

@@ -30,7 +30,7 @@ pub(super) struct Failure {
 impl Store {
     /// Whether the store can write now: `Ok` unless an I/O failure (a full disk) left it
     /// unable to, in which case it first tries to reopen the file and write a probe
-    /// (at most every [`StoreOptions::reopen_interval`]); the error names the failure. The
+    /// (at most every `StoreOptions::reopen_interval`); the error names the failure. The
     /// API server's `/readyz` asks this. Costs nothing while the store is healthy.
     pub fn check_writable(&self) -> Result<()> {
         if self.failure().is_none() {

@@ -139,7 +139,7 @@ struct Dropped {
 }
 
 /// The kubelet recorder's event correlator for one pod's events (client-go's
-/// `EventCorrelator`), to pass to [`record_event`](super::record_event) with every event of
+/// `EventCorrelator`), to pass to `Recorder::record` with every event of
 /// that pod.
 #[derive(Debug, Default)]
 pub struct EventCorrelator {
