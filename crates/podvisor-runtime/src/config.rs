@@ -265,7 +265,8 @@ fn build_inner(
     if command.is_empty() && !image {
         return Err(format!(
             "container {:?} has no command: the process runtime runs host processes and cannot \
-             run an image's entrypoint; set {}.command",
+             run an image's entrypoint; set {}.command, or run the image with the oci runtime \
+             (runtimeClassName: oci in the pod, or serve/run --runtime oci)",
             container.name,
             container_field_path(pod, &container.name)
         ));

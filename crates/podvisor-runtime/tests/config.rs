@@ -436,10 +436,14 @@ fn a_container_without_command_cannot_run() {
     assert_eq!(
         build(&p).unwrap_err(),
         "container \"app\" has no command: the process runtime runs host processes and cannot \
-         run an image's entrypoint; set spec.containers[0].command"
+         run an image's entrypoint; set spec.containers[0].command, or run the image with the \
+         oci runtime (runtimeClassName: oci in the pod, or serve/run --runtime oci)"
     );
     let err = config::build(&p, &container(&p, "init2"), 1, 0, &paths()).unwrap_err();
-    assert!(err.ends_with("set spec.initContainers[1].command"), "{err}");
+    assert!(
+        err.contains("set spec.initContainers[1].command, or"),
+        "{err}"
+    );
     let p = pod(json!({"containers": [{"name": "app", "command": []}]}));
     assert!(build(&p).unwrap_err().contains("has no command"));
 }

@@ -187,10 +187,7 @@ fn main() -> ExitCode {
     // Commands that print and end behave as Unix filters: a reader that closes the pipe
     // (`podvisor image ls | head`) ends them quietly. The long-running ones keep Rust's
     // ignored SIGPIPE, so a closed socket is an error they handle, not their death.
-    if !matches!(
-        cli.command,
-        Command::Serve(_) | Command::Run(_)
-    ) {
+    if !matches!(cli.command, Command::Serve(_) | Command::Run(_)) {
         default_sigpipe();
     }
     init_logging(cli.log_level, matches!(cli.command, Command::Serve(_)));
