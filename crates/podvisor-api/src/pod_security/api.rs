@@ -67,8 +67,8 @@ impl fmt::Display for Level {
 /// A policy version: `v1.<minor>` or `latest`, which is newer than every `v1.x`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Version {
-    /// `v1.<minor>`.
-    V1(u32),
+    /// `v1.<minor>` (Go's `int`: any minor up to 2^63-1 parses).
+    V1(u64),
     /// `latest`.
     Latest,
 }
@@ -90,7 +90,10 @@ impl Version {
         if !well_formed {
             return Err(ERR);
         }
-        minor.parse().map(Version::V1).map_err(|_| ERR)
+        minor
+            .parse::<i64>()
+            .map(|m| Version::V1(m.unsigned_abs()))
+            .map_err(|_| ERR)
     }
 }
 

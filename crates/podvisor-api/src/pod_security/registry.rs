@@ -157,23 +157,26 @@ pub fn run_check(
     meta: &ObjectMeta,
     spec: &PodSpec,
 ) -> Option<CheckResult> {
-    let minor = match version {
-        Version::V1(m) => m.min(max_version()),
-        Version::Latest => max_version(),
-    };
+    let minor = minor_of(version);
     all_checks()
         .find(|c| c.id == id)
         .and_then(|c| c.at(minor))
         .map(|v| (v.check)(meta, spec))
 }
 
+/// The revision minor a version evaluates at: `latest` and versions past the newest
+/// revision are the newest.
+fn minor_of(version: Version) -> u32 {
+    let max = max_version();
+    match version {
+        Version::V1(m) => u32::try_from(m).map_or(max, |m| m.min(max)),
+        Version::Latest => max,
+    }
+}
+
 /// The IDs and functions `lv` runs, in order.
 pub(crate) fn checks_for(lv: LevelVersion) -> Vec<(&'static str, CheckFn)> {
-    let max = max_version();
-    let minor = match lv.version {
-        Version::V1(m) => m.min(max),
-        Version::Latest => max,
-    };
+    let minor = minor_of(lv.version);
     match lv.level {
         Level::Privileged => Vec::new(),
         Level::Baseline => baseline::CHECKS
