@@ -239,6 +239,26 @@ mod tests {
         assert_eq!(max_version(), 35);
     }
 
+    #[test]
+    fn aggregate_joins_reasons_and_parenthesised_details() {
+        let agg = AggregateCheckResult::of(&[
+            CheckResult::forbidden("host ports", "8080, 9090"),
+            CheckResult::allowed(),
+            CheckResult::forbidden("privileged containers", ""),
+            CheckResult::forbidden("", "x"),
+        ]);
+        assert!(!agg.allowed);
+        assert_eq!(
+            agg.forbidden_reason(),
+            "host ports, privileged containers, unknown forbidden reason"
+        );
+        assert_eq!(
+            agg.forbidden_detail(),
+            "host ports (8080, 9090), privileged containers, unknown forbidden reason (x)"
+        );
+        assert!(AggregateCheckResult::of(&[CheckResult::allowed()]).allowed);
+    }
+
     fn ids(level: Level, version: Version) -> Vec<&'static str> {
         checks_for(LevelVersion { level, version })
             .into_iter()
