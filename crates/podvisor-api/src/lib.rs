@@ -19,12 +19,15 @@
 //! - [`pod`]: the pod rules several crates share (sidecar test, `ContainerShouldRestart`, QoS,
 //!   the kubelet's condition types); [`gotext`]: Go's `%q` and duration text; [`meta`]: object
 //!   identities (UUIDs, `generateName` suffixes);
+//! - [`pod_security`]: Pod Security Admission's levels, checks and decisions (pure; the API
+//!   server reads the namespace and pods);
 //! - [`lint`]: `podvisor lint`'s rules, lifecycle mistakes the API server accepts (pods and
 //!   workloads' pod templates).
 //!
 //! What it does not do: any IO (callers read files and stdin; the one exception is the
 //! kernel's random generator behind [`meta`]), any lifecycle decision, or admission beyond
-//! validation (no quota, no service-account or security admission plugins).
+//! validation (no quota or service-account plugins; Pod Security's decisions are pure functions in
+//! [`pod_security`], applied by the API server).
 //!
 //! Typical use:
 //!
@@ -49,6 +52,7 @@ pub mod gotext;
 pub mod lint;
 pub mod meta;
 pub mod pod;
+pub mod pod_security;
 pub mod quantity;
 pub mod references;
 pub mod resources;

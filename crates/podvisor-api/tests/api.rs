@@ -13,6 +13,8 @@ mod examples;
 mod feature_gates;
 #[path = "pod_rules.rs"]
 mod pod_rules;
+#[path = "pod_security.rs"]
+mod pod_security;
 #[path = "updates.rs"]
 mod updates;
 #[path = "validation_containers.rs"]

@@ -71,6 +71,7 @@ mod objects;
 mod openapi;
 mod patch;
 mod pod_network;
+mod pod_security;
 pub mod podgc;
 mod pods;
 mod portforward;

@@ -1,4 +1,5 @@
-//! Namespaces: create, update and patch (labels and annotations), delete. A delete marks the
+//! Namespaces: create, update and patch (labels and annotations; PodSecurity's labels
+//! checked by [`crate::pod_security`]), delete. A delete marks the
 //! namespace `Terminating`; [`crate::namespace_controller`] empties and removes it.
 //! `default`, `kube-system` and `kube-public` may not be deleted.
 
@@ -79,6 +80,7 @@ pub(crate) fn create(req: &Req, body: &[u8]) -> ApiResult<Response> {
         "spec": {"finalizers": ["kubernetes"]},
         "status": {"phase": "Active"},
     });
+    crate::pod_security::admit_namespace_create(&name, &obj)?;
     let stored = if dry_run {
         obj
     } else {
@@ -106,11 +108,12 @@ fn write(req: &Req, name: &str, old: &Value, new: &Value, rv: Option<u64>) -> Ap
         }
     }
     out["metadata"]["labels"]["kubernetes.io/metadata.name"] = json!(name);
+    let warnings = crate::pod_security::admit_namespace_update(req.state.store(), name, old, &out)?;
     if out == *old || req.params.dry_run()? {
-        return Ok(respond(req, NAMESPACES, StatusCode::OK, &out, &[]));
+        return Ok(respond(req, NAMESPACES, StatusCode::OK, &out, &warnings));
     }
     let stored = db::update(req.state.store(), NAMESPACES, "", name, out, rv)?;
-    Ok(respond(req, NAMESPACES, StatusCode::OK, &stored, &[]))
+    Ok(respond(req, NAMESPACES, StatusCode::OK, &stored, &warnings))
 }
 
 /// `PUT /api/v1/namespaces/{name}`.

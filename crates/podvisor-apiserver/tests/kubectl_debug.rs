@@ -286,3 +286,58 @@ fn kubectl_debug_copy_to_creates_the_copy() {
     assert_eq!(copy["spec"]["containers"].as_array().map(Vec::len), Some(2));
     assert_eq!(copy["status"]["phase"], "Pending");
 }
+
+/// PodSecurity evaluates `pods/ephemeralcontainers` writes (upstream ignores `pods/status`,
+/// not this subresource): a privileged debug container is refused in a namespace enforcing
+/// baseline, with the API server's text; status writes are not evaluated.
+#[test]
+fn pod_security_refuses_a_privileged_debug_container() {
+    let s = TestServer::start();
+    s.create(&pod_yaml("web"));
+    s.kubectl_ok(&[
+        "label",
+        "namespace",
+        "default",
+        "pod-security.kubernetes.io/enforce=baseline",
+    ]);
+    let r = s.kubectl(&[
+        "debug",
+        "web",
+        "--image=busybox",
+        "--profile=sysadmin",
+        "-c",
+        "dbg",
+        "--",
+        "sh",
+    ]);
+    assert!(!r.ok);
+    assert!(
+        r.stderr.contains(r#"pods "web" is forbidden: violates PodSecurity "baseline:latest": privileged (container "dbg" must not set securityContext.privileged=true)"#),
+        "{}",
+        r.stderr
+    );
+    assert_eq!(
+        pod_json(&s, "web")["spec"]["ephemeralContainers"],
+        Value::Null
+    );
+    // An unprivileged one is admitted.
+    s.kubectl_ok(&[
+        "debug",
+        "web",
+        "--image=busybox",
+        "--profile=baseline",
+        "-c",
+        "dbg2",
+        "--",
+        "sh",
+    ]);
+    // The node's status writes are not evaluated, even under a level the pod violates.
+    s.kubectl_ok(&[
+        "label",
+        "--overwrite",
+        "namespace",
+        "default",
+        "pod-security.kubernetes.io/enforce=restricted",
+    ]);
+    s.patch_status("web", &json!({"phase": "Running"}));
+}

@@ -30,5 +30,6 @@ mod serve_configs;
 mod serve_disk_full;
 mod serve_log_rotation;
 mod serve_node;
+mod serve_pod_security;
 mod serve_projected;
 mod serve_service_accounts;

@@ -1,5 +1,5 @@
-//! Pods: create (admission: defaulting, name generation, validation; then the scheduler's
-//! binding), update
+//! Pods: create (admission: defaulting, name generation, validation, PodSecurity; then the
+//! scheduler's binding), update
 //! and patch (spec mutability, M11), server-side apply; delete and the status subresource
 //! live in the submodules.
 
@@ -241,7 +241,7 @@ fn create_value(
     let dry_run = req.params.dry_run()?;
     type_meta(&mut value, "Pod")?;
     check_namespace(&value, ns)?;
-    let (pod, warnings) = decode_pod(&value, duplicates, fv, CREATE_PREFIX)?;
+    let (pod, mut warnings) = decode_pod(&value, duplicates, fv, CREATE_PREFIX)?;
     let store = req.state.store();
     crate::namespace_controller::admit_create(
         store,
@@ -256,6 +256,7 @@ fn create_value(
         pod,
         req.state.feature_gates(),
     )?;
+    warnings.extend(crate::pod_security::admit_pod_create(store, ns, &pod)?);
     let name = pod.metadata.name.clone().unwrap_or_default();
     let mut obj = value_of(&pod);
     let manager = managed::manager_name(&req.params, &req.headers);
@@ -387,7 +388,7 @@ pub(crate) fn update_loop(
             return Err(ApiError::stale(PODS.plural, name));
         }
         let old = pod_of(&old_value)?;
-        let (new, warnings) = compute(&old_value)?;
+        let (new, mut warnings) = compute(&old_value)?;
         let fields = write.source.as_ref().map_or_else(
             || json!({}),
             |source| {
@@ -407,6 +408,15 @@ pub(crate) fn update_loop(
             Subresource::EphemeralContainers => ephemeral::admit(&old, new)?,
             Subresource::Resize => resize::admit_resize(&old, new)?,
         };
+        // PodSecurity: the pod and its ephemeral containers, not status or resize writes.
+        if matches!(
+            write.subresource,
+            Subresource::Pod | Subresource::EphemeralContainers
+        ) {
+            warnings.extend(crate::pod_security::admit_pod_update(
+                store, ns, &old, &new,
+            )?);
+        }
         let mut new_value = value_of(&new);
         if same_object(&new_value, &old_value) {
             return Ok(respond(req, PODS, StatusCode::OK, &old_value, &warnings));
