@@ -407,6 +407,32 @@ spec:
     );
     let image_id = jsonpath(&ctx, "peer", "{.status.containerStatuses[0].imageID}");
     assert!(image_id.starts_with("sha256:"), "imageID {image_id:?}");
+    // `image: busybox` means `Always`: offline, the failed pull says the image is here and
+    // what would use it (issue 33).
+    ctx.kubectl_ok(&[
+        "run",
+        "always",
+        "--restart=Never",
+        "--image=busybox",
+        "--command",
+        "--",
+        "true",
+    ]);
+    wait_for(
+        &ctx,
+        "the Always pull to fail",
+        Duration::from_secs(60),
+        || {
+            ctx.kubectl_ok(&[
+                "get",
+                "events",
+                "--field-selector",
+                "involvedObject.name=always,reason=Failed",
+            ])
+            .contains("the image is present on this node, but imagePullPolicy Always")
+        },
+    );
+    ctx.kubectl_ok(&["delete", "pod", "always", "--grace-period=0", "--force"]);
 
     // The namespaces a pod shares (kubelet `NamespacesForPod`): `shareProcessNamespace` puts
     // both containers in one PID namespace whose PID 1 is the shim's holder; `hostPID` and

@@ -241,7 +241,7 @@ impl OciClass {
         // A present image the policy and the pull records let the pod use is recorded as in
         // use on the same blocking thread (one hop less on the start's path).
         let takes_present = matches!(policy, "IfNotPresent" | "Never");
-        let (present, usable, recorded) = {
+        let (present, verified, recorded) = {
             let store = self.images.clone();
             let records = self.pull_records.clone();
             let reference = reference.clone();
@@ -249,19 +249,29 @@ impl OciClass {
             let pod_dir = pod_dir.to_owned();
             tokio::task::spawn_blocking(move || -> podvisor_image::Result<_> {
                 let present = store.get(&reference)?;
-                let usable = present
+                // Whether this pod may use the present image (its pull records).
+                let verified = present
                     .as_ref()
-                    .filter(|_| takes_present)
                     .is_some_and(|image| verify_present(&records, &reference, image, &secrets));
                 let recorded = present
                     .as_ref()
-                    .filter(|_| usable)
+                    .filter(|_| takes_present && verified)
                     .map(|image| record_image_use(&pod_dir, &image.id));
-                Ok((present, usable, recorded))
+                Ok((present, verified, recorded))
             })
             .await
             .map_err(|e| fail("ErrImagePull", e.to_string(), false))?
             .map_err(|e| fail("ErrImagePull", e.to_string(), false))?
+        };
+        let usable = takes_present && verified;
+        // An `Always` pull that fails while the image is here for this pod: the user may not
+        // know `:latest` (or no tag) means `Always` (issue 33: `busybox` offline).
+        let hint = if policy == "Always" && verified {
+            "; the image is present on this node, but imagePullPolicy Always (the default for \
+             :latest or no tag) pulls it every time: imagePullPolicy: IfNotPresent, or a tag \
+             other than :latest, would use it"
+        } else {
+            ""
         };
         let (image, report) = match (policy, present) {
             ("Never", Some(image)) if usable => (image, ImageReport::Present),
@@ -296,7 +306,7 @@ impl OciClass {
                 })
                 .await
                 .map_err(|e| fail("ErrImagePull", e.to_string(), true))?
-                .map_err(|e| fail("ErrImagePull", e, true))?;
+                .map_err(|e| fail("ErrImagePull", format!("{e}{hint}"), true))?;
                 let report = ImageReport::Pulled {
                     pull: pulled.duration,
                     total: requested.elapsed(),
