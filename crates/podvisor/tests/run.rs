@@ -92,6 +92,8 @@ fn a_pod_that_succeeds_ends_the_run_with_0() {
     assert_eq!(last["phase"], "Succeeded");
     assert_eq!(last["status_text"], "Completed");
     assert!(last.get("pod").is_none(), "one pod: the simulate format");
+    // The pod's IP once its sandbox is up (a process pod shares the host's network).
+    assert_eq!(last["podIP"], "127.0.0.1", "{last}");
     let reasons: Vec<&str> = lines
         .iter()
         .filter(|l| l["kind"] == "event")
@@ -110,6 +112,7 @@ fn a_pod_that_succeeds_ends_the_run_with_0() {
         stdout.contains("\napp | hi\n") && stdout.contains("\napp | there\n"),
         "{stdout}"
     );
+    assert!(stdout.contains("pod/ok IP 127.0.0.1\n"), "{stdout}");
     let quiet = run(&pod("ok", "Never", "echo hi; exit 0"), &["--no-logs"]);
     assert!(!String::from_utf8_lossy(&quiet.stdout).contains("| hi"));
 }

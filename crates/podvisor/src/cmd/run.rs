@@ -452,6 +452,8 @@ struct Printer {
     header_printed: bool,
     /// JSON: the last snapshot printed per pod.
     snapshots: Vec<Option<StatusSnapshot>>,
+    /// The pod IP said per pod (once its sandbox is up).
+    ips: Vec<Option<String>>,
     /// Live: how many table lines are on screen below the cursor's line start.
     drawn: usize,
     last_t: f64,
@@ -472,6 +474,7 @@ impl Printer {
             widths: [0; 4],
             header_printed: false,
             snapshots: vec![None; n],
+            ips: vec![None; n],
             drawn: 0,
             last_t: 0.0,
         }
@@ -480,15 +483,34 @@ impl Printer {
     fn status(&mut self, i: usize, pod: &Pod) {
         let now = Timestamp::now();
         self.pods[i] = Some(pod.clone());
+        let ip = pod.status.as_ref().and_then(|s| s.pod_ip.clone());
+        let new_ip = ip.is_some() && ip != self.ips[i];
+        if new_ip {
+            self.ips[i].clone_from(&ip);
+        }
         match self.format {
             OutputFormat::Json => {
                 let snap = sim::snapshot(pod, now);
-                if self.snapshots[i].as_ref() == Some(&snap) {
+                if self.snapshots[i].as_ref() == Some(&snap) && !new_ip {
                     return;
                 }
                 self.snapshots[i] = Some(snap.clone());
                 let t = self.t(now);
                 self.json(i, &Record::Status { t, status: snap });
+            }
+            OutputFormat::Text if new_ip => {
+                // Said once, when the sandbox is up (as `kubectl get -o wide`'s IP column).
+                let line = format!(
+                    "pod/{} IP {}",
+                    self.names[i],
+                    ip.as_deref().unwrap_or_default()
+                );
+                if self.live {
+                    self.redraw(&[line]);
+                } else {
+                    write_out(&format!("{line}\n"));
+                    self.status(i, pod);
+                }
             }
             OutputFormat::Text if self.live => self.redraw(&[]),
             OutputFormat::Text => {
@@ -603,14 +625,22 @@ impl Printer {
 
     fn json(&self, i: usize, record: &Record) {
         let line = sim::json_lines(std::slice::from_ref(record));
-        if self.names.len() == 1 {
+        let ip = self.ips[i]
+            .as_ref()
+            .filter(|_| matches!(record, Record::Status { .. }));
+        if self.names.len() == 1 && ip.is_none() {
             write_out(&line);
             return;
         }
-        // Several pods: say which one each line is about.
+        // Several pods: say which one each line is about; a status says the pod's IP.
         match serde_json::from_str::<serde_json::Value>(line.trim_end()) {
             Ok(serde_json::Value::Object(mut map)) => {
-                map.insert("pod".to_string(), self.names[i].clone().into());
+                if self.names.len() > 1 {
+                    map.insert("pod".to_string(), self.names[i].clone().into());
+                }
+                if let Some(ip) = ip {
+                    map.insert("podIP".to_string(), ip.clone().into());
+                }
                 write_out(&format!("{}\n", serde_json::Value::Object(map)));
             }
             _ => write_out(&line),
