@@ -243,3 +243,56 @@ fn duplicate_yaml_keys_are_syntax_errors() {
         "dup.yaml: document 1: YAML syntax error at line 3 column 1: duplicate mapping key: kind"
     );
 }
+
+/// `podvisor run` makes pods of workloads as `podman kube play` does (issue 33): a
+/// Deployment's template `replicas` times, named `<name>-<pod-template-hash>-<suffix>` with the
+/// `pod-template-hash` label; a StatefulSet's by ordinal; one for a DaemonSet and a Job; each
+/// with a line that says so. A Job whose template may restart `Always` is refused.
+#[test]
+fn run_expands_workloads_into_their_pods() {
+    let text = "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web}\nspec:\n  \
+                replicas: 3\n  selector: {matchLabels: {app: web}}\n  template:\n    metadata: \
+                {labels: {app: web}}\n    spec:\n      containers: [{name: web, image: nginx}]\n\
+                ---\napiVersion: apps/v1\nkind: StatefulSet\nmetadata: {name: db}\nspec:\n  \
+                replicas: 2\n  selector: {matchLabels: {app: db}}\n  template:\n    metadata: \
+                {labels: {app: db}}\n    spec:\n      containers: [{name: db, image: redis}]\n\
+                ---\napiVersion: batch/v1\nkind: Job\nmetadata: {name: once}\nspec:\n  \
+                template:\n    spec:\n      restartPolicy: Never\n      containers: [{name: \
+                job, image: busybox, command: [date]}]\n";
+    let m = podvisor_api::decode_manifest(text, "app.yaml").unwrap();
+    let names: Vec<&str> = m
+        .pods
+        .iter()
+        .map(|p| p.metadata.name.as_deref().unwrap())
+        .collect();
+    assert_eq!(names.len(), 6, "{names:?}");
+    let hash = m.pods[0].metadata.labels.as_ref().unwrap()["pod-template-hash"].clone();
+    for p in &m.pods[..3] {
+        let labels = p.metadata.labels.as_ref().unwrap();
+        assert_eq!(labels["app"], "web");
+        assert_eq!(labels["pod-template-hash"], hash, "one template, one hash");
+        let name = p.metadata.name.as_deref().unwrap();
+        assert!(name.starts_with(&format!("web-{hash}-")), "{name}");
+    }
+    assert_ne!(names[0], names[1]);
+    assert_eq!(&names[3..5], ["db-0", "db-1"]);
+    assert!(names[5].starts_with("once-"), "{names:?}");
+    assert_eq!(
+        m.pods[5].metadata.labels.as_ref().unwrap()["job-name"],
+        "once"
+    );
+    assert_eq!(m.expanded.len(), 3);
+    assert!(
+        m.expanded[0].starts_with("app.yaml: Deployment/web: running 3 replicas of its template;"),
+        "{:?}",
+        m.expanded
+    );
+    let job = "apiVersion: batch/v1\nkind: Job\nmetadata: {name: j}\nspec:\n  template:\n    \
+               spec:\n      containers: [{name: job, image: busybox, command: [date]}]\n";
+    let err = podvisor_api::decode_manifest(job, "job.yaml").unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "job.yaml: document 1: Job/j: spec.template.spec.restartPolicy: Required value: valid \
+         values: \"OnFailure\", \"Never\""
+    );
+}

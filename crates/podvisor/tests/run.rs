@@ -117,6 +117,25 @@ fn a_pod_that_succeeds_ends_the_run_with_0() {
     assert!(!String::from_utf8_lossy(&quiet.stdout).contains("| hi"));
 }
 
+/// A Job runs as the pod of its template, and `run` says what it made of it (issue 33).
+#[test]
+#[ignore = "needs root: run as root with --include-ignored (scripts/test does)"]
+fn a_job_runs_as_its_templates_pod() {
+    require_root();
+    let job = "apiVersion: batch/v1\nkind: Job\nmetadata: {name: once}\nspec:\n  template:\n    \
+               spec:\n      restartPolicy: Never\n      containers:\n      - {name: job, image: \
+               busybox, command: [sh, -c, 'echo done']}\n";
+    let out = run(job, &[]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains("-: Job/once: running one pod of its template; rollouts"),
+        "{stderr}"
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("job | done"), "{stdout}");
+}
+
 #[test]
 #[ignore = "needs root: run as root with --include-ignored (scripts/test does)"]
 fn a_failed_pod_ends_the_run_with_1() {

@@ -117,6 +117,16 @@ pub enum DecodeError {
         /// The deserializer's message.
         message: String,
     },
+    /// A workload `podvisor run` cannot make pods of (no template, a wrong `restartPolicy`).
+    #[error("{source_name}: {at}: {message}")]
+    Workload {
+        /// The name of the input.
+        source_name: String,
+        /// The document (and item).
+        at: DocumentRef,
+        /// What is wrong, with the field.
+        message: String,
+    },
     /// The input holds no documents at all.
     #[error("{source_name}: no objects found")]
     Empty {
@@ -563,6 +573,8 @@ pub struct Manifest {
     pub config_maps: Vec<k8s_openapi::api::core::v1::ConfigMap>,
     /// The Secrets, in order (`stringData` already merged into `data`, the type defaulted).
     pub secrets: Vec<k8s_openapi::api::core::v1::Secret>,
+    /// What each workload was expanded into (`pods` holds its pods), one line each.
+    pub expanded: Vec<String>,
 }
 
 /// Decodes Pods, ConfigMaps and Secrets (documents, or items of `v1` `List`s) with strict
@@ -642,9 +654,16 @@ fn manifest(text: &str, source: &str) -> Result<Manifest, DecodeError> {
                         out.secrets.push(s);
                     }
                 }
-                _ => out
-                    .pods
-                    .push(decode_one(value, source, at, FieldValidation::Strict)?.pod),
+                _ => match crate::lint::workload_pods(&value, source, at) {
+                    Some(expanded) => {
+                        let (pods, note) = expanded?;
+                        out.pods.extend(pods);
+                        out.expanded.push(note);
+                    }
+                    None => out
+                        .pods
+                        .push(decode_one(value, source, at, FieldValidation::Strict)?.pod),
+                },
             }
         }
     }

@@ -379,6 +379,141 @@ fn entry(value: Value, source: &str, at: DocumentRef, gates: crate::FeatureGates
     Entry::Target(Box::new(target))
 }
 
+/// The workload's `restartPolicy` rule (`ValidatePodTemplateSpecForReplicaSet`,
+/// `validateJobSpec`) on the template as written.
+fn restart_policy_errors(value: &Value, w: &Workload) -> Vec<FieldError> {
+    let written = get(value, w.template)
+        .and_then(|t| get(t, &["spec", "restartPolicy"]))
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    let path = Path::new(&format!("{}spec", w.prefix)).child("restartPolicy");
+    if w.job {
+        // The template was defaulted to `Always` when empty: both are refused the same way.
+        if written.is_empty() || written == "Always" {
+            return vec![FieldError::required(
+                &path,
+                "valid values: \"OnFailure\", \"Never\"",
+            )];
+        } else if written != "OnFailure" && written != "Never" {
+            return vec![FieldError::not_supported(
+                &path,
+                written,
+                &["OnFailure", "Never"],
+            )];
+        }
+    } else if !written.is_empty() && written != "Always" {
+        return vec![FieldError::not_supported(&path, written, &["Always"])];
+    }
+    Vec::new()
+}
+
+/// The pods `podvisor run` makes of a workload, as `podman kube play` does: its pod template
+/// `replicas` times for a Deployment, ReplicaSet, StatefulSet or ReplicationController, once
+/// for a DaemonSet (one node), a Job or a CronJob (one run of its job, now). Pods are named
+/// as their controllers name them (`web-6c9f8d7b5d-x2k4q`, `db-0`, `backup-x2k4q`), with the
+/// labels the controllers add. `None` when `value` is no workload.
+pub(crate) fn workload_pods(
+    value: &Value,
+    source: &str,
+    at: DocumentRef,
+) -> Option<Result<(Vec<Pod>, String), DecodeError>> {
+    let api_version = str_at(value, &["apiVersion"]);
+    let kind = str_at(value, &["kind"]);
+    let w = workload(&api_version, &kind)?;
+    Some(expand(value, &w, &kind, source, at))
+}
+
+fn expand(
+    value: &Value,
+    w: &Workload,
+    kind: &str,
+    source: &str,
+    at: DocumentRef,
+) -> Result<(Vec<Pod>, String), DecodeError> {
+    let name = str_at(value, &["metadata", "name"]);
+    let refuse = |message: String| DecodeError::Workload {
+        source_name: source.to_owned(),
+        at,
+        message,
+    };
+    if get(value, w.template).is_none() {
+        return Err(refuse(format!(
+            "{kind}/{name}: {}: Required value",
+            w.prefix.trim_end_matches('.')
+        )));
+    }
+    if let Some(e) = restart_policy_errors(value, w).into_iter().next() {
+        return Err(refuse(format!("{kind}/{name}: {e}")));
+    }
+    let template = template_pod(value, w, source, at)?;
+    let count = match kind {
+        "Deployment" | "ReplicaSet" | "StatefulSet" | "ReplicationController" => w
+            .replicas
+            .and_then(|keys| get(value, keys))
+            .and_then(Value::as_u64)
+            .unwrap_or(1),
+        _ => 1,
+    };
+    // The Deployment controller's `pod-template-hash`: stable for one template.
+    let template_hash = {
+        let text = get(value, w.template)
+            .map(Value::to_string)
+            .unwrap_or_default();
+        let mut h: u32 = 0x811c_9dc5;
+        for b in text.bytes() {
+            h ^= u32::from(b);
+            h = h.wrapping_mul(0x0100_0193);
+        }
+        const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
+        let mut out = String::new();
+        let mut n = u64::from(h) * 977;
+        for _ in 0..10 {
+            out.push(char::from(ALPHABET[(n % 27) as usize]));
+            n = n / 27 + u64::from(h);
+        }
+        out
+    };
+    let mut pods = Vec::new();
+    for i in 0..count {
+        let mut pod = template.clone();
+        let labels = pod.metadata.labels.get_or_insert_with(Default::default);
+        let pod_name = match kind {
+            "Deployment" => {
+                labels.insert("pod-template-hash".to_owned(), template_hash.clone());
+                format!("{name}-{template_hash}-{}", crate::meta::name_suffix())
+            }
+            "StatefulSet" => {
+                labels.insert(
+                    "statefulset.kubernetes.io/pod-name".to_owned(),
+                    format!("{name}-{i}"),
+                );
+                labels.insert("apps.kubernetes.io/pod-index".to_owned(), i.to_string());
+                format!("{name}-{i}")
+            }
+            "Job" | "CronJob" => {
+                labels.insert("batch.kubernetes.io/job-name".to_owned(), name.clone());
+                labels.insert("job-name".to_owned(), name.clone());
+                format!("{name}-{}", crate::meta::name_suffix())
+            }
+            _ => format!("{name}-{}", crate::meta::name_suffix()),
+        };
+        pod.metadata.name = Some(pod_name);
+        pods.push(pod);
+    }
+    let what = match kind {
+        "DaemonSet" => "one pod (one node)".to_owned(),
+        "Job" => "one pod of its template".to_owned(),
+        "CronJob" => "one pod of its job, now (its schedule is not followed)".to_owned(),
+        _ if count == 1 => "1 replica of its template".to_owned(),
+        _ => format!("{count} replicas of its template"),
+    };
+    let note = format!(
+        "{source}: {kind}/{name}: running {what}; rollouts, scaling, restarts of deleted pods and \
+         Services need a Kubernetes control plane (podvisor as a node of a cluster)"
+    );
+    Ok((pods, note))
+}
+
 /// Defaults and validates the target's pod as the API server would, plus the workload's
 /// `restartPolicy` rule (`ValidatePodTemplateSpecForReplicaSet`, `validateJobSpec`).
 fn check(target: &mut Target, value: &Value, w: Option<&Workload>, gates: crate::FeatureGates) {
@@ -400,28 +535,7 @@ fn check(target: &mut Target, value: &Value, w: Option<&Workload>, gates: crate:
         e.path = target.full_path(&e.path);
     }
     if let Some(w) = w {
-        let written = get(value, w.template)
-            .and_then(|t| get(t, &["spec", "restartPolicy"]))
-            .and_then(Value::as_str)
-            .unwrap_or_default();
-        let path = Path::new(&format!("{}spec", w.prefix)).child("restartPolicy");
-        if w.job {
-            // The template was defaulted to `Always` when empty: both are refused the same way.
-            if written.is_empty() || written == "Always" {
-                errors.push(FieldError::required(
-                    &path,
-                    "valid values: \"OnFailure\", \"Never\"",
-                ));
-            } else if written != "OnFailure" && written != "Never" {
-                errors.push(FieldError::not_supported(
-                    &path,
-                    written,
-                    &["OnFailure", "Never"],
-                ));
-            }
-        } else if !written.is_empty() && written != "Always" {
-            errors.push(FieldError::not_supported(&path, written, &["Always"]));
-        }
+        errors.extend(restart_policy_errors(value, w));
     }
     target.problems = errors
         .into_iter()

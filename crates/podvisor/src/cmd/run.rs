@@ -202,6 +202,9 @@ fn load_pods(files: &[PathBuf], gates: FeatureGates) -> Option<(Vec<Pod>, Static
                 continue;
             }
         };
+        for note in &decoded.expanded {
+            eprintln!("{note}");
+        }
         for mut cm in decoded.config_maps {
             default_namespace(&mut cm.metadata);
             match podvisor_api::validation::validate_config_map(&cm) {
