@@ -87,6 +87,7 @@ mod spdy;
 mod status;
 mod table;
 mod tls;
+mod unserved;
 mod watch;
 
 pub use discovery::GIT_VERSION;
