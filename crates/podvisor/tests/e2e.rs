@@ -27,6 +27,7 @@ mod restart_all;
 mod scheduling;
 mod serve;
 mod serve_configs;
+mod serve_controllers;
 mod serve_disk_full;
 mod serve_log_rotation;
 mod serve_node;
