@@ -107,7 +107,10 @@ pub(crate) fn validate(store: &Store, token: &str, claims: &Value) -> Option<Use
         return None;
     }
     let secret = db::try_get(store, SECRETS, ns, secret_name).ok()??;
-    let deleting = |o: &Value| o.pointer("/metadata/deletionTimestamp").is_some_and(|t| !t.is_null());
+    let deleting = |o: &Value| {
+        o.pointer("/metadata/deletionTimestamp")
+            .is_some_and(|t| !t.is_null())
+    };
     if deleting(&secret) || data(&secret, "token") != token.as_bytes() {
         return None;
     }
@@ -236,8 +239,9 @@ impl LegacyTokens {
         {
             return Ok(());
         }
-        let (secrets, _) = db::list_filtered(store, SECRETS, Some(ns), |s| is_token_of(s, name, uid))
-            .map_err(|e| e.message)?;
+        let (secrets, _) =
+            db::list_filtered(store, SECRETS, Some(ns), |s| is_token_of(s, name, uid))
+                .map_err(|e| e.message)?;
         for secret in secrets {
             let secret_name = text(&secret, "/metadata/name");
             let secret_uid = text(&secret, "/metadata/uid").to_owned();
@@ -363,7 +367,13 @@ mod tests {
         let user = c.issuer.authenticate(&store, &token).unwrap();
         assert_eq!(user.username, "system:serviceaccount:team:build");
         let stamped = db::get(&store, SECRETS, "team", "build-token").unwrap();
-        assert!(!text(&stamped, "/metadata/labels/kubernetes.io~1legacy-token-last-used").is_empty());
+        assert!(
+            !text(
+                &stamped,
+                "/metadata/labels/kubernetes.io~1legacy-token-last-used"
+            )
+            .is_empty()
+        );
         // A second pass changes nothing (the token is not issued again).
         c.sync_all(&store).unwrap();
         let again = db::get(&store, SECRETS, "team", "build-token").unwrap();
@@ -380,7 +390,11 @@ mod tests {
         let (_dir, store, c) = setup();
         secret(&store, "orphan", json!({NAME_KEY: "nobody"}));
         account(&store, "build", "u1");
-        secret(&store, "stale-uid", json!({NAME_KEY: "build", UID_KEY: "u0"}));
+        secret(
+            &store,
+            "stale-uid",
+            json!({NAME_KEY: "build", UID_KEY: "u0"}),
+        );
         secret(&store, "kept", json!({NAME_KEY: "build"}));
         c.sync_all(&store).unwrap();
         let exists = |n| db::try_get(&store, SECRETS, "team", n).unwrap().is_some();

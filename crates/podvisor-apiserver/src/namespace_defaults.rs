@@ -15,7 +15,9 @@ use serde_json::Value;
 use crate::controller::Reconciler;
 use crate::db::{self, NAMESPACES};
 use crate::namespace_controller::is_terminating;
-use crate::serviceaccounts::{DEFAULT_SERVICE_ACCOUNT, ROOT_CA_CONFIG_MAP, ensure_namespace_objects};
+use crate::serviceaccounts::{
+    DEFAULT_SERVICE_ACCOUNT, ROOT_CA_CONFIG_MAP, ensure_namespace_objects,
+};
 
 /// The two controllers as one reconciler of namespaces.
 pub(crate) struct NamespaceDefaults {
@@ -69,8 +71,7 @@ impl Reconciler for NamespaceDefaults {
     }
 
     fn sync(&self, store: &Store, ns: &String) -> Result<(), String> {
-        let Some(namespace) = db::try_get(store, NAMESPACES, "", ns).map_err(|e| e.message)?
-        else {
+        let Some(namespace) = db::try_get(store, NAMESPACES, "", ns).map_err(|e| e.message)? else {
             return Ok(());
         };
         if is_terminating(&namespace) {
@@ -123,7 +124,11 @@ mod tests {
         );
         assert!(keys("serviceaccounts", EventType::Deleted, obj("robot")).is_empty());
         assert_eq!(
-            keys("namespaces", EventType::Added, json!({"metadata": {"name": "x"}})),
+            keys(
+                "namespaces",
+                EventType::Added,
+                json!({"metadata": {"name": "x"}})
+            ),
             ["x"]
         );
     }
@@ -154,7 +159,15 @@ mod tests {
         let mut edited = cm("team").unwrap();
         edited["data"]["ca.crt"] = json!("forged");
         edited["metadata"]["annotations"] = json!({});
-        db::update(&store, db::CONFIGMAPS, "team", ROOT_CA_CONFIG_MAP, edited, None).unwrap();
+        db::update(
+            &store,
+            db::CONFIGMAPS,
+            "team",
+            ROOT_CA_CONFIG_MAP,
+            edited,
+            None,
+        )
+        .unwrap();
         db::delete(&store, db::SERVICEACCOUNTS, "team", "default", None, None).unwrap();
         r.sync(&store, &"team".to_owned()).unwrap();
         let restored = cm("team").unwrap();

@@ -112,8 +112,7 @@ pub(crate) fn ensure_namespace_objects(store: &Store, ns: &str, ca_pem: &str) ->
             if !cm["metadata"]["annotations"].is_object() {
                 cm["metadata"]["annotations"] = json!({});
             }
-            cm["metadata"]["annotations"]["kubernetes.io/description"] =
-                json!(ROOT_CA_DESCRIPTION);
+            cm["metadata"]["annotations"]["kubernetes.io/description"] = json!(ROOT_CA_DESCRIPTION);
             db::update(store, CONFIGMAPS, ns, ROOT_CA_CONFIG_MAP, cm, rv)?;
         }
         Some(_) => {}

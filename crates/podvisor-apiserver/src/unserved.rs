@@ -74,7 +74,10 @@ mod tests {
         let e = refuse("apps/v1", "deployments");
         assert_eq!(
             (e.code, e.message.as_str()),
-            (404, "no matches for kind \"Deployment\" in version \"apps/v1\"")
+            (
+                404,
+                "no matches for kind \"Deployment\" in version \"apps/v1\""
+            )
         );
         assert_eq!(
             refuse("batch/v1", "jobs").message,

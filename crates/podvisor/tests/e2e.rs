@@ -31,5 +31,6 @@ mod serve_controllers;
 mod serve_disk_full;
 mod serve_log_rotation;
 mod serve_node;
+mod serve_openapi;
 mod serve_projected;
 mod serve_service_accounts;

@@ -38,7 +38,11 @@ fn deleted_or_edited_root_ca_and_default_account_come_back() {
     let mut ctx = ServeCtx::new("nsdefaults");
     ctx.start(&[]);
     ctx.kubectl_ok(&["create", "namespace", "team"]);
-    let ca = jsonpath(&ctx, &["cm", "kube-root-ca.crt", "-n", "team"], "{.data.ca\\.crt}");
+    let ca = jsonpath(
+        &ctx,
+        &["cm", "kube-root-ca.crt", "-n", "team"],
+        "{.data.ca\\.crt}",
+    );
     assert!(ca.starts_with("-----BEGIN CERTIFICATE-----"), "{ca}");
     let sa_uid = jsonpath(&ctx, &["sa", "default", "-n", "team"], "{.metadata.uid}");
     assert!(!sa_uid.is_empty());
@@ -47,7 +51,11 @@ fn deleted_or_edited_root_ca_and_default_account_come_back() {
     ctx.kubectl_ok(&["delete", "cm", "--all", "-n", "team"]);
     ctx.kubectl_ok(&["delete", "sa", "default", "-n", "team"]);
     wait_for("kube-root-ca.crt to come back", || {
-        let back = jsonpath(&ctx, &["cm", "kube-root-ca.crt", "-n", "team"], "{.data.ca\\.crt}");
+        let back = jsonpath(
+            &ctx,
+            &["cm", "kube-root-ca.crt", "-n", "team"],
+            "{.data.ca\\.crt}",
+        );
         (back == ca).then_some(back)
     });
     wait_for("the default account to come back", || {
@@ -67,13 +75,24 @@ fn deleted_or_edited_root_ca_and_default_account_come_back() {
         r#"{"data":{"ca.crt":"forged"}}"#,
     ]);
     wait_for("the CA to be published again", || {
-        let back = jsonpath(&ctx, &["cm", "kube-root-ca.crt", "-n", "team"], "{.data.ca\\.crt}");
+        let back = jsonpath(
+            &ctx,
+            &["cm", "kube-root-ca.crt", "-n", "team"],
+            "{.data.ca\\.crt}",
+        );
         (back == ca).then_some(back)
     });
     // A pod of the namespace is admitted and mounts its token (the account and the
     // ConfigMap its projected volume reads exist).
     ctx.kubectl_ok(&[
-        "run", "-n", "team", "probe", "--image=busybox", "--restart=Never", "--command", "--",
+        "run",
+        "-n",
+        "team",
+        "probe",
+        "--image=busybox",
+        "--restart=Never",
+        "--command",
+        "--",
         "true",
     ]);
     wait_for("the pod to succeed", || {

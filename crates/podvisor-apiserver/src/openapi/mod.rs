@@ -1,315 +1,413 @@
-//! The smallest OpenAPI documents that let kubectl's strict field validation, `create` and
-//! `apply` work: `/openapi/v3` lists one group-version whose document declares, for Pod,
-//! Namespace, Event, ConfigMap and Secret, the `post` and `patch` operations with their group-version-kind and
-//! the `fieldValidation`, `dryRun` and `fieldManager` query parameters. kubectl then leaves
-//! validation to the server (which is strict and exact here).
+//! The OpenAPI documents: `/openapi/v3` (one document per group-version) and `/openapi/v2`
+//! (one document, JSON or gnostic's protobuf), both made from one list of the served kinds,
+//! [`SERVED`], and the schemas `schemars` generates from `k8s-openapi`'s types (the types the
+//! server decodes with). A kind added to [`SERVED`] is in both documents.
 //!
-//! The full schemas of the served kinds are published (from `k8s-openapi`'s types), so
-//! `kubectl explain pod.spec.containers` works. kubectl still computes client-side apply
-//! patches from its compiled-in types: the patch operations do not advertise
-//! `strategic-merge-patch+json`.
+//! What clients read in them:
+//! - the definitions with their `x-kubernetes-group-version-kind`: `kubectl explain` (v3 for
+//!   kubectl ≥ 1.27, v2 before), and kubectl 1.20's client-side validation (`unknown field
+//!   "x" in io.k8s.api.core.v1.ConfigMap`), which skips kinds the document does not have;
+//! - the `post` and `patch` operations with their kind and the `dryRun`, `fieldManager` and
+//!   `fieldValidation` parameters: kubectl's checks that the server supports server-side
+//!   dry-run (1.20 reads v2) and field validation.
+//!
+//! The patch operations do not advertise `strategic-merge-patch+json` and the schemas carry
+//! no patch merge keys (`k8s-openapi` has none), so kubectl computes client-side apply
+//! patches from its compiled-in types (kubectl 1.20 falls back to them when the document
+//! offers no strategic merge; newer ones for lack of merge keys).
 
-use axum::http::StatusCode;
-use axum::response::Response;
-use serde_json::{Value, json};
+use std::collections::BTreeMap;
+use std::sync::LazyLock;
 
-use crate::status::json_response;
+use axum::extract::Path;
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use schemars::{JsonSchema, SchemaGenerator};
+use serde_json::{Map, Value, json};
 
-/// Changes whenever the v3 document below changes, so kubectl's cache is refreshed.
-const V3_HASH: &str = "podvisor-1-35-0-6";
+use crate::status::{ApiError, json_response};
 
-/// `GET /openapi/v3`.
-pub(crate) async fn v3_root() -> Response {
-    json_response(
-        StatusCode::OK,
-        &json!({
-            "paths": {
-                "api/v1": {"serverRelativeURL": format!("/openapi/v3/api/v1?hash={V3_HASH}")},
-                "apis/events.k8s.io/v1": {"serverRelativeURL": format!("/openapi/v3/apis/events.k8s.io/v1?hash={V3_HASH}")},
-                "apis/coordination.k8s.io/v1": {"serverRelativeURL": format!("/openapi/v3/apis/coordination.k8s.io/v1?hash={V3_HASH}")}
-            }
-        }),
-    )
+mod v2;
+mod v2_proto;
+mod v3;
+
+/// One kind the API serves, as the documents publish it.
+pub(crate) struct ServedKind {
+    /// The API group (`""` for core).
+    pub group: &'static str,
+    /// The version.
+    pub version: &'static str,
+    /// The kind.
+    pub kind: &'static str,
+    /// The resource (plural) in paths.
+    pub plural: &'static str,
+    /// Whether objects live in a namespace.
+    pub namespaced: bool,
+    /// Whether clients create and patch it (its `post` and `patch` operations are
+    /// published; a read-only kind has `get` only).
+    pub writable: bool,
+    /// Adds the kind's schema, and those of every type it reaches, to a generator; returns
+    /// its definition's name (`io.k8s.api.core.v1.Pod`).
+    pub schema: fn(&mut SchemaGenerator) -> String,
 }
 
-fn query_param(name: &str, description: &str) -> Value {
-    json!({
-        "name": name,
-        "in": "query",
-        "description": description,
-        "schema": {"type": "string", "uniqueItems": true}
-    })
+fn schema_of<T: JsonSchema>(generator: &mut SchemaGenerator) -> String {
+    generator.subschema_for::<T>();
+    T::schema_name().into_owned()
 }
 
-fn gvk(kind: &str) -> Value {
-    if let Some(kind) = kind.strip_prefix("coordination.k8s.io/") {
-        return json!({"group": "coordination.k8s.io", "version": "v1", "kind": kind});
-    }
-    if let Some(kind) = kind.strip_prefix("events.k8s.io/") {
-        return json!({"group": "events.k8s.io", "version": "v1", "kind": kind});
-    }
-    json!({"group": "", "version": "v1", "kind": kind})
-}
-
-/// `kind` is a core/v1 kind, or `events.k8s.io/Event`.
-fn schema_ref(kind: &str) -> Value {
-    if let Some(kind) = kind.strip_prefix("coordination.k8s.io/") {
-        return json!({"$ref": format!("#/components/schemas/io.k8s.api.coordination.v1.{kind}")});
-    }
-    if let Some(kind) = kind.strip_prefix("events.k8s.io/") {
-        return json!({"$ref": format!("#/components/schemas/io.k8s.api.events.v1.{kind}")});
-    }
-    json!({"$ref": format!("#/components/schemas/io.k8s.api.core.v1.{kind}")})
-}
-
-fn op_name(kind: &str) -> String {
-    if let Some(kind) = kind.strip_prefix("coordination.k8s.io/") {
-        return format!("CoordinationV1{kind}");
-    }
-    match kind.strip_prefix("events.k8s.io/") {
-        Some(kind) => format!("EventsV1{kind}"),
-        None => format!("CoreV1{kind}"),
+const fn kind(
+    group: &'static str,
+    kind: &'static str,
+    plural: &'static str,
+    namespaced: bool,
+    writable: bool,
+    schema: fn(&mut SchemaGenerator) -> String,
+) -> ServedKind {
+    ServedKind {
+        group,
+        version: "v1",
+        kind,
+        plural,
+        namespaced,
+        writable,
+        schema,
     }
 }
 
-fn write_params() -> Vec<Value> {
-    vec![
-        query_param(
-            "dryRun",
-            "When present, indicates that modifications should not be persisted.",
+/// Every kind the API serves (add new kinds here: both documents follow).
+pub(crate) static SERVED: &[ServedKind] = {
+    use k8s_openapi::api::coordination::v1::Lease;
+    use k8s_openapi::api::core::v1::{
+        ConfigMap, Event, Namespace, Node, Pod, Secret, ServiceAccount,
+    };
+    use k8s_openapi::api::node::v1::RuntimeClass;
+    &[
+        kind("", "Pod", "pods", true, true, schema_of::<Pod>),
+        kind(
+            "",
+            "Namespace",
+            "namespaces",
+            false,
+            true,
+            schema_of::<Namespace>,
         ),
-        query_param(
-            "fieldManager",
-            "fieldManager is a name associated with the actor or entity that is making these changes.",
+        kind("", "Event", "events", true, true, schema_of::<Event>),
+        kind(
+            "",
+            "ConfigMap",
+            "configmaps",
+            true,
+            true,
+            schema_of::<ConfigMap>,
         ),
-        query_param(
-            "fieldValidation",
-            "fieldValidation instructs the server on how to handle objects in the request containing unknown or duplicate fields. Valid values are: Ignore, Warn (default), Strict.",
+        kind("", "Secret", "secrets", true, true, schema_of::<Secret>),
+        kind(
+            "",
+            "ServiceAccount",
+            "serviceaccounts",
+            true,
+            true,
+            schema_of::<ServiceAccount>,
+        ),
+        kind("", "Node", "nodes", false, true, schema_of::<Node>),
+        kind(
+            "events.k8s.io",
+            "Event",
+            "events",
+            true,
+            true,
+            schema_of::<k8s_openapi::api::events::v1::Event>,
+        ),
+        kind(
+            "coordination.k8s.io",
+            "Lease",
+            "leases",
+            true,
+            true,
+            schema_of::<Lease>,
+        ),
+        kind(
+            "node.k8s.io",
+            "RuntimeClass",
+            "runtimeclasses",
+            false,
+            false,
+            schema_of::<RuntimeClass>,
         ),
     ]
-}
+};
 
-fn post_op(kind: &str) -> Value {
-    json!({
-        "tags": ["core_v1"],
-        "operationId": format!("create{}", if matches!(kind, "Namespace" | "Node") { op_name(kind) } else { op_name(kind).replacen("V1", "V1Namespaced", 1) }),
-        "parameters": write_params(),
-        "requestBody": {"content": {"*/*": {"schema": schema_ref(kind)}}, "required": true},
-        "responses": {
-            "200": {"description": "OK", "content": {"application/json": {"schema": schema_ref(kind)}}},
-            "201": {"description": "Created", "content": {"application/json": {"schema": schema_ref(kind)}}}
-        },
-        "x-kubernetes-action": "post",
-        "x-kubernetes-group-version-kind": gvk(kind)
-    })
-}
-
-fn patch_op(kind: &str) -> Value {
-    let mut params = write_params();
-    params.push(query_param(
-        "force",
-        "Force is going to \"force\" Apply requests. It means user will re-acquire conflicting fields owned by other people.",
-    ));
-    let patch_schema = json!({"schema": {"type": "object"}});
-    json!({
-        "tags": ["core_v1"],
-        "operationId": format!("patch{}", if matches!(kind, "Namespace" | "Node") { op_name(kind) } else { op_name(kind).replacen("V1", "V1Namespaced", 1) }),
-        "parameters": params,
-        "requestBody": {
-            "content": {
-                "application/apply-patch+yaml": patch_schema,
-                "application/json-patch+json": patch_schema,
-                "application/merge-patch+json": patch_schema
-            },
-            "required": true
-        },
-        "responses": {
-            "200": {"description": "OK", "content": {"application/json": {"schema": schema_ref(kind)}}},
-            "201": {"description": "Created", "content": {"application/json": {"schema": schema_ref(kind)}}}
-        },
-        "x-kubernetes-action": "patch",
-        "x-kubernetes-group-version-kind": gvk(kind)
-    })
-}
-
-/// The schemas of the served kinds and of every type they reach, as the API server
-/// publishes them under `components.schemas` (`io.k8s.api.core.v1.Pod`, ...), generated from
-/// the same `k8s-openapi` types the server decodes with; each served kind carries its
-/// `x-kubernetes-group-version-kind`, which is how `kubectl explain` finds it.
-fn schemas(
-    kinds: &[(&str, &str, &str)],
-    add: impl FnOnce(&mut schemars::SchemaGenerator),
-) -> Value {
-    let mut generator = schemars::generate::SchemaSettings::openapi3().into_generator();
-    add(&mut generator);
-    let mut defs = generator.take_definitions(true);
-    for (group, version, kind) in kinds {
-        let prefix = if group.is_empty() {
-            "io.k8s.api.core.v1".to_owned()
+impl ServedKind {
+    /// The document's key under `/openapi/v3`: `api/v1` or `apis/events.k8s.io/v1`.
+    fn v3_key(&self) -> String {
+        if self.group.is_empty() {
+            format!("api/{}", self.version)
         } else {
-            format!("io.k8s.api.{}.{version}", group.trim_end_matches(".k8s.io"))
-        };
-        if let Some(schema) = defs.get_mut(&format!("{prefix}.{kind}")) {
-            schema["x-kubernetes-group-version-kind"] =
-                json!([{"group": group, "version": version, "kind": kind}]);
+            format!("apis/{}/{}", self.group, self.version)
         }
     }
-    Value::Object(defs)
+
+    /// The collection's path (`/api/v1/namespaces/{namespace}/pods`, `/api/v1/nodes`).
+    fn collection_path(&self) -> String {
+        let prefix = format!("/{}", self.v3_key());
+        if self.namespaced {
+            format!("{prefix}/namespaces/{{namespace}}/{}", self.plural)
+        } else {
+            format!("{prefix}/{}", self.plural)
+        }
+    }
+
+    /// An object's path.
+    fn object_path(&self) -> String {
+        format!("{}/{{name}}", self.collection_path())
+    }
+
+    /// `x-kubernetes-group-version-kind` of an operation.
+    fn gvk(&self) -> Value {
+        json!({"group": self.group, "version": self.version, "kind": self.kind})
+    }
+
+    /// The operation id of `verb` (`createCoreV1NamespacedPod`, `patchNodeV1RuntimeClass`).
+    fn operation_id(&self, verb: &str) -> String {
+        let group = if self.group.is_empty() {
+            "Core".to_owned()
+        } else {
+            self.group
+                .trim_end_matches(".k8s.io")
+                .split('.')
+                .map(capitalized)
+                .collect()
+        };
+        let scope = if self.namespaced { "Namespaced" } else { "" };
+        format!(
+            "{verb}{group}{}{scope}{}",
+            capitalized(self.version),
+            self.kind
+        )
+    }
+
+    /// The operations' tag (`core_v1`, `events_v1`).
+    fn tag(&self) -> String {
+        let group = if self.group.is_empty() {
+            "core".to_owned()
+        } else {
+            let mut words = self.group.trim_end_matches(".k8s.io").split('.');
+            let first = words.next().unwrap_or_default().to_owned();
+            first + &words.map(capitalized).collect::<String>()
+        };
+        format!("{group}_{}", self.version)
+    }
 }
 
-fn core_v1_schemas() -> Value {
-    use k8s_openapi::api::core::v1::{ConfigMap, Event, Namespace, Node, Pod, Secret};
-    schemas(
-        &[
-            ("", "v1", "Pod"),
-            ("", "v1", "Namespace"),
-            ("", "v1", "Event"),
-            ("", "v1", "ConfigMap"),
-            ("", "v1", "Secret"),
-            ("", "v1", "Node"),
-        ],
-        |g| {
-            g.subschema_for::<Pod>();
-            g.subschema_for::<Namespace>();
-            g.subschema_for::<Event>();
-            g.subschema_for::<ConfigMap>();
-            g.subschema_for::<Secret>();
-            g.subschema_for::<Node>();
-        },
-    )
+fn capitalized(word: &str) -> String {
+    let mut chars = word.chars();
+    chars
+        .next()
+        .map(|c| c.to_ascii_uppercase().to_string() + chars.as_str())
+        .unwrap_or_default()
 }
 
-/// The OpenAPI 3.0 document of `/apis/events.k8s.io/v1`.
-pub(crate) fn v3_events_v1() -> Value {
-    json!({
-        "openapi": "3.0.0",
-        "info": {"title": "Kubernetes", "version": crate::discovery::GIT_VERSION},
-        "paths": {
-            "/apis/events.k8s.io/v1/namespaces/{namespace}/events": {"post": post_op("events.k8s.io/Event")},
-            "/apis/events.k8s.io/v1/namespaces/{namespace}/events/{name}": {"patch": patch_op("events.k8s.io/Event")}
-        },
-        "components": {"schemas": schemas(&[("events.k8s.io", "v1", "Event")], |g| {
-            g.subschema_for::<k8s_openapi::api::events::v1::Event>();
-        })}
-    })
+/// The definitions of `kinds` and every type they reach, as the generator makes them
+/// (OpenAPI 3 form: references to `#/components/schemas/...`), each served kind's carrying
+/// its `x-kubernetes-group-version-kind`; and the kinds' definition names, in their order.
+fn definitions<'a>(
+    kinds: impl IntoIterator<Item = &'a ServedKind>,
+) -> (Map<String, Value>, Vec<String>) {
+    let mut generator = schemars::generate::SchemaSettings::openapi3().into_generator();
+    let named: Vec<(String, &ServedKind)> = kinds
+        .into_iter()
+        .map(|k| ((k.schema)(&mut generator), k))
+        .collect();
+    let mut defs = generator.take_definitions(true);
+    for (name, k) in &named {
+        if let Some(schema) = defs.get_mut(name) {
+            schema["x-kubernetes-group-version-kind"] = json!([k.gvk()]);
+        }
+    }
+    (defs, named.into_iter().map(|(n, _)| n).collect())
 }
 
-/// `GET /openapi/v3/apis/events.k8s.io/v1[?hash=]`.
-/// The `coordination.k8s.io/v1` document: Leases.
-pub(crate) fn v3_coordination_v1() -> Value {
-    json!({
-        "openapi": "3.0.0",
-        "info": {"title": "Kubernetes", "version": crate::discovery::GIT_VERSION},
-        "paths": {
-            "/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases": {"post": post_op("coordination.k8s.io/Lease")},
-            "/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases/{name}": {"patch": patch_op("coordination.k8s.io/Lease")}
-        },
-        "components": {"schemas": schemas(&[("coordination.k8s.io", "v1", "Lease")], |g| {
-            g.subschema_for::<k8s_openapi::api::coordination::v1::Lease>();
-        })}
-    })
+/// A query parameter's name and description.
+const WRITE_PARAMS: [(&str, &str); 3] = [
+    (
+        "dryRun",
+        "When present, indicates that modifications should not be persisted.",
+    ),
+    (
+        "fieldManager",
+        "fieldManager is a name associated with the actor or entity that is making these changes.",
+    ),
+    (
+        "fieldValidation",
+        "fieldValidation instructs the server on how to handle objects in the request containing unknown or duplicate fields. Valid values are: Ignore, Warn (default), Strict.",
+    ),
+];
+const FORCE_PARAM: (&str, &str) = (
+    "force",
+    "Force is going to \"force\" Apply requests. It means user will re-acquire conflicting fields owned by other people.",
+);
+/// The patch types the patch operations accept (strategic merge deliberately left out; see
+/// the module docs).
+const PATCH_TYPES: [&str; 3] = [
+    "application/json-patch+json",
+    "application/merge-patch+json",
+    "application/apply-patch+yaml",
+];
+
+/// The documents, made once.
+struct Documents {
+    /// `/openapi/v3`'s documents by key (`api/v1`), with their hashes.
+    v3: BTreeMap<String, (Vec<u8>, String)>,
+    v2_json: Vec<u8>,
+    v2_protobuf: Vec<u8>,
 }
 
-/// `GET /openapi/v3/apis/coordination.k8s.io/v1`.
-pub(crate) async fn v3_coordination() -> Response {
-    immutable(json_response(StatusCode::OK, &v3_coordination_v1()))
+static DOCUMENTS: LazyLock<Documents> = LazyLock::new(|| {
+    let mut keys: Vec<String> = SERVED.iter().map(ServedKind::v3_key).collect();
+    keys.sort();
+    keys.dedup();
+    let v3 = keys
+        .into_iter()
+        .map(|key| {
+            let kinds = SERVED.iter().filter(|k| k.v3_key() == key);
+            let bytes = serde_json::to_vec(&v3::document(kinds)).unwrap_or_default();
+            let hash = hash(&bytes);
+            (key, (bytes, hash))
+        })
+        .collect();
+    let v2 = v2::document(SERVED);
+    Documents {
+        v3,
+        v2_json: serde_json::to_vec(&v2).unwrap_or_default(),
+        v2_protobuf: v2_proto::encode(&v2),
+    }
+});
+
+/// The hash clients cache a v3 document by (upper-case hex of its SHA-256, as the API
+/// server's SHA-512).
+fn hash(bytes: &[u8]) -> String {
+    ring::digest::digest(&ring::digest::SHA256, bytes)
+        .as_ref()
+        .iter()
+        .map(|b| format!("{b:02X}"))
+        .collect()
 }
 
-pub(crate) async fn v3_events() -> Response {
-    immutable(json_response(StatusCode::OK, &v3_events_v1()))
-}
-
-fn immutable(mut resp: Response) -> Response {
-    resp.headers_mut().insert(
-        axum::http::header::CACHE_CONTROL,
-        axum::http::HeaderValue::from_static("public, immutable"),
-    );
+fn with_type(body: Vec<u8>, content_type: &'static str) -> Response {
+    let mut resp = Response::new(axum::body::Body::from(body));
+    resp.headers_mut()
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
     resp
 }
 
-/// The OpenAPI 3.0 document of `/api/v1`.
-pub(crate) fn v3_api_v1() -> Value {
-    json!({
-        "openapi": "3.0.0",
-        "info": {"title": "Kubernetes", "version": crate::discovery::GIT_VERSION},
-        "paths": {
-            "/api/v1/namespaces": {"post": post_op("Namespace")},
-            "/api/v1/namespaces/{name}": {"patch": patch_op("Namespace")},
-            "/api/v1/namespaces/{namespace}/pods": {"post": post_op("Pod")},
-            "/api/v1/namespaces/{namespace}/pods/{name}": {"patch": patch_op("Pod")},
-            "/api/v1/namespaces/{namespace}/events": {"post": post_op("Event")},
-            "/api/v1/namespaces/{namespace}/events/{name}": {"patch": patch_op("Event")},
-            "/api/v1/namespaces/{namespace}/configmaps": {"post": post_op("ConfigMap")},
-            "/api/v1/namespaces/{namespace}/configmaps/{name}": {"patch": patch_op("ConfigMap")},
-            "/api/v1/namespaces/{namespace}/secrets": {"post": post_op("Secret")},
-            "/api/v1/namespaces/{namespace}/secrets/{name}": {"patch": patch_op("Secret")},
-            "/api/v1/nodes": {"post": post_op("Node")},
-            "/api/v1/nodes/{name}": {"patch": patch_op("Node")}
-        },
-        "components": {"schemas": core_v1_schemas()}
-    })
+/// `GET /openapi/v3`.
+pub(crate) async fn v3_root() -> Response {
+    let paths: Map<String, Value> = DOCUMENTS
+        .v3
+        .iter()
+        .map(|(key, (_, hash))| {
+            (
+                key.clone(),
+                json!({"serverRelativeURL": format!("/openapi/v3/{key}?hash={hash}")}),
+            )
+        })
+        .collect();
+    json_response(StatusCode::OK, &json!({ "paths": paths }))
 }
 
-/// `GET /openapi/v3/api/v1[?hash=]`.
-pub(crate) async fn v3_group() -> Response {
-    immutable(json_response(StatusCode::OK, &v3_api_v1()))
-}
-
-/// The protobuf of an OpenAPI v2 `Document` (gnostic's `openapi_v2.Document`) with only
-/// `swagger` (field 1) and `info` (field 2: `title` 1, `version` 2).
-fn v2_protobuf() -> Vec<u8> {
-    fn field(number: u8, bytes: &[u8], out: &mut Vec<u8>) {
-        out.push((number << 3) | 2);
-        let mut len = bytes.len();
-        loop {
-            let byte = u8::try_from(len & 0x7f).unwrap_or(0);
-            len >>= 7;
-            if len == 0 {
-                out.push(byte);
-                break;
-            }
-            out.push(byte | 0x80);
+fn v3_document(key: &str) -> Response {
+    match DOCUMENTS.v3.get(key) {
+        Some((bytes, _)) => {
+            let mut resp = with_type(bytes.clone(), "application/json");
+            // The URL carries the hash: what it names never changes.
+            resp.headers_mut().insert(
+                header::CACHE_CONTROL,
+                HeaderValue::from_static("public, immutable"),
+            );
+            resp
         }
-        out.extend_from_slice(bytes);
+        None => ApiError::path_not_found().into_response(),
     }
-    let mut info = Vec::new();
-    field(1, b"Kubernetes", &mut info);
-    field(2, crate::discovery::GIT_VERSION.as_bytes(), &mut info);
-    let mut doc = Vec::new();
-    field(1, b"2.0", &mut doc);
-    field(2, &info, &mut doc);
-    doc
 }
 
-/// `GET /openapi/v2`: a document with no definitions (the schemas are published in v3).
-/// kubectl asks for it as protobuf when validating a kind that `/openapi/v3` does not list
-/// (a Deployment in a multi-document file): with no schema for the kind it skips client
-/// validation, so the objects podvisor serves are applied and the others get kubectl's own
-/// `no matches for kind "Deployment" in version "apps/v1"` instead of failing the whole
-/// file. Old kubectl (1.20) reads only this document, and then applies with its compiled-in
-/// types.
-pub(crate) async fn v2(headers: axum::http::HeaderMap) -> Response {
+/// `GET /openapi/v3/api/{version}`.
+pub(crate) async fn v3_core(Path(version): Path<String>) -> Response {
+    v3_document(&format!("api/{version}"))
+}
+
+/// `GET /openapi/v3/apis/{group}/{version}`.
+pub(crate) async fn v3_group(Path((group, version)): Path<(String, String)>) -> Response {
+    v3_document(&format!("apis/{group}/{version}"))
+}
+
+/// `GET /openapi/v2`: JSON, or gnostic's `openapi.v2.Document` protobuf when asked for it
+/// (kubectl and client-go's `OpenAPISchema` send
+/// `Accept: application/com.github.proto-openapi.spec.v2@v1.0+protobuf`).
+pub(crate) async fn v2(headers: HeaderMap) -> Response {
     let accept = headers
-        .get(axum::http::header::ACCEPT)
+        .get(header::ACCEPT)
         .and_then(|v| v.to_str().ok())
         .unwrap_or("");
     if accept.contains("protobuf") {
-        let mut resp = Response::new(axum::body::Body::from(v2_protobuf()));
-        resp.headers_mut().insert(
-            axum::http::header::CONTENT_TYPE,
-            axum::http::HeaderValue::from_static(
-                "application/com.github.proto-openapi.spec.v2.v1.0+protobuf",
-            ),
+        return with_type(
+            DOCUMENTS.v2_protobuf.clone(),
+            "application/com.github.proto-openapi.spec.v2.v1.0+protobuf",
         );
-        return resp;
     }
-    json_response(
-        StatusCode::OK,
-        &json!({
-            "swagger": "2.0",
-            "info": {"title": "Kubernetes", "version": crate::discovery::GIT_VERSION},
-            "paths": {},
-            "definitions": {}
-        }),
-    )
+    with_type(DOCUMENTS.v2_json.clone(), "application/json")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_follow_the_api_servers() {
+        let pod = &SERVED[0];
+        assert_eq!(pod.operation_id("create"), "createCoreV1NamespacedPod");
+        assert_eq!(pod.tag(), "core_v1");
+        assert_eq!(
+            pod.object_path(),
+            "/api/v1/namespaces/{namespace}/pods/{name}"
+        );
+        let rc = SERVED.iter().find(|k| k.kind == "RuntimeClass").unwrap();
+        assert_eq!(rc.operation_id("read"), "readNodeV1RuntimeClass");
+        assert_eq!(rc.collection_path(), "/apis/node.k8s.io/v1/runtimeclasses");
+        assert_eq!(rc.tag(), "node_v1");
+    }
+
+    /// Every served kind is in both documents with its group-version-kind, and every
+    /// reference of the v2 document resolves.
+    #[test]
+    fn both_documents_hold_every_served_kind() {
+        let v2: Value = serde_json::from_slice(&DOCUMENTS.v2_json).unwrap();
+        let defs = v2["definitions"].as_object().unwrap();
+        for k in SERVED {
+            let gvk = json!([k.gvk()]);
+            assert!(
+                defs.values()
+                    .any(|d| d["x-kubernetes-group-version-kind"] == gvk),
+                "{} not in v2",
+                k.kind
+            );
+            let (bytes, _) = &DOCUMENTS.v3[&k.v3_key()];
+            let v3: Value = serde_json::from_slice(bytes).unwrap();
+            assert!(
+                v3["components"]["schemas"]
+                    .as_object()
+                    .unwrap()
+                    .values()
+                    .any(|d| d["x-kubernetes-group-version-kind"] == gvk),
+                "{} not in v3",
+                k.kind
+            );
+        }
+        let text = String::from_utf8(DOCUMENTS.v2_json.clone()).unwrap();
+        assert!(!text.contains("#/components/"));
+        for part in text.split("\"$ref\":\"#/definitions/").skip(1) {
+            let name = &part[..part.find('"').unwrap()];
+            assert!(defs.contains_key(name), "{name}");
+        }
+    }
 }
