@@ -6,14 +6,23 @@
 //!
 //! Discovery does not list these groups: kubectl and client libraries see them as absent,
 //! as they are; only a request that names one of their resources gets this 404.
+//!
+//! The list of CustomResourceDefinitions (`apiextensions.k8s.io/v1`) is answered, empty:
+//! podvisor has none and takes none. kubectl and helm ask for it when a manifest's kind is in
+//! neither OpenAPI document (`HasCRD` of their `fieldValidation`/dry-run checks, once the
+//! documents say that Namespaces take the parameter); a 404 there fails the whole file with
+//! `failed to check CRD`, where the empty list lets them say `no matches for kind`. The group
+//! stays out of discovery, so a CustomResourceDefinition manifest gets the same words.
 
 use axum::Router;
-use axum::extract::Path;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
 use axum::response::IntoResponse;
-use axum::routing::any;
+use axum::routing::{any, get};
+use serde_json::json;
 
 use crate::ApiState;
-use crate::status::ApiError;
+use crate::status::{ApiError, json_response};
 
 /// The kinds of the unserved workload groups, by group-version and plural.
 const KINDS: &[(&str, &str, &str)] = &[
@@ -62,7 +71,20 @@ pub(crate) fn routes() -> Router<ApiState> {
                 ),
             );
     }
-    router
+    router.route(
+        "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
+        get(|State(state): State<ApiState>| async move {
+            json_response(
+                StatusCode::OK,
+                &json!({
+                    "kind": "CustomResourceDefinitionList",
+                    "apiVersion": "apiextensions.k8s.io/v1",
+                    "metadata": {"resourceVersion": state.store().resource_version().to_string()},
+                    "items": [],
+                }),
+            )
+        }),
+    )
 }
 
 #[cfg(test)]

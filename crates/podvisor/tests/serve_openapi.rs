@@ -129,3 +129,29 @@ fn kubectl_120_validates_and_dry_runs_from_openapi_v2() {
         "{out:?}"
     );
 }
+
+/// A core/v1 kind podvisor does not serve is in neither document: kubectl's field
+/// validation and dry-run checks then look for a CustomResourceDefinition of it (an empty
+/// list here), and every kubectl names the kind as for any unserved kind.
+#[test]
+#[ignore = "needs root"]
+fn every_kubectl_names_an_unserved_core_kind() {
+    let mut ctx = ServeCtx::new("unservedcore");
+    ctx.start(&[]);
+    let pvc = ctx.manifest(
+        "pvc",
+        "apiVersion: v1\nkind: PersistentVolumeClaim\nmetadata: {name: data}\nspec:\n  accessModes: [ReadWriteOnce]\n  resources: {requests: {storage: 1Gi}}\n",
+    );
+    for (version, kubectl) in kubectls() {
+        for extra in [&[][..], &["--dry-run=server"]] {
+            let mut args = vec!["apply", "-f", pvc.to_str().unwrap()];
+            args.extend_from_slice(extra);
+            let out = run(&kubectl, &ctx, &args);
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert!(
+                stderr.contains("no matches for kind \"PersistentVolumeClaim\" in version \"v1\""),
+                "kubectl {version} {extra:?}: {stderr}"
+            );
+        }
+    }
+}
