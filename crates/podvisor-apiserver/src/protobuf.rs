@@ -225,7 +225,7 @@ fn object_meta(b: &[u8]) -> Result<Value, String> {
         match (n, f) {
             // Go's generated marshallers write every string, empty ones too; the API server's
             // decoded object has them as zero values, which its JSON omits (`omitempty`).
-            (1 | 2 | 3, Field::Bytes([])) => {}
+            (1..=3, Field::Bytes([])) => {}
             (1, Field::Bytes(x)) => {
                 meta.insert("name".to_owned(), json!(text(x)?));
             }
