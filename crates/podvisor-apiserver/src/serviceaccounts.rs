@@ -3,7 +3,8 @@
 //!
 //! - Every namespace has a `default` ServiceAccount (the service account controller) and a
 //!   `kube-root-ca.crt` ConfigMap holding podvisor's API CA (the root CA publisher), written
-//!   when the namespace is created and, for those that exist, when the server starts.
+//!   when the namespace is created and, for those that exist, when the server starts, and
+//!   put back when deleted or edited (`namespace_defaults.rs`).
 //! - Pod admission (`plugin/pkg/admission/serviceaccount/admission.go`): `serviceAccountName`
 //!   defaults to `default`, a pod naming an account that does not exist is forbidden, and
 //!   unless `automountServiceAccountToken: false` (pod first, then account) every container
