@@ -133,6 +133,62 @@ mod tests {
         );
     }
 
+    /// The loop: a namespace created after it started gets its objects, and a deleted
+    /// account comes back, from the watch events alone.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_watch_driven_loop_puts_a_deleted_account_back() {
+        let (_dir, store) = store();
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let running = tokio::spawn(crate::controller::run(
+            store.clone(),
+            NamespaceDefaults {
+                ca_pem: "CA".to_owned(),
+            },
+            async {
+                let _ = stopped.await;
+            },
+        ));
+        let account = || {
+            db::try_get(&store, db::SERVICEACCOUNTS, "team", DEFAULT_SERVICE_ACCOUNT)
+                .unwrap()
+                .map(|a| a["metadata"]["uid"].clone())
+        };
+        let wait_for_account = || async {
+            // Bounds a hung test only: the loop answers the event at once.
+            for _ in 0..500 {
+                if let Some(uid) = account() {
+                    return uid;
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+            }
+            panic!("the default account did not appear");
+        };
+        // No wait for the watches: a write before one opened is seen by the full pass that
+        // follows its opening.
+        db::create(
+            &store,
+            NAMESPACES,
+            "",
+            "team",
+            json!({"metadata": {"name": "team"}, "status": {"phase": "Active"}}),
+        )
+        .unwrap();
+        let first = wait_for_account().await;
+        db::delete(
+            &store,
+            db::SERVICEACCOUNTS,
+            "team",
+            DEFAULT_SERVICE_ACCOUNT,
+            None,
+            None,
+        )
+        .unwrap();
+        let second = wait_for_account().await;
+        assert_ne!(first, second);
+        let _ = stop.send(());
+        running.await.unwrap();
+    }
+
     /// A deleted account and an edited ConfigMap are put back; a terminating namespace is
     /// left alone.
     #[test]
