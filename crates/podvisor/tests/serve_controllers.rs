@@ -227,6 +227,8 @@ fn kubectl_create_deployment_and_job_name_the_kind_as_apply_does() {
             std::process::Command::new(&kubectl)
                 .arg("--kubeconfig")
                 .arg(ctx.kubeconfig())
+                .arg("--cache-dir")
+                .arg(ctx.dir.join(format!("cache-{version}")))
                 .args(args)
                 .env_remove("KUBECONFIG")
                 .output()
