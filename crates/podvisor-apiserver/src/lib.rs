@@ -4,8 +4,9 @@
 //! What it does:
 //! - serves HTTPS with a self-generated CA and a bearer token, and writes a kubeconfig
 //!   ([`serve`], [`ApiServer`]);
-//! - discovery (`/version`, `/api`, `/api/v1`, `/apis`) and the minimal OpenAPI documents
-//!   kubectl needs for strict validation, `create` and `apply`;
+//! - discovery (`/version`, `/api`, `/api/v1`, `/apis`) and the OpenAPI documents (v3 and
+//!   v2, from one list of the served kinds) kubectl reads for `explain`, validation and
+//!   dry-run;
 //! - pods: create (defaulting, validation), get, list, watch, update (spec mutability M11),
 //!   patch (JSON, merge, strategic merge, server-side apply), graceful delete, the `status`
 //!   subresource, `log` and `exec` (WebSockets, [`PodExec`]); events (as clients write them,
@@ -15,8 +16,9 @@
 //! - errors as `Status` objects shaped like the API server's, so kubectl prints the same
 //!   text;
 //! - beside the API, the control plane's part for one node: binding (`pods/binding` and a
-//!   one-node default scheduler that honours scheduling gates; [`bind_pending`]) and
-//!   kube-controller-manager's PodGC ([`podgc`]).
+//!   one-node default scheduler that honours scheduling gates; [`bind_pending`]),
+//!   kube-controller-manager's PodGC ([`podgc`]), and, run by [`ApiServer::run`], its
+//!   namespace, ServiceAccount, root CA publisher and legacy token controllers.
 //!
 //! What it does not do: hold lifecycle state or run anything (the agent watches the store
 //! and writes status and events back through it), authorization beyond one token,
@@ -54,6 +56,7 @@ use podvisor_store::Store;
 
 mod auth;
 mod configs;
+mod controller;
 mod db;
 mod discovery;
 mod events;
@@ -61,10 +64,12 @@ mod events_v1;
 mod exec;
 mod health;
 mod history;
+mod legacy_tokens;
 mod list_options;
 mod logs;
 mod managed;
 pub mod namespace_controller;
+mod namespace_defaults;
 mod namespaces;
 mod nodes;
 mod objects;
@@ -88,6 +93,7 @@ mod spdy;
 mod status;
 mod table;
 mod tls;
+mod unserved;
 mod watch;
 
 pub use discovery::GIT_VERSION;

@@ -223,6 +223,9 @@ fn object_meta(b: &[u8]) -> Result<Value, String> {
     let (mut labels, mut annotations) = (Map::new(), Map::new());
     for (n, f) in fields(b)? {
         match (n, f) {
+            // Go's generated marshallers write every string, empty ones too; the API server's
+            // decoded object has them as zero values, which its JSON omits (`omitempty`).
+            (1..=3, Field::Bytes([])) => {}
             (1, Field::Bytes(x)) => {
                 meta.insert("name".to_owned(), json!(text(x)?));
             }

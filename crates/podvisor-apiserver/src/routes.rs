@@ -506,14 +506,11 @@ pub(crate) fn api_routes() -> Router<ApiState> {
             "/apis/authorization.k8s.io/v1/selfsubjectrulesreviews",
             axum::routing::post(reviews::self_subject_rules_review),
         )
+        .merge(crate::unserved::routes())
         .route("/openapi/v2", get(openapi::v2))
         .route("/openapi/v3", get(openapi::v3_root))
-        .route("/openapi/v3/api/v1", get(openapi::v3_group))
-        .route("/openapi/v3/apis/events.k8s.io/v1", get(openapi::v3_events))
-        .route(
-            "/openapi/v3/apis/coordination.k8s.io/v1",
-            get(openapi::v3_coordination),
-        )
+        .route("/openapi/v3/api/{version}", get(openapi::v3_core))
+        .route("/openapi/v3/apis/{group}/{version}", get(openapi::v3_group))
         .route("/api/v1/{resource}", on(any, cluster_collection))
         .route("/api/v1/watch/{resource}", get(cluster_watch))
         .route("/api/v1/namespaces/{name}", on(any, namespace_object))

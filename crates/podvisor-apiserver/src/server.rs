@@ -261,6 +261,23 @@ impl ApiServer {
             std::future::pending(),
         ));
         let _namespaces = AbortOnDrop(namespaces);
+        // The ServiceAccount controller and the root CA publisher (every namespace's `default`
+        // account and `kube-root-ca.crt`), and the legacy token controller.
+        let _defaults = AbortOnDrop(tokio::spawn(crate::controller::run(
+            self.state.store().clone(),
+            crate::namespace_defaults::NamespaceDefaults {
+                ca_pem: self.ca_pem.clone(),
+            },
+            std::future::pending(),
+        )));
+        let _tokens = AbortOnDrop(tokio::spawn(crate::controller::run(
+            self.state.store().clone(),
+            crate::legacy_tokens::LegacyTokens {
+                issuer: std::sync::Arc::clone(&self.issuer),
+                ca_pem: self.ca_pem.clone(),
+            },
+            std::future::pending(),
+        )));
         let mut expiry = tokio::time::interval(EVENT_SWEEP);
         expiry.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         tokio::pin!(shutdown);

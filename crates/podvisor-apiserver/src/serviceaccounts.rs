@@ -3,7 +3,8 @@
 //!
 //! - Every namespace has a `default` ServiceAccount (the service account controller) and a
 //!   `kube-root-ca.crt` ConfigMap holding podvisor's API CA (the root CA publisher), written
-//!   when the namespace is created and, for those that exist, when the server starts.
+//!   when the namespace is created and, for those that exist, when the server starts, and
+//!   put back when deleted or edited (`namespace_defaults.rs`).
 //! - Pod admission (`plugin/pkg/admission/serviceaccount/admission.go`): `serviceAccountName`
 //!   defaults to `default`, a pod naming an account that does not exist is forbidden, and
 //!   unless `automountServiceAccountToken: false` (pod first, then account) every container
@@ -89,6 +90,11 @@ pub(crate) fn ensure_namespace_objects(store: &Store, ns: &str, ca_pem: &str) ->
         }
     }
     let data = json!({"ca.crt": ca_pem});
+    let described = |cm: &Value| {
+        cm.pointer("/metadata/annotations/kubernetes.io~1description")
+            .and_then(Value::as_str)
+            .is_some_and(|d| !d.is_empty())
+    };
     match db::try_get(store, CONFIGMAPS, ns, ROOT_CA_CONFIG_MAP)? {
         None => {
             let mut meta = object_meta(ns, ROOT_CA_CONFIG_MAP);
@@ -100,9 +106,14 @@ pub(crate) fn ensure_namespace_objects(store: &Store, ns: &str, ca_pem: &str) ->
                 _ => {}
             }
         }
-        Some(mut cm) if cm["data"] != data => {
+        // The publisher's check: the data and its one annotation as published.
+        Some(mut cm) if cm["data"] != data || !described(&cm) => {
             let rv = db::object_rv(&cm);
             cm["data"] = data;
+            if !cm["metadata"]["annotations"].is_object() {
+                cm["metadata"]["annotations"] = json!({});
+            }
+            cm["metadata"]["annotations"]["kubernetes.io/description"] = json!(ROOT_CA_DESCRIPTION);
             db::update(store, CONFIGMAPS, ns, ROOT_CA_CONFIG_MAP, cm, rv)?;
         }
         Some(_) => {}
@@ -299,6 +310,33 @@ impl TokenIssuer {
         })
     }
 
+    /// A signed JWT (HS256) of `claims`.
+    pub(crate) fn sign(&self, claims: &Value) -> String {
+        let signing_input = format!(
+            "{}.{}",
+            b64(br#"{"alg":"HS256","typ":"JWT"}"#),
+            b64(claims.to_string().as_bytes())
+        );
+        let signature = ring::hmac::sign(&self.key, signing_input.as_bytes());
+        format!("{signing_input}.{}", b64(signature.as_ref()))
+    }
+
+    /// The claims of `token` if this issuer signed it.
+    pub(crate) fn verify(&self, token: &str) -> Option<Value> {
+        let (signing_input, signature) = token.rsplit_once('.')?;
+        let signature = base64::engine::general_purpose::URL_SAFE_NO_PAD
+            .decode(signature)
+            .ok()?;
+        ring::hmac::verify(&self.key, signing_input.as_bytes(), &signature).ok()?;
+        let (_, payload) = signing_input.split_once('.')?;
+        serde_json::from_slice(
+            &base64::engine::general_purpose::URL_SAFE_NO_PAD
+                .decode(payload)
+                .ok()?,
+        )
+        .ok()
+    }
+
     /// Issues a token of the ServiceAccount `ns/name` for `request` (a TokenRequest: its
     /// audiences, lifetime and bound object); the answer is the request with its spec
     /// defaulted and its status.
@@ -373,13 +411,7 @@ impl TokenIssuer {
             "kubernetes.io": claim,
             "sub": format!("system:serviceaccount:{ns}:{name}"),
         });
-        let signing_input = format!(
-            "{}.{}",
-            b64(br#"{"alg":"HS256","typ":"JWT"}"#),
-            b64(claims.to_string().as_bytes())
-        );
-        let signature = ring::hmac::sign(&self.key, signing_input.as_bytes());
-        let token = format!("{signing_input}.{}", b64(signature.as_ref()));
+        let token = self.sign(&claims);
         let expires = jiff::Timestamp::from_second(exp)
             .map_err(|e| ApiError::internal(format!("token expiry: {e}")))?;
         Ok(TokenRequest {
@@ -401,19 +433,14 @@ impl TokenIssuer {
     /// groups `system:serviceaccounts`, `system:serviceaccounts:<ns>` and
     /// `system:authenticated`), if it is one of ours, unexpired, for the API's audience, and
     /// its account and bound pod exist.
+    ///
+    /// A legacy token (issuer `kubernetes/serviceaccount`, in a `service-account-token`
+    /// Secret) is checked by [`crate::legacy_tokens::validate`].
     pub(crate) fn authenticate(&self, store: &Store, token: &str) -> Option<UserInfo> {
-        let (signing_input, signature) = token.rsplit_once('.')?;
-        let signature = base64::engine::general_purpose::URL_SAFE_NO_PAD
-            .decode(signature)
-            .ok()?;
-        ring::hmac::verify(&self.key, signing_input.as_bytes(), &signature).ok()?;
-        let (_, payload) = signing_input.split_once('.')?;
-        let claims: Value = serde_json::from_slice(
-            &base64::engine::general_purpose::URL_SAFE_NO_PAD
-                .decode(payload)
-                .ok()?,
-        )
-        .ok()?;
+        let claims = self.verify(token)?;
+        if claims["iss"].as_str() == Some(crate::legacy_tokens::LEGACY_ISSUER) {
+            return crate::legacy_tokens::validate(store, token, &claims);
+        }
         let now = now().as_second();
         let exp = claims["exp"].as_i64()?;
         let nbf = claims["nbf"].as_i64().unwrap_or(0);
@@ -441,14 +468,20 @@ impl TokenIssuer {
                 return None;
             }
         }
-        Some(UserInfo {
-            username: format!("system:serviceaccount:{ns}:{name}"),
-            groups: vec![
-                "system:serviceaccounts".to_owned(),
-                format!("system:serviceaccounts:{ns}"),
-                "system:authenticated".to_owned(),
-            ],
-        })
+        Some(service_account_user(ns, name))
+    }
+}
+
+/// The user a service account's token authenticates (`UserInfo` of
+/// `ServiceAccountInfo`).
+pub(crate) fn service_account_user(ns: &str, name: &str) -> UserInfo {
+    UserInfo {
+        username: format!("system:serviceaccount:{ns}:{name}"),
+        groups: vec![
+            "system:serviceaccounts".to_owned(),
+            format!("system:serviceaccounts:{ns}"),
+            "system:authenticated".to_owned(),
+        ],
     }
 }
 

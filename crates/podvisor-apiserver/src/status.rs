@@ -65,6 +65,21 @@ impl ApiError {
         .with_details("", "")
     }
 
+    /// 404 for a kind of a group `serve` does not serve, in the words of kubectl's REST
+    /// mapper (`no matches for kind "Deployment" in version "apps/v1"`).
+    pub fn no_kind_match(kind: &str, group_version: &str) -> Self {
+        Self::new(
+            404,
+            "NotFound",
+            format!(
+                "no matches for kind {} in version {}",
+                go_quote(kind),
+                go_quote(group_version)
+            ),
+        )
+        .with_details("", "")
+    }
+
     /// 409: `pods "web" already exists`.
     pub fn already_exists(resource: &str, name: &str) -> Self {
         Self::new(
