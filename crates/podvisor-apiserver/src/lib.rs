@@ -53,6 +53,7 @@ use axum::routing::get;
 use podvisor_store::Store;
 
 mod auth;
+mod authz;
 mod configs;
 mod db;
 mod discovery;
@@ -256,6 +257,16 @@ pub fn router(state: ApiState) -> Router {
         .route("/readyz", get(health::readyz))
         .fallback(routes::fallback)
         .layer(axum::middleware::from_fn(routes::body_media_type))
+        // Layers run outside in: authentication, impersonation, authorization, then the
+        // body checks and the handler.
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            authz::middleware::authorize_request,
+        ))
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            authz::impersonation::impersonate,
+        ))
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
             auth::require_token,

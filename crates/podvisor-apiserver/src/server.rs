@@ -144,6 +144,15 @@ impl ApiServer {
         crate::serviceaccounts::ensure_all(&config.store, &pki.ca_pem).map_err(|e| {
             ServeError::Store(format!("writing the service accounts: {}", e.message))
         })?;
+        // The API server's `ensureRBACPolicy`: the default roles and bindings, then the
+        // aggregated roles filled at once (the controller keeps them current while serving).
+        let touched = crate::authz::bootstrap::ensure(&config.store)
+            .map_err(|e| ServeError::Store(format!("writing the bootstrap RBAC policy: {e}")))?;
+        if !touched.is_empty() {
+            tracing::info!("bootstrap RBAC policy: reconciled {}", touched.join(", "));
+        }
+        crate::authz::aggregation::sync(&config.store)
+            .map_err(|e| ServeError::Store(format!("aggregating cluster roles: {e}")))?;
         let state = ApiState::new(config.store, config.log_root, config.node_name)
             .with_token(token.clone())
             .with_service_accounts(std::sync::Arc::clone(&issuer), pki.ca_pem.clone())
@@ -261,6 +270,12 @@ impl ApiServer {
             std::future::pending(),
         ));
         let _namespaces = AbortOnDrop(namespaces);
+        // The ClusterRole aggregation controller (kube-controller-manager's).
+        let aggregation = tokio::spawn(crate::authz::aggregation::run(
+            self.state.store().clone(),
+            std::future::pending(),
+        ));
+        let _aggregation = AbortOnDrop(aggregation);
         let mut expiry = tokio::time::interval(EVENT_SWEEP);
         expiry.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         tokio::pin!(shutdown);
