@@ -506,6 +506,14 @@ pub(crate) fn api_routes() -> Router<ApiState> {
             "/apis/authorization.k8s.io/v1/selfsubjectrulesreviews",
             axum::routing::post(reviews::self_subject_rules_review),
         )
+        .route(
+            "/apis/authorization.k8s.io/v1/subjectaccessreviews",
+            axum::routing::post(reviews::subject_access_review),
+        )
+        .route(
+            "/apis/authorization.k8s.io/v1/namespaces/{ns}/localsubjectaccessreviews",
+            axum::routing::post(reviews::local_subject_access_review),
+        )
         .route("/openapi/v2", get(openapi::v2))
         .route("/openapi/v3", get(openapi::v3_root))
         .route("/openapi/v3/api/v1", get(openapi::v3_group))

@@ -63,6 +63,31 @@ pub(crate) fn aggregated_rules(role: &ClusterRole, all: &[ClusterRole]) -> Optio
     Some(rules)
 }
 
+/// Aggregates in memory until nothing changes (an aggregated role may be aggregated into
+/// another: `view` into `edit` into `admin`), at most once per role and once more.
+fn settle(roles: &mut [ClusterRole]) -> Vec<usize> {
+    let mut changed = Vec::new();
+    for _ in 0..=roles.len() {
+        let mut any = false;
+        for i in 0..roles.len() {
+            let Some(rules) = aggregated_rules(&roles[i], roles) else {
+                continue;
+            };
+            if rules != roles[i].rules.clone().unwrap_or_default() {
+                roles[i].rules = Some(rules);
+                any = true;
+                if !changed.contains(&i) {
+                    changed.push(i);
+                }
+            }
+        }
+        if !any {
+            break;
+        }
+    }
+    changed
+}
+
 /// One pass: every aggregated ClusterRole whose rules differ from its aggregation is
 /// updated; returns the names updated.
 ///
@@ -81,18 +106,10 @@ pub(crate) fn sync(store: &Store) -> Result<Vec<String>, String> {
         );
     }
     let mut updated = Vec::new();
-    for (role, rv) in roles.iter().zip(rvs) {
-        let Some(rules) = aggregated_rules(role, &roles) else {
-            continue;
-        };
-        if rules == role.rules.clone().unwrap_or_default() {
-            continue;
-        }
-        let name = role.metadata.name.clone().unwrap_or_default();
-        let mut new = role.clone();
-        new.rules = Some(rules);
-        let value = serde_json::to_value(&new).map_err(|e| e.to_string())?;
-        match db::update(store, CLUSTERROLES, "", &name, value, rv) {
+    for i in settle(&mut roles) {
+        let name = roles[i].metadata.name.clone().unwrap_or_default();
+        let value = serde_json::to_value(&roles[i]).map_err(|e| e.to_string())?;
+        match db::update(store, CLUSTERROLES, "", &name, value, rvs[i]) {
             Ok(_) => updated.push(name),
             // Changed meanwhile: the change's event brings another pass.
             Err(e) if e.code == 409 || e.code == 404 => {}
@@ -197,6 +214,18 @@ mod tests {
             .collect();
         assert_eq!(verbs, ["get", "list", "watch"]);
         assert!(aggregated_rules(&all[1], &all).is_none());
+        // Nested aggregation settles in one pass: `top` gathers `parent`'s gathered rules.
+        let mut top = role("top", &[], &[]);
+        top.aggregation_rule = Some(AggregationRule {
+            cluster_role_selectors: Some(vec![selector("p")]),
+        });
+        let mut nested = vec![top];
+        let mut labelled = parent;
+        labelled.metadata.labels = Some(BTreeMap::from([("p".to_owned(), "true".to_owned())]));
+        nested.push(labelled);
+        nested.extend(all[1..].iter().cloned());
+        assert_eq!(settle(&mut nested), [0, 1]);
+        assert_eq!(nested[0].rules.as_ref().unwrap().len(), 3);
     }
 
     #[test]
