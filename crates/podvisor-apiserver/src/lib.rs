@@ -19,9 +19,10 @@
 //!   kube-controller-manager's PodGC ([`podgc`]).
 //!
 //! What it does not do: hold lifecycle state or run anything (the agent watches the store
-//! and writes status and events back through it), authorization beyond one token,
-//! admission plugins, API groups other than core `v1`, protobuf (beyond the `Namespace`
-//! kubectl's typed client posts), HTTP/2, SPDY, `attach`/`port-forward`.
+//! and writes status and events back through it), authorizers other than
+//! `system:masters` and RBAC (`authz`), admission plugins, API groups other than core
+//! `v1`, protobuf (beyond the `Namespace` kubectl's typed client posts), HTTP/2, SPDY,
+//! `attach`/`port-forward`.
 //!
 //! Wiring (what `podvisor serve` does):
 //!

@@ -31,4 +31,5 @@ mod serve_disk_full;
 mod serve_log_rotation;
 mod serve_node;
 mod serve_projected;
+mod serve_rbac;
 mod serve_service_accounts;
