@@ -162,3 +162,211 @@ pub(crate) fn check_binding(
     confirm_no_escalation(store, user, namespace, &rules)
         .map_err(|m| ApiError::forbidden_in_group(RBAC_GROUP, plural, name, &m))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use podvisor_store::Key;
+    use serde_json::json;
+
+    fn rule(verbs: &[&str], resources: &[&str]) -> PolicyRule {
+        PolicyRule {
+            verbs: verbs.iter().map(|v| (*v).to_owned()).collect(),
+            api_groups: Some(vec![String::new()]),
+            resources: Some(resources.iter().map(|r| (*r).to_owned()).collect()),
+            ..PolicyRule::default()
+        }
+    }
+
+    fn role_ref(kind: &str, name: &str) -> RoleRef {
+        RoleRef {
+            api_group: RBAC_GROUP.to_owned(),
+            kind: kind.to_owned(),
+            name: name.to_owned(),
+        }
+    }
+
+    /// A store with the bootstrap policy and `alice` bound to `edit` in `team`.
+    fn store() -> (tempfile::TempDir, Store) {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("store.redb")).unwrap();
+        super::super::bootstrap::ensure(&store).unwrap();
+        super::super::aggregation::sync(&store).unwrap();
+        store
+            .create(
+                &Key::new("rolebindings", "team", "alice-edit"),
+                json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+                       "metadata": {"name": "alice-edit", "namespace": "team"},
+                       "roleRef": {"apiGroup": RBAC_GROUP, "kind": "ClusterRole", "name": "edit"},
+                       "subjects": [{"kind": "User", "name": "alice", "apiGroup": RBAC_GROUP}]}),
+            )
+            .unwrap();
+        (dir, store)
+    }
+
+    fn alice() -> UserInfo {
+        UserInfo {
+            username: "alice".into(),
+            groups: vec!["system:authenticated".into()],
+        }
+    }
+
+    #[test]
+    fn a_role_may_grant_only_what_its_writer_holds() {
+        let (_dir, store) = store();
+        let ok = check_role(
+            &store,
+            &alice(),
+            "roles",
+            "team",
+            "r",
+            &[rule(&["get", "list"], &["pods"])],
+            false,
+        );
+        assert_eq!(ok, Ok(()));
+        let err = check_role(
+            &store,
+            &alice(),
+            "roles",
+            "team",
+            "r",
+            &[
+                rule(&["get"], &["pods", "nodes"]),
+                rule(&["delete"], &["nodes"]),
+            ],
+            false,
+        )
+        .unwrap_err();
+        assert_eq!(err.code, 403);
+        assert_eq!(
+            err.message,
+            "roles.rbac.authorization.k8s.io \"r\" is forbidden: user \"alice\" \
+             (groups=[\"system:authenticated\"]) is attempting to grant RBAC permissions not \
+             currently held:\n{APIGroups:[\"\"], Resources:[\"nodes\"], Verbs:[\"get\" \"delete\"]}"
+        );
+        // Elsewhere alice holds nothing but the defaults.
+        assert!(
+            check_role(
+                &store,
+                &alice(),
+                "roles",
+                "other",
+                "r",
+                &[rule(&["get"], &["pods"])],
+                false
+            )
+            .is_err()
+        );
+        // A ClusterRole is checked against cluster-wide rules, and aggregation needs everything.
+        assert!(
+            check_role(
+                &store,
+                &alice(),
+                "clusterroles",
+                "",
+                "c",
+                &[rule(&["get"], &["pods"])],
+                false
+            )
+            .is_err()
+        );
+        assert!(
+            check_role(
+                &store,
+                &UserInfo::admin(),
+                "clusterroles",
+                "",
+                "c",
+                &[],
+                true
+            )
+            .is_ok()
+        );
+        let bob = UserInfo {
+            username: "bob".into(),
+            groups: vec![],
+        };
+        assert_eq!(
+            check_role(&store, &bob, "clusterroles", "", "c", &[], true)
+                .unwrap_err()
+                .message,
+            "clusterroles.rbac.authorization.k8s.io \"c\" is forbidden: must have cluster-admin privileges to use the aggregationRule"
+        );
+    }
+
+    #[test]
+    fn escalate_and_bind_verbs_allow_what_is_not_held() {
+        let (_dir, store) = store();
+        store
+            .create(
+                &Key::new("roles", "team", "granter"),
+                json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+                       "metadata": {"name": "granter", "namespace": "team"},
+                       "rules": [{"apiGroups": [RBAC_GROUP], "resources": ["roles"], "verbs": ["escalate"]},
+                                 {"apiGroups": [RBAC_GROUP], "resources": ["clusterroles"], "verbs": ["bind"], "resourceNames": ["admin"]}]}),
+            )
+            .unwrap();
+        store
+            .create(
+                &Key::new("rolebindings", "team", "alice-granter"),
+                json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+                       "metadata": {"name": "alice-granter", "namespace": "team"},
+                       "roleRef": {"apiGroup": RBAC_GROUP, "kind": "Role", "name": "granter"},
+                       "subjects": [{"kind": "User", "name": "alice", "apiGroup": RBAC_GROUP}]}),
+            )
+            .unwrap();
+        let nodes = [rule(&["get"], &["nodes"])];
+        assert!(check_role(&store, &alice(), "roles", "team", "r", &nodes, false).is_ok());
+        assert!(
+            check_binding(
+                &store,
+                &alice(),
+                "rolebindings",
+                "team",
+                "b",
+                &role_ref("ClusterRole", "admin")
+            )
+            .is_ok()
+        );
+    }
+
+    #[test]
+    fn a_binding_needs_its_roles_permissions() {
+        let (_dir, store) = store();
+        let bind = |name: &str| {
+            check_binding(
+                &store,
+                &alice(),
+                "rolebindings",
+                "team",
+                "b",
+                &role_ref("ClusterRole", name),
+            )
+        };
+        // view's rules are all edit's; admin's are more.
+        assert_eq!(bind("view"), Ok(()));
+        let err = bind("admin").unwrap_err();
+        assert!(
+            err.message.starts_with(
+                "rolebindings.rbac.authorization.k8s.io \"b\" is forbidden: user \"alice\" (groups=[\"system:authenticated\"]) is attempting to grant RBAC permissions not currently held:\n"
+            ) && err.message.contains("Resources:[\"rolebindings\"]"),
+            "{}",
+            err.message
+        );
+        assert_eq!(
+            bind("nope").unwrap_err().message,
+            "rolebindings.rbac.authorization.k8s.io \"b\" is forbidden: clusterrole.rbac.authorization.k8s.io \"nope\" not found"
+        );
+        assert!(
+            check_binding(
+                &store,
+                &UserInfo::admin(),
+                "clusterrolebindings",
+                "",
+                "b",
+                &role_ref("ClusterRole", "cluster-admin")
+            )
+            .is_ok()
+        );
+    }
+}

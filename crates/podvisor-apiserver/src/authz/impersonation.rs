@@ -51,10 +51,10 @@ fn requested(headers: &HeaderMap) -> Requested {
         extras: Vec::new(),
     };
     for (name, value) in headers {
-        if let Some(key) = name.as_str().strip_prefix("impersonate-extra-") {
-            if let Some(v) = text(value) {
-                r.extras.push((key.to_owned(), v));
-            }
+        if let Some(key) = name.as_str().strip_prefix("impersonate-extra-")
+            && let Some(v) = text(value)
+        {
+            r.extras.push((key.to_owned(), v));
         }
     }
     r
@@ -109,13 +109,13 @@ fn checks(requester: &UserInfo, wanted: &Requested, username: &str) -> Vec<Attri
 /// asked), with `system:authenticated` unless it is anonymous or a group says otherwise.
 pub(crate) fn impersonated_user(username: &str, groups: &[String]) -> UserInfo {
     let mut groups = groups.to_vec();
-    if groups.is_empty() {
-        if let Some((ns, _)) = service_account(username) {
-            groups = vec![
-                "system:serviceaccounts".to_owned(),
-                format!("system:serviceaccounts:{ns}"),
-            ];
-        }
+    if groups.is_empty()
+        && let Some((ns, _)) = service_account(username)
+    {
+        groups = vec![
+            "system:serviceaccounts".to_owned(),
+            format!("system:serviceaccounts:{ns}"),
+        ];
     }
     if username != ANONYMOUS
         && !groups

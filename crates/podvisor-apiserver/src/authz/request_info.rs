@@ -88,12 +88,10 @@ pub(crate) fn resolve(
         .to_owned();
     }
 
-    if parts[0] == "namespaces" {
-        if parts.len() > 1 {
-            info.namespace = parts[1].to_owned();
-            if parts.len() > 2 && !NAMESPACE_SUBRESOURCES.contains(&parts[2]) {
-                parts.drain(..2);
-            }
+    if parts[0] == "namespaces" && parts.len() > 1 {
+        info.namespace = parts[1].to_owned();
+        if parts.len() > 2 && !NAMESPACE_SUBRESOURCES.contains(&parts[2]) {
+            parts.drain(..2);
         }
     }
 
@@ -112,10 +110,10 @@ pub(crate) fn resolve(
             .find(|(k, _)| k == "watch")
             .is_some_and(|(_, v)| !matches!(v.to_ascii_lowercase().as_str(), "false" | "0"));
         info.verb = if watch { "watch" } else { "list" }.to_owned();
-        if let Some((_, selector)) = query.iter().find(|(k, _)| k == "fieldSelector") {
-            if let Some(name) = exact_name(selector) {
-                info.name = name;
-            }
+        if let Some((_, selector)) = query.iter().find(|(k, _)| k == "fieldSelector")
+            && let Some(name) = exact_name(selector)
+        {
+            info.name = name;
         }
     }
     if info.name.is_empty() && info.verb == "delete" {

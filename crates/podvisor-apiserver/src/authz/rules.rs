@@ -90,7 +90,7 @@ pub(crate) fn rule_allows(attrs: &Attributes, rule: &PolicyRule) -> bool {
 pub(crate) fn applies_to_user(user: &UserInfo, subject: &Subject, binding_namespace: &str) -> bool {
     match subject.kind.as_str() {
         "User" => user.username == subject.name,
-        "Group" => user.groups.iter().any(|g| *g == subject.name),
+        "Group" => user.groups.contains(&subject.name),
         "ServiceAccount" => {
             let ns = subject
                 .namespace
