@@ -232,6 +232,27 @@ fn access_reviews_answer_from_rbac() {
             .contains("at least one of user or group must be specified"),
         "{invalid}"
     );
+    // The namespaced review asks about its own namespace only.
+    let local = |ns: &str, attr_ns: &str| {
+        s.json(
+            "POST",
+            &format!("/apis/authorization.k8s.io/v1/namespaces/{ns}/localsubjectaccessreviews"),
+            Some(&json!({"spec": {"user": SA, "resourceAttributes":
+                {"namespace": attr_ns, "verb": "get", "resource": "pods"}}})),
+        )
+    };
+    let (code, allowed) = local("default", "default");
+    assert_eq!((code, &allowed["status"]["allowed"]), (201, &json!(true)), "{allowed}");
+    assert_eq!(allowed["metadata"]["namespace"], "default");
+    let (code, mismatch) = local("default", "other");
+    assert_eq!(code, 422, "{mismatch}");
+    assert!(
+        mismatch["message"]
+            .as_str()
+            .unwrap()
+            .contains("spec.resourceAttributes.namespace: Invalid value: \"other\": must match metadata.namespace"),
+        "{mismatch}"
+    );
     // A binding to a missing role is said in the reason.
     s.state
         .store()
