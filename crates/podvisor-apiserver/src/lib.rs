@@ -125,6 +125,8 @@ struct StateInner {
     stopping: Arc<tokio::sync::watch::Sender<bool>>,
     /// The feature gates pod creation is validated with (`--feature-gates`).
     gates: podvisor_api::FeatureGates,
+    /// The authorizer (`system:masters`, then RBAC over the store's cached RBAC objects).
+    authorizer: authz::Authorizer,
 }
 
 impl ApiState {
@@ -133,6 +135,7 @@ impl ApiState {
     pub fn new(store: Store, log_root: PathBuf, node_name: String) -> Self {
         ApiState {
             inner: Arc::new(StateInner {
+                authorizer: authz::Authorizer::new(store.clone()),
                 store,
                 log_root,
                 node_name,
@@ -241,6 +244,11 @@ impl ApiState {
     /// The store.
     pub fn store(&self) -> &Store {
         &self.inner.store
+    }
+
+    /// The authorizer.
+    pub(crate) fn authorizer(&self) -> &authz::Authorizer {
+        &self.inner.authorizer
     }
 
     /// The node name.

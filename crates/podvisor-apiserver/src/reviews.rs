@@ -15,7 +15,7 @@ use axum::extract::State;
 
 use crate::ApiState;
 use crate::auth::UserInfo;
-use crate::authz::{Attributes, authorize, rbac};
+use crate::authz::Attributes;
 use crate::request::parse_body;
 use crate::routes::Body;
 use crate::status::{ApiError, ApiResult, json_response};
@@ -189,8 +189,8 @@ fn spec_attributes(user: UserInfo, spec: &Value) -> Attributes {
 }
 
 /// `status` of an access review: the authorizer's decision.
-fn access_status(store: &podvisor_store::Store, attrs: &Attributes) -> Value {
-    let decision = authorize(store, attrs);
+fn access_status(state: &ApiState, attrs: &Attributes) -> Value {
+    let decision = state.authorizer().authorize(attrs);
     let mut status = json!({"allowed": decision.allowed});
     if !decision.reason.is_empty() {
         status["reason"] = json!(decision.reason);
@@ -228,7 +228,7 @@ pub(crate) async fn self_subject_access_review(
     let result = review_body(&body, AUTHZ, "SelfSubjectAccessReview").and_then(|mut review| {
         validate_spec("SelfSubjectAccessReview", &review["spec"], false)?;
         let attrs = spec_attributes(user, &review["spec"]);
-        review["status"] = access_status(state.store(), &attrs);
+        review["status"] = access_status(&state, &attrs);
         Ok(created(&review))
     });
     result.unwrap_or_else(axum::response::IntoResponse::into_response)
@@ -243,7 +243,7 @@ pub(crate) async fn subject_access_review(
     let result = review_body(&body, AUTHZ, "SubjectAccessReview").and_then(|mut review| {
         validate_spec("SubjectAccessReview", &review["spec"], true)?;
         let attrs = spec_attributes(spec_user(&review["spec"]), &review["spec"]);
-        review["status"] = access_status(state.store(), &attrs);
+        review["status"] = access_status(&state, &attrs);
         Ok(created(&review))
     });
     result.unwrap_or_else(axum::response::IntoResponse::into_response)
@@ -288,7 +288,7 @@ pub(crate) async fn local_subject_access_review(
             return Err(ApiError::invalid(&ValidationErrors::new(kind, "", vec![e])));
         }
         let attrs = spec_attributes(spec_user(spec), spec);
-        review["status"] = access_status(state.store(), &attrs);
+        review["status"] = access_status(&state, &attrs);
         Ok(created(&review))
     });
     result.unwrap_or_else(axum::response::IntoResponse::into_response)
@@ -308,7 +308,7 @@ pub(crate) async fn self_subject_rules_review(
             .and_then(Value::as_str)
             .unwrap_or_default()
             .to_owned();
-        let (rules, errors) = rbac::rules_for(state.store(), &user, &namespace);
+        let (rules, errors) = state.authorizer().rules_for(&user, &namespace);
         let some = |v: &Option<Vec<String>>| v.as_ref().is_some_and(|v| !v.is_empty());
         let mut resource_rules = Vec::new();
         let mut non_resource_rules = Vec::new();

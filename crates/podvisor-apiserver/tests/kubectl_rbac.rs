@@ -242,7 +242,11 @@ fn access_reviews_answer_from_rbac() {
         )
     };
     let (code, allowed) = local("default", "default");
-    assert_eq!((code, &allowed["status"]["allowed"]), (201, &json!(true)), "{allowed}");
+    assert_eq!(
+        (code, &allowed["status"]["allowed"]),
+        (201, &json!(true)),
+        "{allowed}"
+    );
     assert_eq!(allowed["metadata"]["namespace"], "default");
     let (code, mismatch) = local("default", "other");
     assert_eq!(code, 422, "{mismatch}");

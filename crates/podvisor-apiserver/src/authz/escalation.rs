@@ -11,24 +11,22 @@
 //! The registry's strategies for the four RBAC kinds call [`check_role`] and
 //! [`check_binding`] before they store an object.
 
-use k8s_openapi::api::rbac::v1::{PolicyRule, RoleRef};
-use podvisor_store::Store;
-
 use super::bootstrap::RBAC_GROUP;
-use super::rbac::{role_reference_rules, rules_for};
+use super::rbac::role_reference_rules;
 use super::rules::{compact, compact_string, covers, go_quote};
-use super::{Attributes, UserInfo, authorize, is_master};
+use super::{Attributes, Authorizer, UserInfo, is_master};
 use crate::status::{ApiError, ApiResult};
+use k8s_openapi::api::rbac::v1::{PolicyRule, RoleRef};
 
 /// `ConfirmNoEscalation`: whether `user` holds every rule of `rules` in `namespace`
 /// (`""`: cluster-wide), else the API server's message listing what it lacks.
 pub(crate) fn confirm_no_escalation(
-    store: &Store,
+    authz: &Authorizer,
     user: &UserInfo,
     namespace: &str,
     rules: &[PolicyRule],
 ) -> Result<(), String> {
-    let (owned, errors) = rules_for(store, user, namespace);
+    let (owned, errors) = authz.rules_for(user, namespace);
     let (ok, missing) = covers(&owned, rules);
     if ok {
         return Ok(());
@@ -52,7 +50,7 @@ pub(crate) fn confirm_no_escalation(
 /// Whether `user` may use `verb` (`escalate`, `bind`) on the role `name` of `resource`
 /// (`roles`, `clusterroles`) in `namespace`.
 fn verb_allowed(
-    store: &Store,
+    authz: &Authorizer,
     user: &UserInfo,
     verb: &str,
     resource: &str,
@@ -68,7 +66,7 @@ fn verb_allowed(
         namespace,
         name,
     );
-    authorize(store, &attrs).allowed
+    authz.authorize(&attrs).allowed
 }
 
 /// Everything: what an `aggregationRule` needs of its writer.
@@ -98,7 +96,7 @@ fn full_authority() -> Vec<PolicyRule> {
 /// 403 `roles.rbac.authorization.k8s.io "r" is forbidden: user "u" (groups=[...]) is
 /// attempting to grant RBAC permissions not currently held: ...`.
 pub(crate) fn check_role(
-    store: &Store,
+    authz: &Authorizer,
     user: &UserInfo,
     plural: &str,
     namespace: &str,
@@ -106,12 +104,12 @@ pub(crate) fn check_role(
     rules: &[PolicyRule],
     aggregates: bool,
 ) -> ApiResult<()> {
-    if is_master(user) || verb_allowed(store, user, "escalate", plural, namespace, name) {
+    if is_master(user) || verb_allowed(authz, user, "escalate", plural, namespace, name) {
         return Ok(());
     }
-    confirm_no_escalation(store, user, namespace, rules)
+    confirm_no_escalation(authz, user, namespace, rules)
         .map_err(|m| ApiError::forbidden_in_group(RBAC_GROUP, plural, name, &m))?;
-    if aggregates && confirm_no_escalation(store, user, "", &full_authority()).is_err() {
+    if aggregates && confirm_no_escalation(authz, user, "", &full_authority()).is_err() {
         return Err(ApiError::forbidden_in_group(
             RBAC_GROUP,
             plural,
@@ -130,7 +128,7 @@ pub(crate) fn check_role(
 ///
 /// 403 worded as [`check_role`]'s, or naming the role that could not be read.
 pub(crate) fn check_binding(
-    store: &Store,
+    authz: &Authorizer,
     user: &UserInfo,
     plural: &str,
     namespace: &str,
@@ -147,7 +145,7 @@ pub(crate) fn check_binding(
     // `bind` on a ClusterRole is asked in the binding's namespace for a RoleBinding.
     if role_ref.api_group == RBAC_GROUP
         && verb_allowed(
-            store,
+            authz,
             user,
             "bind",
             role_resource,
@@ -157,16 +155,16 @@ pub(crate) fn check_binding(
     {
         return Ok(());
     }
-    let rules = role_reference_rules(store, role_ref, namespace)
+    let rules = role_reference_rules(&authz.snapshot(), role_ref, namespace)
         .map_err(|e| ApiError::forbidden_in_group(RBAC_GROUP, plural, name, &e))?;
-    confirm_no_escalation(store, user, namespace, &rules)
+    confirm_no_escalation(authz, user, namespace, &rules)
         .map_err(|m| ApiError::forbidden_in_group(RBAC_GROUP, plural, name, &m))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use podvisor_store::Key;
+    use podvisor_store::{Key, Store};
     use serde_json::json;
 
     fn rule(verbs: &[&str], resources: &[&str]) -> PolicyRule {
@@ -187,7 +185,7 @@ mod tests {
     }
 
     /// A store with the bootstrap policy and `alice` bound to `edit` in `team`.
-    fn store() -> (tempfile::TempDir, Store) {
+    fn store() -> (tempfile::TempDir, Authorizer) {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(&dir.path().join("store.redb")).unwrap();
         super::super::bootstrap::ensure(&store).unwrap();
@@ -201,7 +199,7 @@ mod tests {
                        "subjects": [{"kind": "User", "name": "alice", "apiGroup": RBAC_GROUP}]}),
             )
             .unwrap();
-        (dir, store)
+        (dir, Authorizer::new(store))
     }
 
     fn alice() -> UserInfo {
@@ -213,9 +211,9 @@ mod tests {
 
     #[test]
     fn a_role_may_grant_only_what_its_writer_holds() {
-        let (_dir, store) = store();
+        let (_dir, authz) = store();
         let ok = check_role(
-            &store,
+            &authz,
             &alice(),
             "roles",
             "team",
@@ -225,7 +223,7 @@ mod tests {
         );
         assert_eq!(ok, Ok(()));
         let err = check_role(
-            &store,
+            &authz,
             &alice(),
             "roles",
             "team",
@@ -247,7 +245,7 @@ mod tests {
         // Elsewhere alice holds nothing but the defaults.
         assert!(
             check_role(
-                &store,
+                &authz,
                 &alice(),
                 "roles",
                 "other",
@@ -260,7 +258,7 @@ mod tests {
         // A ClusterRole is checked against cluster-wide rules, and aggregation needs everything.
         assert!(
             check_role(
-                &store,
+                &authz,
                 &alice(),
                 "clusterroles",
                 "",
@@ -272,7 +270,7 @@ mod tests {
         );
         assert!(
             check_role(
-                &store,
+                &authz,
                 &UserInfo::admin(),
                 "clusterroles",
                 "",
@@ -287,7 +285,7 @@ mod tests {
             groups: vec![],
         };
         assert_eq!(
-            check_role(&store, &bob, "clusterroles", "", "c", &[], true)
+            check_role(&authz, &bob, "clusterroles", "", "c", &[], true)
                 .unwrap_err()
                 .message,
             "clusterroles.rbac.authorization.k8s.io \"c\" is forbidden: must have cluster-admin privileges to use the aggregationRule"
@@ -296,8 +294,9 @@ mod tests {
 
     #[test]
     fn escalate_and_bind_verbs_allow_what_is_not_held() {
-        let (_dir, store) = store();
-        store
+        let (_dir, authz) = store();
+        authz
+            .store
             .create(
                 &Key::new("roles", "team", "granter"),
                 json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
@@ -306,7 +305,8 @@ mod tests {
                                  {"apiGroups": [RBAC_GROUP], "resources": ["clusterroles"], "verbs": ["bind"], "resourceNames": ["admin"]}]}),
             )
             .unwrap();
-        store
+        authz
+            .store
             .create(
                 &Key::new("rolebindings", "team", "alice-granter"),
                 json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
@@ -316,10 +316,10 @@ mod tests {
             )
             .unwrap();
         let nodes = [rule(&["get"], &["nodes"])];
-        assert!(check_role(&store, &alice(), "roles", "team", "r", &nodes, false).is_ok());
+        assert!(check_role(&authz, &alice(), "roles", "team", "r", &nodes, false).is_ok());
         assert!(
             check_binding(
-                &store,
+                &authz,
                 &alice(),
                 "rolebindings",
                 "team",
@@ -332,10 +332,10 @@ mod tests {
 
     #[test]
     fn a_binding_needs_its_roles_permissions() {
-        let (_dir, store) = store();
+        let (_dir, authz) = store();
         let bind = |name: &str| {
             check_binding(
-                &store,
+                &authz,
                 &alice(),
                 "rolebindings",
                 "team",
@@ -359,7 +359,7 @@ mod tests {
         );
         assert!(
             check_binding(
-                &store,
+                &authz,
                 &UserInfo::admin(),
                 "clusterrolebindings",
                 "",

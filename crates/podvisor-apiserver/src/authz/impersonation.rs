@@ -9,7 +9,7 @@ use axum::http::HeaderMap;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
-use super::{Attributes, UserInfo, authorize, forbidden};
+use super::{Attributes, UserInfo, forbidden};
 use crate::ApiState;
 use crate::status::ApiError;
 
@@ -150,7 +150,7 @@ pub(crate) async fn impersonate(
         .into_response();
     };
     for attrs in checks(&requester, &wanted, &username) {
-        let decision = authorize(state.store(), &attrs);
+        let decision = state.authorizer().authorize(&attrs);
         if !decision.allowed {
             return forbidden(&attrs, &decision.reason).into_response();
         }

@@ -7,7 +7,7 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
 use super::request_info::{RequestInfo, resolve};
-use super::{Attributes, UserInfo, authorize, forbidden, is_master};
+use super::{Attributes, UserInfo, forbidden, is_master};
 use crate::ApiState;
 use crate::status::ApiError;
 
@@ -40,7 +40,7 @@ pub(crate) async fn authorize_request(
         return next.run(request).await;
     }
     let attrs = Attributes::of_request(user, request_info(&request));
-    let decision = authorize(state.store(), &attrs);
+    let decision = state.authorizer().authorize(&attrs);
     if decision.allowed {
         next.run(request).await
     } else {

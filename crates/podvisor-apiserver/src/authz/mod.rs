@@ -20,6 +20,7 @@
 
 pub(crate) mod aggregation;
 pub(crate) mod bootstrap;
+pub(crate) mod cache;
 pub(crate) mod escalation;
 pub(crate) mod impersonation;
 pub(crate) mod middleware;
@@ -27,6 +28,9 @@ pub(crate) mod rbac;
 pub(crate) mod request_info;
 pub(crate) mod rules;
 
+use std::sync::Arc;
+
+use k8s_openapi::api::rbac::v1::PolicyRule;
 use podvisor_store::Store;
 
 pub(crate) use crate::auth::UserInfo;
@@ -127,42 +131,75 @@ pub(crate) fn is_master(user: &UserInfo) -> bool {
     user.groups.iter().any(|g| g == MASTERS)
 }
 
-/// The authorization chain: `system:masters`, then RBAC.
-pub(crate) fn authorize(store: &Store, attrs: &Attributes) -> Decision {
-    if is_master(&attrs.user) {
-        return Decision {
-            allowed: true,
-            reason: String::new(),
-        };
+/// The authorizer over one store: the authorization chain and the rule resolver, with the
+/// RBAC objects cached ([`cache`]).
+#[derive(Clone)]
+pub(crate) struct Authorizer {
+    store: Store,
+    cache: Arc<cache::RbacCache>,
+}
+
+impl Authorizer {
+    /// The authorizer of `store`'s RBAC objects.
+    pub(crate) fn new(store: Store) -> Authorizer {
+        Authorizer {
+            store,
+            cache: Arc::default(),
+        }
     }
-    let mut errors = Vec::new();
-    let mut allowed_by = None;
-    rbac::visit_rules_for(
-        store,
-        &attrs.user,
-        &attrs.namespace,
-        &mut errors,
-        |source, rule| {
-            if rules::rule_allows(attrs, rule) {
-                allowed_by = Some(format!("RBAC: allowed by {source}"));
-                return false;
-            }
-            true
-        },
-    );
-    match allowed_by {
-        Some(reason) => Decision {
-            allowed: true,
-            reason,
-        },
-        None => Decision {
-            allowed: false,
-            reason: if errors.is_empty() {
-                String::new()
-            } else {
-                format!("RBAC: {}", aggregate(&errors))
+
+    /// The RBAC objects as they are now.
+    pub(crate) fn snapshot(&self) -> Arc<cache::Snapshot> {
+        self.cache.snapshot(&self.store)
+    }
+
+    /// The authorization chain: `system:masters`, then RBAC.
+    pub(crate) fn authorize(&self, attrs: &Attributes) -> Decision {
+        if is_master(&attrs.user) {
+            return Decision {
+                allowed: true,
+                reason: String::new(),
+            };
+        }
+        let snapshot = self.snapshot();
+        let mut errors = Vec::new();
+        let mut allowed_by = None;
+        rbac::visit_rules_for(
+            &snapshot,
+            &attrs.user,
+            &attrs.namespace,
+            &mut errors,
+            |source, rule| {
+                if rules::rule_allows(attrs, rule) {
+                    allowed_by = Some(format!("RBAC: allowed by {source}"));
+                    return false;
+                }
+                true
             },
-        },
+        );
+        match allowed_by {
+            Some(reason) => Decision {
+                allowed: true,
+                reason,
+            },
+            None => Decision {
+                allowed: false,
+                reason: if errors.is_empty() {
+                    String::new()
+                } else {
+                    format!("RBAC: {}", aggregate(&errors))
+                },
+            },
+        }
+    }
+
+    /// `RulesFor`: every RBAC rule `user` holds in `namespace`, and what could not be read.
+    pub(crate) fn rules_for(
+        &self,
+        user: &UserInfo,
+        namespace: &str,
+    ) -> (Vec<PolicyRule>, Vec<String>) {
+        rbac::rules_for(&self.snapshot(), user, namespace)
     }
 }
 

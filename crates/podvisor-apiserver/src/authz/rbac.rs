@@ -5,15 +5,11 @@
 
 use std::fmt;
 
-use k8s_openapi::api::rbac::v1::{
-    ClusterRole, ClusterRoleBinding, PolicyRule, Role, RoleBinding, RoleRef, Subject,
-};
-use podvisor_store::Store;
-use serde::de::DeserializeOwned;
+use k8s_openapi::api::rbac::v1::{PolicyRule, RoleRef, Subject};
 
 use super::UserInfo;
+use super::cache::Snapshot;
 use super::rules::{applies_to_user, describe_subject, go_quote};
-use crate::db::{self, CLUSTERROLEBINDINGS, CLUSTERROLES, ROLEBINDINGS, ROLES, Resource};
 
 /// The binding a rule came from, as an allowed decision names it.
 pub(crate) struct Source<'a> {
@@ -38,28 +34,33 @@ impl fmt::Display for Source<'_> {
     }
 }
 
-fn typed<T: DeserializeOwned>(res: Resource, value: serde_json::Value) -> Result<T, String> {
-    serde_json::from_value(value).map_err(|e| format!("decoding a stored {}: {e}", res.kind))
-}
-
-fn list<T: DeserializeOwned>(
-    store: &Store,
-    res: Resource,
-    ns: Option<&str>,
-) -> Result<Vec<T>, String> {
-    let (items, _) = db::list(store, res, ns).map_err(|e| e.message)?;
-    items.into_iter().map(|v| typed(res, v)).collect()
-}
-
 /// `GetRoleReferenceRules`: the rules of the role a binding in `namespace` refers to.
 pub(crate) fn role_reference_rules(
-    store: &Store,
+    snapshot: &Snapshot,
     role_ref: &RoleRef,
     namespace: &str,
 ) -> Result<Vec<PolicyRule>, String> {
-    let (res, ns, qualified) = match role_ref.kind.as_str() {
-        "Role" => (ROLES, namespace, "role.rbac.authorization.k8s.io"),
-        "ClusterRole" => (CLUSTERROLES, "", "clusterrole.rbac.authorization.k8s.io"),
+    let rules = match role_ref.kind.as_str() {
+        "Role" => snapshot
+            .roles
+            .get(&(namespace.to_owned(), role_ref.name.clone()))
+            .map(|r| &r.rules)
+            .ok_or_else(|| {
+                format!(
+                    "role.rbac.authorization.k8s.io {} not found",
+                    go_quote(&role_ref.name)
+                )
+            })?,
+        "ClusterRole" => snapshot
+            .cluster_roles
+            .get(&role_ref.name)
+            .map(|r| &r.rules)
+            .ok_or_else(|| {
+                format!(
+                    "clusterrole.rbac.authorization.k8s.io {} not found",
+                    go_quote(&role_ref.name)
+                )
+            })?,
         other => {
             return Err(format!(
                 "unsupported role reference kind: {}",
@@ -67,40 +68,28 @@ pub(crate) fn role_reference_rules(
             ));
         }
     };
-    let found = db::try_get(store, res, ns, &role_ref.name).map_err(|e| e.message)?;
-    let Some(value) = found else {
-        return Err(format!(
-            "{qualified} {} not found",
-            go_quote(&role_ref.name)
-        ));
-    };
-    let rules = if res == ROLES {
-        typed::<Role>(res, value)?.rules
-    } else {
-        typed::<ClusterRole>(res, value)?.rules
-    };
-    Ok(rules.unwrap_or_default())
+    Ok(rules.clone().unwrap_or_default())
 }
 
 /// `VisitRulesFor`: calls `visit` with every rule `user` holds in `namespace` (`""`: the
 /// cluster-scoped bindings only) and where it came from, until `visit` returns false;
 /// what could not be read goes to `errors`.
 pub(crate) fn visit_rules_for(
-    store: &Store,
+    snapshot: &Snapshot,
     user: &UserInfo,
     namespace: &str,
     errors: &mut Vec<String>,
     mut visit: impl FnMut(&Source<'_>, &PolicyRule) -> bool,
 ) {
-    match list::<ClusterRoleBinding>(store, CLUSTERROLEBINDINGS, None) {
-        Err(e) => errors.push(e),
-        Ok(bindings) => {
-            for binding in &bindings {
+    errors.extend(snapshot.errors.iter().cloned());
+    {
+        {
+            for binding in &snapshot.cluster_role_bindings {
                 let subjects = binding.subjects.as_deref().unwrap_or_default();
                 let Some(subject) = subjects.iter().find(|s| applies_to_user(user, s, "")) else {
                     continue;
                 };
-                let rules = match role_reference_rules(store, &binding.role_ref, "") {
+                let rules = match role_reference_rules(snapshot, &binding.role_ref, "") {
                     Ok(rules) => rules,
                     Err(e) => {
                         errors.push(e);
@@ -125,10 +114,9 @@ pub(crate) fn visit_rules_for(
     if namespace.is_empty() {
         return;
     }
-    match list::<RoleBinding>(store, ROLEBINDINGS, Some(namespace)) {
-        Err(e) => errors.push(e),
-        Ok(bindings) => {
-            for binding in &bindings {
+    if let Some(bindings) = snapshot.role_bindings.get(namespace) {
+        {
+            for binding in bindings {
                 let subjects = binding.subjects.as_deref().unwrap_or_default();
                 let Some(subject) = subjects
                     .iter()
@@ -136,7 +124,7 @@ pub(crate) fn visit_rules_for(
                 else {
                     continue;
                 };
-                let rules = match role_reference_rules(store, &binding.role_ref, namespace) {
+                let rules = match role_reference_rules(snapshot, &binding.role_ref, namespace) {
                     Ok(rules) => rules,
                     Err(e) => {
                         errors.push(e);
@@ -165,13 +153,13 @@ pub(crate) fn visit_rules_for(
 
 /// `RulesFor`: every rule `user` holds in `namespace`, and what could not be read.
 pub(crate) fn rules_for(
-    store: &Store,
+    snapshot: &Snapshot,
     user: &UserInfo,
     namespace: &str,
 ) -> (Vec<PolicyRule>, Vec<String>) {
     let mut rules = Vec::new();
     let mut errors = Vec::new();
-    visit_rules_for(store, user, namespace, &mut errors, |_, rule| {
+    visit_rules_for(snapshot, user, namespace, &mut errors, |_, rule| {
         rules.push(rule.clone());
         true
     });
