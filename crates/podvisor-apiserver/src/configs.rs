@@ -19,11 +19,11 @@ use serde_json::{Value, json};
 
 use crate::db::{self, CONFIGMAPS, Resource, SECRETS, SERVICEACCOUNTS};
 use crate::managed;
+use crate::meta::{check_name, check_namespace, pinned_rv, type_meta};
 use crate::objects::respond;
 use crate::patch::{PatchType, apply_patch, plain_lists, strategic_merge};
-use crate::pods::{check_name, check_namespace, pinned_rv, type_meta};
+use crate::req::Req;
 use crate::request::{content_type, duplicate_fields, name_suffix, new_uid, now, parse_body};
-use crate::routes::Req;
 use crate::selectors::Selection;
 use crate::status::{ApiError, ApiResult, json_response};
 

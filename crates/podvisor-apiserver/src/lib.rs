@@ -64,6 +64,7 @@ mod history;
 mod list_options;
 mod logs;
 mod managed;
+mod meta;
 pub mod namespace_controller;
 mod namespaces;
 mod nodes;
@@ -75,6 +76,7 @@ pub mod podgc;
 mod pods;
 mod portforward;
 mod protobuf;
+mod req;
 mod request;
 mod reviews;
 mod routes;
@@ -260,7 +262,7 @@ pub fn router(state: ApiState) -> Router {
             state.clone(),
             auth::require_token,
         ))
-        .layer(DefaultBodyLimit::max(routes::MAX_BODY));
+        .layer(DefaultBodyLimit::max(req::MAX_BODY));
     let app = if std::env::var_os("PODVISOR_API_TRACE").is_some() {
         app.layer(axum::middleware::from_fn(auth::trace))
     } else {

@@ -13,8 +13,8 @@ use axum::response::Response;
 use serde_json::{Value, json};
 
 use crate::auth::UserInfo;
+use crate::req::Body;
 use crate::request::parse_body;
-use crate::routes::Body;
 use crate::status::{ApiError, ApiResult, json_response};
 use podvisor_api::ValidationErrors;
 use podvisor_api::validation::{FieldError, Path};
