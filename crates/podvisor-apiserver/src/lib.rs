@@ -53,7 +53,6 @@ use axum::routing::get;
 use podvisor_store::Store;
 
 mod auth;
-mod configs;
 mod db;
 mod discovery;
 mod events;
@@ -75,7 +74,9 @@ mod pod_network;
 pub mod podgc;
 mod pods;
 mod portforward;
+mod printers;
 mod protobuf;
+mod registry;
 mod req;
 mod request;
 mod reviews;

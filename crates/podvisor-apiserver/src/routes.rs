@@ -8,19 +8,25 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{MethodFilter, get, on};
 
 use crate::db::{EVENTS, LEASES, NAMESPACES, NODES, PODS, Resource};
+use crate::registry::{self, rest};
 use crate::req::{Body, Req};
 use crate::status::ApiError;
 use crate::{
-    ApiState, configs, discovery, events, events_v1, exec, logs, namespaces, objects, openapi,
-    pods, reviews,
+    ApiState, discovery, events, events_v1, exec, logs, namespaces, objects, openapi, pods, reviews,
 };
 
+/// The core kinds with their own handlers (pods, events).
 fn namespaced(resource: &str) -> Option<Resource> {
     match resource {
         "pods" => Some(PODS),
         "events" => Some(EVENTS),
-        other => configs::resource(other),
+        _ => None,
     }
+}
+
+/// A core `v1` kind the registry serves.
+fn core_kind(resource: &str) -> Option<&'static registry::Strategy> {
+    registry::lookup("", resource)
 }
 
 fn finish(r: Result<Response, ApiError>) -> Response {
@@ -40,6 +46,9 @@ async fn cluster_collection(
         ("nodes", Method::GET) => objects::list(&req, NODES, None, None),
         ("nodes", Method::POST) => crate::nodes::create(&req, NODES, "", &body),
         ("nodes", m) => Err(ApiError::method_not_supported("nodes", m.as_str())),
+        (r, m) if core_kind(r).is_some() => {
+            rest::collection(&req, core_kind(r).expect("just found"), None, &m, &body)
+        }
         (r, Method::GET) => match namespaced(r) {
             Some(res) => objects::list(&req, res, None, None),
             None => Err(ApiError::path_not_found()),
@@ -56,7 +65,7 @@ async fn cluster_watch(req: Req, Path(resource): Path<String>) -> Response {
     let res = match resource.as_str() {
         "namespaces" => Some(NAMESPACES),
         "nodes" => Some(NODES),
-        r => namespaced(r),
+        r => namespaced(r).or_else(|| core_kind(r).map(|s| s.res)),
     };
     finish(match res {
         Some(res) => objects::watch(&req, res, None, None),
@@ -92,6 +101,9 @@ async fn collection(
     method: Method,
     Body(body): Body,
 ) -> Response {
+    if let Some(s) = core_kind(&resource).filter(|s| s.res.namespaced) {
+        return finish(rest::collection(&req, s, Some(&ns), &method, &body));
+    }
     let Some(res) = namespaced(&resource) else {
         return ApiError::path_not_found().into_response();
     };
@@ -101,22 +113,18 @@ async fn collection(
         ("Pod", Method::DELETE) => pods::delete_collection(&req, &ns, &body),
         ("Event", Method::POST) => events::create(&req, &ns, &body),
         ("Event", Method::DELETE) => events::delete_collection(&req, &ns),
-        ("ConfigMap" | "Secret" | "ServiceAccount", Method::POST) => {
-            configs::create(&req, res, &ns, &body)
-        }
-        ("ConfigMap" | "Secret" | "ServiceAccount", Method::DELETE) => {
-            configs::delete_collection(&req, res, &ns, &body)
-        }
         (_, m) => Err(ApiError::method_not_supported(res.plural, m.as_str())),
     })
 }
 
 /// `/api/v1/watch/namespaces/{ns}/{resource}`.
 async fn collection_watch(req: Req, Path((ns, resource)): Path<(String, String)>) -> Response {
-    finish(match namespaced(&resource) {
-        Some(res) => objects::watch(&req, res, Some(&ns), None),
-        None => Err(ApiError::path_not_found()),
-    })
+    finish(
+        match namespaced(&resource).or_else(|| core_kind(&resource).map(|s| s.res)) {
+            Some(res) => objects::watch(&req, res, Some(&ns), None),
+            None => Err(ApiError::path_not_found()),
+        },
+    )
 }
 
 /// `/api/v1/namespaces/{ns}/{resource}/{name}`.
@@ -126,6 +134,9 @@ async fn object(
     method: Method,
     Body(body): Body,
 ) -> Response {
+    if let Some(s) = core_kind(&resource).filter(|s| s.res.namespaced) {
+        return finish(rest::object(&req, s, (&ns, &name), None, &method, &body));
+    }
     let Some(res) = namespaced(&resource) else {
         return ApiError::path_not_found().into_response();
     };
@@ -137,15 +148,6 @@ async fn object(
         ("Event", Method::PUT) => events::update(&req, &ns, &name, &body),
         ("Event", Method::PATCH) => events::patch(&req, &ns, &name, &body),
         ("Event", Method::DELETE) => events::delete(&req, &ns, &name),
-        ("ConfigMap" | "Secret" | "ServiceAccount", Method::PUT) => {
-            configs::update(&req, res, &ns, &name, &body)
-        }
-        ("ConfigMap" | "Secret" | "ServiceAccount", Method::PATCH) => {
-            configs::patch(&req, res, &ns, &name, &body)
-        }
-        ("ConfigMap" | "Secret" | "ServiceAccount", Method::DELETE) => {
-            configs::delete(&req, res, &ns, &name, &body)
-        }
         (_, m) => Err(ApiError::method_not_supported(res.plural, m.as_str())),
     })
 }
@@ -155,10 +157,12 @@ async fn object_watch(
     req: Req,
     Path((ns, resource, name)): Path<(String, String, String)>,
 ) -> Response {
-    finish(match namespaced(&resource) {
-        Some(res) => objects::watch(&req, res, Some(&ns), Some(&name)),
-        None => Err(ApiError::path_not_found()),
-    })
+    finish(
+        match namespaced(&resource).or_else(|| core_kind(&resource).map(|s| s.res)) {
+            Some(res) => objects::watch(&req, res, Some(&ns), Some(&name)),
+            None => Err(ApiError::path_not_found()),
+        },
+    )
 }
 
 /// `/api/v1/namespaces/{ns}/{resource}/{name}/{subresource}`: `pods/status`, `pods/log`,
@@ -189,6 +193,10 @@ async fn subresource(
         }
         ("serviceaccounts", "token", Method::POST) => {
             crate::serviceaccounts::create_token(&req, &ns, &name, &body)
+        }
+        (r, _, m) if core_kind(r).is_some_and(|s| s.res.namespaced) && r != "pods" => {
+            let s = core_kind(r).expect("just found");
+            rest::object(&req, s, (&ns, &name), Some(&sub), &m, &body)
         }
         ("pods", "log", Method::GET) => logs::get(&req, &ns, &name).await,
         ("pods", "history", Method::GET) => crate::history::get(&req, &ns, &name),
@@ -348,7 +356,10 @@ pub(crate) fn api_routes() -> Router<ApiState> {
         .or(MethodFilter::PUT)
         .or(MethodFilter::PATCH)
         .or(MethodFilter::DELETE);
-    Router::new()
+    let groups = registry::GROUPS
+        .into_iter()
+        .fold(Router::new(), |r, g| r.merge(registry::group_routes(g)));
+    groups
         .route("/version", get(discovery::version))
         .route("/version/", get(discovery::version))
         .route("/api", get(discovery::api))

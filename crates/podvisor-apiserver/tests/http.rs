@@ -105,7 +105,8 @@ fn tokens_kubeconfig_and_discovery() {
             "events.k8s.io",
             "coordination.k8s.io",
             "authentication.k8s.io",
-            "authorization.k8s.io"
+            "authorization.k8s.io",
+            "rbac.authorization.k8s.io"
         ]
     );
     let (_, v1) = s.json("GET", "/api/v1", None);

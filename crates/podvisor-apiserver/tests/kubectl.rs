@@ -12,6 +12,7 @@ mod kubectl_namespaces;
 mod kubectl_nodes;
 mod kubectl_openapi;
 mod kubectl_pods;
+mod kubectl_rbac;
 mod kubectl_resize;
 mod kubectl_scheduling;
 mod kubectl_watch;
