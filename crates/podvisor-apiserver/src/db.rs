@@ -92,14 +92,12 @@ pub(crate) const CLUSTERROLEBINDINGS: Resource = Resource {
     namespaced: false,
 };
 /// `services`.
-#[allow(dead_code)] // until the registry serves it (issue 31)
 pub(crate) const SERVICES: Resource = Resource {
     kind: "Service",
     plural: "services",
     namespaced: true,
 };
 /// `endpointslices` (`discovery.k8s.io/v1`).
-#[allow(dead_code)] // until the registry serves it (issue 31)
 pub(crate) const ENDPOINTSLICES: Resource = Resource {
     kind: "EndpointSlice",
     plural: "endpointslices",

@@ -69,6 +69,7 @@ pub(crate) async fn apis() -> Response {
             crate::reviews::groups()[0].clone(),
             crate::reviews::groups()[1].clone(),
             group(crate::registry::GROUPS[0]),
+            group(crate::registry::GROUPS[1]),
         ]}),
     )
 }
@@ -164,6 +165,9 @@ pub(crate) fn v1_resources() -> Value {
             resource("secrets", "secret", true, "Secret", &all, &[], &[]),
             resource("serviceaccounts", "serviceaccount", true, "ServiceAccount", &all, &["sa"], &[]),
             token_request_resource(),
+            resource(
+                "services", "service", true, "Service", &["get", "list", "watch"], &["svc"], &["all"],
+            ),
         ],
     })
 }

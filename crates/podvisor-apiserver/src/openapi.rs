@@ -27,7 +27,8 @@ pub(crate) async fn v3_root() -> Response {
                 "api/v1": {"serverRelativeURL": format!("/openapi/v3/api/v1?hash={V3_HASH}")},
                 "apis/events.k8s.io/v1": {"serverRelativeURL": format!("/openapi/v3/apis/events.k8s.io/v1?hash={V3_HASH}")},
                 "apis/coordination.k8s.io/v1": {"serverRelativeURL": format!("/openapi/v3/apis/coordination.k8s.io/v1?hash={V3_HASH}")},
-                "apis/rbac.authorization.k8s.io/v1": {"serverRelativeURL": format!("/openapi/v3/apis/rbac.authorization.k8s.io/v1?hash={V3_HASH}")}
+                "apis/rbac.authorization.k8s.io/v1": {"serverRelativeURL": format!("/openapi/v3/apis/rbac.authorization.k8s.io/v1?hash={V3_HASH}")},
+                "apis/discovery.k8s.io/v1": {"serverRelativeURL": format!("/openapi/v3/apis/discovery.k8s.io/v1?hash={V3_HASH}")}
             }
         }),
     )
@@ -178,7 +179,7 @@ fn schemas(
 }
 
 fn core_v1_schemas() -> Value {
-    use k8s_openapi::api::core::v1::{ConfigMap, Event, Namespace, Node, Pod, Secret};
+    use k8s_openapi::api::core::v1::{ConfigMap, Event, Namespace, Node, Pod, Secret, Service};
     schemas(
         &[
             ("", "v1", "Pod"),
@@ -187,6 +188,7 @@ fn core_v1_schemas() -> Value {
             ("", "v1", "ConfigMap"),
             ("", "v1", "Secret"),
             ("", "v1", "Node"),
+            ("", "v1", "Service"),
         ],
         |g| {
             g.subschema_for::<Pod>();
@@ -195,6 +197,7 @@ fn core_v1_schemas() -> Value {
             g.subschema_for::<ConfigMap>();
             g.subschema_for::<Secret>();
             g.subschema_for::<Node>();
+            g.subschema_for::<Service>();
         },
     )
 }

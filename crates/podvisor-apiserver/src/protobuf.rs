@@ -372,6 +372,34 @@ pub(crate) fn delete_options(body: &[u8]) -> Result<Value, String> {
     Ok(Value::Object(out))
 }
 
+/// The `metadata.name` of any kind's protobuf body (every kind's message has its
+/// `ObjectMeta` as field 1, whose field 1 is the name), for messages about a body that is not
+/// decoded further.
+pub(crate) fn object_name(body: &[u8]) -> Option<String> {
+    let envelope = body.strip_prefix(MAGIC)?;
+    let raw = fields(envelope)
+        .ok()?
+        .into_iter()
+        .find_map(|(n, f)| match (n, f) {
+            (2, Field::Bytes(x)) => Some(x),
+            _ => None,
+        })?;
+    let meta = fields(raw)
+        .ok()?
+        .into_iter()
+        .find_map(|(n, f)| match (n, f) {
+            (1, Field::Bytes(x)) => Some(x),
+            _ => None,
+        })?;
+    fields(meta)
+        .ok()?
+        .into_iter()
+        .find_map(|(n, f)| match (n, f) {
+            (1, Field::Bytes(x)) => text(x).ok(),
+            _ => None,
+        })
+}
+
 /// Decodes a protobuf body into the JSON the handlers understand; `Err` with a reason when
 /// it is not a Namespace (or not decodable).
 pub(crate) fn decode(body: &[u8]) -> Result<Value, String> {

@@ -144,6 +144,10 @@ impl ApiServer {
         crate::serviceaccounts::ensure_all(&config.store, &pki.ca_pem).map_err(|e| {
             ServeError::Store(format!("writing the service accounts: {}", e.message))
         })?;
+        let endpoint = crate::registry::endpoint_address(local_addr, pod_network_addr);
+        crate::registry::reconcile_kubernetes_service(&config.store, endpoint).map_err(|e| {
+            ServeError::Store(format!("writing the kubernetes Service: {}", e.message))
+        })?;
         let state = ApiState::new(config.store, config.log_root, config.node_name)
             .with_token(token.clone())
             .with_service_accounts(std::sync::Arc::clone(&issuer), pki.ca_pem.clone())

@@ -15,4 +15,5 @@ mod kubectl_pods;
 mod kubectl_rbac;
 mod kubectl_resize;
 mod kubectl_scheduling;
+mod kubectl_services;
 mod kubectl_watch;

@@ -7,7 +7,7 @@
 //! ([`Strategy::before_write`], where RBAC's escalation check plugs in).
 //!
 //! The kinds' rules stay in `podvisor_api` (validation) and in each kind's module here
-//! (`config.rs`, `rbac.rs`); `rest.rs` routes a request to the
+//! (`config.rs`, `rbac.rs`, `service.rs`); `rest.rs` routes a request to the
 //! handlers of `write.rs` and `delete.rs`.
 
 use podvisor_api::ValidationErrors;
@@ -26,9 +26,11 @@ mod delete;
 mod group_routes;
 mod rbac;
 pub(crate) mod rest;
+mod service;
 mod write;
 
 pub(crate) use group_routes::group_routes;
+pub(crate) use service::{endpoint_address, reconcile_kubernetes_service};
 
 /// A check run before an object is written (`old` is `None` on create), after validation:
 /// an `Err` refuses the write.
@@ -110,6 +112,25 @@ fn add_schema<T: schemars::JsonSchema>(g: &mut schemars::SchemaGenerator) {
     g.subschema_for::<T>();
 }
 
+/// A read-only kind's decoder (for the reads' types; no write reaches it).
+fn decode_plain<T: DeserializeOwned + Serialize>(
+    value: Value,
+) -> Result<(Value, Vec<String>), String> {
+    let (obj, unknown) = decode_object::<T>(value)?;
+    let value = serde_json::to_value(&obj).map_err(|e| e.to_string())?;
+    Ok((value, unknown))
+}
+
+/// Writes to a read-only kind are refused before they are decoded, so its validation is
+/// never reached; were it reached, nothing is written.
+fn never_written(_: &Value) -> ApiResult<()> {
+    Err(ApiError::internal("a write reached a read-only kind"))
+}
+
+fn never_updated(_: &Value, _: &Value) -> ApiResult<()> {
+    Err(ApiError::internal("a write reached a read-only kind"))
+}
+
 fn as_sent(value: &Value) -> Value {
     value.clone()
 }
@@ -131,6 +152,33 @@ impl Strategy {
             delete_returns_object: false,
             before_write: None,
             read_only: None,
+            schema: add_schema::<T>,
+        }
+    }
+
+    /// The strategy of a kind served read-only (`why`: the refusal's reason): get, list,
+    /// watch and tables only.
+    pub(crate) const fn read_only<T>(
+        res: Resource,
+        singular: &'static str,
+        why: &'static str,
+    ) -> Strategy
+    where
+        T: DeserializeOwned + Serialize + schemars::JsonSchema,
+    {
+        Strategy {
+            res,
+            singular,
+            short_names: &[],
+            decode: decode_plain::<T>,
+            validate: never_written,
+            validate_update: never_updated,
+            managed_source: as_sent,
+            lists: plain_lists,
+            status: false,
+            delete_returns_object: false,
+            before_write: None,
+            read_only: Some(why),
             schema: add_schema::<T>,
         }
     }
@@ -171,7 +219,7 @@ fn group_of(res: Resource) -> &'static str {
 }
 
 /// Every kind the registry serves.
-static KINDS: [&Strategy; 7] = [
+static KINDS: [&Strategy; 9] = [
     &config::CONFIGMAP,
     &config::SECRET,
     &config::SERVICEACCOUNT,
@@ -179,6 +227,8 @@ static KINDS: [&Strategy; 7] = [
     &rbac::CLUSTERROLE,
     &rbac::ROLEBINDING,
     &rbac::CLUSTERROLEBINDING,
+    &service::SERVICE,
+    &service::ENDPOINTSLICE,
 ];
 
 /// The kind served as `plural` in `group` (`""`: core `v1`).
@@ -195,4 +245,4 @@ pub(crate) fn group_kinds(group: &str) -> impl Iterator<Item = &'static Strategy
 }
 
 /// The groups (other than core) the registry serves, in a fixed order.
-pub(crate) const GROUPS: [&str; 1] = ["rbac.authorization.k8s.io"];
+pub(crate) const GROUPS: [&str; 2] = ["rbac.authorization.k8s.io", "discovery.k8s.io"];

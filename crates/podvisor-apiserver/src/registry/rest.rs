@@ -42,8 +42,17 @@ pub(crate) fn collection(
             method.as_str(),
         ));
     }
-    if let Some(e) = refuse(s, "", method) {
-        return Err(e);
+    if s.read_only.is_some() {
+        // The name the refusal gives, when the body says it (it is not decoded further).
+        let name = crate::protobuf::object_name(body)
+            .or_else(|| {
+                let v = crate::request::parse_body(body).ok()?;
+                v.pointer("/metadata/name")?.as_str().map(str::to_owned)
+            })
+            .unwrap_or_default();
+        if let Some(e) = refuse(s, &name, method) {
+            return Err(e);
+        }
     }
     let ns = ns.unwrap_or("");
     if *method == Method::POST {
