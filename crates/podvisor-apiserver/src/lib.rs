@@ -55,7 +55,6 @@ use podvisor_store::Store;
 
 mod auth;
 mod authz;
-mod configs;
 mod db;
 mod discovery;
 mod events;
@@ -66,6 +65,7 @@ mod history;
 mod list_options;
 mod logs;
 mod managed;
+mod meta;
 pub mod namespace_controller;
 mod namespaces;
 mod nodes;
@@ -76,7 +76,10 @@ mod pod_network;
 pub mod podgc;
 mod pods;
 mod portforward;
+mod printers;
 mod protobuf;
+mod registry;
+mod req;
 mod request;
 mod reviews;
 mod routes;
@@ -280,7 +283,7 @@ pub fn router(state: ApiState) -> Router {
             state.clone(),
             auth::require_token,
         ))
-        .layer(DefaultBodyLimit::max(routes::MAX_BODY));
+        .layer(DefaultBodyLimit::max(req::MAX_BODY));
     let app = if std::env::var_os("PODVISOR_API_TRACE").is_some() {
         app.layer(axum::middleware::from_fn(auth::trace))
     } else {

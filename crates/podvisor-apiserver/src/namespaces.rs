@@ -9,11 +9,11 @@ use podvisor_api::validation::{FieldError, Path};
 use serde_json::{Value, json};
 
 use crate::db::{self, NAMESPACES};
+use crate::meta::{check_name, pinned_rv, type_meta};
 use crate::objects::respond;
 use crate::patch::{PatchType, apply_patch, plain_lists};
-use crate::pods::{check_name, pinned_rv, type_meta};
+use crate::req::Req;
 use crate::request::{content_type, name_suffix, new_uid, now, parse_body, time_text};
-use crate::routes::Req;
 use crate::status::{ApiError, ApiResult};
 
 const DNS1123_LABEL_ERROR: &str = "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')";

@@ -15,11 +15,11 @@ use podvisor_api::validation::{FieldError, Path};
 use serde_json::{Value, json};
 
 use crate::db::{self, LEASES, NODES, Resource};
+use crate::meta::{check_name, check_namespace, pinned_rv, resource_type_meta};
 use crate::objects::respond;
 use crate::patch::{PatchType, apply_patch, plain_lists};
-use crate::pods::{check_name, check_namespace, pinned_rv};
+use crate::req::Req;
 use crate::request::{content_type, name_suffix, new_uid, now, parse_body, time_text};
-use crate::routes::Req;
 use crate::status::{ApiError, ApiResult};
 
 /// How many times a write is retried when the object changed underneath it.
@@ -32,31 +32,6 @@ pub(crate) enum Part {
     Main,
     /// The `status` subresource: only `status`.
     Status,
-}
-
-/// Fills a missing `apiVersion`/`kind`; 400 for another type.
-fn type_meta(value: &mut Value, res: Resource) -> ApiResult<()> {
-    let want = db::api_version(res);
-    let Some(obj) = value.as_object_mut() else {
-        return Err(ApiError::bad_request(format!(
-            "the object provided is unrecognized (must be of type {})",
-            res.kind
-        )));
-    };
-    let api_version = obj
-        .entry("apiVersion")
-        .or_insert_with(|| json!(want))
-        .clone();
-    let kind = obj.entry("kind").or_insert_with(|| json!(res.kind)).clone();
-    if api_version != json!(want) || kind != json!(res.kind) {
-        return Err(ApiError::bad_request(format!(
-            "the API version in the data ({}) does not match the expected API version ({want}) or the kind ({}) is not {}",
-            api_version.as_str().unwrap_or(""),
-            kind.as_str().unwrap_or(""),
-            res.kind
-        )));
-    }
-    Ok(())
 }
 
 fn is_dns1123_subdomain(s: &str) -> bool {
@@ -137,7 +112,7 @@ pub(crate) fn create(req: &Req, res: Resource, ns: &str, body: &[u8]) -> ApiResu
 
 fn create_value(req: &Req, res: Resource, ns: &str, mut value: Value) -> ApiResult<Response> {
     let dry_run = req.params.dry_run()?;
-    type_meta(&mut value, res)?;
+    resource_type_meta(&mut value, res)?;
     if res.namespaced {
         check_namespace(&value, ns)?;
     }
@@ -243,7 +218,7 @@ fn write_loop(
             return Err(ApiError::stale(res.plural, name));
         }
         let mut new = compute(&old)?;
-        type_meta(&mut new, res)?;
+        resource_type_meta(&mut new, res)?;
         let new = merge(&old, &new, part);
         validate(res, &new)?;
         if new == old || dry_run {
@@ -267,7 +242,7 @@ pub(crate) fn update(
     part: Part,
 ) -> ApiResult<Response> {
     let mut value = parse_body(body)?;
-    type_meta(&mut value, res)?;
+    resource_type_meta(&mut value, res)?;
     if res.namespaced {
         check_namespace(&value, ns)?;
     }

@@ -16,7 +16,7 @@ use serde_json::{Value, json};
 use crate::status::json_response;
 
 /// Changes whenever the v3 document below changes, so kubectl's cache is refreshed.
-const V3_HASH: &str = "podvisor-1-35-0-6";
+const V3_HASH: &str = "podvisor-1-35-0-7";
 
 /// `GET /openapi/v3`.
 pub(crate) async fn v3_root() -> Response {
@@ -26,7 +26,9 @@ pub(crate) async fn v3_root() -> Response {
             "paths": {
                 "api/v1": {"serverRelativeURL": format!("/openapi/v3/api/v1?hash={V3_HASH}")},
                 "apis/events.k8s.io/v1": {"serverRelativeURL": format!("/openapi/v3/apis/events.k8s.io/v1?hash={V3_HASH}")},
-                "apis/coordination.k8s.io/v1": {"serverRelativeURL": format!("/openapi/v3/apis/coordination.k8s.io/v1?hash={V3_HASH}")}
+                "apis/coordination.k8s.io/v1": {"serverRelativeURL": format!("/openapi/v3/apis/coordination.k8s.io/v1?hash={V3_HASH}")},
+                "apis/rbac.authorization.k8s.io/v1": {"serverRelativeURL": format!("/openapi/v3/apis/rbac.authorization.k8s.io/v1?hash={V3_HASH}")},
+                "apis/discovery.k8s.io/v1": {"serverRelativeURL": format!("/openapi/v3/apis/discovery.k8s.io/v1?hash={V3_HASH}")}
             }
         }),
     )
@@ -41,35 +43,54 @@ fn query_param(name: &str, description: &str) -> Value {
     })
 }
 
+/// `kind` is a core/v1 kind, or `<group>/<Kind>` (`coordination.k8s.io/Lease`).
+fn split_kind(kind: &str) -> (&str, &str) {
+    kind.rsplit_once('/').unwrap_or(("", kind))
+}
+
+/// The short name of a group in schema names (`rbac` of `rbac.authorization.k8s.io`).
+fn schema_group(group: &str) -> &str {
+    group.split('.').next().unwrap_or(group)
+}
+
 fn gvk(kind: &str) -> Value {
-    if let Some(kind) = kind.strip_prefix("coordination.k8s.io/") {
-        return json!({"group": "coordination.k8s.io", "version": "v1", "kind": kind});
-    }
-    if let Some(kind) = kind.strip_prefix("events.k8s.io/") {
-        return json!({"group": "events.k8s.io", "version": "v1", "kind": kind});
-    }
-    json!({"group": "", "version": "v1", "kind": kind})
+    let (group, kind) = split_kind(kind);
+    json!({"group": group, "version": "v1", "kind": kind})
 }
 
-/// `kind` is a core/v1 kind, or `events.k8s.io/Event`.
 fn schema_ref(kind: &str) -> Value {
-    if let Some(kind) = kind.strip_prefix("coordination.k8s.io/") {
-        return json!({"$ref": format!("#/components/schemas/io.k8s.api.coordination.v1.{kind}")});
+    match split_kind(kind) {
+        ("", kind) => json!({"$ref": format!("#/components/schemas/io.k8s.api.core.v1.{kind}")}),
+        (group, kind) => json!({"$ref": format!(
+            "#/components/schemas/io.k8s.api.{}.v1.{kind}",
+            schema_group(group)
+        )}),
     }
-    if let Some(kind) = kind.strip_prefix("events.k8s.io/") {
-        return json!({"$ref": format!("#/components/schemas/io.k8s.api.events.v1.{kind}")});
-    }
-    json!({"$ref": format!("#/components/schemas/io.k8s.api.core.v1.{kind}")})
 }
 
+/// The operation name's group part: `CoreV1`, `CoordinationV1`, `RbacAuthorizationV1`.
 fn op_name(kind: &str) -> String {
-    if let Some(kind) = kind.strip_prefix("coordination.k8s.io/") {
-        return format!("CoordinationV1{kind}");
-    }
-    match kind.strip_prefix("events.k8s.io/") {
-        Some(kind) => format!("EventsV1{kind}"),
-        None => format!("CoreV1{kind}"),
-    }
+    let (group, kind) = split_kind(kind);
+    let group = if group.is_empty() { "core" } else { group };
+    let camel: String = group
+        .trim_end_matches(".k8s.io")
+        .split('.')
+        .map(|w| {
+            let mut c = w.chars();
+            c.next()
+                .map(|f| f.to_uppercase().chain(c).collect::<String>())
+                .unwrap_or_default()
+        })
+        .collect();
+    format!("{camel}V1{kind}")
+}
+
+/// Whether the operation's kind lives in a namespace (its operation names say `Namespaced`).
+fn namespaced_op(kind: &str) -> bool {
+    !matches!(
+        split_kind(kind).1,
+        "Namespace" | "Node" | "ClusterRole" | "ClusterRoleBinding"
+    )
 }
 
 fn write_params() -> Vec<Value> {
@@ -92,7 +113,7 @@ fn write_params() -> Vec<Value> {
 fn post_op(kind: &str) -> Value {
     json!({
         "tags": ["core_v1"],
-        "operationId": format!("create{}", if matches!(kind, "Namespace" | "Node") { op_name(kind) } else { op_name(kind).replacen("V1", "V1Namespaced", 1) }),
+        "operationId": format!("create{}", if namespaced_op(kind) { op_name(kind).replacen("V1", "V1Namespaced", 1) } else { op_name(kind) }),
         "parameters": write_params(),
         "requestBody": {"content": {"*/*": {"schema": schema_ref(kind)}}, "required": true},
         "responses": {
@@ -113,7 +134,7 @@ fn patch_op(kind: &str) -> Value {
     let patch_schema = json!({"schema": {"type": "object"}});
     json!({
         "tags": ["core_v1"],
-        "operationId": format!("patch{}", if matches!(kind, "Namespace" | "Node") { op_name(kind) } else { op_name(kind).replacen("V1", "V1Namespaced", 1) }),
+        "operationId": format!("patch{}", if namespaced_op(kind) { op_name(kind).replacen("V1", "V1Namespaced", 1) } else { op_name(kind) }),
         "parameters": params,
         "requestBody": {
             "content": {
@@ -147,7 +168,7 @@ fn schemas(
         let prefix = if group.is_empty() {
             "io.k8s.api.core.v1".to_owned()
         } else {
-            format!("io.k8s.api.{}.{version}", group.trim_end_matches(".k8s.io"))
+            format!("io.k8s.api.{}.{version}", schema_group(group))
         };
         if let Some(schema) = defs.get_mut(&format!("{prefix}.{kind}")) {
             schema["x-kubernetes-group-version-kind"] =
@@ -158,7 +179,7 @@ fn schemas(
 }
 
 fn core_v1_schemas() -> Value {
-    use k8s_openapi::api::core::v1::{ConfigMap, Event, Namespace, Node, Pod, Secret};
+    use k8s_openapi::api::core::v1::{ConfigMap, Event, Namespace, Node, Pod, Secret, Service};
     schemas(
         &[
             ("", "v1", "Pod"),
@@ -167,6 +188,7 @@ fn core_v1_schemas() -> Value {
             ("", "v1", "ConfigMap"),
             ("", "v1", "Secret"),
             ("", "v1", "Node"),
+            ("", "v1", "Service"),
         ],
         |g| {
             g.subschema_for::<Pod>();
@@ -175,6 +197,7 @@ fn core_v1_schemas() -> Value {
             g.subschema_for::<ConfigMap>();
             g.subschema_for::<Secret>();
             g.subschema_for::<Node>();
+            g.subschema_for::<Service>();
         },
     )
 }
@@ -217,6 +240,46 @@ pub(crate) async fn v3_coordination() -> Response {
 
 pub(crate) async fn v3_events() -> Response {
     immutable(json_response(StatusCode::OK, &v3_events_v1()))
+}
+
+/// The OpenAPI 3.0 document of a group the registry serves: each kind's create and patch,
+/// and the schemas of its types.
+pub(crate) fn v3_registry_group(group: &str) -> Value {
+    let mut paths = serde_json::Map::new();
+    let mut kinds = Vec::new();
+    let mut adders = Vec::new();
+    for s in crate::registry::group_kinds(group) {
+        let kind = format!("{group}/{}", s.res.kind);
+        let base = if s.res.namespaced {
+            format!("/apis/{group}/v1/namespaces/{{namespace}}/{}", s.res.plural)
+        } else {
+            format!("/apis/{group}/v1/{}", s.res.plural)
+        };
+        if s.read_only.is_none() {
+            paths.insert(base.clone(), json!({"post": post_op(&kind)}));
+            paths.insert(
+                format!("{base}/{{name}}"),
+                json!({"patch": patch_op(&kind)}),
+            );
+        }
+        kinds.push((group, "v1", s.res.kind));
+        adders.push(s.schema);
+    }
+    json!({
+        "openapi": "3.0.0",
+        "info": {"title": "Kubernetes", "version": crate::discovery::GIT_VERSION},
+        "paths": paths,
+        "components": {"schemas": schemas(&kinds, |g| {
+            for add in adders {
+                add(g);
+            }
+        })}
+    })
+}
+
+/// `GET /openapi/v3/apis/<group>/v1` of a group the registry serves.
+pub(crate) fn v3_registry(group: &str) -> Response {
+    immutable(json_response(StatusCode::OK, &v3_registry_group(group)))
 }
 
 fn immutable(mut resp: Response) -> Response {

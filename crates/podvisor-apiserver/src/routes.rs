@@ -2,72 +2,31 @@
 //! dispatched here so handlers stay per resource.
 
 use axum::Router;
-use axum::body::Bytes;
-use axum::extract::{FromRequest, FromRequestParts, Path, Query, Request};
-use axum::http::request::Parts;
-use axum::http::{HeaderMap, Method, StatusCode, Uri};
+use axum::extract::Path;
+use axum::http::{Method, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{MethodFilter, get, on};
 
 use crate::db::{EVENTS, LEASES, NAMESPACES, NODES, PODS, Resource};
-use crate::request::Params;
+use crate::registry::{self, rest};
+use crate::req::{Body, Req};
 use crate::status::ApiError;
 use crate::{
-    ApiState, configs, discovery, events, events_v1, exec, logs, namespaces, objects, openapi,
-    pods, reviews,
+    ApiState, discovery, events, events_v1, exec, logs, namespaces, objects, openapi, pods, reviews,
 };
 
-/// The most bytes a request body may have (the API server's `MaxRequestBodyBytes`).
-pub(crate) const MAX_BODY: usize = 3 * 1024 * 1024;
-
-/// A request body; one over [`MAX_BODY`] is the API server's 413 `Status` (axum's own
-/// rejection is plain text).
-pub(crate) struct Body(pub Bytes);
-
-impl<S: Send + Sync> FromRequest<S> for Body {
-    type Rejection = ApiError;
-
-    async fn from_request(req: Request, state: &S) -> Result<Self, ApiError> {
-        match Bytes::from_request(req, state).await {
-            Ok(bytes) => Ok(Body(bytes)),
-            Err(e) if e.status() == StatusCode::PAYLOAD_TOO_LARGE => {
-                Err(ApiError::request_entity_too_large(MAX_BODY))
-            }
-            Err(e) => Err(ApiError::bad_request(e.body_text())),
-        }
-    }
-}
-
-/// Everything the handlers get from a request.
-pub(crate) struct Req {
-    pub state: ApiState,
-    pub params: Params,
-    pub headers: HeaderMap,
-}
-
-/// `Req` is extracted from every API request: the state, the headers, and the query parameters
-/// (a malformed query is a 400 `Status`; axum's own rejection is plain text).
-impl FromRequestParts<ApiState> for Req {
-    type Rejection = ApiError;
-
-    async fn from_request_parts(parts: &mut Parts, state: &ApiState) -> Result<Self, ApiError> {
-        let Query(params) = Query::<Params>::from_request_parts(parts, state)
-            .await
-            .map_err(|e| ApiError::bad_request(e.body_text()))?;
-        Ok(Req {
-            state: state.clone(),
-            params,
-            headers: parts.headers.clone(),
-        })
-    }
-}
-
+/// The core kinds with their own handlers (pods, events).
 fn namespaced(resource: &str) -> Option<Resource> {
     match resource {
         "pods" => Some(PODS),
         "events" => Some(EVENTS),
-        other => configs::resource(other),
+        _ => None,
     }
+}
+
+/// A core `v1` kind the registry serves.
+fn core_kind(resource: &str) -> Option<&'static registry::Strategy> {
+    registry::lookup("", resource)
 }
 
 fn finish(r: Result<Response, ApiError>) -> Response {
@@ -87,6 +46,9 @@ async fn cluster_collection(
         ("nodes", Method::GET) => objects::list(&req, NODES, None, None),
         ("nodes", Method::POST) => crate::nodes::create(&req, NODES, "", &body),
         ("nodes", m) => Err(ApiError::method_not_supported("nodes", m.as_str())),
+        (r, m) if core_kind(r).is_some() => {
+            rest::collection(&req, core_kind(r).expect("just found"), None, &m, &body)
+        }
         (r, Method::GET) => match namespaced(r) {
             Some(res) => objects::list(&req, res, None, None),
             None => Err(ApiError::path_not_found()),
@@ -103,7 +65,7 @@ async fn cluster_watch(req: Req, Path(resource): Path<String>) -> Response {
     let res = match resource.as_str() {
         "namespaces" => Some(NAMESPACES),
         "nodes" => Some(NODES),
-        r => namespaced(r),
+        r => namespaced(r).or_else(|| core_kind(r).map(|s| s.res)),
     };
     finish(match res {
         Some(res) => objects::watch(&req, res, None, None),
@@ -139,6 +101,9 @@ async fn collection(
     method: Method,
     Body(body): Body,
 ) -> Response {
+    if let Some(s) = core_kind(&resource).filter(|s| s.res.namespaced) {
+        return finish(rest::collection(&req, s, Some(&ns), &method, &body));
+    }
     let Some(res) = namespaced(&resource) else {
         return ApiError::path_not_found().into_response();
     };
@@ -148,22 +113,18 @@ async fn collection(
         ("Pod", Method::DELETE) => pods::delete_collection(&req, &ns, &body),
         ("Event", Method::POST) => events::create(&req, &ns, &body),
         ("Event", Method::DELETE) => events::delete_collection(&req, &ns),
-        ("ConfigMap" | "Secret" | "ServiceAccount", Method::POST) => {
-            configs::create(&req, res, &ns, &body)
-        }
-        ("ConfigMap" | "Secret" | "ServiceAccount", Method::DELETE) => {
-            configs::delete_collection(&req, res, &ns, &body)
-        }
         (_, m) => Err(ApiError::method_not_supported(res.plural, m.as_str())),
     })
 }
 
 /// `/api/v1/watch/namespaces/{ns}/{resource}`.
 async fn collection_watch(req: Req, Path((ns, resource)): Path<(String, String)>) -> Response {
-    finish(match namespaced(&resource) {
-        Some(res) => objects::watch(&req, res, Some(&ns), None),
-        None => Err(ApiError::path_not_found()),
-    })
+    finish(
+        match namespaced(&resource).or_else(|| core_kind(&resource).map(|s| s.res)) {
+            Some(res) => objects::watch(&req, res, Some(&ns), None),
+            None => Err(ApiError::path_not_found()),
+        },
+    )
 }
 
 /// `/api/v1/namespaces/{ns}/{resource}/{name}`.
@@ -173,6 +134,9 @@ async fn object(
     method: Method,
     Body(body): Body,
 ) -> Response {
+    if let Some(s) = core_kind(&resource).filter(|s| s.res.namespaced) {
+        return finish(rest::object(&req, s, (&ns, &name), None, &method, &body));
+    }
     let Some(res) = namespaced(&resource) else {
         return ApiError::path_not_found().into_response();
     };
@@ -184,15 +148,6 @@ async fn object(
         ("Event", Method::PUT) => events::update(&req, &ns, &name, &body),
         ("Event", Method::PATCH) => events::patch(&req, &ns, &name, &body),
         ("Event", Method::DELETE) => events::delete(&req, &ns, &name),
-        ("ConfigMap" | "Secret" | "ServiceAccount", Method::PUT) => {
-            configs::update(&req, res, &ns, &name, &body)
-        }
-        ("ConfigMap" | "Secret" | "ServiceAccount", Method::PATCH) => {
-            configs::patch(&req, res, &ns, &name, &body)
-        }
-        ("ConfigMap" | "Secret" | "ServiceAccount", Method::DELETE) => {
-            configs::delete(&req, res, &ns, &name, &body)
-        }
         (_, m) => Err(ApiError::method_not_supported(res.plural, m.as_str())),
     })
 }
@@ -202,10 +157,12 @@ async fn object_watch(
     req: Req,
     Path((ns, resource, name)): Path<(String, String, String)>,
 ) -> Response {
-    finish(match namespaced(&resource) {
-        Some(res) => objects::watch(&req, res, Some(&ns), Some(&name)),
-        None => Err(ApiError::path_not_found()),
-    })
+    finish(
+        match namespaced(&resource).or_else(|| core_kind(&resource).map(|s| s.res)) {
+            Some(res) => objects::watch(&req, res, Some(&ns), Some(&name)),
+            None => Err(ApiError::path_not_found()),
+        },
+    )
 }
 
 /// `/api/v1/namespaces/{ns}/{resource}/{name}/{subresource}`: `pods/status`, `pods/log`,
@@ -236,6 +193,10 @@ async fn subresource(
         }
         ("serviceaccounts", "token", Method::POST) => {
             crate::serviceaccounts::create_token(&req, &ns, &name, &body)
+        }
+        (r, _, m) if core_kind(r).is_some_and(|s| s.res.namespaced) && r != "pods" => {
+            let s = core_kind(r).expect("just found");
+            rest::object(&req, s, (&ns, &name), Some(&sub), &m, &body)
         }
         ("pods", "log", Method::GET) => logs::get(&req, &ns, &name).await,
         ("pods", "history", Method::GET) => crate::history::get(&req, &ns, &name),
@@ -395,7 +356,10 @@ pub(crate) fn api_routes() -> Router<ApiState> {
         .or(MethodFilter::PUT)
         .or(MethodFilter::PATCH)
         .or(MethodFilter::DELETE);
-    Router::new()
+    let groups = registry::GROUPS
+        .into_iter()
+        .fold(Router::new(), |r, g| r.merge(registry::group_routes(g)));
+    groups
         .route("/version", get(discovery::version))
         .route("/version/", get(discovery::version))
         .route("/api", get(discovery::api))

@@ -144,6 +144,10 @@ impl ApiServer {
         crate::serviceaccounts::ensure_all(&config.store, &pki.ca_pem).map_err(|e| {
             ServeError::Store(format!("writing the service accounts: {}", e.message))
         })?;
+        let endpoint = crate::registry::endpoint_address(local_addr, pod_network_addr);
+        crate::registry::reconcile_kubernetes_service(&config.store, endpoint).map_err(|e| {
+            ServeError::Store(format!("writing the kubernetes Service: {}", e.message))
+        })?;
         // The API server's `ensureRBACPolicy`: the default roles and bindings, then the
         // aggregated roles filled at once (the controller keeps them current while serving).
         let touched = crate::authz::bootstrap::ensure(&config.store)

@@ -163,6 +163,21 @@ impl ApiError {
         .with_details("", resource)
     }
 
+    /// 405 for a write to a kind served read-only: `services "x" cannot be created: <why>`.
+    pub fn read_only(resource: &str, name: &str, verb: &str, why: &str) -> Self {
+        let what = if name.is_empty() {
+            resource.to_owned()
+        } else {
+            format!("{resource} {}", go_quote(name))
+        };
+        Self::new(
+            405,
+            "MethodNotAllowed",
+            format!("{what} cannot be {verb}: {why}"),
+        )
+        .with_details(name, resource)
+    }
+
     /// 410 `Expired`: a watch or list from a compacted `resourceVersion`.
     pub fn expired(message: impl Into<String>) -> Self {
         Self::new(410, "Expired", message)

@@ -1,395 +1,283 @@
-//! RBAC through the real kubectl: a ServiceAccount token gets nothing it is not bound to
-//! (the API server's 403 texts), a RoleBinding grants exactly its role, `kubectl auth can-i`
-//! (with `--as` and `--list`) and the access reviews answer from the authorizer,
-//! impersonation needs the `impersonate` verb, the health and version endpoints stay open to
-//! anonymous clients, and the bootstrap policy with its aggregated roles is in place.
-//!
-//! Roles and bindings are written into the store here, as the registry that serves their
-//! REST is tested on its own.
+//! RBAC's four kinds through the real kubectl, on the generic registry: `create
+//! role|clusterrole|rolebinding|clusterrolebinding`, get (the server's tables), `-o yaml`,
+//! apply (client- and server-side), validation errors, the immutable `roleRef`, watch, delete
+//! and deletecollection.
 
 use crate::common;
 
-use std::time::{Duration, Instant};
-
 use common::TestServer;
-use podvisor_store::Key;
 use serde_json::{Value, json};
 
-const SA: &str = "system:serviceaccount:default:default";
-
-fn token(s: &TestServer) -> String {
-    s.kubectl_ok(&["create", "token", "default"])
-        .trim()
-        .to_owned()
+fn header_and_row(out: &str, name: &str) -> (Vec<String>, Vec<String>) {
+    let mut lines = out.lines();
+    let header = lines
+        .next()
+        .unwrap_or("")
+        .split("  ")
+        .map(str::trim)
+        .filter(|c| !c.is_empty())
+        .map(str::to_owned)
+        .collect();
+    let row = lines
+        .find(|l| l.split_whitespace().next() == Some(name))
+        .unwrap_or_else(|| panic!("no row {name} in {out}"))
+        .split_whitespace()
+        .map(str::to_owned)
+        .collect();
+    (header, row)
 }
 
-fn as_sa(s: &TestServer, token: &str, args: &[&str]) -> common::Run {
-    let mut all = vec!["--token", token];
-    all.extend_from_slice(args);
-    s.kubectl(&all)
-}
-
-fn put(s: &TestServer, key: Key, obj: Value) {
-    s.state.store().create(&key, obj).unwrap();
-}
-
-fn pod_reader(s: &TestServer) {
-    put(
-        s,
-        Key::new("roles", "default", "pod-reader"),
-        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
-               "metadata": {"name": "pod-reader", "namespace": "default", "uid": "r1"},
-               "rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]}]}),
+#[test]
+fn roles_and_bindings_from_kubectl_create() {
+    let s = TestServer::start();
+    let out = s.kubectl_ok(&[
+        "create",
+        "role",
+        "pod-reader",
+        "--verb=get,list,watch",
+        "--resource=pods",
+    ]);
+    assert_eq!(
+        out.trim(),
+        "role.rbac.authorization.k8s.io/pod-reader created"
     );
-    put(
-        s,
-        Key::new("rolebindings", "default", "read-pods"),
-        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
-               "metadata": {"name": "read-pods", "namespace": "default", "uid": "b1"},
-               "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "pod-reader"},
-               "subjects": [{"kind": "ServiceAccount", "name": "default"}]}),
+    s.kubectl_ok(&[
+        "create",
+        "clusterrole",
+        "node-viewer",
+        "--verb=get",
+        "--resource=nodes",
+    ]);
+    s.kubectl_ok(&[
+        "create",
+        "rolebinding",
+        "read-pods",
+        "--role=pod-reader",
+        "--user=alice",
+        "--group=devs",
+        "--serviceaccount=default:builder",
+    ]);
+    s.kubectl_ok(&[
+        "create",
+        "clusterrolebinding",
+        "view-nodes",
+        "--clusterrole=node-viewer",
+        "--group=ops",
+    ]);
+
+    let role: Value =
+        serde_json::from_str(&s.kubectl_ok(&["get", "role", "pod-reader", "-o", "json"])).unwrap();
+    assert_eq!(role["apiVersion"], "rbac.authorization.k8s.io/v1");
+    assert_eq!(
+        role["rules"],
+        json!([{"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]}])
+    );
+    assert!(
+        role["metadata"]["uid"]
+            .as_str()
+            .is_some_and(|u| !u.is_empty())
+    );
+    let yaml = s.kubectl_ok(&["get", "clusterrolebinding", "view-nodes", "-o", "yaml"]);
+    assert!(yaml.contains("kind: ClusterRoleBinding"), "{yaml}");
+    assert!(
+        yaml.contains("apiGroup: rbac.authorization.k8s.io"),
+        "{yaml}"
+    );
+
+    // The tables: roles with the default convertor, bindings with their printer.
+    let out = s.kubectl_ok(&["get", "clusterroles"]);
+    let (header, row) = header_and_row(&out, "node-viewer");
+    assert_eq!(header, ["NAME", "CREATED AT"], "{out}");
+    assert!(row[1].ends_with('Z') && row[1].contains('T'), "{out}");
+    let out = s.kubectl_ok(&["get", "rolebindings", "-o", "wide"]);
+    let (header, row) = header_and_row(&out, "read-pods");
+    assert_eq!(
+        header,
+        ["NAME", "ROLE", "AGE", "USERS", "GROUPS", "SERVICEACCOUNTS"],
+        "{out}"
+    );
+    assert_eq!(row[1], "Role/pod-reader", "{out}");
+    assert_eq!(&row[3..], ["alice", "devs", "default/builder"], "{out}");
+    let out = s.kubectl_ok(&["get", "clusterrolebinding", "view-nodes"]);
+    let (_, row) = header_and_row(&out, "view-nodes");
+    assert_eq!(row[1], "ClusterRole/node-viewer", "{out}");
+
+    // Discovery knows the group, so short kinds and `api-resources` work.
+    let out = s.kubectl_ok(&["api-resources", "--api-group=rbac.authorization.k8s.io"]);
+    for kind in ["Role", "ClusterRole", "RoleBinding", "ClusterRoleBinding"] {
+        assert!(out.contains(kind), "{out}");
+    }
+
+    let out = s.kubectl_ok(&["delete", "rolebinding", "read-pods"]);
+    assert!(
+        out.contains("rolebinding.rbac.authorization.k8s.io \"read-pods\" deleted"),
+        "{out}"
+    );
+    let r = s.kubectl(&["get", "rolebinding", "read-pods"]);
+    assert_eq!(
+        r.stderr.trim(),
+        "Error from server (NotFound): rolebindings.rbac.authorization.k8s.io \"read-pods\" not found"
+    );
+    let out = s.kubectl_ok(&["delete", "clusterroles", "--all"]);
+    assert!(out.contains("\"node-viewer\" deleted"), "{out}");
+    assert_eq!(
+        s.kubectl_ok(&["get", "clusterroles", "-o", "name"]).trim(),
+        ""
     );
 }
 
-const PRIVILEGED: &str = "apiVersion: v1
-kind: Pod
-metadata: {name: escape}
-spec:
-  containers:
-  - name: c
-    image: busybox
-    securityContext: {privileged: true}
-    volumeMounts: [{name: host, mountPath: /host}]
-  volumes: [{name: host, hostPath: {path: /}}]
+const ROLE: &str = "apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata:
+  name: cm-editor
+  labels: {team: a}
+rules:
+- apiGroups: [\"\"]
+  resources: [configmaps]
+  verbs: [get, update]
 ";
 
 #[test]
-fn a_service_account_token_gets_only_what_its_bindings_grant() {
+fn apply_validation_and_the_fixed_role_ref() {
     let s = TestServer::start();
-    let t = token(&s);
-    // The escape of issue 31: a pod's token creating a privileged pod.
-    let mut create = vec!["--token", t.as_str()];
-    create.extend_from_slice(&["create", "-f", "-"]);
-    let r = s.kubectl_stdin(&create, PRIVILEGED);
+    let r = s.kubectl_stdin(&["apply", "-f", "-"], ROLE);
+    assert!(r.ok, "{}{}", r.stdout, r.stderr);
+    let more = ROLE.replace("[get, update]", "[get, update, patch]");
+    let r = s.kubectl_stdin(&["apply", "--server-side", "-f", "-"], &more);
+    assert!(r.ok, "{}{}", r.stdout, r.stderr);
+    let verbs = s.kubectl_ok(&[
+        "get",
+        "role",
+        "cm-editor",
+        "-o",
+        "jsonpath={.rules[0].verbs}",
+    ]);
+    assert_eq!(verbs, r#"["get","update","patch"]"#);
+    let out = s.kubectl_ok(&["get", "roles", "-l", "team=a", "-o", "name"]);
+    assert_eq!(out.trim(), "role.rbac.authorization.k8s.io/cm-editor");
+
+    // Upstream's validation, with its words.
+    let bad = ROLE.replace("  verbs: [get, update]\n", "  verbs: []\n");
+    let r = s.kubectl_stdin(&["apply", "-f", "-"], &bad.replace("cm-editor", "no-verbs"));
     assert!(!r.ok);
     assert!(
-        r.stderr.contains(&format!(
-            "pods is forbidden: User \"{SA}\" cannot create resource \"pods\" in API group \"\" in the namespace \"default\""
-        )),
-        "{r:?}"
+        r.stderr
+            .contains("rules[0].verbs: Required value: verbs must contain at least one value"),
+        "{}",
+        r.stderr
     );
-    let r = as_sa(&s, &t, &["get", "pods"]);
-    assert!(
-        r.stderr.contains(&format!(
-            "pods is forbidden: User \"{SA}\" cannot list resource \"pods\" in API group \"\" in the namespace \"default\""
-        )),
-        "{r:?}"
-    );
-    let r = as_sa(&s, &t, &["get", "nodes"]);
-    assert!(
-        r.stderr.contains(&format!(
-            "nodes is forbidden: User \"{SA}\" cannot list resource \"nodes\" in API group \"\" at the cluster scope"
-        )),
-        "{r:?}"
-    );
-    let r = as_sa(&s, &t, &["get", "--raw", "/foo"]);
-    assert!(
-        r.stderr.contains(&format!(
-            "forbidden: User \"{SA}\" cannot get path \"/foo\""
-        )),
-        "{r:?}"
-    );
-    // Discovery and the self reviews are every authenticated user's.
-    assert_eq!(as_sa(&s, &t, &["auth", "whoami", "-o", "name"]).ok, true);
-    assert_eq!(
-        as_sa(&s, &t, &["auth", "can-i", "list", "pods"])
-            .stdout
-            .trim(),
-        "no"
-    );
+    let r = s.kubectl(&[
+        "create",
+        "clusterrolebinding",
+        "x",
+        "--clusterrole=view",
+        "--serviceaccount=nons",
+    ]);
+    assert!(!r.ok);
 
-    // A RoleBinding lets the same token read pods, and nothing else.
-    pod_reader(&s);
-    s.create(&common::pod_yaml("web"));
-    let listed = as_sa(&s, &t, &["get", "pods", "-o", "name"]);
-    assert!(listed.ok, "{listed:?}");
-    assert_eq!(listed.stdout.trim(), "pod/web");
-    assert!(as_sa(&s, &t, &["get", "pod", "web"]).ok);
-    let r = s.kubectl_stdin(&create, PRIVILEGED);
-    assert!(r.stderr.contains("pods is forbidden"), "{r:?}");
-    let r = as_sa(&s, &t, &["get", "secrets"]);
+    s.kubectl_ok(&[
+        "create",
+        "rolebinding",
+        "b",
+        "--clusterrole=view",
+        "--user=alice",
+    ]);
+    let r = s.kubectl(&[
+        "patch",
+        "rolebinding",
+        "b",
+        "--type=merge",
+        "-p",
+        r#"{"roleRef":{"name":"edit"}}"#,
+    ]);
+    assert!(!r.ok);
     assert!(
-        r.stderr.contains(&format!(
-            "secrets is forbidden: User \"{SA}\" cannot list resource \"secrets\" in API group \"\" in the namespace \"default\""
-        )),
-        "{r:?}"
-    );
-    let r = as_sa(&s, &t, &["get", "pods", "-n", "kube-system"]);
-    assert!(
-        r.stderr.contains("in the namespace \"kube-system\""),
-        "{r:?}"
-    );
-    let r = as_sa(&s, &t, &["logs", "web"]);
-    assert!(
-        r.stderr.contains("cannot get resource \"pods/log\""),
-        "{r:?}"
-    );
-
-    // `kubectl auth can-i` as the account, by token and by impersonation.
-    assert_eq!(
-        as_sa(&s, &t, &["auth", "can-i", "list", "pods"])
-            .stdout
-            .trim(),
-        "yes"
-    );
-    let as_flag = format!("--as={SA}");
-    assert_eq!(
-        s.kubectl(&["auth", "can-i", "watch", "pods", &as_flag])
-            .stdout
-            .trim(),
-        "yes"
-    );
-    let no = s.kubectl(&["auth", "can-i", "create", "pods", &as_flag]);
-    assert!(!no.ok);
-    assert_eq!(no.stdout.trim(), "no");
-    let list = s.kubectl_ok(&["auth", "can-i", "--list", &as_flag]);
-    let pods_row = list
-        .lines()
-        .find(|l| l.starts_with("pods "))
-        .unwrap_or_else(|| panic!("{list}"));
-    assert!(pods_row.ends_with("[get list watch]"), "{list}");
-    assert!(
-        list.lines()
-            .any(|l| l.starts_with("selfsubjectaccessreviews.authorization.k8s.io")),
-        "{list}"
-    );
-    assert!(!list.lines().any(|l| l.starts_with("*.*")), "{list}");
-    // Groups by `--as-group`: the masters' group is everything.
-    assert_eq!(
-        s.kubectl(&[
-            "auth",
-            "can-i",
-            "create",
-            "pods",
-            "--as=bob",
-            "--as-group=system:masters"
-        ])
-        .stdout
-        .trim(),
-        "yes"
-    );
-
-    // Impersonation needs `impersonate`.
-    let r = as_sa(
-        &s,
-        &t,
-        &[
-            "get",
-            "--raw",
-            "/api/v1/namespaces/default/pods",
-            "--as=bob",
-        ],
-    );
-    assert!(
-        r.stderr.contains(&format!(
-            "users \"bob\" is forbidden: User \"{SA}\" cannot impersonate resource \"users\" in API group \"\" at the cluster scope"
-        )),
-        "{r:?}"
-    );
-}
-
-#[test]
-fn access_reviews_answer_from_rbac() {
-    let s = TestServer::start();
-    pod_reader(&s);
-    let review = |user: &str, verb: &str, resource: &str| {
-        s.json(
-            "POST",
-            "/apis/authorization.k8s.io/v1/subjectaccessreviews",
-            Some(&json!({"spec": {"user": user, "groups": ["system:authenticated"],
-                "resourceAttributes": {"namespace": "default", "verb": verb, "resource": resource}}})),
-        )
-    };
-    let (code, yes) = review(SA, "list", "pods");
-    assert_eq!(code, 201, "{yes}");
-    assert_eq!(yes["status"]["allowed"], true);
-    assert_eq!(
-        yes["status"]["reason"],
-        "RBAC: allowed by RoleBinding \"read-pods/default\" of Role \"pod-reader\" to ServiceAccount \"default/default\""
-    );
-    let (_, no) = review(SA, "delete", "pods");
-    assert_eq!(no["status"]["allowed"], false);
-    let (code, invalid) = s.json(
-        "POST",
-        "/apis/authorization.k8s.io/v1/subjectaccessreviews",
-        Some(&json!({"spec": {"resourceAttributes": {"verb": "get", "resource": "pods"}}})),
-    );
-    assert_eq!(code, 422, "{invalid}");
-    assert!(
-        invalid["message"]
-            .as_str()
-            .unwrap()
-            .contains("at least one of user or group must be specified"),
-        "{invalid}"
-    );
-    // The namespaced review asks about its own namespace only.
-    let local = |ns: &str, attr_ns: &str| {
-        s.json(
-            "POST",
-            &format!("/apis/authorization.k8s.io/v1/namespaces/{ns}/localsubjectaccessreviews"),
-            Some(&json!({"spec": {"user": SA, "resourceAttributes":
-                {"namespace": attr_ns, "verb": "get", "resource": "pods"}}})),
-        )
-    };
-    let (code, allowed) = local("default", "default");
-    assert_eq!(
-        (code, &allowed["status"]["allowed"]),
-        (201, &json!(true)),
-        "{allowed}"
-    );
-    assert_eq!(allowed["metadata"]["namespace"], "default");
-    let (code, mismatch) = local("default", "other");
-    assert_eq!(code, 422, "{mismatch}");
-    assert!(
-        mismatch["message"]
-            .as_str()
-            .unwrap()
-            .contains("spec.resourceAttributes.namespace: Invalid value: \"other\": must match metadata.namespace"),
-        "{mismatch}"
-    );
-    // A binding to a missing role is said in the reason.
-    s.state
-        .store()
-        .create(
-            &Key::new("rolebindings", "default", "dangling"),
-            json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
-                   "metadata": {"name": "dangling", "namespace": "default", "uid": "b2"},
-                   "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "gone"},
-                   "subjects": [{"kind": "User", "name": "carol"}]}),
-        )
-        .unwrap();
-    let (_, dangling) = review("carol", "get", "pods");
-    assert_eq!(
-        dangling["status"]["reason"],
-        "RBAC: role.rbac.authorization.k8s.io \"gone\" not found"
-    );
-    // The non-resource attributes, and the anonymous user's public paths.
-    let (_, health) = s.json(
-        "POST",
-        "/apis/authorization.k8s.io/v1/subjectaccessreviews",
-        Some(
-            &json!({"spec": {"user": "system:anonymous", "groups": ["system:unauthenticated"],
-            "nonResourceAttributes": {"path": "/healthz", "verb": "get"}}}),
+        r.stderr.contains(
+            r#"roleRef: Invalid value: rbac.RoleRef{APIGroup:"rbac.authorization.k8s.io", Kind:"ClusterRole", Name:"edit"}: cannot change roleRef"#
         ),
+        "{}",
+        r.stderr
     );
-    assert_eq!(health["status"]["allowed"], true, "{health}");
+    // The subjects may change.
+    s.kubectl_ok(&[
+        "patch",
+        "rolebinding",
+        "b",
+        "--type=merge",
+        "-p",
+        r#"{"subjects":[{"kind":"User","name":"bob","apiGroup":"rbac.authorization.k8s.io"}]}"#,
+    ]);
+    let subjects = s.kubectl_ok(&[
+        "get",
+        "rolebinding",
+        "b",
+        "-o",
+        "jsonpath={.subjects[*].name}",
+    ]);
+    assert_eq!(subjects, "bob");
 }
 
 #[test]
-fn anonymous_clients_reach_health_and_version_only() {
+fn rbac_objects_are_watched_and_deleted_as_a_collection() {
     let s = TestServer::start();
-    let code = |path: &str| {
-        s.rt.block_on(async { s.raw("GET", path, &[], None, false).await.0.status.as_u16() })
-    };
-    for path in ["/healthz", "/livez", "/readyz", "/version"] {
-        assert_eq!(code(path), 200, "{path}");
-    }
-    for path in ["/api", "/apis", "/api/v1/namespaces/default/pods"] {
-        assert_eq!(code(path), 401, "{path}");
-    }
-    // Without the public-info binding, the anonymous user gets the API server's 403.
-    s.kubectl_ok(&["get", "--raw", "/version"]);
-    s.state
-        .store()
-        .delete(
-            &Key::cluster("clusterrolebindings", "system:public-info-viewer"),
-            podvisor_store::Preconditions::default(),
-        )
-        .unwrap();
-    let (parts, body) = s.rt.block_on(async {
-        use http_body_util::BodyExt;
-        let (p, b) = s.raw("GET", "/version", &[], None, false).await;
-        (p, b.collect().await.unwrap().to_bytes())
-    });
-    assert_eq!(parts.status.as_u16(), 403);
-    let status: Value = serde_json::from_slice(&body).unwrap();
-    assert_eq!(
-        status["message"],
-        "forbidden: User \"system:anonymous\" cannot get path \"/version\""
+    s.kubectl_ok(&[
+        "create",
+        "clusterrole",
+        "a",
+        "--verb=get",
+        "--resource=pods",
+    ]);
+    let (code, list) = s.json(
+        "GET",
+        "/apis/rbac.authorization.k8s.io/v1/clusterroles",
+        None,
     );
-}
-
-#[test]
-fn bootstrap_policy_and_aggregated_roles() {
-    let s = TestServer::start();
-    let store = s.state.store();
-    let get = |name: &str| {
-        store
-            .get(&Key::cluster("clusterroles", name))
-            .unwrap()
-            .unwrap_or_else(|| panic!("no clusterrole {name}"))
-    };
-    for name in [
-        "cluster-admin",
-        "admin",
-        "edit",
-        "view",
-        "system:basic-user",
-        "system:discovery",
-        "system:public-info-viewer",
-    ] {
-        let role = get(name);
-        assert_eq!(
-            role["metadata"]["labels"]["kubernetes.io/bootstrapping"],
-            "rbac-defaults"
-        );
-        assert_eq!(
-            role["metadata"]["annotations"]["rbac.authorization.kubernetes.io/autoupdate"],
-            "true"
-        );
-    }
-    let binding = store
-        .get(&Key::cluster("clusterrolebindings", "cluster-admin"))
+    assert_eq!(code, 200, "{list}");
+    assert_eq!(list["kind"], "ClusterRoleList");
+    assert_eq!(list["apiVersion"], "rbac.authorization.k8s.io/v1");
+    let rv = list["metadata"]["resourceVersion"]
+        .as_str()
         .unwrap()
-        .unwrap();
-    assert_eq!(binding["subjects"][0]["name"], "system:masters");
-    // `view` aggregates `system:aggregate-to-view`; `edit` has view's rules and its own.
-    let has = |role: &Value, resource: &str, verb: &str| {
-        role["rules"].as_array().unwrap().iter().any(|r| {
-            r["resources"]
-                .as_array()
-                .is_some_and(|rs| rs.iter().any(|x| x == resource))
-                && r["verbs"].as_array().unwrap().iter().any(|v| v == verb)
-        })
-    };
-    let view = get("view");
-    assert!(has(&view, "pods", "list"), "{view}");
-    assert!(!has(&view, "secrets", "get"), "{view}");
-    let edit = get("edit");
-    assert!(
-        has(&edit, "pods", "list") && has(&edit, "pods", "create") && has(&edit, "secrets", "get")
+        .to_owned();
+    s.kubectl_ok(&[
+        "create",
+        "clusterrole",
+        "b",
+        "--verb=list",
+        "--resource=pods",
+    ]);
+    let (code, _, body) = s.request(
+        "GET",
+        &format!(
+            "/apis/rbac.authorization.k8s.io/v1/clusterroles?watch=true&resourceVersion={rv}&timeoutSeconds=1"
+        ),
+        &[],
+        None,
     );
-    assert!(has(&get("admin"), "rolebindings", "create"));
+    assert_eq!(code, 200);
+    let first: Value = serde_json::from_str(body.lines().next().unwrap()).unwrap();
+    assert_eq!(first["type"], "ADDED");
+    assert_eq!(first["object"]["metadata"]["name"], "b");
 
-    // A new ClusterRole labelled for `view` is aggregated into view, edit and admin.
-    store
-        .create(
-            &Key::cluster("clusterroles", "widgets-view"),
-            json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
-                   "metadata": {"name": "widgets-view", "uid": "w1",
-                                "labels": {"rbac.authorization.k8s.io/aggregate-to-view": "true"}},
-                   "rules": [{"apiGroups": ["example.com"], "resources": ["widgets"], "verbs": ["get"]}]}),
-        )
-        .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while !(has(&get("view"), "widgets", "get") && has(&get("admin"), "widgets", "get")) {
-        assert!(
-            Instant::now() < deadline,
-            "widgets never aggregated: {}",
-            get("view")
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    // The admin kubeconfig may do everything.
-    assert_eq!(s.kubectl_ok(&["auth", "can-i", "*", "*"]).trim(), "yes");
+    // A cluster-scoped kind has no namespaced collection; a namespaced one has no
+    // cluster-scoped objects.
+    let (code, _) = s.json(
+        "GET",
+        "/apis/rbac.authorization.k8s.io/v1/namespaces/default/clusterroles",
+        None,
+    );
+    assert_eq!(code, 404);
+    let (code, body) = s.json(
+        "DELETE",
+        "/apis/rbac.authorization.k8s.io/v1/clusterroles?labelSelector=",
+        None,
+    );
+    assert_eq!(code, 200, "{body}");
+    assert_eq!(body["items"].as_array().map(Vec::len), Some(2));
+    let (_, list) = s.json(
+        "GET",
+        "/apis/rbac.authorization.k8s.io/v1/clusterroles",
+        None,
+    );
+    assert_eq!(list["items"], json!([]));
 }

@@ -11,10 +11,14 @@
 //! The registry's strategies for the four RBAC kinds call [`check_role`] and
 //! [`check_binding`] before they store an object.
 
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
 use super::bootstrap::RBAC_GROUP;
 use super::rbac::role_reference_rules;
 use super::rules::{compact, compact_string, covers, go_quote};
 use super::{Attributes, Authorizer, UserInfo, is_master};
+use crate::req::Req;
 use crate::status::{ApiError, ApiResult};
 use k8s_openapi::api::rbac::v1::{PolicyRule, RoleRef};
 
@@ -159,6 +163,77 @@ pub(crate) fn check_binding(
         .map_err(|e| ApiError::forbidden_in_group(RBAC_GROUP, plural, name, &e))?;
     confirm_no_escalation(authz, user, namespace, &rules)
         .map_err(|m| ApiError::forbidden_in_group(RBAC_GROUP, plural, name, &m))
+}
+
+/// The four RBAC kinds' `Strategy::before_write` when the object is `new` (`old`: the
+/// stored one on an update).
+fn writer(req: &Req) -> ApiResult<&UserInfo> {
+    req.user
+        .as_ref()
+        .ok_or_else(|| ApiError::internal("no user in the request to check RBAC escalation for"))
+}
+
+fn field<T: DeserializeOwned + Default>(obj: &Value, name: &str) -> T {
+    obj.get(name)
+        .filter(|v| !v.is_null())
+        .and_then(|v| serde_json::from_value(v.clone()).ok())
+        .unwrap_or_default()
+}
+
+fn meta<'a>(obj: &'a Value, field: &str) -> &'a str {
+    obj.pointer(&format!("/metadata/{field}"))
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+}
+
+/// The escalation check of a Role or ClusterRole write (`policybased` storage): on an update
+/// only when its rules or aggregation rule change (other fields grant nothing).
+pub(crate) fn role_before_write(req: &Req, new: &Value, old: Option<&Value>) -> ApiResult<()> {
+    let unchanged = |o: &Value| {
+        o.get("rules") == new.get("rules") && o.get("aggregationRule") == new.get("aggregationRule")
+    };
+    if old.is_some_and(unchanged) {
+        return Ok(());
+    }
+    let (plural, namespace) = match new.get("kind").and_then(Value::as_str) {
+        Some("ClusterRole") => ("clusterroles", ""),
+        _ => ("roles", meta(new, "namespace")),
+    };
+    let rules: Vec<PolicyRule> = field(new, "rules");
+    let aggregates = new.get("aggregationRule").is_some_and(|v| !v.is_null());
+    check_role(
+        req.state.authorizer(),
+        writer(req)?,
+        plural,
+        namespace,
+        meta(new, "name"),
+        &rules,
+        aggregates,
+    )
+}
+
+/// The escalation check of a RoleBinding or ClusterRoleBinding write: on an update only when
+/// its subjects change (the role reference cannot).
+pub(crate) fn binding_before_write(req: &Req, new: &Value, old: Option<&Value>) -> ApiResult<()> {
+    let unchanged = |o: &Value| {
+        o.get("subjects") == new.get("subjects") && o.get("roleRef") == new.get("roleRef")
+    };
+    if old.is_some_and(unchanged) {
+        return Ok(());
+    }
+    let (plural, namespace) = match new.get("kind").and_then(Value::as_str) {
+        Some("ClusterRoleBinding") => ("clusterrolebindings", ""),
+        _ => ("rolebindings", meta(new, "namespace")),
+    };
+    let role_ref: RoleRef = field(new, "roleRef");
+    check_binding(
+        req.state.authorizer(),
+        writer(req)?,
+        plural,
+        namespace,
+        meta(new, "name"),
+        &role_ref,
+    )
 }
 
 #[cfg(test)]

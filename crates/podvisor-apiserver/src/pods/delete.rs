@@ -13,8 +13,8 @@ use serde_json::{Value, json};
 use super::{MAX_RETRIES, pod_of, value_of};
 use crate::db::{self, PODS};
 use crate::objects::respond;
+use crate::req::Req;
 use crate::request::{int_param, now};
-use crate::routes::Req;
 use crate::selectors::Selection;
 use crate::status::{ApiError, ApiResult, json_response};
 
