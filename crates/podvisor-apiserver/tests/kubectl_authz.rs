@@ -100,7 +100,7 @@ fn a_service_account_token_gets_only_what_its_bindings_grant() {
         "{r:?}"
     );
     // Discovery and the self reviews are every authenticated user's.
-    assert_eq!(as_sa(&s, &t, &["auth", "whoami", "-o", "name"]).ok, true);
+    assert!(as_sa(&s, &t, &["auth", "whoami", "-o", "name"]).ok);
     assert_eq!(
         as_sa(&s, &t, &["auth", "can-i", "list", "pods"])
             .stdout
