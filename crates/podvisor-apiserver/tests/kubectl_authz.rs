@@ -196,6 +196,35 @@ fn a_service_account_token_gets_only_what_its_bindings_grant() {
         )),
         "{r:?}"
     );
+    // `edit` lets it impersonate the namespace's accounts (not users), as upstream's role.
+    s.kubectl_ok(&[
+        "create",
+        "rolebinding",
+        "sa-edit",
+        "--clusterrole=edit",
+        "--serviceaccount=default:default",
+    ]);
+    let who = as_sa(
+        &s,
+        &t,
+        &[
+            "auth",
+            "whoami",
+            "--as=system:serviceaccount:default:robot",
+            "-o",
+            "jsonpath={.status.userInfo.username} {.status.userInfo.groups}",
+        ],
+    );
+    assert_eq!(
+        who.stdout,
+        "system:serviceaccount:default:robot [\"system:serviceaccounts\",\"system:serviceaccounts:default\",\"system:authenticated\"]",
+        "{who:?}"
+    );
+    let r = as_sa(&s, &t, &["get", "--raw", "/api", "--as=bob"]);
+    assert!(
+        r.stderr.contains("cannot impersonate resource \"users\""),
+        "{r:?}"
+    );
 }
 
 #[test]
