@@ -65,11 +65,11 @@ pub(crate) async fn apis() -> Response {
         &json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": [
             crate::runtimeclasses::group(),
             crate::events_v1::group(),
-            crate::nodes::coordination_group(),
+            group(crate::registry::GROUPS[0]),
             crate::reviews::groups()[0].clone(),
             crate::reviews::groups()[1].clone(),
-            group(crate::registry::GROUPS[0]),
             group(crate::registry::GROUPS[1]),
+            group(crate::registry::GROUPS[2]),
         ]}),
     )
 }

@@ -66,7 +66,6 @@ mod managed;
 mod meta;
 pub mod namespace_controller;
 mod namespaces;
-mod nodes;
 mod objects;
 mod openapi;
 mod patch;

@@ -156,6 +156,33 @@ pub(crate) fn delete(req: &Req, name: &str) -> ApiResult<Response> {
     Ok(respond(req, NAMESPACES, StatusCode::OK, &marked, &[]))
 }
 
+/// The namespace of the nodes' Leases.
+pub(crate) const NODE_LEASE_NAMESPACE: &str = "kube-node-lease";
+
+/// Creates the namespace `name` if it does not exist (as `POST /api/v1/namespaces` would).
+pub(crate) fn ensure_namespace(store: &podvisor_store::Store, name: &str) -> ApiResult<()> {
+    if db::try_get(store, db::NAMESPACES, "", name)?.is_some() {
+        return Ok(());
+    }
+    let obj = json!({
+        "apiVersion": "v1",
+        "kind": "Namespace",
+        "metadata": {
+            "name": name,
+            "uid": new_uid(),
+            "creationTimestamp": time_text(now()),
+            "labels": {"kubernetes.io/metadata.name": name},
+        },
+        "spec": {"finalizers": ["kubernetes"]},
+        "status": {"phase": "Active"},
+    });
+    match db::create(store, db::NAMESPACES, "", name, obj) {
+        Ok(_) => Ok(()),
+        Err(e) if e.code == 409 => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -28,6 +28,7 @@ mod handlers;
 mod meta;
 mod names;
 mod network;
+mod node;
 mod paths;
 mod rbac;
 mod resize;
@@ -46,6 +47,7 @@ pub use names::{
     is_config_map_key, is_dns1123_label, is_dns1123_subdomain, is_qualified_name,
     is_relaxed_env_var_name, is_valid_label_value,
 };
+pub use node::{validate_lease, validate_lease_update, validate_node, validate_node_update};
 pub use rbac::{
     RBAC_GROUP, default_binding, is_valid_path_segment_name, validate_cluster_role,
     validate_cluster_role_binding, validate_cluster_role_binding_update,

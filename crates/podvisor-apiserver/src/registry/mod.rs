@@ -7,7 +7,7 @@
 //! ([`Strategy::before_write`], where RBAC's escalation check plugs in).
 //!
 //! The kinds' rules stay in `podvisor_api` (validation) and in each kind's module here
-//! (`config.rs`, `rbac.rs`, `service.rs`); `rest.rs` routes a request to the
+//! (`config.rs`, `rbac.rs`, `service.rs`, `node.rs`); `rest.rs` routes a request to the
 //! handlers of `write.rs` and `delete.rs`.
 
 use podvisor_api::ValidationErrors;
@@ -24,6 +24,7 @@ use crate::status::{ApiError, ApiResult};
 mod config;
 mod delete;
 mod group_routes;
+mod node;
 mod rbac;
 pub(crate) mod rest;
 mod service;
@@ -219,7 +220,7 @@ fn group_of(res: Resource) -> &'static str {
 }
 
 /// Every kind the registry serves.
-static KINDS: [&Strategy; 9] = [
+static KINDS: [&Strategy; 11] = [
     &config::CONFIGMAP,
     &config::SECRET,
     &config::SERVICEACCOUNT,
@@ -229,6 +230,8 @@ static KINDS: [&Strategy; 9] = [
     &rbac::CLUSTERROLEBINDING,
     &service::SERVICE,
     &service::ENDPOINTSLICE,
+    &node::NODE,
+    &node::LEASE,
 ];
 
 /// The kind served as `plural` in `group` (`""`: core `v1`).
@@ -245,4 +248,8 @@ pub(crate) fn group_kinds(group: &str) -> impl Iterator<Item = &'static Strategy
 }
 
 /// The groups (other than core) the registry serves, in a fixed order.
-pub(crate) const GROUPS: [&str; 2] = ["rbac.authorization.k8s.io", "discovery.k8s.io"];
+pub(crate) const GROUPS: [&str; 3] = [
+    "coordination.k8s.io",
+    "rbac.authorization.k8s.io",
+    "discovery.k8s.io",
+];
