@@ -125,18 +125,21 @@ fn token_request_resource() -> Value {
     r
 }
 
+/// Every verb of a kind that takes all writes.
+pub(crate) const ALL_VERBS: [&str; 8] = [
+    "create",
+    "delete",
+    "deletecollection",
+    "get",
+    "list",
+    "patch",
+    "update",
+    "watch",
+];
+
 /// The `APIResourceList` for `v1`.
 pub(crate) fn v1_resources() -> Value {
-    let all = [
-        "create",
-        "delete",
-        "deletecollection",
-        "get",
-        "list",
-        "patch",
-        "update",
-        "watch",
-    ];
+    let all = ALL_VERBS;
     json!({
         "kind": "APIResourceList",
         "groupVersion": "v1",

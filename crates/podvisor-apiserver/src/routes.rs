@@ -46,8 +46,10 @@ async fn cluster_collection(
     Body(body): Body,
 ) -> Response {
     finish(match (resource.as_str(), method) {
-        ("namespaces", Method::GET) => objects::list(&req, NAMESPACES, None, None),
-        ("namespaces", Method::POST) => namespaces::create(&req, &body),
+        // Namespaces go through `Terminating` one by one, never as a collection.
+        ("namespaces", Method::DELETE) => {
+            Err(ApiError::method_not_supported("namespaces", "DELETE"))
+        }
         (r, m) if core_kind(r).is_some() => {
             rest::collection(&req, core_kind(r).expect("just found"), None, &m, &body)
         }
@@ -83,11 +85,12 @@ async fn namespace_object(
     Body(body): Body,
 ) -> Response {
     finish(match method {
-        Method::GET => objects::get(&req, NAMESPACES, "", &name),
-        Method::PUT => namespaces::update(&req, &name, &body),
-        Method::PATCH => namespaces::patch(&req, &name, &body),
+        // Not the registry's: the namespace is marked `Terminating` for its controller.
         Method::DELETE => namespaces::delete(&req, &name),
-        m => Err(ApiError::method_not_supported("namespaces", m.as_str())),
+        m => {
+            let s = core_kind("namespaces").expect("the registry serves namespaces");
+            rest::object(&req, s, ("", &name), None, &m, &body)
+        }
     })
 }
 
