@@ -65,11 +65,11 @@ pub(crate) async fn apis() -> Response {
         &json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": [
             crate::runtimeclasses::group(),
             crate::events_v1::group(),
-            crate::nodes::coordination_group(),
+            group(crate::registry::GROUPS[0]),
             crate::reviews::groups()[0].clone(),
             crate::reviews::groups()[1].clone(),
-            group(crate::registry::GROUPS[0]),
             group(crate::registry::GROUPS[1]),
+            group(crate::registry::GROUPS[2]),
         ]}),
     )
 }
@@ -125,18 +125,21 @@ fn token_request_resource() -> Value {
     r
 }
 
+/// Every verb of a kind that takes all writes.
+pub(crate) const ALL_VERBS: [&str; 8] = [
+    "create",
+    "delete",
+    "deletecollection",
+    "get",
+    "list",
+    "patch",
+    "update",
+    "watch",
+];
+
 /// The `APIResourceList` for `v1`.
 pub(crate) fn v1_resources() -> Value {
-    let all = [
-        "create",
-        "delete",
-        "deletecollection",
-        "get",
-        "list",
-        "patch",
-        "update",
-        "watch",
-    ];
+    let all = ALL_VERBS;
     json!({
         "kind": "APIResourceList",
         "groupVersion": "v1",

@@ -10,6 +10,9 @@
 //!   patch (JSON, merge, strategic merge, server-side apply), graceful delete, the `status`
 //!   subresource, `log` and `exec` (WebSockets, [`PodExec`]); events (as clients write them,
 //!   with the API server's TTL) and namespaces;
+//! - the generic registry ([`registry`](crate)'s per-kind strategies): ConfigMaps, Secrets,
+//!   ServiceAccounts, Nodes, `coordination.k8s.io` Leases, `rbac.authorization.k8s.io`'s four
+//!   kinds, and the read-only `kubernetes` Service with its `discovery.k8s.io` EndpointSlice;
 //! - `meta.k8s.io/v1` `Table` output with kubectl's columns, so `kubectl get` prints READY,
 //!   STATUS and RESTARTS as for a real cluster;
 //! - errors as `Status` objects shaped like the API server's, so kubectl prints the same
@@ -20,8 +23,8 @@
 //!
 //! What it does not do: hold lifecycle state or run anything (the agent watches the store
 //! and writes status and events back through it), authorizers other than
-//! `system:masters` and RBAC (`authz`), admission plugins, API groups other than core
-//! `v1`, protobuf (beyond the `Namespace` kubectl's typed client posts), HTTP/2, SPDY,
+//! `system:masters` and RBAC (`authz`), admission plugins, Services beyond the API's own,
+//! protobuf (beyond the bodies kubectl's typed clients post), HTTP/2, SPDY,
 //! `attach`/`port-forward`.
 //!
 //! Wiring (what `podvisor serve` does):
@@ -68,7 +71,6 @@ mod managed;
 mod meta;
 pub mod namespace_controller;
 mod namespaces;
-mod nodes;
 mod objects;
 mod openapi;
 mod patch;

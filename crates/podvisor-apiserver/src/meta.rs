@@ -3,6 +3,7 @@
 //! `apiVersion`/`kind` of the endpoint, the namespace and name of the URL, a pinned
 //! `resourceVersion`. The registry and the pods' handlers share them.
 
+use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::db::{self, Resource};
@@ -73,5 +74,55 @@ pub(crate) fn pinned_rv(value: &Value) -> ApiResult<Option<u64>> {
     {
         None | Some("") => Ok(None),
         Some(rv) => db::parse_rv(rv).map(Some),
+    }
+}
+
+/// Compares two objects ignoring `managedFields` and the resourceVersion: a write that
+/// changes nothing else writes nothing.
+pub(crate) fn same_object(a: &Value, b: &Value) -> bool {
+    let strip = |v: &Value| {
+        let mut v = v.clone();
+        if let Some(m) = v.get_mut("metadata").and_then(Value::as_object_mut) {
+            m.remove("managedFields");
+            m.remove("resourceVersion");
+        }
+        v
+    };
+    strip(a) == strip(b)
+}
+
+/// A delete's `DeleteOptions.preconditions`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct Preconditions {
+    pub uid: Option<String>,
+    pub resource_version: Option<String>,
+}
+
+impl Preconditions {
+    /// `rest.BeforeDelete`'s check of the stored `obj` (a `kind` named `name`): a 409 in the
+    /// API server's words when the uid or resourceVersion differs.
+    pub(crate) fn check(&self, kind: &str, name: &str, obj: &Value) -> ApiResult<()> {
+        let field = |p: &str| obj.pointer(p).and_then(Value::as_str).unwrap_or("");
+        let (uid, rv) = (field("/metadata/uid"), field("/metadata/resourceVersion"));
+        if let Some(want) = self.uid.as_deref().filter(|u| *u != uid) {
+            return Err(ApiError::conflict(
+                kind,
+                name,
+                &format!(
+                    "the UID in the precondition ({want}) does not match the UID in record ({uid}). The object might have been deleted and then recreated"
+                ),
+            ));
+        }
+        if let Some(want) = self.resource_version.as_deref().filter(|r| *r != rv) {
+            return Err(ApiError::conflict(
+                kind,
+                name,
+                &format!(
+                    "the ResourceVersion in the precondition ({want}) does not match the ResourceVersion in record ({rv}). The object might have been modified"
+                ),
+            ));
+        }
+        Ok(())
     }
 }

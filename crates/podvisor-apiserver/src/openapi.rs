@@ -218,26 +218,6 @@ pub(crate) fn v3_events_v1() -> Value {
 }
 
 /// `GET /openapi/v3/apis/events.k8s.io/v1[?hash=]`.
-/// The `coordination.k8s.io/v1` document: Leases.
-pub(crate) fn v3_coordination_v1() -> Value {
-    json!({
-        "openapi": "3.0.0",
-        "info": {"title": "Kubernetes", "version": crate::discovery::GIT_VERSION},
-        "paths": {
-            "/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases": {"post": post_op("coordination.k8s.io/Lease")},
-            "/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases/{name}": {"patch": patch_op("coordination.k8s.io/Lease")}
-        },
-        "components": {"schemas": schemas(&[("coordination.k8s.io", "v1", "Lease")], |g| {
-            g.subschema_for::<k8s_openapi::api::coordination::v1::Lease>();
-        })}
-    })
-}
-
-/// `GET /openapi/v3/apis/coordination.k8s.io/v1`.
-pub(crate) async fn v3_coordination() -> Response {
-    immutable(json_response(StatusCode::OK, &v3_coordination_v1()))
-}
-
 pub(crate) async fn v3_events() -> Response {
     immutable(json_response(StatusCode::OK, &v3_events_v1()))
 }

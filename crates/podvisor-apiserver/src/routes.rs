@@ -3,11 +3,11 @@
 
 use axum::Router;
 use axum::extract::Path;
-use axum::http::{Method, StatusCode, Uri};
+use axum::http::{Method, Uri};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{MethodFilter, get, on};
 
-use crate::db::{EVENTS, LEASES, NAMESPACES, NODES, PODS, Resource};
+use crate::db::{EVENTS, NAMESPACES, NODES, PODS, Resource};
 use crate::registry::{self, rest};
 use crate::req::{Body, Req};
 use crate::status::ApiError;
@@ -22,6 +22,11 @@ fn namespaced(resource: &str) -> Option<Resource> {
         "events" => Some(EVENTS),
         _ => None,
     }
+}
+
+/// The registry's Nodes.
+fn node_kind() -> &'static registry::Strategy {
+    registry::lookup("", "nodes").expect("the registry serves nodes")
 }
 
 /// A core `v1` kind the registry serves.
@@ -41,11 +46,10 @@ async fn cluster_collection(
     Body(body): Body,
 ) -> Response {
     finish(match (resource.as_str(), method) {
-        ("namespaces", Method::GET) => objects::list(&req, NAMESPACES, None, None),
-        ("namespaces", Method::POST) => namespaces::create(&req, &body),
-        ("nodes", Method::GET) => objects::list(&req, NODES, None, None),
-        ("nodes", Method::POST) => crate::nodes::create(&req, NODES, "", &body),
-        ("nodes", m) => Err(ApiError::method_not_supported("nodes", m.as_str())),
+        // Namespaces go through `Terminating` one by one, never as a collection.
+        ("namespaces", Method::DELETE) => {
+            Err(ApiError::method_not_supported("namespaces", "DELETE"))
+        }
         (r, m) if core_kind(r).is_some() => {
             rest::collection(&req, core_kind(r).expect("just found"), None, &m, &body)
         }
@@ -81,11 +85,12 @@ async fn namespace_object(
     Body(body): Body,
 ) -> Response {
     finish(match method {
-        Method::GET => objects::get(&req, NAMESPACES, "", &name),
-        Method::PUT => namespaces::update(&req, &name, &body),
-        Method::PATCH => namespaces::patch(&req, &name, &body),
+        // Not the registry's: the namespace is marked `Terminating` for its controller.
         Method::DELETE => namespaces::delete(&req, &name),
-        m => Err(ApiError::method_not_supported("namespaces", m.as_str())),
+        m => {
+            let s = core_kind("namespaces").expect("the registry serves namespaces");
+            rest::object(&req, s, ("", &name), None, &m, &body)
+        }
     })
 }
 
@@ -254,7 +259,14 @@ async fn node_object(
     method: Method,
     Body(body): Body,
 ) -> Response {
-    finish(crate::nodes::node(&req, &name, None, &method, &body))
+    finish(rest::object(
+        &req,
+        node_kind(),
+        ("", &name),
+        None,
+        &method,
+        &body,
+    ))
 }
 
 /// `/api/v1/nodes/{name}/{sub}`: `nodes/status`.
@@ -264,52 +276,19 @@ async fn node_subresource(
     method: Method,
     Body(body): Body,
 ) -> Response {
-    finish(crate::nodes::node(&req, &name, Some(&sub), &method, &body))
+    finish(rest::object(
+        &req,
+        node_kind(),
+        ("", &name),
+        Some(&sub),
+        &method,
+        &body,
+    ))
 }
 
 /// `/api/v1/watch/nodes/{name}`.
 async fn node_watch(req: Req, Path(name): Path<String>) -> Response {
     finish(objects::watch(&req, NODES, None, Some(&name)))
-}
-
-/// `/apis/coordination.k8s.io/v1/leases`: every namespace's Leases.
-async fn leases_all(req: Req, method: Method) -> Response {
-    finish(match method {
-        Method::GET => objects::list(&req, LEASES, None, None),
-        m => Err(ApiError::method_not_supported(
-            "leases.coordination.k8s.io",
-            m.as_str(),
-        )),
-    })
-}
-
-/// `/apis/coordination.k8s.io/v1/watch/leases`.
-async fn leases_watch_all(req: Req) -> Response {
-    finish(objects::watch(&req, LEASES, None, None))
-}
-
-/// `/apis/coordination.k8s.io/v1/namespaces/{ns}/leases`.
-async fn leases(req: Req, Path(ns): Path<String>, method: Method, Body(body): Body) -> Response {
-    finish(crate::nodes::lease(&req, &ns, None, &method, &body))
-}
-
-/// `/apis/coordination.k8s.io/v1/namespaces/{ns}/leases/{name}`.
-async fn lease(
-    req: Req,
-    Path((ns, name)): Path<(String, String)>,
-    method: Method,
-    Body(body): Body,
-) -> Response {
-    finish(crate::nodes::lease(&req, &ns, Some(&name), &method, &body))
-}
-
-/// `/apis/coordination.k8s.io/v1/watch/namespaces/{ns}/leases[/{name}]`.
-async fn leases_watch(req: Req, Path(ns): Path<String>) -> Response {
-    finish(objects::watch(&req, LEASES, Some(&ns), None))
-}
-
-async fn lease_watch(req: Req, Path((ns, name)): Path<(String, String)>) -> Response {
-    finish(objects::watch(&req, LEASES, Some(&ns), Some(&name)))
 }
 
 /// Unknown paths: a 404 `Status`.
@@ -390,42 +369,6 @@ pub(crate) fn api_routes() -> Router<ApiState> {
                 },
             ),
         )
-        .route(
-            "/apis/coordination.k8s.io",
-            get(|| async {
-                crate::status::json_response(StatusCode::OK, &crate::nodes::coordination_group())
-            }),
-        )
-        .route(
-            "/apis/coordination.k8s.io/v1",
-            get(|| async {
-                crate::status::json_response(
-                    StatusCode::OK,
-                    &crate::nodes::coordination_resources(),
-                )
-            }),
-        )
-        .route("/apis/coordination.k8s.io/v1/leases", on(any, leases_all))
-        .route(
-            "/apis/coordination.k8s.io/v1/watch/leases",
-            get(leases_watch_all),
-        )
-        .route(
-            "/apis/coordination.k8s.io/v1/namespaces/{ns}/leases",
-            on(any, leases),
-        )
-        .route(
-            "/apis/coordination.k8s.io/v1/namespaces/{ns}/leases/{name}",
-            on(any, lease),
-        )
-        .route(
-            "/apis/coordination.k8s.io/v1/watch/namespaces/{ns}/leases",
-            get(leases_watch),
-        )
-        .route(
-            "/apis/coordination.k8s.io/v1/watch/namespaces/{ns}/leases/{name}",
-            get(lease_watch),
-        )
         .route("/api/v1/nodes/{name}", on(any, node_object))
         .route("/api/v1/nodes/{name}/{sub}", on(any, node_subresource))
         .route("/api/v1/watch/nodes/{name}", get(node_watch))
@@ -482,10 +425,6 @@ pub(crate) fn api_routes() -> Router<ApiState> {
         .route("/openapi/v3", get(openapi::v3_root))
         .route("/openapi/v3/api/v1", get(openapi::v3_group))
         .route("/openapi/v3/apis/events.k8s.io/v1", get(openapi::v3_events))
-        .route(
-            "/openapi/v3/apis/coordination.k8s.io/v1",
-            get(openapi::v3_coordination),
-        )
         .route("/api/v1/{resource}", on(any, cluster_collection))
         .route("/api/v1/watch/{resource}", get(cluster_watch))
         .route("/api/v1/namespaces/{name}", on(any, namespace_object))

@@ -136,8 +136,8 @@ impl ApiServer {
         let issuer = std::sync::Arc::new(crate::TokenIssuer::load_or_create(&config.state_dir)?);
         // The API server's system namespaces controller: `kube-public` (readable by all in a
         // cluster) and `kube-node-lease`, which holds the nodes' Leases.
-        for ns in ["kube-public", crate::nodes::NODE_LEASE_NAMESPACE] {
-            crate::nodes::ensure_namespace(&config.store, ns).map_err(|e| {
+        for ns in ["kube-public", crate::namespaces::NODE_LEASE_NAMESPACE] {
+            crate::namespaces::ensure_namespace(&config.store, ns).map_err(|e| {
                 ServeError::Store(format!("creating the namespace {ns}: {}", e.message))
             })?;
         }

@@ -27,7 +27,9 @@ mod field;
 mod handlers;
 mod meta;
 mod names;
+mod namespace;
 mod network;
+mod node;
 mod paths;
 mod rbac;
 mod resize;
@@ -46,6 +48,8 @@ pub use names::{
     is_config_map_key, is_dns1123_label, is_dns1123_subdomain, is_qualified_name,
     is_relaxed_env_var_name, is_valid_label_value,
 };
+pub use namespace::{validate_namespace, validate_namespace_update};
+pub use node::{validate_lease, validate_lease_update, validate_node, validate_node_update};
 pub use rbac::{
     RBAC_GROUP, default_binding, is_valid_path_segment_name, validate_cluster_role,
     validate_cluster_role_binding, validate_cluster_role_binding_update,

@@ -17,7 +17,7 @@ use serde_json::{Value, json};
 
 use crate::db::{self, PODS};
 use crate::managed;
-use crate::meta::{check_name, check_namespace, pinned_rv, type_meta};
+use crate::meta::{check_name, check_namespace, pinned_rv, same_object, type_meta};
 use crate::objects::respond;
 use crate::patch::{PatchType, apply_patch, pod_lists, strategic_merge};
 use crate::req::Req;
@@ -297,19 +297,6 @@ fn admit_update(ns: &str, old: &Pod, mut new: Pod) -> ApiResult<Pod> {
     }
     validate_pod_update(old, &new).map_err(|e| ApiError::invalid(&e))?;
     Ok(new)
-}
-
-/// Compares ignoring managed fields (a no-op write keeps the resourceVersion).
-fn same_object(a: &Value, b: &Value) -> bool {
-    let strip = |v: &Value| {
-        let mut v = v.clone();
-        if let Some(m) = v.get_mut("metadata").and_then(Value::as_object_mut) {
-            m.remove("managedFields");
-            m.remove("resourceVersion");
-        }
-        v
-    };
-    strip(a) == strip(b)
 }
 
 /// The optimistic update loop shared by PUT, PATCH and apply, for the pod and its status:

@@ -8,17 +8,11 @@ use serde_json::{Value, json};
 
 use super::Strategy;
 use crate::db;
+use crate::meta::Preconditions;
 use crate::objects::respond;
 use crate::req::Req;
 use crate::selectors::Selection;
 use crate::status::{ApiError, ApiResult, json_response};
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct Preconditions {
-    uid: Option<String>,
-    resource_version: Option<String>,
-}
 
 #[derive(Debug, Default, Deserialize)]
 struct DeleteOptions {
@@ -41,24 +35,10 @@ fn delete_one(
 ) -> ApiResult<Value> {
     let store = req.state.store();
     let current = db::get(store, s.res, ns, name)?;
-    let pre = opts.preconditions.as_ref();
-    let uid = current
-        .pointer("/metadata/uid")
-        .and_then(Value::as_str)
-        .unwrap_or("");
-    if let Some(want) = pre.and_then(|p| p.uid.as_deref())
-        && want != uid
-    {
-        return Err(ApiError::conflict(
-            s.res.kind,
-            name,
-            &format!("Precondition failed: UID in precondition: {want}, UID in object meta: {uid}"),
-        ));
+    if let Some(pre) = &opts.preconditions {
+        pre.check(s.res.kind, name, &current)?;
     }
-    let rv = match pre.and_then(|p| p.resource_version.as_deref()) {
-        Some(rv) => Some(db::parse_rv(rv)?),
-        None => db::object_rv(&current),
-    };
+    let rv = db::object_rv(&current);
     if req.params.dry_run()? {
         return Ok(current);
     }

@@ -7,7 +7,7 @@
 //! ([`Strategy::before_write`], where RBAC's escalation check plugs in).
 //!
 //! The kinds' rules stay in `podvisor_api` (validation) and in each kind's module here
-//! (`config.rs`, `rbac.rs`, `service.rs`); `rest.rs` routes a request to the
+//! (`config.rs`, `rbac.rs`, `service.rs`, `node.rs`, `namespace.rs`); `rest.rs` routes a request to the
 //! handlers of `write.rs` and `delete.rs`.
 
 use podvisor_api::ValidationErrors;
@@ -24,6 +24,8 @@ use crate::status::{ApiError, ApiResult};
 mod config;
 mod delete;
 mod group_routes;
+mod namespace;
+mod node;
 mod rbac;
 pub(crate) mod rest;
 mod service;
@@ -72,6 +74,12 @@ pub(crate) struct Strategy {
     pub read_only: Option<&'static str>,
     /// Adds the kind's OpenAPI schema (and those it reaches) to a generator.
     pub schema: fn(&mut schemars::SchemaGenerator),
+    /// `PrepareForUpdate` beyond the status rule: what an update keeps of the stored object
+    /// (`new`, `old`).
+    pub prepare_update: Option<fn(&mut Value, &Value)>,
+    /// Runs once a created object is stored (not on a dry run): the objects a controller
+    /// makes with it at once.
+    pub after_create: Option<fn(&Req, &Value) -> ApiResult<()>>,
 }
 
 /// The rules of a typed kind: its defaulting and validation over `k8s-openapi`'s type.
@@ -153,6 +161,8 @@ impl Strategy {
             before_write: None,
             read_only: None,
             schema: add_schema::<T>,
+            prepare_update: None,
+            after_create: None,
         }
     }
 
@@ -180,6 +190,8 @@ impl Strategy {
             before_write: None,
             read_only: Some(why),
             schema: add_schema::<T>,
+            prepare_update: None,
+            after_create: None,
         }
     }
 
@@ -198,16 +210,7 @@ impl Strategy {
         if self.read_only.is_some() {
             &["get", "list", "watch"]
         } else {
-            &[
-                "create",
-                "delete",
-                "deletecollection",
-                "get",
-                "list",
-                "patch",
-                "update",
-                "watch",
-            ]
+            &crate::discovery::ALL_VERBS
         }
     }
 }
@@ -219,7 +222,7 @@ fn group_of(res: Resource) -> &'static str {
 }
 
 /// Every kind the registry serves.
-static KINDS: [&Strategy; 9] = [
+static KINDS: [&Strategy; 12] = [
     &config::CONFIGMAP,
     &config::SECRET,
     &config::SERVICEACCOUNT,
@@ -229,6 +232,9 @@ static KINDS: [&Strategy; 9] = [
     &rbac::CLUSTERROLEBINDING,
     &service::SERVICE,
     &service::ENDPOINTSLICE,
+    &node::NODE,
+    &node::LEASE,
+    &namespace::NAMESPACE,
 ];
 
 /// The kind served as `plural` in `group` (`""`: core `v1`).
@@ -245,4 +251,8 @@ pub(crate) fn group_kinds(group: &str) -> impl Iterator<Item = &'static Strategy
 }
 
 /// The groups (other than core) the registry serves, in a fixed order.
-pub(crate) const GROUPS: [&str; 2] = ["rbac.authorization.k8s.io", "discovery.k8s.io"];
+pub(crate) const GROUPS: [&str; 3] = [
+    "coordination.k8s.io",
+    "rbac.authorization.k8s.io",
+    "discovery.k8s.io",
+];

@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 use super::Strategy;
 use crate::db;
 use crate::managed;
-use crate::meta::{check_name, check_namespace, pinned_rv, resource_type_meta};
+use crate::meta::{check_name, check_namespace, pinned_rv, resource_type_meta, same_object};
 use crate::objects::respond;
 use crate::patch::{PatchType, apply_patch, strategic_merge};
 use crate::req::Req;
@@ -127,23 +127,27 @@ fn create_value(
     if s.res.namespaced {
         check_namespace(&value, ns)?;
     }
-    let (mut obj, warnings) = decode(s, &value, duplicates, fv, &prefix(s))?;
-    let store = req.state.store();
-    let meta = meta_mut(&mut obj);
-    let mut name = meta
+    // What the client sent is what its manager owns (not a generated name).
+    let as_sent = value.clone();
+    // The name is generated first, so the kind's preparation sees it (a namespace's label).
+    let sent = meta_mut(&mut value);
+    let mut name = sent
         .get("name")
         .and_then(Value::as_str)
         .unwrap_or("")
         .to_owned();
     if name.is_empty()
-        && let Some(g) = meta
+        && let Some(g) = sent
             .get("generateName")
             .and_then(Value::as_str)
             .filter(|g| !g.is_empty())
     {
         name = format!("{g}{}", name_suffix());
-        meta.insert("name".to_owned(), json!(name));
+        sent.insert("name".to_owned(), json!(name));
     }
+    let (mut obj, warnings) = decode(s, &value, duplicates, fv, &prefix(s))?;
+    let store = req.state.store();
+    let meta = meta_mut(&mut obj);
     if meta
         .get("resourceVersion")
         .and_then(Value::as_str)
@@ -173,7 +177,7 @@ fn create_value(
         check(req, &obj, None)?;
     }
     // What the client sent is managed (as the kind owns it).
-    let known = managed::known_only(&(s.managed_source)(&value), &obj, s.lists);
+    let known = managed::known_only(&(s.managed_source)(&as_sent), &obj, s.lists);
     let manager = managed::manager_name(&req.params, &req.headers);
     managed::record(
         &mut obj,
@@ -186,22 +190,13 @@ fn create_value(
     let stored = if dry_run {
         obj
     } else {
-        db::create(store, s.res, ns, &name, obj)?
+        let stored = db::create(store, s.res, ns, &name, obj)?;
+        if let Some(after) = s.after_create {
+            after(req, &stored)?;
+        }
+        stored
     };
     Ok(respond(req, s.res, StatusCode::CREATED, &stored, &warnings))
-}
-
-/// Compares ignoring managed fields and the resourceVersion (a no-op write writes nothing).
-fn same_object(a: &Value, b: &Value) -> bool {
-    let strip = |v: &Value| {
-        let mut v = v.clone();
-        if let Some(m) = v.get_mut("metadata").and_then(Value::as_object_mut) {
-            m.remove("managedFields");
-            m.remove("resourceVersion");
-        }
-        v
-    };
-    strip(a) == strip(b)
 }
 
 /// A kind with a status subresource: a main write keeps the stored `status`, a status write
@@ -291,6 +286,9 @@ fn update_loop(
         } else {
             new
         };
+        if let Some(prepare) = s.prepare_update {
+            prepare(&mut new, &old);
+        }
         keep_system_metadata(s, &mut new, &old, ns);
         (s.validate_update)(&new, &old)?;
         if same_object(&new, &old) {
