@@ -1,6 +1,7 @@
-//! Bearer-token authentication: every request but the health checks must carry
-//! `Authorization: Bearer <token>` with the node's token or a service account token
-//! ([`crate::TokenIssuer`]); anything else gets a 401 `Status`.
+//! Bearer-token authentication: every request but the health and version checks must carry
+//! `Authorization: Bearer <token>` with the node's token (user `podvisor-admin` in
+//! `system:masters`) or a service account token ([`crate::TokenIssuer`]); anything else
+//! gets a 401 `Status`. What the user may do is `crate::authz`'s decision.
 
 use axum::extract::{Request, State};
 use axum::http::header::AUTHORIZATION;
@@ -51,6 +52,15 @@ pub(crate) struct UserInfo {
 }
 
 impl UserInfo {
+    /// Who sends no credentials (`system:anonymous` in `system:unauthenticated`), accepted
+    /// only on [`PUBLIC_PATHS`], which `system:public-info-viewer` lets it read.
+    pub(crate) fn anonymous() -> UserInfo {
+        UserInfo {
+            username: crate::authz::impersonation::ANONYMOUS.to_owned(),
+            groups: vec![crate::authz::impersonation::UNAUTHENTICATED.to_owned()],
+        }
+    }
+
     /// The holder of the kubeconfig's token (and everyone, when no token is configured):
     /// the node's administrator, as a cluster's admin certificate makes one.
     pub(crate) fn admin() -> UserInfo {
@@ -67,6 +77,14 @@ impl UserInfo {
 /// The user name of the kubeconfig's token.
 pub(crate) const ADMIN_USER: &str = "podvisor-admin";
 
+/// The paths a request without credentials may reach, as anonymous (the API server's
+/// anonymous authenticator limited to its health and version endpoints, as a structured
+/// authentication configuration's `anonymous.conditions` does); authorization then decides
+/// (`system:public-info-viewer`, bound to `system:unauthenticated`). A wrong token is not
+/// refused on these either: probes and load balancers send what they have.
+pub(crate) const PUBLIC_PATHS: [&str; 5] =
+    ["/healthz", "/livez", "/readyz", "/version", "/version/"];
+
 /// The middleware: passes the request on when the token matches (or none is configured),
 /// with the [`UserInfo`] of who sent it.
 pub(crate) async fn require_token(
@@ -78,9 +96,7 @@ pub(crate) async fn require_token(
         request.extensions_mut().insert(UserInfo::admin());
         return next.run(request).await;
     };
-    if matches!(request.uri().path(), "/healthz" | "/livez" | "/readyz") {
-        return next.run(request).await;
-    }
+    let public = PUBLIC_PATHS.contains(&request.uri().path());
     let presented = request
         .headers()
         .get(AUTHORIZATION)
@@ -102,10 +118,17 @@ pub(crate) async fn require_token(
                 request.extensions_mut().insert(user);
                 next.run(request).await
             }
+            None if public => anonymous(request, next).await,
             None => ApiError::unauthorized().into_response(),
         },
+        None if public => anonymous(request, next).await,
         None => ApiError::unauthorized().into_response(),
     }
+}
+
+async fn anonymous(mut request: Request, next: Next) -> Response {
+    request.extensions_mut().insert(UserInfo::anonymous());
+    next.run(request).await
 }
 
 #[cfg(test)]

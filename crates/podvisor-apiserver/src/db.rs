@@ -68,42 +68,36 @@ pub(crate) const LEASES: Resource = Resource {
 };
 
 /// `roles` (`rbac.authorization.k8s.io/v1`).
-#[allow(dead_code)] // until the registry serves it (issue 31)
 pub(crate) const ROLES: Resource = Resource {
     kind: "Role",
     plural: "roles",
     namespaced: true,
 };
 /// `clusterroles` (`rbac.authorization.k8s.io/v1`).
-#[allow(dead_code)] // until the registry serves it (issue 31)
 pub(crate) const CLUSTERROLES: Resource = Resource {
     kind: "ClusterRole",
     plural: "clusterroles",
     namespaced: false,
 };
 /// `rolebindings` (`rbac.authorization.k8s.io/v1`).
-#[allow(dead_code)] // until the registry serves it (issue 31)
 pub(crate) const ROLEBINDINGS: Resource = Resource {
     kind: "RoleBinding",
     plural: "rolebindings",
     namespaced: true,
 };
 /// `clusterrolebindings` (`rbac.authorization.k8s.io/v1`).
-#[allow(dead_code)] // until the registry serves it (issue 31)
 pub(crate) const CLUSTERROLEBINDINGS: Resource = Resource {
     kind: "ClusterRoleBinding",
     plural: "clusterrolebindings",
     namespaced: false,
 };
 /// `services`.
-#[allow(dead_code)] // until the registry serves it (issue 31)
 pub(crate) const SERVICES: Resource = Resource {
     kind: "Service",
     plural: "services",
     namespaced: true,
 };
 /// `endpointslices` (`discovery.k8s.io/v1`).
-#[allow(dead_code)] // until the registry serves it (issue 31)
 pub(crate) const ENDPOINTSLICES: Resource = Resource {
     kind: "EndpointSlice",
     plural: "endpointslices",
@@ -132,12 +126,22 @@ pub(crate) fn key(res: Resource, namespace: &str, name: &str) -> Key {
     }
 }
 
+/// The resource as errors name it: the plural, qualified by the group outside core
+/// (`roles.rbac.authorization.k8s.io`).
+pub(crate) fn qualified(res: Resource) -> String {
+    match api_version(res).rsplit_once('/') {
+        Some((group, _)) => format!("{}.{group}", res.plural),
+        None => res.plural.to_owned(),
+    }
+}
+
 /// Maps a store error to the API server's error for `res`/`name`.
 pub(crate) fn api_error(res: Resource, name: &str, e: StoreError) -> ApiError {
+    let resource = qualified(res);
     match e {
-        StoreError::NotFound(_) => ApiError::not_found(res.plural, name),
-        StoreError::AlreadyExists(_) => ApiError::already_exists(res.plural, name),
-        StoreError::Conflict { message, .. } => ApiError::conflict(res.plural, name, &message),
+        StoreError::NotFound(_) => ApiError::not_found(&resource, name),
+        StoreError::AlreadyExists(_) => ApiError::already_exists(&resource, name),
+        StoreError::Conflict { message, .. } => ApiError::conflict(&resource, name, &message),
         e @ StoreError::Gone { .. } => ApiError::expired(e.to_string()),
         StoreError::Invalid(message) => ApiError::bad_request(message),
         StoreError::Db(message) => ApiError::internal(format!("storage error: {message}")),
@@ -190,7 +194,7 @@ pub(crate) fn object_rv(obj: &Value) -> Option<u64> {
 pub(crate) fn get(store: &Store, res: Resource, ns: &str, name: &str) -> ApiResult<Value> {
     match store.get(&key(res, ns, name)) {
         Ok(Some(v)) => Ok(v),
-        Ok(None) => Err(ApiError::not_found(res.plural, name)),
+        Ok(None) => Err(ApiError::not_found(&qualified(res), name)),
         Err(e) => Err(api_error(res, name, e)),
     }
 }

@@ -65,9 +65,11 @@ pub(crate) async fn apis() -> Response {
         &json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": [
             crate::runtimeclasses::group(),
             crate::events_v1::group(),
-            crate::nodes::coordination_group(),
+            group(crate::registry::GROUPS[0]),
             crate::reviews::groups()[0].clone(),
             crate::reviews::groups()[1].clone(),
+            group(crate::registry::GROUPS[1]),
+            group(crate::registry::GROUPS[2]),
         ]}),
     )
 }
@@ -123,18 +125,21 @@ fn token_request_resource() -> Value {
     r
 }
 
+/// Every verb of a kind that takes all writes.
+pub(crate) const ALL_VERBS: [&str; 8] = [
+    "create",
+    "delete",
+    "deletecollection",
+    "get",
+    "list",
+    "patch",
+    "update",
+    "watch",
+];
+
 /// The `APIResourceList` for `v1`.
 pub(crate) fn v1_resources() -> Value {
-    let all = [
-        "create",
-        "delete",
-        "deletecollection",
-        "get",
-        "list",
-        "patch",
-        "update",
-        "watch",
-    ];
+    let all = ALL_VERBS;
     json!({
         "kind": "APIResourceList",
         "groupVersion": "v1",
@@ -163,6 +168,9 @@ pub(crate) fn v1_resources() -> Value {
             resource("secrets", "secret", true, "Secret", &all, &[], &[]),
             resource("serviceaccounts", "serviceaccount", true, "ServiceAccount", &all, &["sa"], &[]),
             token_request_resource(),
+            resource(
+                "services", "service", true, "Service", &["get", "list", "watch"], &["svc"], &["all"],
+            ),
         ],
     })
 }
@@ -170,4 +178,50 @@ pub(crate) fn v1_resources() -> Value {
 /// `GET /api/v1`.
 pub(crate) async fn api_v1() -> Response {
     json_response(StatusCode::OK, &v1_resources())
+}
+
+/// The `APIGroup` of a group the registry serves (one version, `v1`).
+pub(crate) fn group(name: &str) -> Value {
+    let version = json!({"groupVersion": format!("{name}/v1"), "version": "v1"});
+    json!({
+        "kind": "APIGroup",
+        "apiVersion": "v1",
+        "name": name,
+        "versions": [version.clone()],
+        "preferredVersion": version,
+    })
+}
+
+/// The `APIResourceList` of a group the registry serves: its kinds, and the `status`
+/// subresource of those that have one.
+pub(crate) fn group_resources(name: &str) -> Value {
+    let mut resources = Vec::new();
+    for s in crate::registry::group_kinds(name) {
+        resources.push(resource(
+            s.res.plural,
+            s.singular,
+            s.res.namespaced,
+            s.res.kind,
+            s.verbs(),
+            s.short_names,
+            &[],
+        ));
+        if s.status {
+            resources.push(resource(
+                &format!("{}/status", s.res.plural),
+                "",
+                s.res.namespaced,
+                s.res.kind,
+                &["get", "patch", "update"],
+                &[],
+                &[],
+            ));
+        }
+    }
+    json!({
+        "kind": "APIResourceList",
+        "apiVersion": "v1",
+        "groupVersion": format!("{name}/v1"),
+        "resources": resources,
+    })
 }

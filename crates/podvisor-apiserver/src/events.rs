@@ -12,11 +12,11 @@ use podvisor_store::{Store, StoreError, Txn};
 use serde_json::{Value, json};
 
 use crate::db::{self, EVENTS};
+use crate::meta::{check_name, check_namespace, pinned_rv, type_meta};
 use crate::objects::respond;
 use crate::patch::{PatchType, apply_patch, plain_lists};
-use crate::pods::{check_name, check_namespace, pinned_rv, type_meta};
+use crate::req::Req;
 use crate::request::{content_type, name_suffix, new_uid, now, parse_body, time_text};
-use crate::routes::Req;
 use crate::status::{ApiError, ApiResult, json_response};
 use podvisor_lifecycle::event_object::event_object;
 

@@ -23,8 +23,8 @@ use serde_json::{Map, Value, json};
 
 use crate::db::EVENTS;
 use crate::patch::{PatchType, apply_patch, plain_lists};
+use crate::req::Req;
 use crate::request::{content_type, parse_body};
-use crate::routes::Req;
 use crate::status::{ApiError, ApiResult, json_response};
 use crate::{db, events, objects};
 
@@ -324,7 +324,7 @@ pub(crate) async fn collection(
     req: Req,
     UrlPath(ns): UrlPath<String>,
     method: Method,
-    crate::routes::Body(body): crate::routes::Body,
+    crate::req::Body(body): crate::req::Body,
 ) -> Response {
     let req = core_req(req);
     let resp = match method {
@@ -350,7 +350,7 @@ pub(crate) async fn object(
     req: Req,
     UrlPath((ns, name)): UrlPath<(String, String)>,
     method: Method,
-    crate::routes::Body(body): crate::routes::Body,
+    crate::req::Body(body): crate::req::Body,
 ) -> Response {
     let resp = match method {
         Method::GET => finish(objects::get(&req, EVENTS, &ns, &name)),

@@ -40,7 +40,7 @@ use tokio::sync::mpsc;
 
 use crate::db::{self, PODS};
 use crate::pods::pod_of;
-use crate::routes::Req;
+use crate::req::Req;
 use crate::status::{ApiError, ApiResult};
 
 /// Runs `kubectl exec` sessions on the node: `podvisor serve` gives the API server one that

@@ -7,7 +7,7 @@
 //! list is empty (the dashboard then draws what the object and its events say).
 
 use crate::db::{self, PODS};
-use crate::routes::Req;
+use crate::req::Req;
 use crate::status::{ApiError, ApiResult, json_response};
 use axum::http::StatusCode;
 use axum::response::Response;

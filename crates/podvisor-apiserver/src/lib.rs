@@ -11,6 +11,9 @@
 //!   patch (JSON, merge, strategic merge, server-side apply), graceful delete, the `status`
 //!   subresource, `log` and `exec` (WebSockets, [`PodExec`]); events (as clients write them,
 //!   with the API server's TTL) and namespaces;
+//! - the generic registry ([`registry`](crate)'s per-kind strategies): ConfigMaps, Secrets,
+//!   ServiceAccounts, Nodes, `coordination.k8s.io` Leases, `rbac.authorization.k8s.io`'s four
+//!   kinds, and the read-only `kubernetes` Service with its `discovery.k8s.io` EndpointSlice;
 //! - `meta.k8s.io/v1` `Table` output with kubectl's columns, so `kubectl get` prints READY,
 //!   STATUS and RESTARTS as for a real cluster;
 //! - errors as `Status` objects shaped like the API server's, so kubectl prints the same
@@ -21,9 +24,10 @@
 //!   namespace, ServiceAccount, root CA publisher and legacy token controllers.
 //!
 //! What it does not do: hold lifecycle state or run anything (the agent watches the store
-//! and writes status and events back through it), authorization beyond one token,
-//! admission plugins, API groups other than core `v1`, protobuf (beyond the `Namespace`
-//! kubectl's typed client posts), HTTP/2, SPDY, `attach`/`port-forward`.
+//! and writes status and events back through it), authorizers other than
+//! `system:masters` and RBAC (`authz`), admission plugins, Services beyond the API's own,
+//! protobuf (beyond the bodies kubectl's typed clients post), HTTP/2, SPDY,
+//! `attach`/`port-forward`.
 //!
 //! Wiring (what `podvisor serve` does):
 //!
@@ -55,7 +59,7 @@ use axum::routing::get;
 use podvisor_store::Store;
 
 mod auth;
-mod configs;
+mod authz;
 mod controller;
 mod db;
 mod discovery;
@@ -68,10 +72,10 @@ mod legacy_tokens;
 mod list_options;
 mod logs;
 mod managed;
+mod meta;
 pub mod namespace_controller;
 mod namespace_defaults;
 mod namespaces;
-mod nodes;
 mod objects;
 mod openapi;
 mod patch;
@@ -80,7 +84,10 @@ mod pod_security;
 pub mod podgc;
 mod pods;
 mod portforward;
+mod printers;
 mod protobuf;
+mod registry;
+mod req;
 mod request;
 mod reviews;
 mod routes;
@@ -130,6 +137,8 @@ struct StateInner {
     stopping: Arc<tokio::sync::watch::Sender<bool>>,
     /// The feature gates pod creation is validated with (`--feature-gates`).
     gates: podvisor_api::FeatureGates,
+    /// The authorizer (`system:masters`, then RBAC over the store's cached RBAC objects).
+    authorizer: authz::Authorizer,
 }
 
 impl ApiState {
@@ -138,6 +147,7 @@ impl ApiState {
     pub fn new(store: Store, log_root: PathBuf, node_name: String) -> Self {
         ApiState {
             inner: Arc::new(StateInner {
+                authorizer: authz::Authorizer::new(store.clone()),
                 store,
                 log_root,
                 node_name,
@@ -248,6 +258,11 @@ impl ApiState {
         &self.inner.store
     }
 
+    /// The authorizer.
+    pub(crate) fn authorizer(&self) -> &authz::Authorizer {
+        &self.inner.authorizer
+    }
+
     /// The node name.
     pub fn node_name(&self) -> &str {
         &self.inner.node_name
@@ -263,11 +278,21 @@ pub fn router(state: ApiState) -> Router {
         .route("/readyz", get(health::readyz))
         .fallback(routes::fallback)
         .layer(axum::middleware::from_fn(routes::body_media_type))
+        // Layers run outside in: authentication, impersonation, authorization, then the
+        // body checks and the handler.
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            authz::middleware::authorize_request,
+        ))
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            authz::impersonation::impersonate,
+        ))
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
             auth::require_token,
         ))
-        .layer(DefaultBodyLimit::max(routes::MAX_BODY));
+        .layer(DefaultBodyLimit::max(req::MAX_BODY));
     let app = if std::env::var_os("PODVISOR_API_TRACE").is_some() {
         app.layer(axum::middleware::from_fn(auth::trace))
     } else {

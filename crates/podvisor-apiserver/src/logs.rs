@@ -18,8 +18,8 @@ use tokio::sync::mpsc;
 use crate::ApiState;
 use crate::db::{self, PODS};
 use crate::pods::pod_of;
+use crate::req::Req;
 use crate::request::{flag, int_param, now};
-use crate::routes::Req;
 use crate::status::{ApiError, ApiResult};
 use crate::watch::streaming_response;
 

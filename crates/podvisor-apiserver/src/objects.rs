@@ -10,8 +10,8 @@ use serde_json::{Value, json};
 
 use crate::db::{self, Resource};
 use crate::list_options::{self, ListOptions};
+use crate::req::Req;
 use crate::request::{Representation, flag, int_param, now, representation};
-use crate::routes::Req;
 use crate::selectors::Selection;
 use crate::status::{ApiError, ApiResult, json_response};
 use crate::table::{IncludeObject, TableOptions, table};

@@ -37,7 +37,7 @@ use crate::exec::{
     ws,
 };
 use crate::pods::pod_of;
-use crate::routes::Req;
+use crate::req::Req;
 use crate::spdy::{self, Conn, FrameSink, Headers, InStream, Out};
 use crate::status::{ApiError, ApiResult};
 

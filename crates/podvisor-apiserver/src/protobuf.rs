@@ -1,10 +1,12 @@
 //! Just enough of the Kubernetes protobuf encoding to accept what kubectl's typed clients
 //! send that way (they do not fall back to JSON on 415): `kubectl create namespace` posts a
 //! protobuf `Namespace`, `kubectl create configmap|secret` a `ConfigMap` or `Secret`, `kubectl
-//! debug --copy-to` a `Pod`, `kubectl auth can-i|whoami` their reviews. The envelope (`k8s\0` + `runtime.Unknown`) is decoded; of a
+//! debug --copy-to` a `Pod`, `kubectl create role|clusterrole|rolebinding|clusterrolebinding`
+//! RBAC's kinds, `kubectl auth can-i|whoami` their reviews. The envelope (`k8s\0` + `runtime.Unknown`) is decoded; of a
 //! Namespace its `ObjectMeta` name, generateName, labels and annotations; of a ConfigMap or
-//! Secret also their data, binary data, string data, type and `immutable`; a Pod whole,
-//! through its wire schema (`protobuf/pod.rs`); every other kind is refused with 415.
+//! Secret also their data, binary data, string data, type and `immutable`; a Pod and RBAC's
+//! kinds whole, through their wire schemas (`protobuf/pod.rs`); every other kind is refused
+//! with 415.
 
 use serde_json::{Map, Value, json};
 
@@ -373,6 +375,34 @@ pub(crate) fn delete_options(body: &[u8]) -> Result<Value, String> {
     Ok(Value::Object(out))
 }
 
+/// The `metadata.name` of any kind's protobuf body (every kind's message has its
+/// `ObjectMeta` as field 1, whose field 1 is the name), for messages about a body that is not
+/// decoded further.
+pub(crate) fn object_name(body: &[u8]) -> Option<String> {
+    let envelope = body.strip_prefix(MAGIC)?;
+    let raw = fields(envelope)
+        .ok()?
+        .into_iter()
+        .find_map(|(n, f)| match (n, f) {
+            (2, Field::Bytes(x)) => Some(x),
+            _ => None,
+        })?;
+    let meta = fields(raw)
+        .ok()?
+        .into_iter()
+        .find_map(|(n, f)| match (n, f) {
+            (1, Field::Bytes(x)) => Some(x),
+            _ => None,
+        })?;
+    fields(meta)
+        .ok()?
+        .into_iter()
+        .find_map(|(n, f)| match (n, f) {
+            (1, Field::Bytes(x)) => text(x).ok(),
+            _ => None,
+        })
+}
+
 /// Decodes a protobuf body into the JSON the handlers understand; `Err` with a reason when
 /// it is not a Namespace (or not decodable).
 pub(crate) fn decode(body: &[u8]) -> Result<Value, String> {
@@ -398,11 +428,21 @@ pub(crate) fn decode(body: &[u8]) -> Result<Value, String> {
             _ => {}
         }
     }
-    if api_version == "v1" && kind == "Pod" {
-        let mut pod = pod::decode(raw)?;
-        pod.insert("apiVersion".to_owned(), json!(api_version));
-        pod.insert("kind".to_owned(), json!(kind));
-        return Ok(Value::Object(pod));
+    let schema_kind = match (api_version.as_str(), kind.as_str()) {
+        ("v1", "Pod") => true,
+        ("rbac.authorization.k8s.io/v1", k) => {
+            matches!(
+                k,
+                "Role" | "ClusterRole" | "RoleBinding" | "ClusterRoleBinding"
+            )
+        }
+        _ => false,
+    };
+    if schema_kind {
+        let mut obj = pod::decode(raw, &kind)?;
+        obj.insert("apiVersion".to_owned(), json!(api_version));
+        obj.insert("kind".to_owned(), json!(kind));
+        return Ok(Value::Object(obj));
     }
     if let Some(review) = review(&api_version, &kind, raw)? {
         return Ok(review);
@@ -417,7 +457,7 @@ pub(crate) fn decode(body: &[u8]) -> Result<Value, String> {
         )
     {
         return Err(format!(
-            "protobuf is only accepted for v1 Namespace, Pod, ConfigMap, Secret and ServiceAccount, not {api_version} {kind}"
+            "protobuf is only accepted for v1 Namespace, Pod, ConfigMap, Secret and ServiceAccount and RBAC's kinds, not {api_version} {kind}"
         ));
     }
     let mut metadata = json!({});
@@ -482,7 +522,7 @@ mod tests {
         .concat();
         assert_eq!(
             decode(&service).unwrap_err(),
-            "protobuf is only accepted for v1 Namespace, Pod, ConfigMap, Secret and ServiceAccount, not v1 Service"
+            "protobuf is only accepted for v1 Namespace, Pod, ConfigMap, Secret and ServiceAccount and RBAC's kinds, not v1 Service"
         );
         let pod = [
             MAGIC.to_vec(),

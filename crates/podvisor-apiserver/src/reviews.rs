@@ -2,19 +2,22 @@
 //! (`kubectl auth whoami`) and `authorization.k8s.io/v1` SelfSubjectAccessReview and
 //! SelfSubjectRulesReview (`kubectl auth can-i [--list]`).
 //!
-//! podvisor has one authorizer: every authenticated request may do everything (the API
-//! server's `AlwaysAllow` mode, which is what the kubeconfig's token is meant for on a
-//! one-node machine). The reviews say so truthfully: `allowed: true` for any attribute, and
-//! one rule of `*` for the rules review.
+//! `SubjectAccessReview` and `LocalSubjectAccessReview` ask the same about another user.
+//! Every answer is the authorizer's (`crate::authz`): `system:masters`, then RBAC; the rules
+//! review lists the RBAC rules of the user in the namespace.
 
 use axum::extract::Extension;
 use axum::http::StatusCode;
 use axum::response::Response;
 use serde_json::{Value, json};
 
+use axum::extract::State;
+
+use crate::ApiState;
 use crate::auth::UserInfo;
+use crate::authz::Attributes;
+use crate::req::Body;
 use crate::request::parse_body;
-use crate::routes::Body;
 use crate::status::{ApiError, ApiResult, json_response};
 use podvisor_api::ValidationErrors;
 use podvisor_api::validation::{FieldError, Path};
@@ -23,9 +26,6 @@ use podvisor_api::validation::{FieldError, Path};
 pub(crate) const AUTHN: &str = "authentication.k8s.io/v1";
 /// `authorization.k8s.io/v1`.
 pub(crate) const AUTHZ: &str = "authorization.k8s.io/v1";
-
-/// The reason an allowed review gives.
-const ALLOWED_REASON: &str = "podvisor allows every authenticated user";
 
 fn group(name: &str, gv: &str) -> Value {
     json!({
@@ -69,8 +69,11 @@ pub(crate) async fn authz_discovery(uri: axum::http::Uri) -> Response {
             StatusCode::OK,
             &json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": AUTHZ,
             "resources": [
+                json!({"name": "localsubjectaccessreviews", "singularName": "", "namespaced": true,
+                       "kind": "LocalSubjectAccessReview", "verbs": ["create"]}),
                 create_only("selfsubjectaccessreviews", "SelfSubjectAccessReview"),
                 create_only("selfsubjectrulesreviews", "SelfSubjectRulesReview"),
+                create_only("subjectaccessreviews", "SubjectAccessReview"),
             ]}),
         )
     } else {
@@ -116,48 +119,220 @@ pub(crate) async fn self_subject_review(
     result.unwrap_or_else(axum::response::IntoResponse::into_response)
 }
 
-/// `POST /apis/authorization.k8s.io/v1/selfsubjectaccessreviews`.
-pub(crate) async fn self_subject_access_review(Body(body): Body) -> Response {
-    let result = review_body(&body, AUTHZ, "SelfSubjectAccessReview").and_then(|mut review| {
-        let spec = &review["spec"];
-        let resource = spec.get("resourceAttributes").filter(|v| !v.is_null());
-        let non_resource = spec.get("nonResourceAttributes").filter(|v| !v.is_null());
-        // The API server's validation of the spec.
-        let spec_path = Path::new("spec");
-        let problem = match (resource, non_resource) {
-            (Some(_), Some(v)) => Some(FieldError::invalid(
-                &spec_path.child("nonResourceAttributes"),
-                v.to_string(),
-                "cannot be specified in combination with resourceAttributes",
-            )),
-            (None, None) => Some(FieldError::invalid(
-                &spec_path.child("resourceAttributes"),
-                "null",
-                "exactly one of nonResourceAttributes or resourceAttributes must be specified",
-            )),
-            _ => None,
-        };
-        if let Some(e) = problem {
-            return Err(ApiError::invalid(&ValidationErrors::new(
-                "SelfSubjectAccessReview",
-                "",
-                vec![e],
-            )));
+/// Checks a review's spec (`ValidateSubjectAccessReviewSpec`): exactly one kind of
+/// attributes, and for a `SubjectAccessReview` a user or a group.
+fn validate_spec(kind: &str, spec: &Value, needs_subject: bool) -> ApiResult<()> {
+    let resource = spec.get("resourceAttributes").filter(|v| !v.is_null());
+    let non_resource = spec.get("nonResourceAttributes").filter(|v| !v.is_null());
+    let spec_path = Path::new("spec");
+    let mut problems = Vec::new();
+    match (resource, non_resource) {
+        (Some(_), Some(v)) => problems.push(FieldError::invalid(
+            &spec_path.child("nonResourceAttributes"),
+            v.to_string(),
+            "cannot be specified in combination with resourceAttributes",
+        )),
+        (None, None) => problems.push(FieldError::invalid(
+            &spec_path.child("resourceAttributes"),
+            "null",
+            "exactly one of nonResourceAttributes or resourceAttributes must be specified",
+        )),
+        _ => {}
+    }
+    let text = |field: &str| spec.get(field).and_then(Value::as_str).unwrap_or_default();
+    let no_groups = spec
+        .get("groups")
+        .and_then(Value::as_array)
+        .is_none_or(Vec::is_empty);
+    if needs_subject && text("user").is_empty() && no_groups {
+        problems.push(FieldError::invalid(
+            &spec_path.child("user"),
+            "",
+            "at least one of user or group must be specified",
+        ));
+    }
+    if problems.is_empty() {
+        Ok(())
+    } else {
+        Err(ApiError::invalid(&ValidationErrors::new(
+            kind, "", problems,
+        )))
+    }
+}
+
+/// The attributes a review's spec asks about, for `user`.
+fn spec_attributes(user: UserInfo, spec: &Value) -> Attributes {
+    let text = |v: &Value, field: &str| {
+        v.get(field)
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned()
+    };
+    match spec.get("resourceAttributes").filter(|v| !v.is_null()) {
+        Some(r) => Attributes {
+            api_version: text(r, "version"),
+            ..Attributes::resource(
+                user,
+                &text(r, "verb"),
+                &text(r, "group"),
+                &text(r, "resource"),
+                &text(r, "subresource"),
+                &text(r, "namespace"),
+                &text(r, "name"),
+            )
+        },
+        None => {
+            let n = &spec["nonResourceAttributes"];
+            Attributes::non_resource(user, &text(n, "verb"), &text(n, "path"))
         }
-        review["status"] = json!({"allowed": true, "reason": ALLOWED_REASON});
+    }
+}
+
+/// `status` of an access review: the authorizer's decision.
+fn access_status(state: &ApiState, attrs: &Attributes) -> Value {
+    let decision = state.authorizer().authorize(attrs);
+    let mut status = json!({"allowed": decision.allowed});
+    if !decision.reason.is_empty() {
+        status["reason"] = json!(decision.reason);
+    }
+    status
+}
+
+/// The user a `SubjectAccessReview` asks about.
+fn spec_user(spec: &Value) -> UserInfo {
+    UserInfo {
+        username: spec
+            .get("user")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned(),
+        groups: spec
+            .get("groups")
+            .and_then(Value::as_array)
+            .map(|g| {
+                g.iter()
+                    .filter_map(Value::as_str)
+                    .map(str::to_owned)
+                    .collect()
+            })
+            .unwrap_or_default(),
+    }
+}
+
+/// `POST /apis/authorization.k8s.io/v1/selfsubjectaccessreviews`: may the requester do it?
+pub(crate) async fn self_subject_access_review(
+    State(state): State<ApiState>,
+    Extension(user): Extension<UserInfo>,
+    Body(body): Body,
+) -> Response {
+    let result = review_body(&body, AUTHZ, "SelfSubjectAccessReview").and_then(|mut review| {
+        validate_spec("SelfSubjectAccessReview", &review["spec"], false)?;
+        let attrs = spec_attributes(user, &review["spec"]);
+        review["status"] = access_status(&state, &attrs);
         Ok(created(&review))
     });
     result.unwrap_or_else(axum::response::IntoResponse::into_response)
 }
 
-/// `POST /apis/authorization.k8s.io/v1/selfsubjectrulesreviews`.
-pub(crate) async fn self_subject_rules_review(Body(body): Body) -> Response {
+/// `POST /apis/authorization.k8s.io/v1/subjectaccessreviews`: may the user of the spec do
+/// it? (Asking needs `create` on `subjectaccessreviews`, as any request is authorized.)
+pub(crate) async fn subject_access_review(
+    State(state): State<ApiState>,
+    Body(body): Body,
+) -> Response {
+    let result = review_body(&body, AUTHZ, "SubjectAccessReview").and_then(|mut review| {
+        validate_spec("SubjectAccessReview", &review["spec"], true)?;
+        let attrs = spec_attributes(spec_user(&review["spec"]), &review["spec"]);
+        review["status"] = access_status(&state, &attrs);
+        Ok(created(&review))
+    });
+    result.unwrap_or_else(axum::response::IntoResponse::into_response)
+}
+
+/// `POST /apis/authorization.k8s.io/v1/namespaces/{ns}/localsubjectaccessreviews`: a
+/// `SubjectAccessReview` about one namespace.
+pub(crate) async fn local_subject_access_review(
+    State(state): State<ApiState>,
+    axum::extract::Path(namespace): axum::extract::Path<String>,
+    Body(body): Body,
+) -> Response {
+    let kind = "LocalSubjectAccessReview";
+    let result = review_body(&body, AUTHZ, kind).and_then(|mut review| {
+        match review.pointer("/metadata/namespace").and_then(Value::as_str) {
+            None | Some("") => review["metadata"]["namespace"] = json!(namespace),
+            Some(ns) if ns == namespace => {}
+            Some(_) => {
+                return Err(ApiError::bad_request(
+                    "the namespace of the provided object does not match the namespace sent on the request",
+                ));
+            }
+        }
+        validate_spec(kind, &review["spec"], true)?;
+        let spec = &review["spec"];
+        let problem = if spec.get("nonResourceAttributes").is_some_and(|v| !v.is_null()) {
+            Some(FieldError::invalid(
+                &Path::new("spec").child("nonResourceAttributes"),
+                spec["nonResourceAttributes"].to_string(),
+                "disallowed on this kind of request",
+            ))
+        } else if spec["resourceAttributes"]["namespace"].as_str().unwrap_or_default() != namespace {
+            Some(FieldError::invalid(
+                &Path::new("spec").child("resourceAttributes").child("namespace"),
+                spec["resourceAttributes"]["namespace"].as_str().unwrap_or_default(),
+                "must match metadata.namespace",
+            ))
+        } else {
+            None
+        };
+        if let Some(e) = problem {
+            return Err(ApiError::invalid(&ValidationErrors::new(kind, "", vec![e])));
+        }
+        let attrs = spec_attributes(spec_user(spec), spec);
+        review["status"] = access_status(&state, &attrs);
+        Ok(created(&review))
+    });
+    result.unwrap_or_else(axum::response::IntoResponse::into_response)
+}
+
+/// `POST /apis/authorization.k8s.io/v1/selfsubjectrulesreviews`: the requester's rules in
+/// `spec.namespace` (`kubectl auth can-i --list`), split into resource and non-resource
+/// rules as the RBAC authorizer's `RulesFor` does.
+pub(crate) async fn self_subject_rules_review(
+    State(state): State<ApiState>,
+    Extension(user): Extension<UserInfo>,
+    Body(body): Body,
+) -> Response {
     let result = review_body(&body, AUTHZ, "SelfSubjectRulesReview").map(|mut review| {
+        let namespace = review
+            .pointer("/spec/namespace")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned();
+        let (rules, errors) = state.authorizer().rules_for(&user, &namespace);
+        let some = |v: &Option<Vec<String>>| v.as_ref().is_some_and(|v| !v.is_empty());
+        let mut resource_rules = Vec::new();
+        let mut non_resource_rules = Vec::new();
+        for rule in &rules {
+            if some(&rule.resources) {
+                let mut r = json!({"verbs": rule.verbs, "apiGroups": rule.api_groups.clone().unwrap_or_default(), "resources": rule.resources});
+                if some(&rule.resource_names) {
+                    r["resourceNames"] = json!(rule.resource_names);
+                }
+                resource_rules.push(r);
+            }
+            if some(&rule.non_resource_urls) {
+                non_resource_rules
+                    .push(json!({"verbs": rule.verbs, "nonResourceURLs": rule.non_resource_urls}));
+            }
+        }
         review["status"] = json!({
-            "resourceRules": [{"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"]}],
-            "nonResourceRules": [{"verbs": ["*"], "nonResourceURLs": ["*"]}],
+            "resourceRules": resource_rules,
+            "nonResourceRules": non_resource_rules,
             "incomplete": false,
         });
+        if !errors.is_empty() {
+            review["status"]["evaluationError"] = json!(crate::authz::aggregate(&errors));
+        }
         created(&review)
     });
     result.unwrap_or_else(axum::response::IntoResponse::into_response)

@@ -2,72 +2,36 @@
 //! dispatched here so handlers stay per resource.
 
 use axum::Router;
-use axum::body::Bytes;
-use axum::extract::{FromRequest, FromRequestParts, Path, Query, Request};
-use axum::http::request::Parts;
-use axum::http::{HeaderMap, Method, StatusCode, Uri};
+use axum::extract::Path;
+use axum::http::{Method, Uri};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{MethodFilter, get, on};
 
-use crate::db::{EVENTS, LEASES, NAMESPACES, NODES, PODS, Resource};
-use crate::request::Params;
+use crate::db::{EVENTS, NAMESPACES, NODES, PODS, Resource};
+use crate::registry::{self, rest};
+use crate::req::{Body, Req};
 use crate::status::ApiError;
 use crate::{
-    ApiState, configs, discovery, events, events_v1, exec, logs, namespaces, objects, openapi,
-    pods, reviews,
+    ApiState, discovery, events, events_v1, exec, logs, namespaces, objects, openapi, pods, reviews,
 };
 
-/// The most bytes a request body may have (the API server's `MaxRequestBodyBytes`).
-pub(crate) const MAX_BODY: usize = 3 * 1024 * 1024;
-
-/// A request body; one over [`MAX_BODY`] is the API server's 413 `Status` (axum's own
-/// rejection is plain text).
-pub(crate) struct Body(pub Bytes);
-
-impl<S: Send + Sync> FromRequest<S> for Body {
-    type Rejection = ApiError;
-
-    async fn from_request(req: Request, state: &S) -> Result<Self, ApiError> {
-        match Bytes::from_request(req, state).await {
-            Ok(bytes) => Ok(Body(bytes)),
-            Err(e) if e.status() == StatusCode::PAYLOAD_TOO_LARGE => {
-                Err(ApiError::request_entity_too_large(MAX_BODY))
-            }
-            Err(e) => Err(ApiError::bad_request(e.body_text())),
-        }
-    }
-}
-
-/// Everything the handlers get from a request.
-pub(crate) struct Req {
-    pub state: ApiState,
-    pub params: Params,
-    pub headers: HeaderMap,
-}
-
-/// `Req` is extracted from every API request: the state, the headers, and the query parameters
-/// (a malformed query is a 400 `Status`; axum's own rejection is plain text).
-impl FromRequestParts<ApiState> for Req {
-    type Rejection = ApiError;
-
-    async fn from_request_parts(parts: &mut Parts, state: &ApiState) -> Result<Self, ApiError> {
-        let Query(params) = Query::<Params>::from_request_parts(parts, state)
-            .await
-            .map_err(|e| ApiError::bad_request(e.body_text()))?;
-        Ok(Req {
-            state: state.clone(),
-            params,
-            headers: parts.headers.clone(),
-        })
-    }
-}
-
+/// The core kinds with their own handlers (pods, events).
 fn namespaced(resource: &str) -> Option<Resource> {
     match resource {
         "pods" => Some(PODS),
         "events" => Some(EVENTS),
-        other => configs::resource(other),
+        _ => None,
     }
+}
+
+/// The registry's Nodes.
+fn node_kind() -> &'static registry::Strategy {
+    registry::lookup("", "nodes").expect("the registry serves nodes")
+}
+
+/// A core `v1` kind the registry serves.
+fn core_kind(resource: &str) -> Option<&'static registry::Strategy> {
+    registry::lookup("", resource)
 }
 
 fn finish(r: Result<Response, ApiError>) -> Response {
@@ -82,11 +46,13 @@ async fn cluster_collection(
     Body(body): Body,
 ) -> Response {
     finish(match (resource.as_str(), method) {
-        ("namespaces", Method::GET) => objects::list(&req, NAMESPACES, None, None),
-        ("namespaces", Method::POST) => namespaces::create(&req, &body),
-        ("nodes", Method::GET) => objects::list(&req, NODES, None, None),
-        ("nodes", Method::POST) => crate::nodes::create(&req, NODES, "", &body),
-        ("nodes", m) => Err(ApiError::method_not_supported("nodes", m.as_str())),
+        // Namespaces go through `Terminating` one by one, never as a collection.
+        ("namespaces", Method::DELETE) => {
+            Err(ApiError::method_not_supported("namespaces", "DELETE"))
+        }
+        (r, m) if core_kind(r).is_some() => {
+            rest::collection(&req, core_kind(r).expect("just found"), None, &m, &body)
+        }
         (r, Method::GET) => match namespaced(r) {
             Some(res) => objects::list(&req, res, None, None),
             None => Err(ApiError::path_not_found()),
@@ -103,7 +69,7 @@ async fn cluster_watch(req: Req, Path(resource): Path<String>) -> Response {
     let res = match resource.as_str() {
         "namespaces" => Some(NAMESPACES),
         "nodes" => Some(NODES),
-        r => namespaced(r),
+        r => namespaced(r).or_else(|| core_kind(r).map(|s| s.res)),
     };
     finish(match res {
         Some(res) => objects::watch(&req, res, None, None),
@@ -119,11 +85,12 @@ async fn namespace_object(
     Body(body): Body,
 ) -> Response {
     finish(match method {
-        Method::GET => objects::get(&req, NAMESPACES, "", &name),
-        Method::PUT => namespaces::update(&req, &name, &body),
-        Method::PATCH => namespaces::patch(&req, &name, &body),
+        // Not the registry's: the namespace is marked `Terminating` for its controller.
         Method::DELETE => namespaces::delete(&req, &name),
-        m => Err(ApiError::method_not_supported("namespaces", m.as_str())),
+        m => {
+            let s = core_kind("namespaces").expect("the registry serves namespaces");
+            rest::object(&req, s, ("", &name), None, &m, &body)
+        }
     })
 }
 
@@ -139,6 +106,9 @@ async fn collection(
     method: Method,
     Body(body): Body,
 ) -> Response {
+    if let Some(s) = core_kind(&resource).filter(|s| s.res.namespaced) {
+        return finish(rest::collection(&req, s, Some(&ns), &method, &body));
+    }
     let Some(res) = namespaced(&resource) else {
         return ApiError::path_not_found().into_response();
     };
@@ -148,22 +118,18 @@ async fn collection(
         ("Pod", Method::DELETE) => pods::delete_collection(&req, &ns, &body),
         ("Event", Method::POST) => events::create(&req, &ns, &body),
         ("Event", Method::DELETE) => events::delete_collection(&req, &ns),
-        ("ConfigMap" | "Secret" | "ServiceAccount", Method::POST) => {
-            configs::create(&req, res, &ns, &body)
-        }
-        ("ConfigMap" | "Secret" | "ServiceAccount", Method::DELETE) => {
-            configs::delete_collection(&req, res, &ns, &body)
-        }
         (_, m) => Err(ApiError::method_not_supported(res.plural, m.as_str())),
     })
 }
 
 /// `/api/v1/watch/namespaces/{ns}/{resource}`.
 async fn collection_watch(req: Req, Path((ns, resource)): Path<(String, String)>) -> Response {
-    finish(match namespaced(&resource) {
-        Some(res) => objects::watch(&req, res, Some(&ns), None),
-        None => Err(ApiError::path_not_found()),
-    })
+    finish(
+        match namespaced(&resource).or_else(|| core_kind(&resource).map(|s| s.res)) {
+            Some(res) => objects::watch(&req, res, Some(&ns), None),
+            None => Err(ApiError::path_not_found()),
+        },
+    )
 }
 
 /// `/api/v1/namespaces/{ns}/{resource}/{name}`.
@@ -173,6 +139,9 @@ async fn object(
     method: Method,
     Body(body): Body,
 ) -> Response {
+    if let Some(s) = core_kind(&resource).filter(|s| s.res.namespaced) {
+        return finish(rest::object(&req, s, (&ns, &name), None, &method, &body));
+    }
     let Some(res) = namespaced(&resource) else {
         return ApiError::path_not_found().into_response();
     };
@@ -184,15 +153,6 @@ async fn object(
         ("Event", Method::PUT) => events::update(&req, &ns, &name, &body),
         ("Event", Method::PATCH) => events::patch(&req, &ns, &name, &body),
         ("Event", Method::DELETE) => events::delete(&req, &ns, &name),
-        ("ConfigMap" | "Secret" | "ServiceAccount", Method::PUT) => {
-            configs::update(&req, res, &ns, &name, &body)
-        }
-        ("ConfigMap" | "Secret" | "ServiceAccount", Method::PATCH) => {
-            configs::patch(&req, res, &ns, &name, &body)
-        }
-        ("ConfigMap" | "Secret" | "ServiceAccount", Method::DELETE) => {
-            configs::delete(&req, res, &ns, &name, &body)
-        }
         (_, m) => Err(ApiError::method_not_supported(res.plural, m.as_str())),
     })
 }
@@ -202,10 +162,12 @@ async fn object_watch(
     req: Req,
     Path((ns, resource, name)): Path<(String, String, String)>,
 ) -> Response {
-    finish(match namespaced(&resource) {
-        Some(res) => objects::watch(&req, res, Some(&ns), Some(&name)),
-        None => Err(ApiError::path_not_found()),
-    })
+    finish(
+        match namespaced(&resource).or_else(|| core_kind(&resource).map(|s| s.res)) {
+            Some(res) => objects::watch(&req, res, Some(&ns), Some(&name)),
+            None => Err(ApiError::path_not_found()),
+        },
+    )
 }
 
 /// `/api/v1/namespaces/{ns}/{resource}/{name}/{subresource}`: `pods/status`, `pods/log`,
@@ -236,6 +198,10 @@ async fn subresource(
         }
         ("serviceaccounts", "token", Method::POST) => {
             crate::serviceaccounts::create_token(&req, &ns, &name, &body)
+        }
+        (r, _, m) if core_kind(r).is_some_and(|s| s.res.namespaced) && r != "pods" => {
+            let s = core_kind(r).expect("just found");
+            rest::object(&req, s, (&ns, &name), Some(&sub), &m, &body)
         }
         ("pods", "log", Method::GET) => logs::get(&req, &ns, &name).await,
         ("pods", "history", Method::GET) => crate::history::get(&req, &ns, &name),
@@ -293,7 +259,14 @@ async fn node_object(
     method: Method,
     Body(body): Body,
 ) -> Response {
-    finish(crate::nodes::node(&req, &name, None, &method, &body))
+    finish(rest::object(
+        &req,
+        node_kind(),
+        ("", &name),
+        None,
+        &method,
+        &body,
+    ))
 }
 
 /// `/api/v1/nodes/{name}/{sub}`: `nodes/status`.
@@ -303,52 +276,19 @@ async fn node_subresource(
     method: Method,
     Body(body): Body,
 ) -> Response {
-    finish(crate::nodes::node(&req, &name, Some(&sub), &method, &body))
+    finish(rest::object(
+        &req,
+        node_kind(),
+        ("", &name),
+        Some(&sub),
+        &method,
+        &body,
+    ))
 }
 
 /// `/api/v1/watch/nodes/{name}`.
 async fn node_watch(req: Req, Path(name): Path<String>) -> Response {
     finish(objects::watch(&req, NODES, None, Some(&name)))
-}
-
-/// `/apis/coordination.k8s.io/v1/leases`: every namespace's Leases.
-async fn leases_all(req: Req, method: Method) -> Response {
-    finish(match method {
-        Method::GET => objects::list(&req, LEASES, None, None),
-        m => Err(ApiError::method_not_supported(
-            "leases.coordination.k8s.io",
-            m.as_str(),
-        )),
-    })
-}
-
-/// `/apis/coordination.k8s.io/v1/watch/leases`.
-async fn leases_watch_all(req: Req) -> Response {
-    finish(objects::watch(&req, LEASES, None, None))
-}
-
-/// `/apis/coordination.k8s.io/v1/namespaces/{ns}/leases`.
-async fn leases(req: Req, Path(ns): Path<String>, method: Method, Body(body): Body) -> Response {
-    finish(crate::nodes::lease(&req, &ns, None, &method, &body))
-}
-
-/// `/apis/coordination.k8s.io/v1/namespaces/{ns}/leases/{name}`.
-async fn lease(
-    req: Req,
-    Path((ns, name)): Path<(String, String)>,
-    method: Method,
-    Body(body): Body,
-) -> Response {
-    finish(crate::nodes::lease(&req, &ns, Some(&name), &method, &body))
-}
-
-/// `/apis/coordination.k8s.io/v1/watch/namespaces/{ns}/leases[/{name}]`.
-async fn leases_watch(req: Req, Path(ns): Path<String>) -> Response {
-    finish(objects::watch(&req, LEASES, Some(&ns), None))
-}
-
-async fn lease_watch(req: Req, Path((ns, name)): Path<(String, String)>) -> Response {
-    finish(objects::watch(&req, LEASES, Some(&ns), Some(&name)))
 }
 
 /// Unknown paths: a 404 `Status`.
@@ -395,7 +335,10 @@ pub(crate) fn api_routes() -> Router<ApiState> {
         .or(MethodFilter::PUT)
         .or(MethodFilter::PATCH)
         .or(MethodFilter::DELETE);
-    Router::new()
+    let groups = registry::GROUPS
+        .into_iter()
+        .fold(Router::new(), |r, g| r.merge(registry::group_routes(g)));
+    groups
         .route("/version", get(discovery::version))
         .route("/version/", get(discovery::version))
         .route("/api", get(discovery::api))
@@ -425,42 +368,6 @@ pub(crate) fn api_routes() -> Router<ApiState> {
                     crate::runtimeclasses::serve(&method, &headers, Some(&name))
                 },
             ),
-        )
-        .route(
-            "/apis/coordination.k8s.io",
-            get(|| async {
-                crate::status::json_response(StatusCode::OK, &crate::nodes::coordination_group())
-            }),
-        )
-        .route(
-            "/apis/coordination.k8s.io/v1",
-            get(|| async {
-                crate::status::json_response(
-                    StatusCode::OK,
-                    &crate::nodes::coordination_resources(),
-                )
-            }),
-        )
-        .route("/apis/coordination.k8s.io/v1/leases", on(any, leases_all))
-        .route(
-            "/apis/coordination.k8s.io/v1/watch/leases",
-            get(leases_watch_all),
-        )
-        .route(
-            "/apis/coordination.k8s.io/v1/namespaces/{ns}/leases",
-            on(any, leases),
-        )
-        .route(
-            "/apis/coordination.k8s.io/v1/namespaces/{ns}/leases/{name}",
-            on(any, lease),
-        )
-        .route(
-            "/apis/coordination.k8s.io/v1/watch/namespaces/{ns}/leases",
-            get(leases_watch),
-        )
-        .route(
-            "/apis/coordination.k8s.io/v1/watch/namespaces/{ns}/leases/{name}",
-            get(lease_watch),
         )
         .route("/api/v1/nodes/{name}", on(any, node_object))
         .route("/api/v1/nodes/{name}/{sub}", on(any, node_subresource))
@@ -505,6 +412,14 @@ pub(crate) fn api_routes() -> Router<ApiState> {
         .route(
             "/apis/authorization.k8s.io/v1/selfsubjectrulesreviews",
             axum::routing::post(reviews::self_subject_rules_review),
+        )
+        .route(
+            "/apis/authorization.k8s.io/v1/subjectaccessreviews",
+            axum::routing::post(reviews::subject_access_review),
+        )
+        .route(
+            "/apis/authorization.k8s.io/v1/namespaces/{ns}/localsubjectaccessreviews",
+            axum::routing::post(reviews::local_subject_access_review),
         )
         .merge(crate::unserved::routes())
         .route("/openapi/v2", get(openapi::v2))

@@ -20,9 +20,10 @@ use podvisor_store::{Store, StoreError, Txn};
 use serde_json::{Value, json};
 
 use crate::db::{self, PODS};
-use crate::pods::{pod_of, type_meta};
+use crate::meta::type_meta;
+use crate::pods::pod_of;
+use crate::req::Req;
 use crate::request::{now, parse_body};
-use crate::routes::Req;
 use crate::status::{ApiError, ApiResult, json_response};
 
 /// The scheduler this node's binding stands for (`spec.schedulerName`'s default).

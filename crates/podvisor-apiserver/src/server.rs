@@ -136,14 +136,27 @@ impl ApiServer {
         let issuer = std::sync::Arc::new(crate::TokenIssuer::load_or_create(&config.state_dir)?);
         // The API server's system namespaces controller: `kube-public` (readable by all in a
         // cluster) and `kube-node-lease`, which holds the nodes' Leases.
-        for ns in ["kube-public", crate::nodes::NODE_LEASE_NAMESPACE] {
-            crate::nodes::ensure_namespace(&config.store, ns).map_err(|e| {
+        for ns in ["kube-public", crate::namespaces::NODE_LEASE_NAMESPACE] {
+            crate::namespaces::ensure_namespace(&config.store, ns).map_err(|e| {
                 ServeError::Store(format!("creating the namespace {ns}: {}", e.message))
             })?;
         }
         crate::serviceaccounts::ensure_all(&config.store, &pki.ca_pem).map_err(|e| {
             ServeError::Store(format!("writing the service accounts: {}", e.message))
         })?;
+        let endpoint = crate::registry::endpoint_address(local_addr, pod_network_addr);
+        crate::registry::reconcile_kubernetes_service(&config.store, endpoint).map_err(|e| {
+            ServeError::Store(format!("writing the kubernetes Service: {}", e.message))
+        })?;
+        // The API server's `ensureRBACPolicy`: the default roles and bindings, then the
+        // aggregated roles filled at once (the controller keeps them current while serving).
+        let touched = crate::authz::bootstrap::ensure(&config.store)
+            .map_err(|e| ServeError::Store(format!("writing the bootstrap RBAC policy: {e}")))?;
+        if !touched.is_empty() {
+            tracing::info!("bootstrap RBAC policy: reconciled {}", touched.join(", "));
+        }
+        crate::authz::aggregation::sync(&config.store)
+            .map_err(|e| ServeError::Store(format!("aggregating cluster roles: {e}")))?;
         let state = ApiState::new(config.store, config.log_root, config.node_name)
             .with_token(token.clone())
             .with_service_accounts(std::sync::Arc::clone(&issuer), pki.ca_pem.clone())
@@ -278,6 +291,12 @@ impl ApiServer {
             },
             std::future::pending(),
         )));
+        // The ClusterRole aggregation controller (kube-controller-manager's).
+        let aggregation = tokio::spawn(crate::authz::aggregation::run(
+            self.state.store().clone(),
+            std::future::pending(),
+        ));
+        let _aggregation = AbortOnDrop(aggregation);
         let mut expiry = tokio::time::interval(EVENT_SWEEP);
         expiry.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         tokio::pin!(shutdown);

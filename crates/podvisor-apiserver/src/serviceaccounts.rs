@@ -37,8 +37,8 @@ use serde_json::{Value, json};
 
 use crate::auth::UserInfo;
 use crate::db::{self, CONFIGMAPS, NAMESPACES, PODS, SERVICEACCOUNTS};
+use crate::req::Req;
 use crate::request::{new_uid, now, parse_body, time_text};
-use crate::routes::Req;
 use crate::server::ServeError;
 use crate::status::{ApiError, ApiResult, json_response};
 

@@ -134,6 +134,27 @@ impl ApiError {
         .with_details(name, resource)
     }
 
+    /// 403 as `errors.NewForbidden` words it for a resource of an API group:
+    /// `roles.rbac.authorization.k8s.io "r" is forbidden: <detail>`, without the name when
+    /// there is none, and `forbidden: <detail>` without a resource (a non-resource path).
+    pub fn forbidden_in_group(group: &str, resource: &str, name: &str, detail: &str) -> Self {
+        let qualified = if group.is_empty() {
+            resource.to_owned()
+        } else {
+            format!("{resource}.{group}")
+        };
+        let message = match (qualified.is_empty(), name.is_empty()) {
+            (true, _) => format!("forbidden: {detail}"),
+            (false, true) => format!("{qualified} is forbidden: {detail}"),
+            (false, false) => format!("{qualified} {} is forbidden: {detail}", go_quote(name)),
+        };
+        let mut e = Self::new(403, "Forbidden", message).with_details(name, resource);
+        if let (Some(d), false) = (e.details.as_mut(), group.is_empty()) {
+            d["group"] = json!(group);
+        }
+        e
+    }
+
     /// 403 with a free-form message (a refused protocol negotiation).
     pub fn forbidden_message(message: impl Into<String>) -> Self {
         Self::new(403, "Forbidden", message)
@@ -155,6 +176,21 @@ impl ApiError {
             ),
         )
         .with_details("", resource)
+    }
+
+    /// 405 for a write to a kind served read-only: `services "x" cannot be created: <why>`.
+    pub fn read_only(resource: &str, name: &str, verb: &str, why: &str) -> Self {
+        let what = if name.is_empty() {
+            resource.to_owned()
+        } else {
+            format!("{resource} {}", go_quote(name))
+        };
+        Self::new(
+            405,
+            "MethodNotAllowed",
+            format!("{what} cannot be {verb}: {why}"),
+        )
+        .with_details(name, resource)
     }
 
     /// 410 `Expired`: a watch or list from a compacted `resourceVersion`.

@@ -33,18 +33,21 @@ impl IncludeObject {
     }
 }
 
-const NAME_DOC: &str = "Name must be unique within a namespace. Is required when creating resources, although some resources may allow a client to request the generation of an appropriate name automatically. Name is primarily intended for creation idempotence and configuration definition. Cannot be updated. More info: https://kubernetes.io/docs/concepts/overview/working-with-objects/names#names";
-const AGE_DOC: &str = "CreationTimestamp is a timestamp representing the server time when this object was created. It is not guaranteed to be set in happens-before order across separate operations. Clients may not set this value. It is represented in RFC3339 form and is in UTC.\n\nPopulated by the system. Read-only. Null for lists. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#metadata";
+pub(crate) const NAME_DOC: &str = "Name must be unique within a namespace. Is required when creating resources, although some resources may allow a client to request the generation of an appropriate name automatically. Name is primarily intended for creation idempotence and configuration definition. Cannot be updated. More info: https://kubernetes.io/docs/concepts/overview/working-with-objects/names#names";
+pub(crate) const AGE_DOC: &str = "CreationTimestamp is a timestamp representing the server time when this object was created. It is not guaranteed to be set in happens-before order across separate operations. Clients may not set this value. It is represented in RFC3339 form and is in UTC.\n\nPopulated by the system. Read-only. Null for lists. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#metadata";
 
 const CONFIGMAP_DATA_DOC: &str = "Data contains the configuration data. Each key must consist of alphanumeric characters, '-', '_' or '.'. Values with non-UTF-8 byte sequences must use the BinaryData field. The keys stored in Data must not overlap with the keys in the BinaryData field, this is enforced during validation process.";
 const SECRET_TYPE_DOC: &str = "Used to facilitate programmatic handling of secret data. More info: https://kubernetes.io/docs/concepts/configuration/secret/#secret-types";
 const SECRET_DATA_DOC: &str = "Data contains the secret data. Each key must consist of alphanumeric characters, '-', '_' or '.'. The serialized form of the secret data is a base64 encoded string, representing the arbitrary (possibly non-string) data value here. Described in https://tools.ietf.org/html/rfc4648#section-4";
 
-fn column(name: &str, format: &str, priority: u8, description: &str) -> Value {
+pub(crate) fn column(name: &str, format: &str, priority: u8, description: &str) -> Value {
     json!({"name": name, "type": "string", "format": format, "description": description, "priority": priority})
 }
 
 fn columns(res: Resource) -> Vec<Value> {
+    if let Some(columns) = crate::printers::columns(res.kind) {
+        return columns;
+    }
     match res.kind {
         "Pod" => vec![
             column("Name", "name", 0, NAME_DOC),
@@ -228,6 +231,9 @@ fn str_of<'a>(obj: &'a Value, ptr: &str) -> &'a str {
 
 /// The cells and row conditions of one object.
 fn cells(res: Resource, obj: &Value, now: Timestamp) -> (Vec<Value>, Option<Value>) {
+    if let Some(cells) = crate::printers::cells(res.kind, obj, now) {
+        return (cells, None);
+    }
     match res.kind {
         "Pod" => {
             let pod: Pod = serde_json::from_value(obj.clone()).unwrap_or_default();

@@ -105,7 +105,9 @@ fn tokens_kubeconfig_and_discovery() {
             "events.k8s.io",
             "coordination.k8s.io",
             "authentication.k8s.io",
-            "authorization.k8s.io"
+            "authorization.k8s.io",
+            "rbac.authorization.k8s.io",
+            "discovery.k8s.io"
         ]
     );
     let (_, v1) = s.json("GET", "/api/v1", None);
@@ -133,7 +135,8 @@ fn tokens_kubeconfig_and_discovery() {
             "pods/status",
             "secrets",
             "serviceaccounts",
-            "serviceaccounts/token"
+            "serviceaccounts/token",
+            "services"
         ]
     );
     assert_eq!(v1["resources"][0]["shortNames"], json!(["cm"]));

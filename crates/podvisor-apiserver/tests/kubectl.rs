@@ -5,6 +5,7 @@
 mod common;
 
 mod kubectl_auth;
+mod kubectl_authz;
 mod kubectl_configs;
 mod kubectl_debug;
 mod kubectl_logs_events;
@@ -12,6 +13,8 @@ mod kubectl_namespaces;
 mod kubectl_nodes;
 mod kubectl_openapi;
 mod kubectl_pods;
+mod kubectl_rbac;
 mod kubectl_resize;
 mod kubectl_scheduling;
+mod kubectl_services;
 mod kubectl_watch;

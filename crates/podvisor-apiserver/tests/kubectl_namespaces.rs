@@ -166,3 +166,58 @@ fn kubectl_delete_namespace_waits_until_it_is_gone() {
     assert!(!r.ok);
     assert!(r.stderr.contains("forbidden"), "{}", r.stderr);
 }
+
+/// Namespaces on the registry: created `Active` with the `kubernetes` finalizer and their name
+/// label (which a write cannot take away), labelled and applied like any kind, their
+/// `default` ServiceAccount made with them; invalid names in the API server's words.
+#[test]
+fn namespaces_are_created_labelled_and_applied() {
+    let s = TestServer::start();
+    s.kubectl_ok(&["create", "namespace", "team-a"]);
+    s.kubectl_ok(&["label", "namespace", "team-a", "tier=web"]);
+    let ns = namespace(&s, "team-a").unwrap();
+    assert_eq!(ns["status"]["phase"], "Active");
+    assert_eq!(ns["spec"]["finalizers"], serde_json::json!(["kubernetes"]));
+    assert_eq!(
+        ns["metadata"]["labels"]["kubernetes.io/metadata.name"],
+        "team-a"
+    );
+    assert_eq!(ns["metadata"]["labels"]["tier"], "web");
+    s.kubectl_ok(&["get", "serviceaccount", "default", "-n", "team-a"]);
+
+    // The name label comes back; the finalizers change only through `finalize`.
+    s.kubectl_ok(&[
+        "patch",
+        "namespace",
+        "team-a",
+        "--type=merge",
+        "-p",
+        r#"{"metadata":{"labels":{"kubernetes.io/metadata.name":"other"}},"spec":{"finalizers":[]}}"#,
+    ]);
+    let ns = namespace(&s, "team-a").unwrap();
+    assert_eq!(
+        ns["metadata"]["labels"]["kubernetes.io/metadata.name"],
+        "team-a"
+    );
+    assert_eq!(ns["spec"]["finalizers"], serde_json::json!(["kubernetes"]));
+
+    let r = s.kubectl_stdin(
+        &["apply", "--server-side", "-f", "-"],
+        "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: team-b\n  annotations: {owner: ops}\n",
+    );
+    assert!(r.ok, "{}{}", r.stdout, r.stderr);
+    let ns = namespace(&s, "team-b").unwrap();
+    assert_eq!(ns["metadata"]["annotations"]["owner"], "ops");
+    assert_eq!(ns["status"]["phase"], "Active");
+
+    let r = s.kubectl(&["create", "namespace", "Team.B"]);
+    assert!(!r.ok);
+    assert!(
+        r.stderr
+            .contains("metadata.name: Invalid value: \"Team.B\": a lowercase RFC 1123 label"),
+        "{}",
+        r.stderr
+    );
+    let (code, _) = s.json("DELETE", "/api/v1/namespaces", None);
+    assert_eq!(code, 405);
+}

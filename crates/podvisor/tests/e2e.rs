@@ -34,4 +34,5 @@ mod serve_node;
 mod serve_openapi;
 mod serve_pod_security;
 mod serve_projected;
+mod serve_rbac;
 mod serve_service_accounts;

@@ -147,16 +147,28 @@ fn helm_installs_upgrades_rolls_back_and_uninstalls_a_chart() {
     )
     .unwrap();
     std::fs::write(
-        dir.join("templates/svc.yaml"),
-        "apiVersion: v1\nkind: Service\nmetadata: {name: web}\nspec: {ports: [{port: 80}]}\n",
+        dir.join("templates/pvc.yaml"),
+        "apiVersion: v1\nkind: PersistentVolumeClaim\nmetadata: {name: data}\nspec:\n  \
+         accessModes: [ReadWriteOnce]\n  resources: {requests: {storage: 1Gi}}\n",
     )
     .unwrap();
     let out = helm(&ctx, &["install", "unserved", dir.to_str().unwrap()]);
     assert!(!out.status.success());
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
-        stderr.contains("no matches for kind \"Service\" in version \"v1\""),
+        stderr.contains("no matches for kind \"PersistentVolumeClaim\" in version \"v1\""),
         "{stderr}"
     );
+    // A Service is served read-only: the chart fails with the reason (issue 31).
+    std::fs::remove_file(dir.join("templates/pvc.yaml")).unwrap();
+    std::fs::write(
+        dir.join("templates/svc.yaml"),
+        "apiVersion: v1\nkind: Service\nmetadata: {name: web}\nspec: {ports: [{port: 80}]}\n",
+    )
+    .unwrap();
+    let out = helm(&ctx, &["install", "svc", dir.to_str().unwrap()]);
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("runs no service proxy"), "{stderr}");
     assert_eq!(ctx.stop(Duration::from_secs(10)), Some(0));
 }

@@ -559,6 +559,7 @@ fn kube_rs_config_incluster_lists_pods_from_inside_a_pod() {
         let namespaces: Api<Namespace> = Api::all(client.clone());
         let ns: Namespace = serde_json::from_value(json!({"metadata": {"name": "apps"}})).unwrap();
         namespaces.create(&PostParams::default(), &ns).await.unwrap();
+        ctx.grant_view("apps", "default");
         let pods: Api<Pod> = Api::namespaced(client.clone(), "apps");
         pods.create(
             &PostParams::default(),

@@ -34,16 +34,17 @@ fn wait_for(ctx: &ServeCtx, what: &str, limit: Duration, mut check: impl FnMut()
 }
 
 /// A `serve --runtime oci` with the busybox image (`scripts/busybox-image ARGS`) loaded.
-fn serve_with_image(tag: &str, image_args: &[&str]) -> ServeCtx {
+pub(crate) fn serve_with_image(tag: &str, image_args: &[&str]) -> ServeCtx {
     let mut ctx = ServeCtx::new(tag);
     crate::oci::load_busybox(&ctx, image_args);
     ctx.start(&["--runtime", "oci"]);
     ctx.kubectl_ok(&["create", "namespace", "apps"]);
+    ctx.grant_view("apps", "default");
     ctx
 }
 
 /// The API's port, from the kubeconfig serve wrote (`server: https://127.0.0.1:PORT`).
-fn api_port(ctx: &ServeCtx) -> String {
+pub(crate) fn api_port(ctx: &ServeCtx) -> String {
     let kubeconfig = std::fs::read_to_string(ctx.kubeconfig()).unwrap();
     kubeconfig
         .lines()
@@ -54,7 +55,7 @@ fn api_port(ctx: &ServeCtx) -> String {
 
 /// Runs `pods` (a manifest) in namespace `apps` and waits until every one of `names` has
 /// finished; their logs, by name.
-fn run_to_completion(ctx: &ServeCtx, manifest: &str, names: &[&str]) -> Vec<String> {
+pub(crate) fn run_to_completion(ctx: &ServeCtx, manifest: &str, names: &[&str]) -> Vec<String> {
     let file = ctx.manifest("pods", manifest);
     ctx.kubectl_ok(&["create", "-f", file.to_str().unwrap()]);
     wait_for(ctx, "the pods to finish", Duration::from_secs(120), || {
@@ -91,7 +92,7 @@ fn run_to_completion(ctx: &ServeCtx, manifest: &str, names: &[&str]) -> Vec<Stri
 }
 
 /// The lines of `logs` between `BEGIN what` and `END what`.
-fn section<'a>(logs: &'a str, what: &str) -> Vec<&'a str> {
+pub(crate) fn section<'a>(logs: &'a str, what: &str) -> Vec<&'a str> {
     logs.lines()
         .skip_while(|l| *l != format!("BEGIN {what}"))
         .skip(1)

@@ -70,6 +70,15 @@ fn default_accounts_admission_and_kubectl_create_token() {
     let token = ctx.kubectl_ok(&["create", "token", "robot", "--duration=15m"]);
     let token = token.trim();
     assert_eq!(token.split('.').count(), 3, "{token}");
+    // Under RBAC the account reads pods once a binding lets it.
+    let denied = ctx.kubectl(&["--token", token, "get", "pods"]);
+    assert!(
+        String::from_utf8_lossy(&denied.stderr).contains(
+            "pods is forbidden: User \"system:serviceaccount:default:robot\" cannot list resource \"pods\""
+        ),
+        "{denied:?}"
+    );
+    ctx.grant_view("default", "robot");
     let as_robot = ctx.kubectl(&["--token", token, "get", "pods"]);
     assert!(as_robot.status.success(), "{as_robot:?}");
     let whoami = ctx.kubectl_ok(&[
@@ -197,6 +206,7 @@ os.rename("{out}.tmp", "{out}")
     )
     .unwrap();
     ctx.kubectl_ok(&["create", "namespace", "apps"]);
+    ctx.grant_view("apps", "default");
     let manifest = format!(
         "apiVersion: v1\nkind: Pod\nmetadata: {{name: lister, namespace: apps}}\nspec:\n  restartPolicy: Never\n  containers:\n  - name: app\n    image: busybox\n    command: [{}, {}, {m}]\n",
         python.display(),

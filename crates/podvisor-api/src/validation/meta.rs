@@ -19,10 +19,22 @@ pub(crate) const MIRROR_POD_ANNOTATION: &str = "kubernetes.io/config.mirror";
 /// DNS-1123 subdomain. A name is required unless `generateName` is set
 /// (here nobody generates names before validation, unlike the API server).
 pub(crate) fn validate_object_meta(meta: &ObjectMeta, path: &Path) -> Vec<FieldError> {
+    validate_object_meta_with(meta, path, true, name_is_dns_subdomain)
+}
+
+/// Kubernetes' `ValidateObjectMeta` with its options: whether the kind is namespaced (a
+/// cluster-scoped object may not name a namespace) and the kind's name rule (`name_rule(name,
+/// prefix)`: the problems of a name, or of a `generateName` prefix).
+pub(crate) fn validate_object_meta_with(
+    meta: &ObjectMeta,
+    path: &Path,
+    namespaced: bool,
+    name_rule: fn(&str, bool) -> Vec<String>,
+) -> Vec<FieldError> {
     let mut errs = Vec::new();
     let generate_name = meta.generate_name.as_deref().unwrap_or("");
     if !generate_name.is_empty() {
-        for msg in name_is_dns_subdomain(generate_name, true) {
+        for msg in name_rule(generate_name, true) {
             errs.push(FieldError::invalid(
                 &path.child("generateName"),
                 generate_name,
@@ -39,12 +51,19 @@ pub(crate) fn validate_object_meta(meta: &ObjectMeta, path: &Path) -> Vec<FieldE
             ));
         }
     } else {
-        for msg in name_is_dns_subdomain(name, false) {
+        for msg in name_rule(name, false) {
             errs.push(FieldError::invalid(&path.child("name"), name, msg));
         }
     }
     let namespace = meta.namespace.as_deref().unwrap_or("");
-    if namespace.is_empty() {
+    if !namespaced {
+        if !namespace.is_empty() {
+            errs.push(FieldError::forbidden(
+                &path.child("namespace"),
+                "not allowed on this type",
+            ));
+        }
+    } else if namespace.is_empty() {
         errs.push(FieldError::required(&path.child("namespace"), ""));
     } else {
         for msg in is_dns1123_label(namespace) {

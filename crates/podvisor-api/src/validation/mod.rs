@@ -27,8 +27,11 @@ mod field;
 mod handlers;
 mod meta;
 mod names;
+mod namespace;
 mod network;
+mod node;
 mod paths;
+mod rbac;
 mod resize;
 mod resources;
 mod security;
@@ -44,6 +47,14 @@ pub use field::{BadValue, ErrorKind, FieldError, Path, ValidationErrors, go_quot
 pub use names::{
     is_config_map_key, is_dns1123_label, is_dns1123_subdomain, is_qualified_name,
     is_relaxed_env_var_name, is_valid_label_value,
+};
+pub use namespace::{validate_namespace, validate_namespace_update};
+pub use node::{validate_lease, validate_lease_update, validate_node, validate_node_update};
+pub use rbac::{
+    RBAC_GROUP, default_binding, is_valid_path_segment_name, validate_cluster_role,
+    validate_cluster_role_binding, validate_cluster_role_binding_update,
+    validate_cluster_role_update, validate_role, validate_role_binding,
+    validate_role_binding_update, validate_role_update,
 };
 pub use resize::{drop_non_resize_updates, validate_pod_resize};
 pub use static_pod::validate_static_pod_references;

@@ -12,18 +12,12 @@ use serde_json::{Value, json};
 
 use super::{MAX_RETRIES, pod_of, value_of};
 use crate::db::{self, PODS};
+use crate::meta::Preconditions;
 use crate::objects::respond;
+use crate::req::Req;
 use crate::request::{int_param, now};
-use crate::routes::Req;
 use crate::selectors::Selection;
 use crate::status::{ApiError, ApiResult, json_response};
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct Preconditions {
-    uid: Option<String>,
-    resource_version: Option<String>,
-}
 
 /// `DeleteOptions`, from the query and then the body (body fields win).
 #[derive(Debug, Default, Deserialize)]
@@ -50,11 +44,6 @@ fn options(req: &Req, body: &[u8]) -> ApiResult<DeleteOptions> {
         opts.dry_run = Some(vec!["All".to_owned()]);
     }
     Ok(opts)
-}
-
-fn precondition_conflict(name: &str, detail: String) -> ApiError {
-    // The API server names the kind here, not the resource.
-    ApiError::conflict("Pod", name, &detail)
 }
 
 /// What a delete does to a pod.
@@ -143,27 +132,9 @@ fn delete_one(
             .pointer("/metadata/uid")
             .and_then(Value::as_str)
             .unwrap_or("");
-        let rv = obj
-            .pointer("/metadata/resourceVersion")
-            .and_then(Value::as_str)
-            .unwrap_or("");
         if let Some(p) = &opts.preconditions {
-            if let Some(want) = p.uid.as_deref().filter(|u| *u != uid) {
-                return Err(precondition_conflict(
-                    name,
-                    format!(
-                        "the UID in the precondition ({want}) does not match the UID in record ({uid}). The object might have been deleted and then recreated"
-                    ),
-                ));
-            }
-            if let Some(want) = p.resource_version.as_deref().filter(|r| *r != rv) {
-                return Err(precondition_conflict(
-                    name,
-                    format!(
-                        "the ResourceVersion in the precondition ({want}) does not match the ResourceVersion in record ({rv}). The object might have been modified"
-                    ),
-                ));
-            }
+            // The API server names the kind here, not the resource.
+            p.check("Pod", name, &obj)?;
         }
         let result = match plan(&obj, opts.grace_period_seconds, now())? {
             Plan::Pending => return Ok(obj),

@@ -17,10 +17,11 @@ use serde_json::{Value, json};
 
 use crate::db::{self, PODS};
 use crate::managed;
+use crate::meta::{check_name, check_namespace, pinned_rv, same_object, type_meta};
 use crate::objects::respond;
 use crate::patch::{PatchType, apply_patch, pod_lists, strategic_merge};
+use crate::req::Req;
 use crate::request::{content_type, duplicate_fields, name_suffix, new_uid, now, parse_body};
-use crate::routes::Req;
 use crate::scheduler;
 use crate::status::{ApiError, ApiResult};
 
@@ -33,53 +34,6 @@ pub(crate) use delete::{delete, delete_collection, delete_gracefully};
 
 /// How many times a write is retried when the object changed underneath it.
 const MAX_RETRIES: usize = 5;
-
-/// Fills a missing `apiVersion`/`kind` with `v1`/`kind` (the endpoint's type, as the API
-/// server's decoder defaults them); 400 for another type.
-pub(crate) fn type_meta(value: &mut Value, kind: &str) -> ApiResult<()> {
-    let Some(obj) = value.as_object_mut() else {
-        return Err(ApiError::bad_request(format!(
-            "the object provided is unrecognized (must be of type {kind})"
-        )));
-    };
-    let api_version = obj
-        .entry("apiVersion")
-        .or_insert_with(|| json!("v1"))
-        .clone();
-    let k = obj.entry("kind").or_insert_with(|| json!(kind)).clone();
-    if api_version != json!("v1") || k != json!(kind) {
-        return Err(ApiError::bad_request(format!(
-            "the API version in the data ({}) does not match the expected API version (v1) or the kind ({}) is not {kind}",
-            api_version.as_str().unwrap_or(""),
-            k.as_str().unwrap_or("")
-        )));
-    }
-    Ok(())
-}
-
-/// The body's `metadata.namespace` must be empty or the URL's.
-pub(crate) fn check_namespace(value: &Value, ns: &str) -> ApiResult<()> {
-    match value.pointer("/metadata/namespace").and_then(Value::as_str) {
-        Some(n) if !n.is_empty() && n != ns => Err(ApiError::bad_request(
-            "the namespace of the provided object does not match the namespace sent on the request",
-        )),
-        _ => Ok(()),
-    }
-}
-
-/// The body's `metadata.name` must be the URL's.
-pub(crate) fn check_name(value: &Value, name: &str) -> ApiResult<()> {
-    let body_name = value
-        .pointer("/metadata/name")
-        .and_then(Value::as_str)
-        .unwrap_or("");
-    if body_name != name {
-        return Err(ApiError::bad_request(format!(
-            "the name of the object ({body_name}) does not match the name on the URL ({name})"
-        )));
-    }
-    Ok(())
-}
 
 /// Decodes a Pod under `fieldValidation`; returns it and the `Warning`s to send.
 /// `duplicates` are the keys the request body repeated ([`duplicate_fields`]): like unknown
@@ -351,19 +305,6 @@ fn admit_update(ns: &str, old: &Pod, mut new: Pod) -> ApiResult<Pod> {
     Ok(new)
 }
 
-/// Compares ignoring managed fields (a no-op write keeps the resourceVersion).
-fn same_object(a: &Value, b: &Value) -> bool {
-    let strip = |v: &Value| {
-        let mut v = v.clone();
-        if let Some(m) = v.get_mut("metadata").and_then(Value::as_object_mut) {
-            m.remove("managedFields");
-            m.remove("resourceVersion");
-        }
-        v
-    };
-    strip(a) == strip(b)
-}
-
 /// The optimistic update loop shared by PUT, PATCH and apply, for the pod and its status:
 /// read, compute the new pod from the current object, admit, write with the read
 /// resourceVersion as precondition; retried when the object changed underneath, unless
@@ -453,17 +394,6 @@ pub(crate) fn update_loop(
             Err(e) if e.code == 409 && client_rv.is_none() && attempt < MAX_RETRIES => {}
             Err(e) => return Err(e),
         }
-    }
-}
-
-/// The resourceVersion a request object pins, if any.
-pub(crate) fn pinned_rv(value: &Value) -> ApiResult<Option<u64>> {
-    match value
-        .pointer("/metadata/resourceVersion")
-        .and_then(Value::as_str)
-    {
-        None | Some("") => Ok(None),
-        Some(rv) => db::parse_rv(rv).map(Some),
     }
 }
 

@@ -13,8 +13,9 @@ use serde_json::{Map, Value, json};
 
 use super::{Field, fields, text};
 
-/// The schema's text.
-const SCHEMA: &str = include_str!("pod.schema");
+/// The schemas' text: the Pod's, and RBAC's kinds (which reuse its `ObjectMeta` and
+/// `LabelSelector`).
+const SCHEMA: [&str; 2] = [include_str!("pod.schema"), include_str!("rbac.schema")];
 
 /// How a field repeats.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -42,7 +43,7 @@ fn schema() -> &'static HashMap<&'static str, Vec<FieldDef>> {
     PARSED.get_or_init(|| {
         let mut messages: HashMap<&'static str, Vec<FieldDef>> = HashMap::new();
         let mut current = "";
-        for line in SCHEMA.lines() {
+        for line in SCHEMA.iter().flat_map(|text| text.lines()) {
             let parts: Vec<&'static str> = line.split_whitespace().collect();
             match parts.as_slice() {
                 ["M", name] => {
@@ -74,9 +75,10 @@ fn schema() -> &'static HashMap<&'static str, Vec<FieldDef>> {
     })
 }
 
-/// The Pod message (the envelope's `raw`) as a JSON object, without `apiVersion` and `kind`.
-pub(super) fn decode(raw: &[u8]) -> Result<Map<String, Value>, String> {
-    message(raw, "Pod")
+/// A message of type `name` with a schema (the envelope's `raw`: a Pod, or one of RBAC's
+/// kinds) as a JSON object, without `apiVersion` and `kind`.
+pub(super) fn decode(raw: &[u8], name: &str) -> Result<Map<String, Value>, String> {
+    message(raw, name)
 }
 
 fn message(buf: &[u8], name: &str) -> Result<Map<String, Value>, String> {
@@ -340,7 +342,7 @@ mod tests {
         ]
         .concat();
         let pod = [bytes(1, &meta), bytes(2, &spec)].concat();
-        let got = Value::Object(decode(&pod).unwrap());
+        let got = Value::Object(decode(&pod, "Pod").unwrap());
         assert_eq!(
             got,
             json!({
@@ -367,8 +369,45 @@ mod tests {
     fn an_unknown_field_is_an_error() {
         let pod = [bytes(2, &bytes(999, b"x"))].concat();
         assert_eq!(
-            decode(&pod).unwrap_err(),
+            decode(&pod, "Pod").unwrap_err(),
             "field 999 of PodSpec is not known to this server"
+        );
+    }
+
+    /// A RoleBinding as `kubectl create rolebinding` sends it: a subject whose empty
+    /// `namespace` is omitted, and the `roleRef`.
+    #[test]
+    fn a_role_binding_decodes_as_json() {
+        let binding = [
+            bytes(1, &bytes(1, b"b")),
+            bytes(
+                2,
+                &[
+                    bytes(1, b"User"),
+                    bytes(2, b"rbac.authorization.k8s.io"),
+                    bytes(3, b"alice"),
+                    bytes(4, b""),
+                ]
+                .concat(),
+            ),
+            bytes(
+                3,
+                &[
+                    bytes(1, b"rbac.authorization.k8s.io"),
+                    bytes(2, b"ClusterRole"),
+                    bytes(3, b"view"),
+                ]
+                .concat(),
+            ),
+        ]
+        .concat();
+        assert_eq!(
+            Value::Object(decode(&binding, "RoleBinding").unwrap()),
+            json!({
+                "metadata": {"name": "b"},
+                "subjects": [{"kind": "User", "apiGroup": "rbac.authorization.k8s.io", "name": "alice"}],
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "view"}
+            })
         );
     }
 }

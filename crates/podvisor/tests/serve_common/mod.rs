@@ -212,6 +212,22 @@ impl ServeCtx {
         self.kubectl_command(args).output().expect("kubectl runs")
     }
 
+    /// Lets the ServiceAccount `ns`/`account` read what the `view` ClusterRole reads in its
+    /// namespace (a RoleBinding, as a cluster's user grants in-cluster clients): under RBAC
+    /// an account gets nothing it is not bound to.
+    pub fn grant_view(&self, ns: &str, account: &str) {
+        let sa = format!("--serviceaccount={ns}:{account}");
+        self.kubectl_ok(&[
+            "create",
+            "rolebinding",
+            &format!("{account}-view"),
+            "--clusterrole=view",
+            &sa,
+            "-n",
+            ns,
+        ]);
+    }
+
     /// kubectl's stdout, asserting success.
     pub fn kubectl_ok(&self, args: &[&str]) -> String {
         let out = self.kubectl(args);
