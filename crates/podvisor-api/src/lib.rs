@@ -19,6 +19,8 @@
 //! - [`pod`]: the pod rules several crates share (sidecar test, `ContainerShouldRestart`, QoS,
 //!   the kubelet's condition types); [`gotext`]: Go's `%q` and duration text; [`meta`]: object
 //!   identities (UUIDs, `generateName` suffixes);
+//! - [`scheduling`]: kube-scheduler's filters, taints and tolerations, and the
+//!   `DefaultTolerationSeconds` admission rule;
 //! - [`lint`]: `podvisor lint`'s rules, lifecycle mistakes the API server accepts (pods and
 //!   workloads' pod templates).
 //!
@@ -52,6 +54,7 @@ pub mod pod;
 pub mod quantity;
 pub mod references;
 pub mod resources;
+pub mod scheduling;
 pub mod validation;
 
 pub use decode::{
