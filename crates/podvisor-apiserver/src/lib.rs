@@ -86,6 +86,7 @@ mod serviceaccounts;
 mod spdy;
 mod status;
 mod table;
+mod taint_eviction;
 mod tls;
 mod watch;
 

@@ -29,8 +29,20 @@ pub const ERR_NO_NODES: &str = "no nodes available to schedule pods";
 pub struct NodeInfo<'a> {
     /// The Node object.
     pub node: &'a Node,
-    /// Its pods.
+    /// Its pods (may be left empty for a pod with no host ports and no requests: only
+    /// their count matters then, [`NodeInfo::needs_pods`]).
     pub pods: &'a [&'a Pod],
+    /// How many pods it has.
+    pub pod_count: usize,
+}
+
+impl NodeInfo<'_> {
+    /// Whether the filters need the node's pods themselves for `pod`, not only their
+    /// number: it has host ports or requests.
+    #[must_use]
+    pub fn needs_pods(pod: &Pod) -> bool {
+        !ports::host_ports(pod).is_empty() || fit::pod_requests(pod).values().any(|q| !q.is_zero())
+    }
 }
 
 /// A filter's status code for a node it rejects.
@@ -97,7 +109,12 @@ pub fn run_filters(pod: &Pod, info: NodeInfo<'_>) -> Option<Rejection> {
     if ports::ports_conflict(pod, info.pods) {
         return reject("NodePorts", Unschedulable, ERR_NODE_PORTS);
     }
-    let lacking = fit::insufficient_resources(&fit::pod_requests(pod), info.node, info.pods);
+    let lacking = fit::insufficient_resources(
+        &fit::pod_requests(pod),
+        info.node,
+        info.pods,
+        info.pod_count,
+    );
     if !lacking.is_empty() {
         let code = if lacking.iter().any(|i| i.unresolvable) {
             Unresolvable
@@ -182,6 +199,7 @@ mod tests {
             NodeInfo {
                 node: n,
                 pods: others,
+                pod_count: others.len(),
             },
         )
         .map(|r| (r.plugin, r.code, r.reasons))

@@ -128,14 +128,17 @@ fn amount(name: &str, q: Quantity) -> i64 {
     }
 }
 
-/// `fitsRequest`: what `node` lacks for a pod requesting `request` beside `pods`, the pods
-/// bound to it that hold resources (their requests summed by [`pod_requests`]). The pod count
-/// first, then cpu, memory, ephemeral storage and the other resources in name order.
+/// `fitsRequest`: what `node` lacks for a pod requesting `request` beside the `pod_count`
+/// pods bound to it that hold resources, whose requests (summed by [`pod_requests`]) are
+/// those of `pods` (which may be left empty when `request` is: only the count matters then).
+/// The pod count first, then cpu, memory, ephemeral storage and the other resources in name
+/// order.
 #[must_use]
 pub fn insufficient_resources(
     request: &ResourceList,
     node: &Node,
     pods: &[&Pod],
+    pod_count: usize,
 ) -> Vec<Insufficient> {
     let allocatable = parse_list(node.status.as_ref().and_then(|s| s.allocatable.as_ref()));
     let mut used = ResourceList::new();
@@ -147,7 +150,7 @@ pub fn insufficient_resources(
     }
     let mut out = Vec::new();
     let allowed_pods = allocatable.get("pods").map_or(0, |q| q.value());
-    if i64::try_from(pods.len())
+    if i64::try_from(pod_count)
         .unwrap_or(i64::MAX)
         .saturating_add(1)
         > allowed_pods
@@ -198,6 +201,10 @@ mod tests {
         pod(
             json!({"containers": [{"name": "c", "resources": {"requests": {"cpu": cpu, "memory": mem}}}]}),
         )
+    }
+
+    fn lacking(p: &Pod, n: &Node, pods: &[&Pod]) -> Vec<Insufficient> {
+        insufficient_resources(&pod_requests(p), n, pods, pods.len())
     }
 
     fn reasons(v: &[Insufficient]) -> Vec<(&str, bool)> {
@@ -254,40 +261,32 @@ mod tests {
         let n = node(json!({"cpu": "2", "memory": "1Gi", "pods": "3", "example.com/gpu": "1"}));
         let a = requesting("1500m", "512Mi");
         let b = requesting("600m", "100Mi");
-        assert!(insufficient_resources(&pod_requests(&b), &n, &[]).is_empty());
+        assert!(lacking(&b, &n, &[]).is_empty());
         assert_eq!(
-            reasons(&insufficient_resources(&pod_requests(&b), &n, &[&a])),
+            reasons(&lacking(&b, &n, &[&a])),
             [("Insufficient cpu", false)]
         );
         let big = requesting("3", "2Gi");
         assert_eq!(
-            reasons(&insufficient_resources(&pod_requests(&big), &n, &[])),
+            reasons(&lacking(&big, &n, &[])),
             [("Insufficient cpu", true), ("Insufficient memory", true)]
         );
         let none = pod(json!({"containers": [{"name": "c"}]}));
         assert_eq!(
-            reasons(&insufficient_resources(
-                &pod_requests(&none),
-                &n,
-                &[&none, &none, &none]
-            )),
+            reasons(&insufficient_resources(&pod_requests(&none), &n, &[], 3)),
             [("Too many pods", false)]
         );
         let gpu = pod(
             json!({"containers": [{"name": "c", "resources": {"requests": {"example.com/gpu": "1"}}}]}),
         );
-        assert!(insufficient_resources(&pod_requests(&gpu), &n, &[]).is_empty());
+        assert!(lacking(&gpu, &n, &[]).is_empty());
         assert_eq!(
-            reasons(&insufficient_resources(&pod_requests(&gpu), &n, &[&gpu])),
+            reasons(&lacking(&gpu, &n, &[&gpu])),
             [("Insufficient example.com/gpu", false)]
         );
         // A node without allocatable fits no pod.
         assert_eq!(
-            reasons(&insufficient_resources(
-                &pod_requests(&none),
-                &node(json!({})),
-                &[]
-            )),
+            reasons(&lacking(&none, &node(json!({})), &[])),
             [("Too many pods", false)]
         );
     }
