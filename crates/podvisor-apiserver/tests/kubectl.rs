@@ -7,6 +7,7 @@ mod common;
 mod kubectl_auth;
 mod kubectl_configs;
 mod kubectl_debug;
+mod kubectl_filters;
 mod kubectl_logs_events;
 mod kubectl_namespaces;
 mod kubectl_nodes;
