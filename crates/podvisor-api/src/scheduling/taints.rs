@@ -246,22 +246,25 @@ mod tests {
     fn no_execute_eviction_follows_the_taint_manager() {
         let ne = taint("k", "v", "NoExecute");
         let ns = taint("k", "v", "NoSchedule");
-        assert_eq!(no_execute_eviction(&[ns.clone()], &[]), None);
-        assert_eq!(no_execute_eviction(&[ne.clone()], &[]), Some(Eviction::Now));
+        assert_eq!(no_execute_eviction(std::slice::from_ref(&ns), &[]), None);
+        assert_eq!(
+            no_execute_eviction(std::slice::from_ref(&ne), &[]),
+            Some(Eviction::Now)
+        );
         let forever = toleration("k", "Exists", "", "NoExecute", None);
         assert_eq!(
-            no_execute_eviction(&[ne.clone()], &[forever.clone()]),
+            no_execute_eviction(std::slice::from_ref(&ne), std::slice::from_ref(&forever)),
             Some(Eviction::Never)
         );
         let two = toleration("k", "Equal", "v", "NoExecute", Some(2));
         assert_eq!(
-            no_execute_eviction(&[ne.clone(), ns.clone()], &[two.clone()]),
+            no_execute_eviction(&[ne.clone(), ns], std::slice::from_ref(&two)),
             Some(Eviction::After(Duration::from_secs(2)))
         );
         // The first matching toleration is the one used (a forever toleration listed first
         // wins over a shorter one after it).
         assert_eq!(
-            no_execute_eviction(&[ne.clone()], &[forever, two.clone()]),
+            no_execute_eviction(std::slice::from_ref(&ne), &[forever, two.clone()]),
             Some(Eviction::Never)
         );
         let other = taint("o", "", "NoExecute");
