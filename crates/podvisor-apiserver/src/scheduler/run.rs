@@ -82,8 +82,10 @@ fn on_pod_event(queue: &mut Queue, ev: &WatchEvent, node: &str, at: Instant) {
         queue.forget(&uid);
         return;
     }
-    let waiting = serde_json::from_value::<Pod>(ev.object.clone())
-        .is_ok_and(|p| wants_binding(&p) && awaits_retry(&p));
+    // Most events are of bound pods' statuses: those need no decoding.
+    let waiting = str_at(&ev.object, "/spec/nodeName").is_empty()
+        && serde_json::from_value::<Pod>(ev.object.clone())
+            .is_ok_and(|p| wants_binding(&p) && awaits_retry(&p));
     if !waiting {
         queue.forget(&uid);
         return;
@@ -222,5 +224,129 @@ pub async fn run(store: Store, node: String, stop: impl Future<Output = ()>) {
             },
             () = sleep => {}
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    fn event(type_: EventType, object: Value, previous: Option<&Value>) -> WatchEvent {
+        WatchEvent {
+            type_,
+            object,
+            resource_version: 1,
+            previous_json: previous.map(|p| Arc::from(serde_json::to_vec(p).unwrap())),
+        }
+    }
+
+    fn waiting_pod(labels: Value) -> Value {
+        json!({"metadata": {"name": "web", "namespace": "default", "uid": "u1", "labels": labels},
+               "spec": {"schedulerName": "default-scheduler", "containers": [{"name": "c"}]},
+               "status": {"phase": "Pending", "conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}]}})
+    }
+
+    fn bound_pod(phase: &str) -> Value {
+        json!({"metadata": {"name": "other", "namespace": "default", "uid": "u2"},
+               "spec": {"nodeName": "node-1", "containers": [{"name": "c"}]},
+               "status": {"phase": phase}})
+    }
+
+    /// Only changes that may let a pod fit move it: not its own status writes (the
+    /// scheduler's own condition), not a bound pod's status; its spec or labels, a bound pod
+    /// finishing or going, a Node's labels, taints or cordon.
+    #[test]
+    fn only_relevant_changes_move_a_waiting_pod() {
+        let t0 = Instant::now();
+        let later = t0 + Duration::from_secs(1);
+        let mut q = Queue::default();
+        let pod = waiting_pod(json!({}));
+        on_pod_event(
+            &mut q,
+            &event(EventType::Modified, pod.clone(), None),
+            "node-1",
+            t0,
+        );
+        assert!(q.contains("u1"));
+        assert!(q.due(later).is_empty());
+        let mut restated = pod.clone();
+        restated["status"]["conditions"][0]["message"] = json!("again");
+        on_pod_event(
+            &mut q,
+            &event(EventType::Modified, restated, Some(&pod)),
+            "node-1",
+            t0,
+        );
+        let running = bound_pod("Running");
+        let mut ready = running.clone();
+        ready["status"]["podIP"] = json!("10.0.0.1");
+        on_pod_event(
+            &mut q,
+            &event(EventType::Modified, ready, Some(&running)),
+            "node-1",
+            t0,
+        );
+        assert!(q.due(later).is_empty(), "status writes move nothing");
+        on_pod_event(
+            &mut q,
+            &event(EventType::Modified, bound_pod("Succeeded"), Some(&running)),
+            "node-1",
+            t0,
+        );
+        assert_eq!(q.due(later).len(), 1, "a finished pod frees room");
+
+        let mut q = Queue::default();
+        on_pod_event(
+            &mut q,
+            &event(EventType::Modified, pod.clone(), None),
+            "node-1",
+            t0,
+        );
+        let relabelled = waiting_pod(json!({"tier": "web"}));
+        on_pod_event(
+            &mut q,
+            &event(EventType::Modified, relabelled, Some(&pod)),
+            "node-1",
+            t0,
+        );
+        assert_eq!(q.due(later).len(), 1, "the pod itself changed");
+        on_pod_event(
+            &mut q,
+            &event(EventType::Deleted, pod.clone(), Some(&pod)),
+            "node-1",
+            t0,
+        );
+        assert!(!q.contains("u1"));
+
+        let node = json!({"metadata": {"name": "node-1", "labels": {"a": "b"}}, "spec": {}, "status": {"allocatable": {"pods": "110"}}});
+        let mut beat = node.clone();
+        beat["status"]["conditions"] = json!([{"type": "Ready", "status": "True"}]);
+        assert!(!node_may_fit_more(&event(
+            EventType::Modified,
+            beat,
+            Some(&node)
+        )));
+        let mut cordoned = node.clone();
+        cordoned["spec"]["unschedulable"] = json!(true);
+        assert!(node_may_fit_more(&event(
+            EventType::Modified,
+            cordoned,
+            Some(&node)
+        )));
+        let mut labelled = node.clone();
+        labelled["metadata"]["labels"]["disk"] = json!("ssd");
+        assert!(node_may_fit_more(&event(
+            EventType::Modified,
+            labelled,
+            Some(&node)
+        )));
+        assert!(node_may_fit_more(&event(
+            EventType::Added,
+            node.clone(),
+            None
+        )));
     }
 }
