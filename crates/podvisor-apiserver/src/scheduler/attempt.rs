@@ -158,6 +158,9 @@ pub(crate) fn mark_unschedulable(
         if stored.metadata.uid != uid {
             return Ok(current);
         }
+        // The generation the scheduler looked at (`PodObservedGenerationTracking`, on in
+        // 1.35).
+        let generation = stored.metadata.generation;
         let status = stored.status.get_or_insert_with(Default::default);
         let conditions = status.conditions.get_or_insert_with(Vec::new);
         let fresh = PodCondition {
@@ -166,6 +169,7 @@ pub(crate) fn mark_unschedulable(
             reason: Some(reason.to_owned()),
             message: Some(message.to_owned()),
             last_transition_time: Some(Time(now)),
+            observed_generation: generation,
             ..PodCondition::default()
         };
         let same = conditions.iter().any(|c| {
@@ -173,6 +177,7 @@ pub(crate) fn mark_unschedulable(
                 && c.status == fresh.status
                 && c.reason == fresh.reason
                 && c.message == fresh.message
+                && c.observed_generation == fresh.observed_generation
         });
         if same && status.nominated_node_name.is_none() {
             return Ok(current);
