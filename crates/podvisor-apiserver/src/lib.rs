@@ -15,8 +15,10 @@
 //! - errors as `Status` objects shaped like the API server's, so kubectl prints the same
 //!   text;
 //! - beside the API, the control plane's part for one node: binding (`pods/binding` and a
-//!   one-node default scheduler that honours scheduling gates; [`bind_pending`]) and
-//!   kube-controller-manager's PodGC ([`podgc`]).
+//!   one-node default scheduler that honours scheduling gates and applies kube-scheduler's
+//!   filters, retrying pods that do not fit; [`bind_pending`]), kube-controller-manager's
+//!   PodGC ([`podgc`]) and taint-eviction controller, and the `DefaultTolerationSeconds`
+//!   admission plugin.
 //!
 //! What it does not do: hold lifecycle state or run anything (the agent watches the store
 //! and writes status and events back through it), authorization beyond one token,
