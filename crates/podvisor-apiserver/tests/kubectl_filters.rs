@@ -255,3 +255,52 @@ fn a_removed_no_execute_taint_cancels_the_deletion() {
     }
     assert!(get(&s, "patient")["metadata"]["deletionTimestamp"].is_null());
 }
+
+/// NodeResourcesFit and NodePorts: what the node's pods hold is not free (the test node
+/// has 8 cpus); deleting the pod that holds it lets the waiting one in. These are
+/// resolvable rejections: preemption found no victims.
+#[test]
+fn requests_and_host_ports_wait_for_the_pods_that_hold_them() {
+    let s = TestServer::start();
+    let requesting = |name: &str, cpu: &str| {
+        format!(
+            "{}    resources:\n      requests: {{cpu: '{cpu}'}}\n",
+            pod_yaml(name)
+        )
+    };
+    s.create(&requesting("big", "6"));
+    assert!(bound(&get(&s, "big")));
+    s.create(&requesting("second", "4"));
+    let p = get(&s, "second");
+    assert_eq!(p["spec"]["nodeName"], Value::Null, "{p}");
+    assert_eq!(
+        condition(&p, "PodScheduled")["message"],
+        "0/1 nodes are available: 1 Insufficient cpu. no new claims to deallocate, preemption: 0/1 nodes are available: 1 No preemption victims found for incoming pod."
+    );
+    // More than the node has at all: preemption could not help.
+    s.create(&requesting("huge", "9"));
+    assert_eq!(
+        condition(&get(&s, "huge"), "PodScheduled")["message"],
+        "0/1 nodes are available: 1 Insufficient cpu. no new claims to deallocate, preemption: 0/1 nodes are available: 1 Preemption is not helpful for scheduling."
+    );
+    s.kubectl_ok(&["delete", "pod", "big", "--grace-period=0", "--force"]);
+    wait(&s, "second", "bound once big is gone", bound);
+
+    let with_port = |name: &str| {
+        format!(
+            "{}    ports:\n    - {{containerPort: 80, hostPort: 18080}}\n",
+            pod_yaml(name)
+        )
+    };
+    s.create(&with_port("web-a"));
+    assert!(bound(&get(&s, "web-a")));
+    s.create(&with_port("web-b"));
+    let p = get(&s, "web-b");
+    assert_eq!(
+        condition(&p, "PodScheduled")["message"],
+        "0/1 nodes are available: 1 node(s) didn't have free ports for the requested pod ports. no new claims to deallocate, preemption: 0/1 nodes are available: 1 No preemption victims found for incoming pod.",
+        "{p}"
+    );
+    s.kubectl_ok(&["delete", "pod", "web-a", "--grace-period=0", "--force"]);
+    wait(&s, "web-b", "bound once web-a is gone", bound);
+}
