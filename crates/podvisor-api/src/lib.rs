@@ -21,6 +21,8 @@
 //!   identities (UUIDs, `generateName` suffixes);
 //! - [`pod_security`]: Pod Security Admission's levels, checks and decisions (pure; the API
 //!   server reads the namespace and pods);
+//! - [`scheduling`]: kube-scheduler's filters, taints and tolerations, and the
+//!   `DefaultTolerationSeconds` admission rule;
 //! - [`lint`]: `podvisor lint`'s rules, lifecycle mistakes the API server accepts (pods and
 //!   workloads' pod templates).
 //!
@@ -56,6 +58,7 @@ pub mod pod_security;
 pub mod quantity;
 pub mod references;
 pub mod resources;
+pub mod scheduling;
 pub mod validation;
 
 pub use decode::{

@@ -19,9 +19,11 @@
 //! - errors as `Status` objects shaped like the API server's, so kubectl prints the same
 //!   text;
 //! - beside the API, the control plane's part for one node: binding (`pods/binding` and a
-//!   one-node default scheduler that honours scheduling gates; [`bind_pending`]),
-//!   kube-controller-manager's PodGC ([`podgc`]), and, run by [`ApiServer::run`], its
-//!   namespace, ServiceAccount, root CA publisher and legacy token controllers.
+//!   one-node default scheduler that honours scheduling gates and applies kube-scheduler's
+//!   filters, retrying pods that do not fit; [`bind_pending`]), kube-controller-manager's
+//!   PodGC ([`podgc`]) and taint-eviction controller, the `DefaultTolerationSeconds`
+//!   admission plugin, and, run by [`ApiServer::run`], the namespace, ServiceAccount, root CA
+//!   publisher and legacy token controllers.
 //!
 //! What it does not do: hold lifecycle state or run anything (the agent watches the store
 //! and writes status and events back through it), authorizers other than
@@ -99,6 +101,7 @@ mod serviceaccounts;
 mod spdy;
 mod status;
 mod table;
+mod taint_eviction;
 mod tls;
 mod unserved;
 mod watch;

@@ -9,6 +9,19 @@
 //! update that removes its last gate binds it. The node agent only runs pods bound to its node,
 //! whoever bound them. A binding the server did not get to (stopped between the two writes)
 //! is made when `serve` starts again ([`bind_pending`]).
+//!
+//! Before it binds, the scheduler runs kube-scheduler's filters (`podvisor_api::scheduling`)
+//! against the Node and its pods, in the same transaction ([`attempt`]); a pod that fits no
+//! node stays `Pending` with `PodScheduled=False` `Unschedulable` and a `FailedScheduling`
+//! event, and is tried again by the loop of [`run`] when the Node or its pods change, with
+//! kube-scheduler's back-off ([`queue`]).
+
+mod attempt;
+pub(crate) mod events;
+mod queue;
+mod run;
+
+pub use run::run;
 
 use axum::http::StatusCode;
 use axum::response::Response;
@@ -44,7 +57,10 @@ pub(crate) fn wants_binding(pod: &Pod) -> bool {
 
 /// `pod/util.go` `UpdatePodCondition`: replaces the condition of the same type (keeping its
 /// `lastTransitionTime` when the status is unchanged) or appends it.
-fn update_pod_condition(conditions: &mut Vec<PodCondition>, mut condition: PodCondition) {
+pub(crate) fn update_pod_condition(
+    conditions: &mut Vec<PodCondition>,
+    mut condition: PodCondition,
+) {
     match conditions.iter_mut().find(|c| c.type_ == condition.type_) {
         Some(old) => {
             if old.status == condition.status {
@@ -150,7 +166,8 @@ pub(crate) fn bind(
 }
 
 /// The default scheduler, for one node: binds `pod` (as just written in transaction `t`) to
-/// `node` if it [`wants_binding`], with its `Scheduled` event, in the same transaction: the
+/// `node` if it [`wants_binding`] and passes the filters, with its `Scheduled` event (or
+/// leaves it unschedulable with its `FailedScheduling` event), in the same transaction: the
 /// write that made the pod schedulable, its binding and the event are committed together (one
 /// fsync), while watchers still see the pod created (or updated) unbound, then bound, as with
 /// kube-scheduler. A refused binding (the pod changed meanwhile: deleted, bound by someone
@@ -159,27 +176,19 @@ pub(crate) fn schedule(t: &mut Txn, node: &str, pod: &Value) {
     let Ok(pod) = serde_json::from_value::<Pod>(pod.clone()) else {
         return;
     };
-    if !wants_binding(&pod) {
+    // A pod whose attempt failed is the queue's: retried with back-off, not by every write.
+    if !wants_binding(&pod) || attempt::awaits_retry(&pod) {
         return;
     }
-    let ns = pod.metadata.namespace.as_deref().unwrap_or("default");
-    let name = pod.metadata.name.as_deref().unwrap_or("");
-    let bound = bind(
-        t,
-        ns,
-        name,
-        pod.metadata.uid.as_deref(),
-        node,
-        &serde_json::Map::new(),
-        now(),
-    );
-    if let Err(e) = bound {
-        tracing::warn!("binding {ns}/{name} to {node}: {}", e.message);
+    if let Err(e) = attempt::attempt(t, node, &pod, now()) {
+        let name = pod.metadata.name.as_deref().unwrap_or("");
+        tracing::warn!("scheduling {name} onto {node}: {e}");
     }
 }
 
-/// Binds every pod of the store that `wants_binding` (at start-up: a create or an update
-/// whose binding a stopped server did not get to); returns how many were bound.
+/// Schedules every pod of the store that `wants_binding` and was never tried (at start-up:
+/// a create or an update whose binding a stopped server did not get to); returns how many
+/// were bound.
 ///
 /// # Errors
 ///
@@ -188,13 +197,13 @@ pub fn bind_pending(store: &Store, node: &str) -> Result<usize, StoreError> {
     let (objects, _) = store.list("pods", None)?;
     let mut bound = 0;
     for obj in objects {
-        let waiting = serde_json::from_value::<Pod>(obj.clone()).is_ok_and(|p| wants_binding(&p));
-        if waiting {
-            store.transaction(|t| {
-                schedule(t, node, &obj);
-                Ok(())
-            })?;
-            bound += 1;
+        let Ok(pod) = serde_json::from_value::<Pod>(obj) else {
+            continue;
+        };
+        // Pods that failed before are the loop's ([`run`]).
+        if wants_binding(&pod) && !attempt::awaits_retry(&pod) {
+            let outcome = store.transaction(|t| attempt::attempt(t, node, &pod, now()))?;
+            bound += usize::from(outcome == attempt::Outcome::Bound);
         }
     }
     Ok(bound)
@@ -389,6 +398,13 @@ mod tests {
     fn m11_bind_pending_binds_what_a_stopped_server_left_unbound() {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(&dir.path().join("store.redb")).unwrap();
+        store
+            .create(
+                &db::key(crate::db::NODES, "", "node-1"),
+                json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "node-1"},
+                       "status": {"allocatable": {"cpu": "1", "memory": "1Gi", "pods": "10"}}}),
+            )
+            .unwrap();
         for p in [pod(), with_gate(pod())] {
             let mut p = p;
             let gated = p.spec.as_ref().is_some_and(is_scheduling_gated);

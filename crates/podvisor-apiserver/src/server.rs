@@ -297,6 +297,20 @@ impl ApiServer {
             std::future::pending(),
         ));
         let _aggregation = AbortOnDrop(aggregation);
+        // kube-scheduler's retries of pods that did not fit, and kube-controller-manager's
+        // taint-eviction controller.
+        let _control_plane = [
+            tokio::spawn(crate::scheduler::run(
+                self.state.store().clone(),
+                self.state.node_name().to_owned(),
+                std::future::pending(),
+            )),
+            tokio::spawn(crate::taint_eviction::run(
+                self.state.store().clone(),
+                std::future::pending(),
+            )),
+        ]
+        .map(AbortOnDrop);
         let mut expiry = tokio::time::interval(EVENT_SWEEP);
         expiry.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         tokio::pin!(shutdown);

@@ -8,6 +8,7 @@ mod kubectl_auth;
 mod kubectl_authz;
 mod kubectl_configs;
 mod kubectl_debug;
+mod kubectl_filters;
 mod kubectl_logs_events;
 mod kubectl_namespaces;
 mod kubectl_nodes;

@@ -59,7 +59,13 @@ fn get_nodes_wide_describe_cordon_uncordon() {
         ["NAME", "STATUS", "ROLES", "AGE", "VERSION"],
         "{out}"
     );
-    let row: Vec<&str> = lines[1].split_whitespace().collect();
+    // The test server's own node (`NODE`) is listed too.
+    let row: Vec<&str> = lines
+        .iter()
+        .find(|l| l.starts_with("worker-1"))
+        .unwrap_or_else(|| panic!("no worker-1 row: {out}"))
+        .split_whitespace()
+        .collect();
     assert_eq!(row[..3], ["worker-1", "Ready", "<none>"], "{out}");
     assert_eq!(row[4], "v1.35.0-podvisor", "{out}");
 

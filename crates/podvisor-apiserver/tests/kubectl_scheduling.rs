@@ -109,7 +109,9 @@ fn m11_a_gated_pod_waits_unbound_until_its_last_gate_goes() {
     ]);
     assert_eq!(events.trim(), "", "no Scheduled event while gated");
 
-    // The last gate goes: bound to this node by the scheduler.
+    // The last gate goes: bound to this node by the scheduler, once the node has the
+    // label the pod's selector asks for (without it the pod would not fit).
+    s.kubectl_ok(&["label", "node", NODE, "disk=ssd"]);
     s.kubectl_ok(&[
         "patch",
         "pod",

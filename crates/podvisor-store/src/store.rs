@@ -451,6 +451,29 @@ impl Txn {
         found.map(|v| decode(key, v.value())).transpose()
     }
 
+    /// Every object of `kind` (in `namespace`, if given) as this transaction leaves it so
+    /// far, in key order: what a decision taken in the transaction must see (the scheduler
+    /// counts the pods bound to a node in the same transaction as its binding).
+    pub fn list(&self, kind: &str, namespace: Option<&str>) -> Result<Vec<Value>> {
+        check_filter(kind, namespace)?;
+        let table = self
+            .txn
+            .open_table(OBJECTS)
+            .map_err(db("opening objects"))?;
+        let (start, end) = key::prefix_range(kind, namespace);
+        let mut items = Vec::new();
+        for entry in table
+            .range(start.as_str()..end.as_str())
+            .map_err(db("listing objects"))?
+        {
+            let (k, v) = entry.map_err(db("listing objects"))?;
+            let key = Key::decode(k.value())
+                .ok_or_else(|| StoreError::Db(format!("malformed key {:?}", k.value())))?;
+            items.push(decode(&key, v.value())?);
+        }
+        Ok(items)
+    }
+
     /// [`Store::create`] in this transaction.
     pub fn create(&mut self, key: &Key, mut obj: Value) -> Result<Value> {
         object::check(key, &obj)?;

@@ -1297,3 +1297,32 @@ fn a_failed_transaction_writes_nothing_and_a_refused_write_in_one_only_itself() 
         ]
     );
 }
+
+#[test]
+fn a_transaction_lists_what_it_wrote_beside_what_was_committed() {
+    let dir = TempDir::new("txn-list");
+    let store = Store::open(&dir.db()).unwrap();
+    store
+        .create(&Key::new("pods", "default", "a"), pod("default", "a", 0))
+        .unwrap();
+    store
+        .create(&Key::new("pods", "other", "c"), pod("other", "c", 0))
+        .unwrap();
+    let names = |items: Vec<serde_json::Value>| -> Vec<String> {
+        items
+            .iter()
+            .map(|o| o["metadata"]["name"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    store
+        .transaction(|t| {
+            t.create(&Key::new("pods", "default", "b"), pod("default", "b", 0))?;
+            assert_eq!(names(t.list("pods", Some("default"))?), ["a", "b"]);
+            assert_eq!(names(t.list("pods", None)?), ["a", "b", "c"]);
+            t.delete(&Key::new("pods", "default", "a"), Preconditions::default())?;
+            assert_eq!(names(t.list("pods", Some("default"))?), ["b"]);
+            Ok(())
+        })
+        .unwrap();
+    assert_eq!(store.list("pods", None).unwrap().0.len(), 2);
+}

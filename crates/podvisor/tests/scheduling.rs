@@ -238,3 +238,220 @@ fn m14_podgc_deletes_terminated_pods_beyond_the_threshold_oldest_first() {
     assert_eq!(deleted, ["a", "b"], "{out}");
     assert_eq!(ctx.stop(Duration::from_secs(10)), Some(0));
 }
+
+/// A sleeper pod's manifest with extra spec lines (two-space indented under `spec:`).
+fn sleeper(ctx: &ServeCtx, name: &str, extra: &str) -> String {
+    format!(
+        "apiVersion: v1\nkind: Pod\nmetadata: {{name: {name}}}\nspec:\n  terminationGracePeriodSeconds: 1\n{extra}  containers:\n  - name: app\n    image: busybox\n    command: [sh, -c, 'exec sleep 3600 # {}']\n",
+        ctx.marker
+    )
+}
+
+fn running(p: &Value) -> bool {
+    p["status"]["phase"] == "Running"
+}
+
+fn scheduled_condition(p: &Value) -> Value {
+    p["status"]["conditions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|c| c["type"] == "PodScheduled")
+        .cloned()
+        .unwrap_or(Value::Null)
+}
+
+/// The scheduler's filters on a real node: a cordon keeps a new pod `Pending` and unbound
+/// with kube-scheduler's `FailedScheduling` text in `kubectl describe` until `kubectl
+/// uncordon`, then it runs; a `NoSchedule` taint holds a pod until it tolerates it; a
+/// `nodeSelector` that matches nothing holds one until `kubectl label node`.
+#[test]
+#[ignore = "needs root: run as root with --include-ignored (scripts/test does)"]
+fn the_scheduler_filters_hold_pods_until_the_node_lets_them_in() {
+    let mut ctx = ServeCtx::new("filt");
+    ctx.start(&[]);
+    let node = node_name();
+    ctx.kubectl_ok(&["cordon", &node]);
+    create(&ctx, &sleeper(&ctx, "held", ""));
+    let p = wait_pod(&ctx, "held", "unschedulable", |p| {
+        scheduled_condition(p)["reason"] == "Unschedulable"
+    });
+    assert_eq!(p["spec"]["nodeName"], Value::Null, "{p}");
+    assert_eq!(p["status"]["phase"], "Pending");
+    let described = ctx.kubectl_ok(&["describe", "pod", "held"]);
+    assert!(
+        described.contains(
+            "default-scheduler  0/1 nodes are available: 1 node(s) were unschedulable. no new claims to deallocate, preemption: 0/1 nodes are available: 1 Preemption is not helpful for scheduling."
+        ),
+        "{described}"
+    );
+    ctx.kubectl_ok(&["uncordon", &node]);
+    let p = wait_pod(&ctx, "held", "running after the uncordon", running);
+    assert_eq!(p["spec"]["nodeName"], node.as_str());
+
+    ctx.kubectl_ok(&["taint", "nodes", &node, "dedicated=db:NoSchedule"]);
+    create(&ctx, &sleeper(&ctx, "plain", ""));
+    create(
+        &ctx,
+        &sleeper(
+            &ctx,
+            "db",
+            "  tolerations:\n  - {key: dedicated, operator: Equal, value: db, effect: NoSchedule}\n",
+        ),
+    );
+    wait_pod(&ctx, "db", "running with its toleration", running);
+    let p = wait_pod(&ctx, "plain", "unschedulable", |p| {
+        scheduled_condition(p)["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("1 node(s) had untolerated taint(s)"))
+    });
+    assert_eq!(p["spec"]["nodeName"], Value::Null);
+    ctx.kubectl_ok(&["taint", "nodes", &node, "dedicated=db:NoSchedule-"]);
+    wait_pod(&ctx, "plain", "running once the taint went", running);
+
+    create(
+        &ctx,
+        &sleeper(&ctx, "fast", "  nodeSelector: {disk: ssd}\n"),
+    );
+    let p = wait_pod(&ctx, "fast", "unschedulable", |p| {
+        scheduled_condition(p)["reason"] == "Unschedulable"
+    });
+    assert!(
+        scheduled_condition(&p)["message"]
+            .as_str()
+            .unwrap()
+            .starts_with(
+                "0/1 nodes are available: 1 node(s) didn't match Pod's node affinity/selector."
+            ),
+        "{p}"
+    );
+    ctx.kubectl_ok(&["label", "node", &node, "disk=ssd"]);
+    wait_pod(&ctx, "fast", "running once the node has the label", running);
+    ctx.kubectl_ok(&["label", "node", &node, "disk-"]);
+    ctx.kubectl_ok(&["delete", "pods", "--all", "--grace-period=1"]);
+}
+
+/// The taint-eviction controller on a real node: a `NoExecute` taint deletes a running pod
+/// that does not tolerate it (its `DisruptionTarget` condition seen while it stops), one
+/// tolerating it for 2 s after them, and leaves one tolerating it for ever running; created
+/// pods carry the two 300 s tolerations of `DefaultTolerationSeconds`.
+#[test]
+#[ignore = "needs root: run as root with --include-ignored (scripts/test does)"]
+fn a_no_execute_taint_evicts_running_pods_that_do_not_tolerate_it() {
+    let mut ctx = ServeCtx::new("evict");
+    ctx.start(&[]);
+    let node = node_name();
+    create(&ctx, &sleeper(&ctx, "plain", ""));
+    create(
+        &ctx,
+        &sleeper(
+            &ctx,
+            "brief",
+            "  tolerations:\n  - {key: dedicated, operator: Exists, effect: NoExecute, tolerationSeconds: 2}\n",
+        ),
+    );
+    create(
+        &ctx,
+        &sleeper(
+            &ctx,
+            "forever",
+            "  tolerations:\n  - {key: dedicated, operator: Exists, effect: NoExecute}\n",
+        ),
+    );
+    for name in ["plain", "brief", "forever"] {
+        wait_pod(&ctx, name, "running", running);
+    }
+    let p = pod(&ctx, "plain");
+    let keys: Vec<&str> = p["spec"]["tolerations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["key"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        keys,
+        [
+            "node.kubernetes.io/not-ready",
+            "node.kubernetes.io/unreachable"
+        ]
+    );
+    assert!(
+        p["spec"]["tolerations"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|t| t["tolerationSeconds"] == 300 && t["effect"] == "NoExecute")
+    );
+
+    // A watch sees the condition: the pod may be gone by the time a get would look.
+    let watch = ctx
+        .kubectl_command(&["get", "pods", "-w", "-o", "json", "--output-watch-events"])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let tainted = Instant::now();
+    ctx.kubectl_ok(&["taint", "nodes", &node, "dedicated=db:NoExecute"]);
+    let gone = |name: &str| {
+        let start = Instant::now();
+        loop {
+            let out = ctx.kubectl(&["get", "pod", name, "--ignore-not-found", "-o", "name"]);
+            if String::from_utf8_lossy(&out.stdout).trim().is_empty() {
+                return;
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(60),
+                "{name} was not deleted"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    };
+    gone("plain");
+    gone("brief");
+    assert!(tainted.elapsed() >= Duration::from_secs(2));
+    let p = pod(&ctx, "forever");
+    assert!(
+        running(&p) && p["metadata"]["deletionTimestamp"].is_null(),
+        "{p}"
+    );
+    ctx.kubectl_ok(&["taint", "nodes", &node, "dedicated=db:NoExecute-"]);
+    let mut watch = watch;
+    let _ = watch.kill();
+    let out = watch.wait_with_output().unwrap();
+    let seen = String::from_utf8_lossy(&out.stdout);
+    let events: Vec<Value> = serde_json::Deserializer::from_str(&seen)
+        .into_iter::<Value>()
+        .filter_map(Result::ok)
+        .collect();
+    for name in ["plain", "brief"] {
+        let marked = events.iter().any(|e| {
+            let o = &e["object"];
+            o["metadata"]["name"] == name
+                && o["status"]["conditions"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .any(|c| {
+                        c["type"] == "DisruptionTarget" && c["reason"] == "DeletionByTaintManager"
+                    })
+        });
+        assert!(marked, "{name}: no DisruptionTarget seen in {seen}");
+    }
+    let events = ctx.kubectl_ok(&[
+        "get",
+        "events",
+        "--field-selector",
+        "reason=TaintManagerEviction",
+        "-o",
+        "jsonpath={range .items[*]}{.message}{\"\\n\"}{end}",
+    ]);
+    let mut lines: Vec<&str> = events.lines().collect();
+    lines.sort_unstable();
+    assert_eq!(
+        lines,
+        [
+            "Marking for deletion Pod default/brief",
+            "Marking for deletion Pod default/plain"
+        ]
+    );
+    ctx.kubectl_ok(&["delete", "pod", "forever", "--grace-period=1"]);
+}

@@ -149,10 +149,12 @@ fn a_full_state_dir_evicts_the_pod_filling_it_fails_writes_clearly_and_the_store
         "{tainted}"
     );
 
-    // Under DiskPressure a new pod is rejected by the eviction manager's admission.
+    // Under DiskPressure a new pod is rejected by the eviction manager's admission. (The
+    // scheduler keeps pods off the tainted node: this one tolerates the taint, so it is
+    // bound and it is the kubelet's admission that refuses it.)
     let late = ctx.manifest(
         "late",
-        &format!("apiVersion: v1\nkind: Pod\nmetadata:\n  name: late\nspec:\n  containers:\n  - name: app\n    image: busybox\n    command: [sh, -c, 'sleep 300; : {m}']\n"),
+        &format!("apiVersion: v1\nkind: Pod\nmetadata:\n  name: late\nspec:\n  tolerations:\n  - {{key: node.kubernetes.io/disk-pressure, operator: Exists, effect: NoSchedule}}\n  containers:\n  - name: app\n    image: busybox\n    command: [sh, -c, 'sleep 300; : {m}']\n"),
     );
     ctx.kubectl_ok(&["apply", "-f", late.to_str().unwrap()]);
     let rejected = wait_for(&ctx, "the new pod rejected", || {

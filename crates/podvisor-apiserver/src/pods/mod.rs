@@ -171,6 +171,8 @@ fn admit_new(
         crate::serviceaccounts::admit(store, ns, &mut pod)?;
     }
     let spec = pod.spec.get_or_insert_with(PodSpec::default);
+    // The DefaultTolerationSeconds admission plugin.
+    podvisor_api::scheduling::taints::add_default_toleration_seconds(spec);
     // No binding here: the scheduler binds after the create (`scheduler::schedule`).
     let status = PodStatus {
         phase: Some("Pending".to_owned()),

@@ -84,6 +84,18 @@ impl TestServer {
         std::fs::create_dir_all(&state_dir).unwrap();
         let log_root = state_dir.join("logs");
         let store = Store::open(&state_dir.join("store.redb")).unwrap();
+        // The node the agent would register: the scheduler filters pods against it.
+        store
+            .create(
+                &podvisor_store::Key::cluster("nodes", NODE),
+                serde_json::json!({
+                    "apiVersion": "v1", "kind": "Node",
+                    "metadata": {"name": NODE, "labels": {"kubernetes.io/hostname": NODE}},
+                    "spec": {},
+                    "status": {"allocatable": {"cpu": "8", "memory": "16Gi", "pods": "110"}},
+                }),
+            )
+            .unwrap();
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         let config = ServeConfig {
             listen: "127.0.0.1:0".parse().unwrap(),
