@@ -22,7 +22,7 @@ use crate::req::Req;
 use crate::status::{ApiError, ApiResult};
 
 mod config;
-mod delete;
+pub(crate) mod delete;
 mod group_routes;
 mod namespace;
 mod node;
