@@ -227,7 +227,7 @@ fn object_meta(b: &[u8]) -> Result<Value, String> {
         match (n, f) {
             // Go marshals these strings even when empty; JSON omits them (`omitempty`), so
             // an empty one is left out (no `generateName: ""` on what kubectl creates).
-            (1 | 2 | 3, Field::Bytes(x)) if !x.is_empty() => {
+            (1..=3, Field::Bytes(x)) if !x.is_empty() => {
                 let key = match n {
                     1 => "name",
                     2 => "generateName",
