@@ -23,10 +23,13 @@ use serde_json::{Map, Value, json};
 
 use crate::db::EVENTS;
 use crate::patch::{PatchType, apply_patch, plain_lists};
+use crate::registry::delete;
+use crate::registry::event::EVENT;
+use crate::registry::write::{self, Part};
 use crate::req::Req;
 use crate::request::{content_type, parse_body};
 use crate::status::{ApiError, ApiResult, json_response};
-use crate::{db, events, objects};
+use crate::{db, objects};
 
 /// The group-version.
 pub(crate) const GROUP_VERSION: &str = "events.k8s.io/v1";
@@ -331,9 +334,9 @@ pub(crate) async fn collection(
         Method::GET => finish(objects::list(&req, EVENTS, Some(&ns), None)),
         Method::POST => finish(core_body(&body).and_then(|(v1, core)| {
             validate_create(&v1)?;
-            events::create(&req, &ns, &core)
+            write::create(&req, &EVENT, &ns, &core)
         })),
-        Method::DELETE => finish(events::delete_collection(&req, &ns)),
+        Method::DELETE => finish(delete::delete_collection(&req, &EVENT, &ns, &body)),
         m => ApiError::method_not_supported("events", m.as_str()).into_response(),
     };
     convert_response(resp).await
@@ -354,11 +357,12 @@ pub(crate) async fn object(
 ) -> Response {
     let resp = match method {
         Method::GET => finish(objects::get(&req, EVENTS, &ns, &name)),
-        Method::PUT => {
-            finish(core_body(&body).and_then(|(_, core)| events::update(&req, &ns, &name, &core)))
-        }
+        Method::PUT => finish(
+            core_body(&body)
+                .and_then(|(_, core)| write::update(&req, &EVENT, (&ns, &name), Part::Main, &core)),
+        ),
         Method::PATCH => finish(patch(&req, &ns, &name, &body)),
-        Method::DELETE => finish(events::delete(&req, &ns, &name)),
+        Method::DELETE => finish(delete::delete(&req, &EVENT, (&ns, &name), &body)),
         m => ApiError::method_not_supported("events", m.as_str()).into_response(),
     };
     convert_response(resp).await
@@ -373,7 +377,7 @@ fn patch(req: &Req, ns: &str, name: &str, body: &[u8]) -> ApiResult<Response> {
     let mut core = from_v1(&patched);
     core["metadata"]["resourceVersion"] = old["metadata"]["resourceVersion"].clone();
     let bytes = serde_json::to_vec(&core).map_err(|e| ApiError::internal(e.to_string()))?;
-    events::update(req, ns, name, &bytes)
+    write::update(req, &EVENT, (ns, name), Part::Main, &bytes)
 }
 
 #[cfg(test)]

@@ -11,9 +11,10 @@
 //!   patch (JSON, merge, strategic merge, server-side apply), graceful delete, the `status`
 //!   subresource, `log` and `exec` (WebSockets, [`PodExec`]); events (as clients write them,
 //!   with the API server's TTL) and namespaces;
-//! - the generic registry ([`registry`](crate)'s per-kind strategies): ConfigMaps, Secrets,
-//!   ServiceAccounts, Nodes, `coordination.k8s.io` Leases, `rbac.authorization.k8s.io`'s four
-//!   kinds, and the read-only `kubernetes` Service with its `discovery.k8s.io` EndpointSlice;
+//! - the generic registry (`registry/`, per-kind strategies): Namespaces, ConfigMaps,
+//!   Secrets, ServiceAccounts, Events, Nodes, `coordination.k8s.io` Leases,
+//!   `rbac.authorization.k8s.io`'s four kinds, and the read-only `kubernetes` Service with
+//!   its `discovery.k8s.io` EndpointSlice;
 //! - `meta.k8s.io/v1` `Table` output with kubectl's columns, so `kubectl get` prints READY,
 //!   STATUS and RESTARTS as for a real cluster;
 //! - errors as `Status` objects shaped like the API server's, so kubectl prints the same

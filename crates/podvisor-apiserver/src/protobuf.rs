@@ -225,17 +225,15 @@ fn object_meta(b: &[u8]) -> Result<Value, String> {
     let (mut labels, mut annotations) = (Map::new(), Map::new());
     for (n, f) in fields(b)? {
         match (n, f) {
-            // Go's generated marshallers write every string, empty ones too; the API server's
-            // decoded object has them as zero values, which its JSON omits (`omitempty`).
-            (1..=3, Field::Bytes([])) => {}
-            (1, Field::Bytes(x)) => {
-                meta.insert("name".to_owned(), json!(text(x)?));
-            }
-            (2, Field::Bytes(x)) => {
-                meta.insert("generateName".to_owned(), json!(text(x)?));
-            }
-            (3, Field::Bytes(x)) => {
-                meta.insert("namespace".to_owned(), json!(text(x)?));
+            // Go marshals these strings even when empty; JSON omits them (`omitempty`), so
+            // an empty one is left out (no `generateName: ""` on what kubectl creates).
+            (1..=3, Field::Bytes(x)) if !x.is_empty() => {
+                let key = match n {
+                    1 => "name",
+                    2 => "generateName",
+                    _ => "namespace",
+                };
+                meta.insert(key.to_owned(), json!(text(x)?));
             }
             (11, Field::Bytes(x)) => {
                 let (k, v) = entry(x)?;

@@ -12,7 +12,7 @@ use crate::registry::{self, rest};
 use crate::req::{Body, Req};
 use crate::status::ApiError;
 use crate::{
-    ApiState, discovery, events, events_v1, exec, logs, namespaces, objects, openapi, pods, reviews,
+    ApiState, discovery, events_v1, exec, logs, namespaces, objects, openapi, pods, reviews,
 };
 
 /// The core kinds with their own handlers (pods, events).
@@ -116,8 +116,6 @@ async fn collection(
         (_, Method::GET) => objects::list(&req, res, Some(&ns), None),
         ("Pod", Method::POST) => pods::create(&req, &ns, &body),
         ("Pod", Method::DELETE) => pods::delete_collection(&req, &ns, &body),
-        ("Event", Method::POST) => events::create(&req, &ns, &body),
-        ("Event", Method::DELETE) => events::delete_collection(&req, &ns),
         (_, m) => Err(ApiError::method_not_supported(res.plural, m.as_str())),
     })
 }
@@ -150,9 +148,6 @@ async fn object(
         ("Pod", Method::PUT) => pods::update(&req, &ns, &name, &body),
         ("Pod", Method::PATCH) => pods::patch(&req, &ns, &name, &body),
         ("Pod", Method::DELETE) => pods::delete(&req, &ns, &name, &body),
-        ("Event", Method::PUT) => events::update(&req, &ns, &name, &body),
-        ("Event", Method::PATCH) => events::patch(&req, &ns, &name, &body),
-        ("Event", Method::DELETE) => events::delete(&req, &ns, &name),
         (_, m) => Err(ApiError::method_not_supported(res.plural, m.as_str())),
     })
 }

@@ -35,6 +35,12 @@ fn configmap_create_get_describe_patch_delete() {
         serde_json::from_str(&s.kubectl_ok(&["get", "configmap", "app-config", "-o", "json"]))
             .unwrap();
     assert_eq!(value["data"], json!({"level": "3", "mode": "fast"}));
+    // kubectl's protobuf body carries an empty generateName, which JSON omits.
+    assert!(
+        value["metadata"].get("generateName").is_none(),
+        "{}",
+        value["metadata"]
+    );
     assert!(
         value["metadata"]["uid"]
             .as_str()

@@ -58,7 +58,9 @@ fn the_kubernetes_service_is_listed_and_cluster_info_works() {
     ]);
     assert_eq!(label.trim(), "endpointslice.discovery.k8s.io/kubernetes");
 
+    // kubectl 1.20 colours the line even when it is not a terminal.
     let out = s.kubectl_ok(&["cluster-info"]);
+    let out = without_colours(&out);
     assert!(
         out.contains(&format!(
             "Kubernetes control plane is running at https://{}",
@@ -103,4 +105,22 @@ fn service_writes_say_serve_runs_no_service_proxy() {
         ]),
         ""
     );
+}
+
+/// `text` without ANSI SGR sequences (`ESC [ ... m`).
+fn without_colours(text: &str) -> String {
+    let mut out = String::new();
+    let mut chars = text.chars();
+    while let Some(c) = chars.next() {
+        if c == '\u{1b}' {
+            for c in chars.by_ref() {
+                if c == 'm' {
+                    break;
+                }
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
 }

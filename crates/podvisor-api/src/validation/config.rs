@@ -7,10 +7,9 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use super::field::{FieldError, Path, ValidationErrors};
-use super::meta::{validate_object_meta, validate_object_meta_update};
+use super::meta::{result, validate_object_meta, validate_object_meta_update};
 use super::names::is_config_map_key;
 use crate::config::{
     BASIC_AUTH_PASSWORD_KEY, BASIC_AUTH_USERNAME_KEY, DOCKER_CONFIG_JSON_KEY, DOCKER_CONFIG_KEY,
@@ -21,22 +20,6 @@ use crate::config::{
 /// What validation shows instead of a secret's bytes.
 const REDACTED: &str = "<secret contents redacted>";
 const IMMUTABLE: &str = "field is immutable when `immutable` is set";
-
-fn object_name(meta: &ObjectMeta) -> String {
-    meta.name
-        .clone()
-        .filter(|n| !n.is_empty())
-        .or_else(|| meta.generate_name.clone())
-        .unwrap_or_default()
-}
-
-fn result(kind: &str, meta: &ObjectMeta, errors: Vec<FieldError>) -> Result<(), ValidationErrors> {
-    if errors.is_empty() {
-        Ok(())
-    } else {
-        Err(ValidationErrors::new(kind, object_name(meta), errors))
-    }
-}
 
 fn config_map_errors(cm: &ConfigMap) -> Vec<FieldError> {
     let mut errs = validate_object_meta(&cm.metadata, &Path::new("metadata"));

@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
-use super::field::{FieldError, Path};
+use super::field::{FieldError, Path, ValidationErrors};
 use super::names::{
     is_dns1123_label, is_qualified_name, is_valid_label_value, name_is_dns_subdomain,
 };
@@ -215,4 +215,27 @@ pub(crate) fn validate_mirror_annotation_update(
         (None, None) => {}
     }
     errs
+}
+
+/// The name a kind's validation errors give: the name, else the `generateName`.
+fn object_name(meta: &ObjectMeta) -> String {
+    meta.name
+        .clone()
+        .filter(|n| !n.is_empty())
+        .or_else(|| meta.generate_name.clone())
+        .unwrap_or_default()
+}
+
+/// A kind's validation result: `Ok` without errors, else all of them for `kind` named by
+/// `meta`.
+pub(crate) fn result(
+    kind: &str,
+    meta: &ObjectMeta,
+    errors: Vec<FieldError>,
+) -> Result<(), ValidationErrors> {
+    if errors.is_empty() {
+        Ok(())
+    } else {
+        Err(ValidationErrors::new(kind, object_name(meta), errors))
+    }
 }

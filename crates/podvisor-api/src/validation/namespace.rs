@@ -4,7 +4,7 @@
 use k8s_openapi::api::core::v1::Namespace;
 
 use super::field::{Path, ValidationErrors};
-use super::meta::{validate_object_meta_update, validate_object_meta_with};
+use super::meta::{result, validate_object_meta_update, validate_object_meta_with};
 use super::names::is_dns1123_label;
 
 /// `ValidateNamespaceName` (`NameIsDNSLabel`): a `generateName` prefix may end in a dash.
@@ -15,14 +15,6 @@ fn namespace_name(value: &str, prefix: bool) -> Vec<String> {
     }
 }
 
-fn result(ns: &Namespace, errors: Vec<super::field::FieldError>) -> Result<(), ValidationErrors> {
-    if errors.is_empty() {
-        return Ok(());
-    }
-    let name = ns.metadata.name.clone().unwrap_or_default();
-    Err(ValidationErrors::new("Namespace", name, errors))
-}
-
 /// `ValidateNamespace`.
 ///
 /// # Errors
@@ -31,7 +23,7 @@ fn result(ns: &Namespace, errors: Vec<super::field::FieldError>) -> Result<(), V
 pub fn validate_namespace(ns: &Namespace) -> Result<(), ValidationErrors> {
     let errs =
         validate_object_meta_with(&ns.metadata, &Path::new("metadata"), false, namespace_name);
-    result(ns, errs)
+    result("Namespace", &ns.metadata, errs)
 }
 
 /// `ValidateNamespaceUpdate`: as on create, and the identity fields unchanged.
@@ -47,7 +39,7 @@ pub fn validate_namespace_update(new: &Namespace, old: &Namespace) -> Result<(),
         &old.metadata,
         &Path::new("metadata"),
     ));
-    result(new, errs)
+    result("Namespace", &new.metadata, errs)
 }
 
 #[cfg(test)]

@@ -4,19 +4,10 @@
 
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Node;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use super::field::{FieldError, Path, ValidationErrors};
-use super::meta::{validate_object_meta_update, validate_object_meta_with};
+use super::meta::{result, validate_object_meta_update, validate_object_meta_with};
 use super::names::name_is_dns_subdomain;
-
-fn result(kind: &str, meta: &ObjectMeta, errors: Vec<FieldError>) -> Result<(), ValidationErrors> {
-    if errors.is_empty() {
-        return Ok(());
-    }
-    let name = meta.name.clone().unwrap_or_default();
-    Err(ValidationErrors::new(kind, name, errors))
-}
 
 /// `validateNodeTaints`: every taint has a key and one of the three effects.
 fn taint_errors(node: &Node) -> Vec<FieldError> {

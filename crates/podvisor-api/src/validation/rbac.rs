@@ -9,7 +9,9 @@ use k8s_openapi::api::rbac::v1::{
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use super::field::{BadValue, FieldError, Path, ValidationErrors, go_quote};
-use super::meta::{validate_labels, validate_object_meta_update, validate_object_meta_with};
+use super::meta::{
+    result, validate_labels, validate_object_meta_update, validate_object_meta_with,
+};
 use super::names::name_is_dns_subdomain;
 
 /// The RBAC API group, the only one a binding's `roleRef` may name.
@@ -26,19 +28,6 @@ pub fn is_valid_path_segment_name(name: &str, _prefix: bool) -> Vec<String> {
         .filter(|c| name.contains(c))
         .map(|c| format!("may not contain '{c}'"))
         .collect()
-}
-
-fn result(kind: &str, meta: &ObjectMeta, errors: Vec<FieldError>) -> Result<(), ValidationErrors> {
-    if errors.is_empty() {
-        return Ok(());
-    }
-    let name = meta
-        .name
-        .clone()
-        .filter(|n| !n.is_empty())
-        .or_else(|| meta.generate_name.clone())
-        .unwrap_or_default();
-    Err(ValidationErrors::new(kind, name, errors))
 }
 
 /// Go's `%#v` of a `[]string`.

@@ -8,7 +8,7 @@ use axum::response::Response;
 use jiff::{SignedDuration, Timestamp};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use serde::Deserialize;
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use super::{MAX_RETRIES, pod_of, value_of};
 use crate::db::{self, PODS};
@@ -16,8 +16,7 @@ use crate::meta::Preconditions;
 use crate::objects::respond;
 use crate::req::Req;
 use crate::request::{int_param, now};
-use crate::selectors::Selection;
-use crate::status::{ApiError, ApiResult, json_response};
+use crate::status::{ApiError, ApiResult};
 
 /// `DeleteOptions`, from the query and then the body (body fields win).
 #[derive(Debug, Default, Deserialize)]
@@ -171,33 +170,15 @@ pub(crate) fn delete(req: &Req, ns: &str, name: &str, body: &[u8]) -> ApiResult<
 /// the list of what was deleted or marked.
 pub(crate) fn delete_collection(req: &Req, ns: &str, body: &[u8]) -> ApiResult<Response> {
     let opts = options(req, body)?;
-    let selection = Selection::parse(
-        PODS,
-        req.params.label_selector.as_deref(),
-        req.params.field_selector.as_deref(),
-    )?;
-    let (items, rv) = db::list(req.state.store(), PODS, Some(ns))?;
-    let mut out = Vec::new();
-    for obj in items.iter().filter(|o| selection.matches(o)) {
-        let name = obj
-            .pointer("/metadata/name")
-            .and_then(Value::as_str)
-            .unwrap_or("");
-        match delete_one(req.state.store(), ns, name, &opts) {
-            Ok(v) => out.push(v),
-            Err(e) if e.code == 404 => {}
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(json_response(
-        StatusCode::OK,
-        &json!({"kind": "PodList", "apiVersion": "v1", "metadata": {"resourceVersion": rv.to_string()}, "items": out}),
-    ))
+    crate::registry::delete::delete_selected(req, PODS, ns, |name| {
+        delete_one(req.state.store(), ns, name, &opts)
+    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     fn pod(extra_meta: Value, phase: &str) -> Value {
         let mut meta = json!({"name": "web", "namespace": "default", "uid": "u", "generation": 1});

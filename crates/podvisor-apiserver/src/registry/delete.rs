@@ -7,7 +7,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::Strategy;
-use crate::db;
+use crate::db::{self, Resource};
 use crate::meta::Preconditions;
 use crate::objects::respond;
 use crate::req::Req;
@@ -89,20 +89,32 @@ pub(crate) fn delete_collection(
     body: &[u8],
 ) -> ApiResult<Response> {
     let opts = delete_options(body)?;
+    delete_selected(req, s.res, ns, |name| delete_one(req, s, (ns, name), &opts))
+}
+
+/// Deletecollection of any kind: `delete` (one object's delete, by name) of each object of
+/// `res` in `ns` (a cluster-scoped kind: all) the request's selectors pick; those already
+/// gone are skipped. Answers with the list of what was deleted (or marked).
+pub(crate) fn delete_selected(
+    req: &Req,
+    res: Resource,
+    ns: &str,
+    mut delete: impl FnMut(&str) -> ApiResult<Value>,
+) -> ApiResult<Response> {
     let selection = Selection::parse(
-        s.res,
+        res,
         req.params.label_selector.as_deref(),
         req.params.field_selector.as_deref(),
     )?;
-    let scope = s.res.namespaced.then_some(ns);
-    let (items, rv) = db::list(req.state.store(), s.res, scope)?;
+    let scope = res.namespaced.then_some(ns);
+    let (items, rv) = db::list(req.state.store(), res, scope)?;
     let mut out = Vec::new();
     for obj in items.iter().filter(|o| selection.matches(o)) {
         let name = obj
             .pointer("/metadata/name")
             .and_then(Value::as_str)
             .unwrap_or("");
-        match delete_one(req, s, (ns, name), &opts) {
+        match delete(name) {
             Ok(v) => out.push(v),
             Err(e) if e.code == 404 => {}
             Err(e) => return Err(e),
@@ -111,8 +123,8 @@ pub(crate) fn delete_collection(
     Ok(json_response(
         StatusCode::OK,
         &json!({
-            "kind": format!("{}List", s.res.kind),
-            "apiVersion": db::api_version(s.res),
+            "kind": format!("{}List", res.kind),
+            "apiVersion": db::api_version(res),
             "metadata": {"resourceVersion": rv.to_string()},
             "items": out,
         }),

@@ -7,7 +7,7 @@
 //! ([`Strategy::before_write`], where RBAC's escalation check plugs in).
 //!
 //! The kinds' rules stay in `podvisor_api` (validation) and in each kind's module here
-//! (`config.rs`, `rbac.rs`, `service.rs`, `node.rs`, `namespace.rs`); `rest.rs` routes a request to the
+//! (`config.rs`, `rbac.rs`, `service.rs`, `node.rs`, `namespace.rs`, `event.rs`); `rest.rs` routes a request to the
 //! handlers of `write.rs` and `delete.rs`.
 
 use podvisor_api::ValidationErrors;
@@ -22,14 +22,15 @@ use crate::req::Req;
 use crate::status::{ApiError, ApiResult};
 
 mod config;
-mod delete;
+pub(crate) mod delete;
+pub(crate) mod event;
 mod group_routes;
 mod namespace;
 mod node;
 mod rbac;
 pub(crate) mod rest;
 mod service;
-mod write;
+pub(crate) mod write;
 
 pub(crate) use group_routes::group_routes;
 pub(crate) use service::{endpoint_address, reconcile_kubernetes_service};
@@ -223,7 +224,7 @@ fn group_of(res: Resource) -> &'static str {
 }
 
 /// Every kind the registry serves.
-static KINDS: [&Strategy; 12] = [
+static KINDS: [&Strategy; 13] = [
     &config::CONFIGMAP,
     &config::SECRET,
     &config::SERVICEACCOUNT,
@@ -236,6 +237,7 @@ static KINDS: [&Strategy; 12] = [
     &node::NODE,
     &node::LEASE,
     &namespace::NAMESPACE,
+    &event::EVENT,
 ];
 
 /// The kind served as `plural` in `group` (`""`: core `v1`).

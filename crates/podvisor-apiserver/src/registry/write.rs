@@ -466,3 +466,63 @@ mod tests {
         assert!(status["metadata"].get("labels").is_none());
     }
 }
+
+#[cfg(test)]
+mod hook_tests {
+    use k8s_openapi::api::rbac::v1::ClusterRole;
+
+    use super::*;
+    use crate::ApiState;
+    use crate::db::CLUSTERROLES;
+    use crate::registry::Strategy;
+
+    /// Refuses any ClusterRole that grants `escalate`, and says what it saw on updates.
+    fn refuse_escalate(_: &Req, new: &Value, old: Option<&Value>) -> ApiResult<()> {
+        let grants = new.to_string().contains("escalate");
+        match (grants, old) {
+            (true, None) => Err(ApiError::forbidden_message("create refused by the hook")),
+            (true, Some(_)) => Err(ApiError::forbidden_message("update refused by the hook")),
+            (false, _) => Ok(()),
+        }
+    }
+
+    static CHECKED: Strategy = Strategy {
+        before_write: Some(refuse_escalate),
+        ..Strategy::typed::<ClusterRole>(CLUSTERROLES, "clusterrole")
+    };
+
+    fn req(dir: &std::path::Path) -> Req {
+        let store = podvisor_store::Store::open(&dir.join("db")).unwrap();
+        Req {
+            state: ApiState::new(store, dir.join("logs"), "node".to_owned()),
+            params: crate::request::Params::default(),
+            headers: axum::http::HeaderMap::new(),
+        }
+    }
+
+    fn role(verb: &str) -> Vec<u8> {
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+            "metadata": {"name": "r"},
+            "rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": [verb]}]})
+        .to_string()
+        .into_bytes()
+    }
+
+    #[test]
+    fn before_write_runs_on_create_and_update_and_its_refusal_writes_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let req = req(dir.path());
+        let refused = create(&req, &CHECKED, "", &role("escalate")).unwrap_err();
+        assert_eq!(refused.message, "create refused by the hook");
+        assert!(
+            db::try_get(req.state.store(), CLUSTERROLES, "", "r")
+                .unwrap()
+                .is_none()
+        );
+        create(&req, &CHECKED, "", &role("get")).unwrap();
+        let refused = update(&req, &CHECKED, ("", "r"), Part::Main, &role("escalate")).unwrap_err();
+        assert_eq!(refused.message, "update refused by the hook");
+        let stored = db::get(req.state.store(), CLUSTERROLES, "", "r").unwrap();
+        assert_eq!(stored["rules"][0]["verbs"], json!(["get"]));
+    }
+}
