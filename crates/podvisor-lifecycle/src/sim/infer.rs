@@ -112,7 +112,10 @@ pub fn infer(pod: &Pod, script: &Script) -> Inference {
             text,
         };
         if given.is_some_and(|g| !g.runs.is_empty()) {
-            notes.push(note(NoteKind::Scripted, format!("{name} runs as --script says")));
+            notes.push(note(
+                NoteKind::Scripted,
+                format!("{name} runs as --script says"),
+            ));
         } else {
             let shown = shell::shown(&argv(m.container));
             match &m.reading {
@@ -235,7 +238,8 @@ fn argv(c: &Container) -> Vec<String> {
 fn scope(c: &Container, path: &str, oci: bool) -> String {
     let mounted = c.volume_mounts.iter().flatten().find(|m| {
         let dir = m.mount_path.trim_end_matches('/');
-        path.strip_prefix(dir).is_some_and(|rest| rest.starts_with('/'))
+        path.strip_prefix(dir)
+            .is_some_and(|rest| rest.starts_with('/'))
     });
     match mounted {
         Some(m) => format!("volume {}", m.name),
@@ -259,12 +263,10 @@ fn file_timeline(
         if scope(m.container, path, oci) != here {
             continue;
         }
-        let reading = m.reading.as_ref().map_err(|_| {
-            format!(
-                "{path}: what {} does to it is not known",
-                m.container.name
-            )
-        })?;
+        let reading = m
+            .reading
+            .as_ref()
+            .map_err(|_| format!("{path}: what {} does to it is not known", m.container.name))?;
         for op in reading.files.iter().filter(|op| op.path == path) {
             let at = if m.init && !prober.init {
                 Duration::ZERO
@@ -300,7 +302,10 @@ fn present_at(ops: &[FileOp], path: &str, t: Duration) -> bool {
 /// A probe's results over the probed container's run: its command read at the start and at
 /// every change of a file it tests (`timeline` gives a file's changes, or why they are not
 /// known).
-fn probe_schedule(probe: &Probe, timeline: &Timeline<'_>) -> Result<(Vec<ResultFrom>, String), String> {
+fn probe_schedule(
+    probe: &Probe,
+    timeline: &Timeline<'_>,
+) -> Result<(Vec<ResultFrom>, String), String> {
     let other = if probe.http_get.is_some() {
         Some("httpGet")
     } else if probe.tcp_socket.is_some() {
@@ -334,8 +339,8 @@ fn probe_schedule(probe: &Probe, timeline: &Timeline<'_>) -> Result<(Vec<ResultF
                 }
                 Some(present_at(&ops.borrow(), path, t))
             };
-            let r = shell::read(&cmd, &answer)
-                .map_err(|e| why_not.borrow().clone().unwrap_or(e))?;
+            let r =
+                shell::read(&cmd, &answer).map_err(|e| why_not.borrow().clone().unwrap_or(e))?;
             let result = if r.exit == Some(0) {
                 Outcome::Success
             } else {
@@ -359,7 +364,10 @@ fn probe_schedule(probe: &Probe, timeline: &Timeline<'_>) -> Result<(Vec<ResultF
 }
 
 /// A hook's duration and result.
-fn hook_script(hook: &LifecycleHandler, timeline: &Timeline<'_>) -> Result<(HookScript, String), String> {
+fn hook_script(
+    hook: &LifecycleHandler,
+    timeline: &Timeline<'_>,
+) -> Result<(HookScript, String), String> {
     let other = if hook.http_get.is_some() {
         Some("httpGet")
     } else if hook.tcp_socket.is_some() {
@@ -446,7 +454,8 @@ mod tests {
 
     #[test]
     fn a_crash_looping_container_runs_then_exits() {
-        let p = pod("  containers:\n  - {name: app, image: b, command: [sh, -c, 'sleep 3; exit 1']}\n");
+        let p =
+            pod("  containers:\n  - {name: app, image: b, command: [sh, -c, 'sleep 3; exit 1']}\n");
         let i = infer(&p, &Script::default());
         let runs = &i.script.containers["app"].runs;
         assert_eq!(runs.len(), 1);
@@ -479,12 +488,10 @@ mod tests {
 
     #[test]
     fn a_readiness_file_the_container_creates_makes_the_probe_pass_from_then() {
-        let p = pod(
-            "  containers:\n  - name: app\n    image: b\n    \
+        let p = pod("  containers:\n  - name: app\n    image: b\n    \
              command: [sh, -c, 'sleep 2; touch /tmp/ready; sleep 30; rm /tmp/ready; sleep 10']\n    \
              readinessProbe: {exec: {command: [cat, /tmp/ready]}}\n    \
-             livenessProbe: {exec: {command: [sh, -c, 'test -f /tmp/ready || exit 1']}}\n",
-        );
+             livenessProbe: {exec: {command: [sh, -c, 'test -f /tmp/ready || exit 1']}}\n");
         let i = infer(&p, &Script::default());
         let probes = &i.script.containers["app"].probes;
         let expect = [
@@ -529,11 +536,13 @@ mod tests {
         );
         let i = infer(&p, &Script::default());
         assert!(i.script.containers["app"].probes.readiness.is_empty());
-        assert!(notes(&i).contains(
-            &"assumed: app readiness probe succeeds (/tmp/ready: what web does to it is not \
+        assert!(
+            notes(&i).contains(
+                &"assumed: app readiness probe succeeds (/tmp/ready: what web does to it is not \
               known)"
-                .to_string()
-        ));
+                    .to_string()
+            )
+        );
     }
 
     #[test]
@@ -552,11 +561,23 @@ mod tests {
             ))
         };
         let mount = ", volumeMounts: [{name: shared, mountPath: /data}]";
-        let ready = |p: &Pod| schedule(&infer(p, &Script::default()).script.containers["app"].probes.readiness);
+        let ready = |p: &Pod| {
+            schedule(
+                &infer(p, &Script::default()).script.containers["app"]
+                    .probes
+                    .readiness,
+            )
+        };
         // The init container's file is there when app starts.
         assert_eq!(ready(&spec("", "")), [(0, Outcome::Success)]);
-        assert_eq!(ready(&spec("  runtimeClassName: oci\n", mount)), [(0, Outcome::Success)]);
-        assert_eq!(ready(&spec("  runtimeClassName: oci\n", "")), [(0, Outcome::Failure)]);
+        assert_eq!(
+            ready(&spec("  runtimeClassName: oci\n", mount)),
+            [(0, Outcome::Success)]
+        );
+        assert_eq!(
+            ready(&spec("  runtimeClassName: oci\n", "")),
+            [(0, Outcome::Failure)]
+        );
     }
 
     #[test]
@@ -569,12 +590,18 @@ mod tests {
         let i = infer(&p, &Script::default());
         let hooks = &i.script.containers["app"].hooks;
         let post = hooks.post_start.as_ref().unwrap();
-        assert_eq!((post.duration.as_secs(), post.result), (2, Outcome::Failure));
+        assert_eq!(
+            (post.duration.as_secs(), post.result),
+            (2, Outcome::Failure)
+        );
         let pre = hooks.pre_stop.as_ref().unwrap();
         assert_eq!((pre.duration.as_secs(), pre.result), (5, Outcome::Success));
-        assert!(notes(&i).contains(
-            &"inferred: app postStart hook takes 2s and fails (from \"sleep 2; exit 3\")".to_string()
-        ));
+        assert!(
+            notes(&i).contains(
+                &"inferred: app postStart hook takes 2s and fails (from \"sleep 2; exit 3\")"
+                    .to_string()
+            )
+        );
     }
 
     #[test]

@@ -270,7 +270,11 @@ fn run(
             continue;
         }
         if s.words.first().map(String::as_str) == Some("set") {
-            if s.words.iter().skip(1).any(|w| w.starts_with('-') && w.contains('e')) {
+            if s.words
+                .iter()
+                .skip(1)
+                .any(|w| w.starts_with('-') && w.contains('e'))
+            {
                 errexit = true;
             }
             st.status = 0;
@@ -312,10 +316,8 @@ fn one(words: &[String], st: &mut State<'_>) -> Result<Step, Unread> {
             ["infinity" | "inf"] => Step::Forever,
             [] => return Err("sleep without a duration".to_string()),
             _ => {
-                let d: Option<Duration> = args
-                    .iter()
-                    .map(|a| podvisor_api::lint::sleep_arg(a))
-                    .sum();
+                let d: Option<Duration> =
+                    args.iter().map(|a| podvisor_api::lint::sleep_arg(a)).sum();
                 st.now += d.ok_or_else(|| format!("sleep {}: not a duration", args.join(" ")))?;
                 Step::Status(0)
             }
@@ -356,7 +358,12 @@ fn one(words: &[String], st: &mut State<'_>) -> Result<Step, Unread> {
             };
             let exists = match rest {
                 ["-f" | "-e" | "-s" | "-r", path] => st.exists(path)?,
-                _ => return Err(format!("{name} {}: only file tests are read", args.join(" "))),
+                _ => {
+                    return Err(format!(
+                        "{name} {}: only file tests are read",
+                        args.join(" ")
+                    ));
+                }
             };
             Step::Status(i32::from(exists == negate))
         }
@@ -498,12 +505,21 @@ mod tests {
             vec!["ls", "/tmp/ready"],
             vec!["sh", "-c", "[ -e /tmp/ready ]"],
         ] {
-            assert_eq!(read(&words(&probe), &present).unwrap().exit, Some(0), "{probe:?}");
+            assert_eq!(
+                read(&words(&probe), &present).unwrap().exit,
+                Some(0),
+                "{probe:?}"
+            );
         }
         let absent = |_: &str| Some(false);
-        assert_eq!(read(&words(&["cat", "/tmp/x"]), &absent).unwrap().exit, Some(1));
         assert_eq!(
-            read(&words(&["test", "!", "-f", "/tmp/x"]), &absent).unwrap().exit,
+            read(&words(&["cat", "/tmp/x"]), &absent).unwrap().exit,
+            Some(1)
+        );
+        assert_eq!(
+            read(&words(&["test", "!", "-f", "/tmp/x"]), &absent)
+                .unwrap()
+                .exit,
             Some(0)
         );
         let err = read(&words(&["cat", "/tmp/x"]), &none).unwrap_err();
@@ -516,7 +532,10 @@ mod tests {
     fn unknown_shapes_are_not_read_and_say_why() {
         let cases = [
             (vec!["nginx", "-g", "daemon off;"], "nginx: unknown command"),
-            (vec!["sh", "-c", "while true; do sleep 1; done"], "while: unknown"),
+            (
+                vec!["sh", "-c", "while true; do sleep 1; done"],
+                "while: unknown",
+            ),
             (vec!["sh", "-c", "sleep $DELAY"], "variables"),
             (vec!["sh", "-c", "ps | grep x"], "a pipe"),
             (vec!["sh", "-c", "server &"], "background"),
@@ -532,7 +551,10 @@ mod tests {
 
     #[test]
     fn shown_is_the_script_of_a_shell() {
-        assert_eq!(shown(&words(&["sh", "-c", "sleep 3; exit 1"])), "sleep 3; exit 1");
+        assert_eq!(
+            shown(&words(&["sh", "-c", "sleep 3; exit 1"])),
+            "sleep 3; exit 1"
+        );
         assert_eq!(shown(&words(&["sleep", "3"])), "sleep 3");
     }
 }
