@@ -294,8 +294,7 @@ fn exec_of(exec: Option<&Vec<String>>, other: Option<&str>) -> Result<Vec<String
 /// Whether `path` exists at `t` after these changes (absent before the first).
 fn present_at(ops: &[FileOp], path: &str, t: Duration) -> bool {
     ops.iter()
-        .filter(|op| op.path == path && op.at <= t)
-        .last()
+        .rfind(|op| op.path == path && op.at <= t)
         .is_some_and(|op| op.present)
 }
 

@@ -311,7 +311,7 @@ fn one(words: &[String], st: &mut State<'_>) -> Result<Step, Unread> {
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let name = base(program);
     Ok(match name {
-        "exec" => return one(&words[1..], st).map(|s| as_exit(s)),
+        "exec" => return one(&words[1..], st).map(as_exit),
         "sleep" => match args.as_slice() {
             ["infinity" | "inf"] => Step::Forever,
             [] => return Err("sleep without a duration".to_string()),
