@@ -138,6 +138,8 @@ fn split(script: &str) -> Result<Vec<Statement>, Unread> {
                     chars.next();
                 }
             }
+            // `2>&1`, `>&2`: a redirection, not a background job.
+            '&' if in_word && word.ends_with('>') => word.push(c),
             ' ' | '\t' => finish_word(&mut word, &mut in_word, &mut words),
             ';' | '\n' | '&' | '|' => {
                 finish_word(&mut word, &mut in_word, &mut words);
@@ -494,6 +496,8 @@ mod tests {
             ]
         );
         assert_eq!((r.exit, r.took), (Some(0), secs(32)));
+        let r = sh("echo up 2>&1; echo err >&2; echo x > /dev/null; exit 2").unwrap();
+        assert_eq!((r.exit, r.files.len()), (Some(2), 0));
     }
 
     #[test]
