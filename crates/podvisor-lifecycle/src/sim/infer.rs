@@ -11,7 +11,8 @@
 //! An `oci` container's own files are its own. The file is taken to be absent at the start
 //! (the simulator cannot see the host), init containers' files are there when the regular
 //! containers start, and regular containers and sidecars are taken to start together. Only
-//! each container's first run is modelled for files.
+//! each container's first run is modelled for files. A postStart hook's files count from its
+//! container's start; a file a preStop hook changes is not known (when it runs is not).
 
 use super::script::{HookScript, Outcome, ResultFrom, Run, Script};
 use super::shell::{self, FileOp, Reading};
@@ -77,6 +78,21 @@ struct Member<'a> {
     /// A non-restartable init container: done before the regular containers start.
     init: bool,
     reading: Result<Reading, String>,
+    /// Its exec hooks read (`postStart` first), for the files they change.
+    hooks: Vec<(&'static str, Result<Reading, String>)>,
+}
+
+/// A container's exec hooks, read.
+fn exec_hooks(c: &Container) -> Vec<(&'static str, Result<Reading, String>)> {
+    let l = c.lifecycle.as_ref();
+    [
+        ("postStart", l.and_then(|l| l.post_start.as_ref())),
+        ("preStop", l.and_then(|l| l.pre_stop.as_ref())),
+    ]
+    .into_iter()
+    .filter_map(|(kind, h)| Some((kind, h?.exec.as_ref()?.command.as_ref()?)))
+    .map(|(kind, cmd)| (kind, shell::read(cmd, &|_| None)))
+    .collect()
 }
 
 /// Infers what `pod`'s containers do; `script`'s entries win for what they name.
@@ -98,6 +114,7 @@ pub fn infer(pod: &Pod, script: &Script) -> Inference {
             container,
             init,
             reading: shell::read(&argv(container), &|_| None),
+            hooks: exec_hooks(container),
         })
         .collect();
     let mut merged = script.clone();
@@ -274,6 +291,26 @@ fn file_timeline(
                 op.at
             };
             ops.push(FileOp { at, ..op.clone() });
+        }
+        // A postStart hook runs from the container's start, beside it; when a preStop hook
+        // runs is not known beforehand.
+        for (kind, hook) in &m.hooks {
+            let name = &m.container.name;
+            let hook = hook
+                .as_ref()
+                .map_err(|_| format!("{path}: what {name}'s {kind} hook does is not known"))?;
+            let mut changes = hook.files.iter().filter(|op| op.path == path).peekable();
+            if *kind == "preStop" && changes.peek().is_some() {
+                return Err(format!("{path}: {name}'s preStop hook changes it"));
+            }
+            for op in changes {
+                let at = if m.init && !prober.init {
+                    Duration::ZERO
+                } else {
+                    op.at
+                };
+                ops.push(FileOp { at, ..op.clone() });
+            }
         }
     }
     ops.sort_by_key(|op| op.at);
@@ -576,6 +613,30 @@ mod tests {
         assert_eq!(
             ready(&spec("  runtimeClassName: oci\n", "")),
             [(0, Outcome::Failure)]
+        );
+    }
+
+    #[test]
+    fn a_post_start_hook_s_file_counts_and_a_pre_stop_s_is_not_known() {
+        let spec = |hook: &str| {
+            pod(&format!(
+                "  containers:\n  - name: app\n    image: b\n    command: [sleep, '60']\n    \
+                 lifecycle:\n      {hook}: {{exec: {{command: [sh, -c, 'sleep 1; touch /tmp/r']}}}}\n    \
+                 readinessProbe: {{exec: {{command: [cat, /tmp/r]}}}}\n"
+            ))
+        };
+        let i = infer(&spec("postStart"), &Script::default());
+        assert_eq!(
+            schedule(&i.script.containers["app"].probes.readiness),
+            [(0, Outcome::Failure), (1, Outcome::Success)]
+        );
+        let i = infer(&spec("preStop"), &Script::default());
+        assert!(i.script.containers["app"].probes.readiness.is_empty());
+        assert!(
+            notes(&i).contains(
+                &"assumed: app readiness probe succeeds (/tmp/r: app's preStop hook changes it)"
+                    .to_string()
+            )
         );
     }
 
