@@ -174,7 +174,20 @@ pub fn infer(pod: &Pod, script: &Script) -> Inference {
                 notes.push(note(NoteKind::Scripted, text));
                 continue;
             }
-            match probe_schedule(probe, &timeline) {
+            let policy = spec.restart_policy.as_deref().unwrap_or("Always");
+            match probe_schedule(probe, &timeline).and_then(|(schedule, shown)| {
+                // A run that leaves the files otherwise than it found them: a restart would
+                // start from that, which the script's per-run schedule cannot say.
+                let changed =
+                    schedule.first().map(|s| s.result) != schedule.last().map(|s| s.result);
+                if changed && restarts(m, policy) {
+                    return Err(format!(
+                        "{shown}: {name} restarts with the files its run left, which the \
+                         simulator does not follow"
+                    ));
+                }
+                Ok((schedule, shown))
+            }) {
                 Ok((schedule, shown)) => {
                     let text = format!(
                         "{name} {kind} probe {} (from {shown:?})",
@@ -235,6 +248,22 @@ pub fn infer(pod: &Pod, script: &Script) -> Inference {
     Inference {
         script: merged,
         notes,
+    }
+}
+
+/// Whether the container runs again after its (read) run ends.
+fn restarts(m: &Member<'_>, pod_policy: &str) -> bool {
+    let Ok(Reading {
+        exit: Some(code), ..
+    }) = &m.reading
+    else {
+        return false;
+    };
+    let policy = m.container.restart_policy.as_deref().unwrap_or(pod_policy);
+    match policy {
+        "Always" => !m.init,
+        "OnFailure" => *code != 0,
+        _ => false,
     }
 }
 
@@ -549,6 +578,27 @@ mod tests {
     }
 
     #[test]
+    fn a_file_left_for_the_next_run_is_not_followed() {
+        let p = pod("  containers:\n  - name: app\n    image: b\n    \
+             command: [sh, -c, 'sleep 2; touch /tmp/ready; sleep 5; exit 1']\n    \
+             readinessProbe: {exec: {command: [cat, /tmp/ready]}}\n");
+        let i = infer(&p, &Script::default());
+        assert!(i.script.containers["app"].probes.readiness.is_empty());
+        let why = "assumed: app readiness probe succeeds (cat /tmp/ready: app restarts with \
+                   the files its run left, which the simulator does not follow)";
+        assert!(notes(&i).contains(&why.to_string()), "{:?}", notes(&i));
+        // Under restartPolicy Never there is one run.
+        let p = pod(&format!(
+            "  restartPolicy: Never\n{}",
+            "  containers:\n  - name: app\n    image: b\n    \
+             command: [sh, -c, 'sleep 2; touch /tmp/ready; sleep 5; exit 1']\n    \
+             readinessProbe: {exec: {command: [cat, /tmp/ready]}}\n"
+        ));
+        let i = infer(&p, &Script::default());
+        assert_eq!(i.script.containers["app"].probes.readiness.len(), 2);
+    }
+
+    #[test]
     fn true_and_false_probes_and_a_file_nobody_creates() {
         let p = pod(
             "  containers:\n  - name: app\n    image: b\n    command: [sleep, '60']\n    \
@@ -620,7 +670,7 @@ mod tests {
     fn a_post_start_hook_s_file_counts_and_a_pre_stop_s_is_not_known() {
         let spec = |hook: &str| {
             pod(&format!(
-                "  containers:\n  - name: app\n    image: b\n    command: [sleep, '60']\n    \
+                "  containers:\n  - name: app\n    image: b\n    command: [sleep, infinity]\n    \
                  lifecycle:\n      {hook}: {{exec: {{command: [sh, -c, 'sleep 1; touch /tmp/r']}}}}\n    \
                  readinessProbe: {{exec: {{command: [cat, /tmp/r]}}}}\n"
             ))
