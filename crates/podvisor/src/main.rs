@@ -140,7 +140,9 @@ enum Command {
         /// Simulate only the pod (or workload) of this name, when the file has several.
         #[arg(long = "pod", value_name = "NAME")]
         only: Option<String>,
-        /// A script of what containers, probes and hooks do over time.
+        /// A script of what containers, probes and hooks do over time. Without it (and for
+        /// what it does not name) this is read from the commands (`sleep 3; exit 1`, `cat
+        /// /tmp/ready` probes, ...); the output's first lines say what was inferred and assumed.
         #[arg(long)]
         script: Option<PathBuf>,
         /// How much time to simulate (e.g. 90s, 15m, 2h).

@@ -15,8 +15,9 @@ pub const PRESTOP_LONGER_THAN_GRACE: Rule = Rule {
     level: Level::Error,
 };
 
-/// How long a `sleep` argument is (`30`, `30s`, `1.5m`, `1h`; GNU sleep's suffixes).
-fn sleep_arg(arg: &str) -> Option<Duration> {
+/// How long a `sleep` argument is (`30`, `30s`, `1.5m`, `1h`; GNU sleep's suffixes). The
+/// simulator's inference (`podvisor_lifecycle::sim::infer`) reads sleeps with it too.
+pub fn sleep_arg(arg: &str) -> Option<Duration> {
     let (number, factor) = match arg.chars().last()? {
         's' => (&arg[..arg.len() - 1], 1.0),
         'm' => (&arg[..arg.len() - 1], 60.0),

@@ -29,6 +29,7 @@ use k8s_openapi::api::core::v1::{Container, Pod, PodSpec, Probe};
 use serde::Serialize;
 
 pub use hint::{SimulateHint, Simulation, shell_quote};
+pub use hooks::sleep_arg;
 pub(crate) use targets::workload_pods;
 pub use targets::{
     Entry, Problem, Skipped, Target, decode_targets, decode_targets_with_gates, pods_and_templates,

@@ -5,10 +5,13 @@
 //! produce. [`driver`] is the one PodMachine driver, which the crate's tests use too.
 
 pub mod driver;
+pub mod infer;
 mod output;
 pub mod script;
+mod shell;
 
-pub use output::{json_lines, text_report};
+pub use infer::{Inference, Note, NoteKind, infer};
+pub use output::{end_json, end_text, json_lines, notes_json, notes_text, text_report};
 pub use script::Script;
 
 pub use driver::{Answers, Driver, FakeRuntime, Input};

@@ -196,3 +196,46 @@ pub fn text_report(pod_name: &str, records: &[Record]) -> String {
     }
     out
 }
+
+/// What the simulation takes the containers to do, one line each, before the timeline:
+/// `inferred: app runs 3s then exits 1 (from "sleep 3; exit 1")`.
+pub fn notes_text(notes: &[super::Note]) -> String {
+    let mut out = String::new();
+    for n in notes {
+        let _ = writeln!(out, "{n}");
+    }
+    out
+}
+
+/// The notes as JSON lines before the timeline's: `{"t": 0, "kind": "note", "note":
+/// "inferred", "container": "app", "message": "app runs 3s then exits 1 (from …)"}`.
+pub fn notes_json(notes: &[super::Note]) -> String {
+    let mut out = String::new();
+    for n in notes {
+        let v = json!({
+            "t": 0.0,
+            "kind": "note",
+            "note": n.kind.as_str(),
+            "container": n.container,
+            "message": n.text,
+        });
+        out.push_str(&v.to_string());
+        out.push('\n');
+    }
+    out
+}
+
+/// The line that closes a timeline at the end of `--for`, so a quiet pod's timeline still
+/// shows how long it was watched.
+pub fn end_text(t: f64, last_change: f64) -> String {
+    format!(
+        "{}  end of the simulation (nothing happened after {}s)\n",
+        fmt_t(t),
+        round_t(last_change)
+    )
+}
+
+/// The JSON line that closes a timeline: `{"t": 300, "kind": "end"}`.
+pub fn end_json(t: f64) -> String {
+    format!("{}\n", json!({"t": round_t(t), "kind": "end"}))
+}

@@ -112,10 +112,22 @@ pub fn run(args: &Args) -> anyhow::Result<i32> {
         }
         let name = pod.metadata.name.clone().unwrap_or_default();
         let kept = pod.clone();
-        let records = sim::simulate(pod, &script, &opts)?;
+        // What the manifest says the containers do, under what the script names.
+        let inferred = sim::infer(&pod, &script);
+        let script = &inferred.script;
+        let records = sim::simulate(pod, script, &opts)?;
+        let end = duration.as_secs_f64();
         match args.output {
-            Output::Json => print!("{}", sim::json_lines(&records)),
-            Output::Text => print!("{}", sim::text_report(&name, &records)),
+            Output::Json => {
+                print!("{}", sim::notes_json(&inferred.notes));
+                print!("{}", sim::json_lines(&records));
+                print!("{}", sim::end_json(end));
+            }
+            Output::Text => {
+                print!("{}", sim::notes_text(&inferred.notes));
+                print!("{}", sim::text_report(&name, &records));
+                print!("{}", sim::end_text(end, last_change(&records)));
+            }
             output @ (Output::Html | Output::Svg) => {
                 let timeline = Timeline::from_sim(
                     &kept,
@@ -140,4 +152,16 @@ pub fn run(args: &Args) -> anyhow::Result<i32> {
         }
     }
     Ok(if invalid { 2 } else { 0 })
+}
+
+/// When the timeline's last line happened.
+fn last_change(records: &[sim::Record]) -> f64 {
+    records
+        .iter()
+        .map(|r| match r {
+            sim::Record::Event { t, .. }
+            | sim::Record::Runtime { t, .. }
+            | sim::Record::Status { t, .. } => *t,
+        })
+        .fold(0.0, f64::max)
 }
