@@ -3,6 +3,7 @@
 pub mod apply;
 pub mod container_log_args;
 pub mod dashboard;
+pub mod dashboard_pod;
 pub mod delete;
 pub mod describe;
 pub mod get;
