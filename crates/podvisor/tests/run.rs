@@ -71,7 +71,7 @@ fn bad_input_exits_2_before_running_anything() {
     assert!(out.stdout.is_empty());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
-        err.starts_with("The Pod \"Bad_Name\" is invalid: "),
+        err.starts_with("-: The Pod \"Bad_Name\" is invalid: "),
         "{err}"
     );
 }
@@ -230,6 +230,71 @@ fn configmaps_and_secrets_come_from_the_same_file() {
     assert_eq!(out.status.code(), Some(2));
     assert_eq!(
         String::from_utf8_lossy(&out.stderr).trim(),
-        "The Secret \"tls\" is invalid: [data[tls.crt]: Required value, data[tls.key]: Required value]"
+        "-: The Secret \"tls\" is invalid: [data[tls.crt]: Required value, data[tls.key]: Required value]"
+    );
+}
+
+/// Errors about a manifest begin with its name as given on the command line (`-` for stdin),
+/// whether the decoder or validation finds them.
+#[test]
+fn manifest_errors_begin_with_the_files_name() {
+    let dir = std::env::temp_dir().join(format!("podvisor-run-names-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let typed = dir.join("app.yaml");
+    std::fs::write(
+        &typed,
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: a}\nspec:\n  containers: [{name: c, image: busybox, command: [true]}]\n",
+    )
+    .unwrap();
+    let invalid = dir.join("bad.yaml");
+    std::fs::write(
+        &invalid,
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: Bad_Name}\nspec:\n  containers: []\n",
+    )
+    .unwrap();
+    let out = podvisor()
+        .arg("run")
+        .arg(&typed)
+        .arg(&invalid)
+        .arg(dir.join("missing.yaml"))
+        .output()
+        .unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    let lines: Vec<&str> = err.lines().collect();
+    assert!(
+        lines[0].starts_with(&format!("{}: document 1, line 5: ", typed.display())),
+        "{err}"
+    );
+    assert!(
+        lines[1].starts_with(&format!("{}: The Pod \"Bad_Name\" is invalid: ", invalid.display())),
+        "{err}"
+    );
+    assert!(
+        lines[2].starts_with(&format!("{}: reading the file: ", dir.join("missing.yaml").display())),
+        "{err}"
+    );
+    let out = run("kind: Pod\napiVersion: v1\nmetadata: {name: a}\nspec: {containers: 1}\n", &[]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.starts_with("-: document 1"), "{err}");
+}
+
+/// A pod that needs a feature gate which is off: the error, then the exact flag to pass and
+/// the commands that take it.
+#[test]
+fn a_gated_field_says_which_flag_to_pass() {
+    let example = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/restart-all.yaml");
+    let out = podvisor().args(["run", example]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(
+            "hint: the restart rule action RestartAllContainers needs the alpha feature gate \
+             RestartAllContainersOnContainerExits: pass \
+             --feature-gates=RestartAllContainersOnContainerExits=true to podvisor run, serve, \
+             simulate, validate, lint or apply"
+        ),
+        "{err}"
     );
 }

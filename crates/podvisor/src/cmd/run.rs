@@ -189,7 +189,7 @@ fn load_pods(files: &[PathBuf], gates: FeatureGates) -> Option<(Vec<Pod>, Static
         let text = match text {
             Ok(t) => t,
             Err(e) => {
-                eprintln!("error: reading {source}: {e}");
+                eprintln!("{source}: reading the file: {e}");
                 ok = false;
                 continue;
             }
@@ -197,7 +197,8 @@ fn load_pods(files: &[PathBuf], gates: FeatureGates) -> Option<(Vec<Pod>, Static
         let decoded = match podvisor_api::decode_manifest(&text, &source) {
             Ok(m) => m,
             Err(e) => {
-                eprintln!("error: {e}");
+                // The decoder's message begins with `source`.
+                eprintln!("{e}");
                 ok = false;
                 continue;
             }
@@ -210,7 +211,7 @@ fn load_pods(files: &[PathBuf], gates: FeatureGates) -> Option<(Vec<Pod>, Static
             match podvisor_api::validation::validate_config_map(&cm) {
                 Ok(()) => objects.add_config_map(cm),
                 Err(e) => {
-                    eprintln!("{e}");
+                    eprintln!("{source}: {e}");
                     ok = false;
                 }
             }
@@ -220,7 +221,7 @@ fn load_pods(files: &[PathBuf], gates: FeatureGates) -> Option<(Vec<Pod>, Static
             match podvisor_api::validation::validate_secret(&secret) {
                 Ok(()) => objects.add_secret(secret),
                 Err(e) => {
-                    eprintln!("{e}");
+                    eprintln!("{source}: {e}");
                     ok = false;
                 }
             }
@@ -229,7 +230,14 @@ fn load_pods(files: &[PathBuf], gates: FeatureGates) -> Option<(Vec<Pod>, Static
             apply_defaults(&mut pod);
             drop_disabled_fields(&mut pod, None);
             if let Err(e) = validate_pod_with_gates(&pod, gates) {
-                eprintln!("{e}");
+                eprintln!("{source}: {e}");
+                if let Some(hint) = pod
+                    .spec
+                    .as_ref()
+                    .and_then(|spec| podvisor_api::missing_gate_hint(spec, gates))
+                {
+                    eprintln!("{hint}");
+                }
                 ok = false;
                 continue;
             }
