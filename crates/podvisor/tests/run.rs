@@ -113,6 +113,16 @@ fn a_pod_that_succeeds_ends_the_run_with_0() {
         "{stdout}"
     );
     assert!(stdout.contains("pod/ok IP 127.0.0.1\n"), "{stdout}");
+    // What the container wrote comes before the status row that follows it in time.
+    let hi = stdout.find("\napp | hi\n").unwrap();
+    let completed = stdout.find("Completed").expect("the Completed row");
+    assert!(hi < completed, "{stdout}");
+    // The closing summary: the phase, how long it ran, each container's end.
+    assert!(stdout.contains("\npod/ok Succeeded after "), "{stdout}");
+    assert!(
+        stdout.ends_with("  app: terminated Completed (exit 0), restarts 0\n"),
+        "{stdout}"
+    );
     let quiet = run(&pod("ok", "Never", "echo hi; exit 0"), &["--no-logs"]);
     assert!(!String::from_utf8_lossy(&quiet.stdout).contains("| hi"));
 }
@@ -194,6 +204,69 @@ fn sigterm_deletes_the_pods_gracefully() {
         "{text}"
     );
     assert!(text.contains("Terminating"), "{text}");
+    // The graceful delete, appended: one line at its start, one at its end.
+    assert!(
+        text.contains("\ndeleting pod/sleeper: grace period 5s\n"),
+        "{text}"
+    );
+    assert!(text.contains("\ndeleted pod/sleeper after "), "{text}");
+    assert!(!text.contains("left…"), "no countdown when not a terminal: {text}");
+    assert!(
+        text.contains("\n  app: terminated Error (exit 143), restarts 0\n"),
+        "{text}"
+    );
+}
+
+/// A crash loop's BackOff events are folded when appended: the first, then the 2nd, 4th…
+/// with their count, never every repeat.
+#[test]
+#[ignore = "needs root: run as root with --include-ignored (scripts/test does)"]
+fn back_off_events_are_folded() {
+    require_root();
+    let mut child = podvisor()
+        .args(["run", "-", "--output", "text", "--max-restart-period", "1s"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(pod("crashy", "Always", "echo boom; exit 1").as_bytes())
+        .unwrap();
+    std::thread::sleep(Duration::from_secs(12));
+    let pid = child.id().to_string();
+    assert!(Command::new("kill").args(["-TERM", &pid]).status().unwrap().success());
+    let out = child.wait_with_output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let back_offs: Vec<&str> = text
+        .lines()
+        .filter(|l| l.contains("BackOff pod/crashy [app] Back-off restarting failed container app"))
+        .collect();
+    assert!(back_offs.len() >= 2, "{text}");
+    assert!(!back_offs[0].contains("(x"), "{text}");
+    assert!(back_offs[1].ends_with(" (x2)"), "{text}");
+    for (line, n) in back_offs.iter().skip(1).zip([2, 4, 8, 16, 32]) {
+        assert!(line.ends_with(&format!(" (x{n})")), "{text}");
+    }
+    // Each run's output sits between its start and the row saying it exited.
+    let lines: Vec<&str> = text.lines().collect();
+    let booms: Vec<usize> = (0..lines.len()).filter(|&k| lines[k] == "app | boom").collect();
+    assert!(booms.len() >= 2, "{text}");
+    for k in booms {
+        let before = lines[k - 1];
+        assert!(
+            before.contains(" Running ") || before.contains("Started container app"),
+            "line {k}: {text}"
+        );
+        if k + 1 < lines.len() && !lines[k + 1].starts_with("Deleting") {
+            assert!(lines[k + 1].contains(" Error "), "line {k}: {text}");
+        }
+    }
+    assert!(text.contains("\npod/crashy "), "a summary: {text}");
+    assert!(text.contains("\n  app: "), "{text}");
 }
 
 #[test]

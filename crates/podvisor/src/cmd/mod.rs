@@ -12,6 +12,7 @@ pub mod lint;
 pub mod logs;
 pub mod run;
 pub mod run_logs;
+pub mod run_text;
 pub mod runtime_args;
 pub mod serve;
 mod serve_objects;

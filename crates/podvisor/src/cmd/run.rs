@@ -16,6 +16,7 @@
 //! Exit status: 0 when every pod Succeeded or was still healthy when interrupted, 1 when any
 //! failed, 2 on bad input.
 
+use super::run_text::Fold;
 use crate::{BackoffCurve, OutputFormat};
 use anyhow::{Context, bail};
 use jiff::Timestamp;
@@ -320,7 +321,8 @@ async fn supervise<R: Runtime>(
         });
     }
     drop(tx);
-    let mut printer = Printer::new(output, start, names);
+    let mut printer = Printer::new(output, start, names.clone());
+    let mut started = super::run_text::Started::default();
     let mut interrupts = 0u32;
     let mut tick = tokio::time::interval(Duration::from_secs(1));
     let mut log_poll = tokio::time::interval(LOG_POLL);
@@ -337,6 +339,16 @@ async fn supervise<R: Runtime>(
             _ = tick.tick() => Wake::Tick,
             _ = log_poll.tick(), if logs.is_some() => Wake::Logs,
         };
+        // Lines in time order: an instance's output only once its start was said (its
+        // events arrive after it may have written), and before the row saying it exited.
+        if let Wake::Update((i, PodUpdate::Status(p) | PodUpdate::Terminated(p))) = &wake {
+            started.note(&names[*i], p);
+            if let Some(tail) = logs.as_mut()
+                && reports_exit(p)
+            {
+                printer.output_lines(&tail.poll_shown(|p, c, n| started.shown(p, c, n)));
+            }
+        }
         match wake {
             Wake::Update((i, PodUpdate::Status(pod))) => {
                 printer.status(i, &pod);
@@ -345,6 +357,7 @@ async fn supervise<R: Runtime>(
             Wake::Update((i, PodUpdate::Event(event))) => printer.event(i, &event),
             Wake::Update((i, PodUpdate::Terminated(pod))) => {
                 printer.status(i, &pod);
+                printer.deleted(i);
                 tracked[i].pod = Some(*pod);
                 tracked[i].terminated = true;
             }
@@ -358,7 +371,7 @@ async fn supervise<R: Runtime>(
             Wake::Tick => printer.tick(),
             Wake::Logs => {
                 if let Some(tail) = logs.as_mut() {
-                    printer.output_lines(&tail.poll());
+                    printer.output_lines(&tail.poll_shown(|p, c, n| started.shown(p, c, n)));
                 }
             }
         }
@@ -371,7 +384,21 @@ async fn supervise<R: Runtime>(
         printer.output_lines(&tail.poll());
     }
     printer.finish();
+    printer.summary(&tracked);
     Ok(exit_code(&tracked))
+}
+
+/// Whether a container of `pod` has terminated (its output must be shown before the row).
+fn reports_exit(pod: &Pod) -> bool {
+    let status = pod.status.as_ref();
+    [
+        status.and_then(|s| s.init_container_statuses.as_ref()),
+        status.and_then(|s| s.container_statuses.as_ref()),
+    ]
+    .into_iter()
+    .flatten()
+    .flatten()
+    .any(|c| c.state.as_ref().is_some_and(|s| s.terminated.is_some()))
 }
 
 /// How often `run` shows what the containers wrote.
@@ -400,8 +427,17 @@ fn on_interrupt(
             t.healthy_at_interrupt = Some(t.pod.as_ref().is_none_or(healthy));
         }
         printer.note("Deleting every pod (interrupt again to force)");
-        for c in controls {
+        for (i, c) in controls.iter().enumerate() {
             c.delete(grace);
+            if !tracked[i].terminated {
+                // The grace period the agent uses: the delete's, else the pod's own.
+                let own = tracked[i]
+                    .pod
+                    .as_ref()
+                    .and_then(|p| p.spec.as_ref())
+                    .and_then(|s| s.termination_grace_period_seconds);
+                printer.deleting(i, grace.or(own).unwrap_or(30));
+            }
         }
     } else {
         printer.note("Forcing deletion (grace period 0)");
@@ -467,6 +503,12 @@ struct Printer {
     ips: Vec<Option<String>>,
     /// Live: how many table lines are on screen below the cursor's line start.
     drawn: usize,
+    /// Repeated BackOff events, counted.
+    fold: super::run_text::EventFold,
+    /// Live: the next redraw rewrites the line above the table (a folded event's count).
+    replace_prev: bool,
+    /// Graceful deletes under way.
+    countdown: super::run_text::Countdown,
     last_t: f64,
 }
 
@@ -487,6 +529,9 @@ impl Printer {
             snapshots: vec![None; n],
             ips: vec![None; n],
             drawn: 0,
+            fold: super::run_text::EventFold::default(),
+            replace_prev: false,
+            countdown: super::run_text::Countdown::default(),
             last_t: 0.0,
         }
     }
@@ -510,6 +555,7 @@ impl Printer {
                 self.json(i, &Record::Status { t, status: snap });
             }
             OutputFormat::Text if new_ip => {
+                self.fold.other_line();
                 // Said once, when the sandbox is up (as `kubectl get -o wide`'s IP column).
                 let line = format!(
                     "pod/{} IP {}",
@@ -537,6 +583,7 @@ impl Printer {
                     return;
                 }
                 self.printed[i] = Some(key);
+                self.fold.other_line();
                 let cells = [row.name, row.ready, row.status, row.restarts, row.age];
                 let mut out = String::new();
                 for (w, c) in self.widths.iter_mut().zip(HEADER.iter().zip(&cells)) {
@@ -575,13 +622,23 @@ impl Printer {
                     .as_ref()
                     .map(|(_, name)| format!("[{name}] "))
                     .unwrap_or_default();
-                let line = format!(
+                let mut line = format!(
                     "{age} {} {} pod/{} {container}{}",
                     e.event.type_.as_str(),
                     e.event.reason,
                     self.names[i],
                     e.event.message
                 );
+                let key = format!("{container}{}", e.event.message);
+                match self.fold.event(i, e.event.reason, &key, self.live) {
+                    Fold::Print(None) => {}
+                    Fold::Print(Some(n)) => line.push_str(&format!(" (x{n})")),
+                    Fold::Replace(n) => {
+                        line.push_str(&format!(" (x{n})"));
+                        self.replace_prev = true;
+                    }
+                    Fold::Skip => return,
+                }
                 if self.live {
                     self.redraw(&[line]);
                 } else {
@@ -596,6 +653,7 @@ impl Printer {
         if lines.is_empty() || self.format != OutputFormat::Text {
             return;
         }
+        self.fold.other_line();
         if self.live {
             self.redraw(lines);
         } else {
@@ -607,6 +665,7 @@ impl Printer {
 
     /// A message from `run` itself.
     fn note(&mut self, message: &str) {
+        self.fold.other_line();
         match self.format {
             OutputFormat::Json => eprintln!("{message}"),
             OutputFormat::Text if self.live => self.redraw(&[message.to_string()]),
@@ -625,6 +684,49 @@ impl Printer {
         if self.live {
             self.redraw(&[]);
         }
+    }
+
+    /// Pod `i` is being deleted with `grace` seconds: one line when appended; a countdown
+    /// under the live table, updated each second.
+    fn deleting(&mut self, i: usize, grace: i64) {
+        let line = self.countdown.start(i, &self.names[i], grace);
+        match self.format {
+            OutputFormat::Text if self.live => self.redraw(&[]),
+            OutputFormat::Text => self.note(&line),
+            OutputFormat::Json => {}
+        }
+    }
+
+    /// Pod `i` has terminated: the end of its countdown, if it was being deleted.
+    fn deleted(&mut self, i: usize) {
+        if let Some(line) = self.countdown.end(i, &self.names[i])
+            && self.format == OutputFormat::Text
+        {
+            self.note(&line);
+        }
+    }
+
+    /// Text: each pod's closing summary (phase, duration, every container's end).
+    fn summary(&mut self, tracked: &[Tracked]) {
+        if self.format != OutputFormat::Text {
+            return;
+        }
+        let now = Timestamp::now();
+        let mut out = String::new();
+        for (i, pod) in tracked.iter().enumerate() {
+            let Some(pod) = &pod.pod else { continue };
+            let created = pod
+                .metadata
+                .creation_timestamp
+                .as_ref()
+                .map_or(self.start, |t| t.0);
+            let ran = now.duration_since(created).unsigned_abs();
+            for line in super::run_text::summary(&self.names[i], pod, ran) {
+                out.push_str(&line);
+                out.push('\n');
+            }
+        }
+        write_out(&out);
     }
 
     /// Seconds since the start, never going backwards between lines.
@@ -662,9 +764,11 @@ impl Printer {
     fn redraw(&mut self, lines: &[String]) {
         let now = Timestamp::now();
         let mut out = String::new();
-        if self.drawn > 0 {
-            // Up to the table's first line, then clear to the end of the screen.
-            out.push_str(&format!("\x1b[{}A\r\x1b[J", self.drawn));
+        // Up to the table's first line (or the folded line above it), then clear to the end
+        // of the screen.
+        let up = self.drawn + usize::from(std::mem::take(&mut self.replace_prev));
+        if up > 0 {
+            out.push_str(&format!("\x1b[{up}A\r\x1b[J"));
         }
         for line in lines {
             out.push_str(line);
@@ -693,6 +797,11 @@ impl Printer {
                 out.push_str(&table_line(cells, &widths));
             }
             self.drawn = rows.len() + 1;
+        }
+        for line in self.countdown.lines(&self.names) {
+            out.push_str(&line);
+            out.push('\n');
+            self.drawn += 1;
         }
         write_out(&out);
     }
