@@ -90,7 +90,11 @@ fn structure(svg: &str) -> Vec<String> {
                 attr(tag, "data-kind").unwrap_or(""),
                 attr(tag, "data-reason").unwrap_or(""),
                 attr(tag, "data-t").unwrap_or(""),
-                if count == "1" { String::new() } else { format!(" x{count}") }
+                if count == "1" {
+                    String::new()
+                } else {
+                    format!(" x{count}")
+                }
             ));
         } else if tag.starts_with("<rect") && attr(tag, "id") == Some("deletion") {
             out.push(format!(
@@ -472,7 +476,11 @@ fn a_sidecar_stopped_at_a_succeeded_pods_end_is_drawn_stopped() {
     let lines = structure(&drawing);
     let proxy = lane_spans(&lines, "proxy");
     let last = proxy.last().expect("proxy spans");
-    assert_eq!((last.2.as_str(), last.3.as_str()), ("stopped", "Error"), "{lines:#?}");
+    assert_eq!(
+        (last.2.as_str(), last.3.as_str()),
+        ("stopped", "Error"),
+        "{lines:#?}"
+    );
     assert!(
         drawing.contains("stopped at the pod&#39;s end (reported as Error)"),
         "{drawing}"

@@ -210,7 +210,10 @@ fn sigterm_deletes_the_pods_gracefully() {
         "{text}"
     );
     assert!(text.contains("\ndeleted pod/sleeper after "), "{text}");
-    assert!(!text.contains("left…"), "no countdown when not a terminal: {text}");
+    assert!(
+        !text.contains("left…"),
+        "no countdown when not a terminal: {text}"
+    );
     assert!(
         text.contains("\n  app: terminated Error (exit 143), restarts 0\n"),
         "{text}"
@@ -238,7 +241,13 @@ fn back_off_events_are_folded() {
         .unwrap();
     std::thread::sleep(Duration::from_secs(12));
     let pid = child.id().to_string();
-    assert!(Command::new("kill").args(["-TERM", &pid]).status().unwrap().success());
+    assert!(
+        Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .unwrap()
+            .success()
+    );
     let out = child.wait_with_output().unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
     let back_offs: Vec<&str> = text
@@ -253,7 +262,9 @@ fn back_off_events_are_folded() {
     }
     // Each run's output sits between its start and the row saying it exited.
     let lines: Vec<&str> = text.lines().collect();
-    let booms: Vec<usize> = (0..lines.len()).filter(|&k| lines[k] == "app | boom").collect();
+    let booms: Vec<usize> = (0..lines.len())
+        .filter(|&k| lines[k] == "app | boom")
+        .collect();
     assert!(booms.len() >= 2, "{text}");
     for k in booms {
         let before = lines[k - 1];
@@ -341,14 +352,23 @@ fn manifest_errors_begin_with_the_files_name() {
         "{err}"
     );
     assert!(
-        lines[1].starts_with(&format!("{}: The Pod \"Bad_Name\" is invalid: ", invalid.display())),
+        lines[1].starts_with(&format!(
+            "{}: The Pod \"Bad_Name\" is invalid: ",
+            invalid.display()
+        )),
         "{err}"
     );
     assert!(
-        lines[2].starts_with(&format!("{}: reading the file: ", dir.join("missing.yaml").display())),
+        lines[2].starts_with(&format!(
+            "{}: reading the file: ",
+            dir.join("missing.yaml").display()
+        )),
         "{err}"
     );
-    let out = run("kind: Pod\napiVersion: v1\nmetadata: {name: a}\nspec: {containers: 1}\n", &[]);
+    let out = run(
+        "kind: Pod\napiVersion: v1\nmetadata: {name: a}\nspec: {containers: 1}\n",
+        &[],
+    );
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.starts_with("-: document 1"), "{err}");
 }
@@ -357,7 +377,10 @@ fn manifest_errors_begin_with_the_files_name() {
 /// the commands that take it.
 #[test]
 fn a_gated_field_says_which_flag_to_pass() {
-    let example = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/restart-all.yaml");
+    let example = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../examples/restart-all.yaml"
+    );
     let out = podvisor().args(["run", example]).output().unwrap();
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);

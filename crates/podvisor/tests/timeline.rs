@@ -494,7 +494,10 @@ fn dashboard_in_headless_chromium_draws_lanes_spans_and_markers() {
         "{marks:?}"
     );
     assert!(dom.contains("id=\"phase\"") && dom.contains("id=\"condition-Ready\""));
-    assert!(dom.contains("id=\"legend-phase\""), "the phase colours in the legend");
+    assert!(
+        dom.contains("id=\"legend-phase\""),
+        "the phase colours in the legend"
+    );
     // Under the drawing: kubectl describe's Events table and the container's log.
     let events = &dom[dom.find("id=\"events\"").expect("an events table")..];
     assert!(
@@ -502,11 +505,15 @@ fn dashboard_in_headless_chromium_draws_lanes_spans_and_markers() {
         "{events}"
     );
     assert!(
-        events.contains("data-reason=\"BackOff\"") && events.contains("Back-off restarting failed container app"),
+        events.contains("data-reason=\"BackOff\"")
+            && events.contains("Back-off restarting failed container app"),
         "{events}"
     );
     let log = &dom[dom.find("id=\"log-app\"").expect("the app's log")..];
-    assert!(log[..log.find("</pre>").unwrap()].contains("starting"), "{log}");
+    assert!(
+        log[..log.find("</pre>").unwrap()].contains("starting"),
+        "{log}"
+    );
 
     // The screenshot is a real picture.
     let png = s.ctx.path("crashy.png");
@@ -593,7 +600,10 @@ fn dashboard_in_headless_chromium_draws_lanes_spans_and_markers() {
     );
     assert!(stream.contains("text/event-stream"), "{stream}");
     assert!(stream.contains("event: timeline\ndata: <svg"), "{stream}");
-    assert!(stream.contains("event: events\ndata: <table id=\"events-table\">"), "{stream}");
+    assert!(
+        stream.contains("event: events\ndata: <table id=\"events-table\">"),
+        "{stream}"
+    );
     // The logs follow, fetched again as they change.
     let stream = http_get(
         &s.url,

@@ -50,7 +50,7 @@ impl Timeline {
                         reason,
                         message: what.clone(),
                         count: 1,
-                    last: *t,
+                        last: *t,
                     });
                 }
             }

@@ -41,7 +41,11 @@ pub fn events_html(events: &[Event], now: Timestamp) -> String {
         } else {
             "event"
         };
-        let _ = write!(out, "<tr class=\"{class}\" data-reason=\"{}\">", esc(&row[1]));
+        let _ = write!(
+            out,
+            "<tr class=\"{class}\" data-reason=\"{}\">",
+            esc(&row[1])
+        );
         for cell in &row {
             let _ = write!(out, "<td>{}</td>", esc(cell));
         }
@@ -52,7 +56,12 @@ pub fn events_html(events: &[Event], now: Timestamp) -> String {
 }
 
 /// The tail of one container's log, or why there is none (not started yet, ...).
-async fn log_tail(client: &Client, ns: &str, name: &str, container: &str) -> Result<String, String> {
+async fn log_tail(
+    client: &Client,
+    ns: &str,
+    name: &str,
+    container: &str,
+) -> Result<String, String> {
     let path = format!(
         "{}/log?container={}&tailLines={LOG_LINES}",
         pod_path(ns, name),

@@ -126,7 +126,11 @@ impl Started {
                 .is_some_and(|s| s.running.is_some() || s.terminated.is_some());
             let attempt = u64::try_from(c.restart_count).unwrap_or(0);
             // A waiting container's last instance has begun too (its restart is pending).
-            let attempt = if begun { Some(attempt) } else { attempt.checked_sub(1) };
+            let attempt = if begun {
+                Some(attempt)
+            } else {
+                attempt.checked_sub(1)
+            };
             if let Some(attempt) = attempt {
                 let seen = self
                     .attempts
@@ -161,10 +165,7 @@ fn container_line(kind: &str, c: &ContainerStatus) -> String {
     } else {
         "not started".to_owned()
     };
-    format!(
-        "  {kind}{}: {what}, restarts {}",
-        c.name, c.restart_count
-    )
+    format!("  {kind}{}: {what}, restarts {}", c.name, c.restart_count)
 }
 
 /// The closing summary of pod `name`: its phase and how long it ran, then each container's
@@ -225,7 +226,10 @@ mod tests {
             ]
         );
         // Another pod's events are counted apart.
-        assert_eq!(appended.event(1, "BackOff", "app", false), Fold::Print(None));
+        assert_eq!(
+            appended.event(1, "BackOff", "app", false),
+            Fold::Print(None)
+        );
     }
 
     #[test]
@@ -236,10 +240,15 @@ mod tests {
         let lines = c.lines(&names);
         assert_eq!(lines.len(), 1);
         assert!(
-            lines[0].starts_with("deleting pod/web: grace period 30s, ") && lines[0].ends_with("s left…"),
+            lines[0].starts_with("deleting pod/web: grace period 30s, ")
+                && lines[0].ends_with("s left…"),
             "{lines:?}"
         );
-        assert!(c.end(0, "web").unwrap().starts_with("deleted pod/web after "));
+        assert!(
+            c.end(0, "web")
+                .unwrap()
+                .starts_with("deleted pod/web after ")
+        );
         assert!(c.end(0, "web").is_none());
         assert!(c.lines(&names).is_empty());
     }
