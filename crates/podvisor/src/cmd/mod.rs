@@ -12,6 +12,7 @@ pub mod lint;
 pub mod logs;
 pub mod run;
 pub mod run_logs;
+mod run_print;
 pub mod run_text;
 pub mod runtime_args;
 pub mod serve;

@@ -15,52 +15,66 @@ const FOLDED: [&str; 2] = ["BackOff", "Unhealthy"];
 pub enum Fold {
     /// Print it; with `Some(n)`, as its `n`th occurrence (`… (xN)`).
     Print(Option<u32>),
-    /// Live on a terminal, the line just above is this event: rewrite it with the new count.
-    Replace(u32),
+    /// Live on a terminal: a repeat, shown as one line under the table with its count (see
+    /// [`EventFold::set_live`]), updated in place.
+    Live(u32),
     /// Appended output: counted, not printed (printed again at the next power of two).
     Skip,
 }
 
 /// Counts repeats of an event (same pod, reason, container and message), as kubectl's
-/// `(x5)`; live output keeps one updated line while nothing else is printed, appended output
-/// prints the first and then the 2nd, 4th, 8th… occurrence.
+/// `(x5)`: live output prints the first and keeps the repeats on one line under the table,
+/// updated in place; appended output prints the first and then the 2nd, 4th, 8th…
 #[derive(Debug, Default)]
 pub struct EventFold {
     counts: HashMap<String, u32>,
-    /// The key of the last line printed, if it was a folded event.
-    last: Option<String>,
+    /// Live: the latest line of each repeated event, in order of first repeat.
+    live: Vec<(String, String)>,
 }
 
 impl EventFold {
     /// The fold of an event of pod `pod` (`key` names its reason, container and message).
     pub fn event(&mut self, pod: usize, reason: &str, key: &str, live: bool) -> Fold {
         if !FOLDED.contains(&reason) {
-            self.last = None;
             return Fold::Print(None);
         }
-        let key = format!("{pod}\u{0}{key}");
-        let count = self.counts.entry(key.clone()).or_insert(0);
+        let count = self.counts.entry(Self::key(pod, key)).or_insert(0);
         *count += 1;
-        let n = *count;
-        let fold = if n == 1 {
-            Fold::Print(None)
-        } else if live && self.last.as_ref() == Some(&key) {
-            Fold::Replace(n)
-        } else if live || n.is_power_of_two() {
-            Fold::Print(Some(n))
-        } else {
-            Fold::Skip
-        };
-        if fold != Fold::Skip {
-            self.last = Some(key);
+        match *count {
+            1 => Fold::Print(None),
+            n if live => Fold::Live(n),
+            n if n.is_power_of_two() => Fold::Print(Some(n)),
+            _ => Fold::Skip,
         }
-        fold
     }
 
-    /// Any other line was printed: the next repeat starts a new line.
-    pub fn other_line(&mut self) {
-        self.last = None;
+    fn key(pod: usize, key: &str) -> String {
+        format!("{pod}\u{0}{key}")
     }
+
+    /// Live: `line` is now the line of the repeated event `key` of pod `pod`.
+    pub fn set_live(&mut self, pod: usize, key: &str, line: String) {
+        let key = Self::key(pod, key);
+        match self.live.iter_mut().find(|(k, _)| *k == key) {
+            Some((_, l)) => *l = line,
+            None => self.live.push((key, line)),
+        }
+    }
+
+    /// Live: the repeated events' lines, shown under the table.
+    pub fn live_lines(&self) -> impl Iterator<Item = &str> {
+        self.live.iter().map(|(_, l)| l.as_str())
+    }
+}
+
+/// `line` cut to `width` characters (`…` last) so it takes one screen line; 0: unknown width.
+pub fn fit(line: &str, width: usize) -> String {
+    if width == 0 || line.chars().count() < width {
+        return line.to_owned();
+    }
+    let mut out: String = line.chars().take(width.saturating_sub(2)).collect();
+    out.push('…');
+    out
 }
 
 /// The graceful deletes under way, one per pod: since when and with which grace period.
@@ -206,10 +220,12 @@ mod tests {
     fn back_off_repeats_fold_live_into_one_line_and_appended_at_powers_of_two() {
         let mut live = EventFold::default();
         assert_eq!(live.event(0, "BackOff", "app", true), Fold::Print(None));
-        assert_eq!(live.event(0, "BackOff", "app", true), Fold::Replace(2));
-        live.other_line();
-        assert_eq!(live.event(0, "BackOff", "app", true), Fold::Print(Some(3)));
         assert_eq!(live.event(0, "Started", "app", true), Fold::Print(None));
+        assert_eq!(live.event(0, "BackOff", "app", true), Fold::Live(2));
+        assert_eq!(live.event(0, "BackOff", "app", true), Fold::Live(3));
+        live.set_live(0, "app", "BackOff (x2)".to_owned());
+        live.set_live(0, "app", "BackOff (x3)".to_owned());
+        assert_eq!(live.live_lines().collect::<Vec<_>>(), ["BackOff (x3)"]);
 
         let mut appended = EventFold::default();
         let folds: Vec<Fold> = (0..5)
@@ -230,6 +246,13 @@ mod tests {
             appended.event(1, "BackOff", "app", false),
             Fold::Print(None)
         );
+    }
+
+    #[test]
+    fn live_lines_fit_the_terminal() {
+        assert_eq!(fit("abcdef", 0), "abcdef");
+        assert_eq!(fit("abcdef", 7), "abcdef");
+        assert_eq!(fit("abcdef", 5), "abc…");
     }
 
     #[test]
