@@ -174,6 +174,20 @@ pub fn flag_help() -> String {
     )
 }
 
+/// What to pass when `spec` needs a gate that is off: the exact flag and the commands that
+/// take it (`None` when every gate it needs is on). Printed under a validation error.
+#[must_use]
+pub fn missing_gate_hint(spec: &PodSpec, gates: FeatureGates) -> Option<String> {
+    (restart_all_containers_in_use(spec) && !gates.restart_all_containers()).then(|| {
+        let gate = Feature::RestartAllContainersOnContainerExits.name();
+        format!(
+            "hint: the restart rule action {RESTART_ALL_CONTAINERS} needs the alpha feature gate \
+             {gate}: pass --feature-gates={gate}=true to podvisor run, serve, simulate, validate, \
+             lint or apply (as the same flag of kube-apiserver and the kubelet)"
+        )
+    })
+}
+
 /// Go's `strconv.ParseBool`.
 fn parse_go_bool(s: &str) -> Option<bool> {
     match s {

@@ -66,7 +66,7 @@ pub use decode::{
     decode_pods_lenient, decode_pods_with,
 };
 pub use defaults::apply_defaults;
-pub use feature_gates::{Feature, FeatureGateError, FeatureGates};
+pub use feature_gates::{Feature, FeatureGateError, FeatureGates, missing_gate_hint};
 pub use gates::drop_disabled_fields;
 pub use validation::{
     ErrorKind, FieldError, ValidationErrors, drop_non_resize_updates,

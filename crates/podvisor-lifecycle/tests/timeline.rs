@@ -84,11 +84,17 @@ fn structure(svg: &str) -> Vec<String> {
             && class.starts_with("marker ")
             && attr(tag, "data-t").is_some()
         {
+            let count = attr(tag, "data-count").unwrap_or("1");
             out.push(format!(
-                "  marker {} {} at {}",
+                "  marker {} {} at {}{}",
                 attr(tag, "data-kind").unwrap_or(""),
                 attr(tag, "data-reason").unwrap_or(""),
-                attr(tag, "data-t").unwrap_or("")
+                attr(tag, "data-t").unwrap_or(""),
+                if count == "1" {
+                    String::new()
+                } else {
+                    format!(" x{count}")
+                }
             ));
         } else if tag.starts_with("<rect") && attr(tag, "id") == Some("deletion") {
             out.push(format!(
@@ -163,10 +169,18 @@ fn b1_crash_loop_lane_alternates_error_and_back_off() {
     assert!(back_offs[1].1 - back_offs[1].0 > back_offs[0].1 - back_offs[0].0);
     let restarts: Vec<_> = lines.iter().filter(|l| l.contains("restart #")).collect();
     assert!(restarts.len() >= 3, "{lines:#?}");
+    // The repeated events are folded as kubectl folds them: one BackOff mark with its count.
+    let back_off_marks: Vec<_> = lines
+        .iter()
+        .filter(|l| l.contains("marker event BackOff"))
+        .collect();
+    assert_eq!(back_off_marks.len(), 1, "{lines:#?}");
+    assert!(back_off_marks[0].ends_with(" x13"), "{lines:#?}");
     assert!(
-        lines.iter().any(|l| l.contains("marker event BackOff")),
-        "{lines:#?}"
+        drawing.contains("BackOff (x13 over 2m): Back-off restarting failed container app"),
+        "{drawing}"
     );
+    assert!(drawing.contains("<text class=\"marker-count\""));
     insta::assert_snapshot!("timeline_crash_loop", lines.join("\n"));
 }
 
@@ -182,20 +196,26 @@ fn r8_probe_killed_container_shows_failures_then_the_restart() {
         60,
     );
     let lines = structure(&svg::render(&t));
+    // The three failures are one mark with their count, as kubectl folds them.
     let failures: Vec<_> = lines
         .iter()
         .filter(|l| l.contains("marker probe-failure Unhealthy"))
         .collect();
-    assert!(failures.len() >= 3, "{lines:#?}");
+    assert_eq!(failures.len(), 1, "{lines:#?}");
+    let count: i32 = failures[0]
+        .rsplit_once(" x")
+        .and_then(|(_, n)| n.parse().ok())
+        .expect("a count");
+    assert!(count >= 3, "{lines:#?}");
     let killing = lines
         .iter()
         .position(|l| l.contains("marker event Killing"))
         .expect("a Killing marker");
-    let third_failure = lines
+    let first_failure = lines
         .iter()
-        .position(|l| l == failures[2])
-        .expect("the third failure");
-    assert!(third_failure < killing, "failures come before the kill");
+        .position(|l| l == failures[0])
+        .expect("the failures");
+    assert!(first_failure < killing, "failures come before the kill");
     assert!(lines.iter().any(|l| l.contains("restart #1")), "{lines:#?}");
     assert_time_ordered(&lane_spans(&lines, "app"));
     insta::assert_snapshot!("timeline_probe_killed", lines.join("\n"));
@@ -366,10 +386,14 @@ fn from_api_history_events_and_deletion() {
             "  span 20.000..90.000 ready ",
             "  restart #1 at 20.000",
             "  marker event Started at 2.000",
-            "  marker probe-failure Unhealthy at 10.000",
-            "  marker probe-failure Unhealthy at 18.000",
+            "  marker probe-failure Unhealthy at 10.000 x3",
             "deletion at 60.000 grace 30",
         ]
+    );
+    // One mark for the aggregated event, with kubectl's `(x3 over 8s)` on hover.
+    assert!(
+        svg::render(&t).contains("Unhealthy (x3 over 8s): Unhealthy message"),
+        "{lines:#?}"
     );
 }
 
@@ -429,4 +453,62 @@ fn from_api_without_history_draws_the_current_state_since_creation() {
     let now = Timestamp::from_second(1_767_225_600 + 40).unwrap();
     let lines = structure(&svg::render(&Timeline::from_api(&p, &[], &[], now)));
     assert_eq!(lines, ["lane web (regular)", "  span 0.000..40.000 ready "]);
+}
+
+/// A sidecar stopped by the kubelet at the end of a pod that succeeded (exit 143 after its
+/// SIGTERM, reported as `Error`) is drawn as a neutral `stopped` span, not a red error; the
+/// same exit in a pod that did not succeed stays an error.
+#[test]
+fn a_sidecar_stopped_at_a_succeeded_pods_end_is_drawn_stopped() {
+    let spec = json!({
+        "restartPolicy": "Never",
+        "initContainers": [{"name": "proxy", "image": "busybox", "restartPolicy": "Always"}],
+        "containers": [{"name": "app", "image": "busybox"}],
+    });
+    let script = |app_exit: i32| {
+        format!(
+            "containers:\n  app:\n    runs:\n      - {{exitAfter: 5s, exitCode: {app_exit}}}\n  \
+             proxy:\n    stopAfterSignal: 1s\n    signalExitCode: 143\n"
+        )
+    };
+    let t = simulate("job", spec.clone(), &script(0), 30);
+    let drawing = svg::render(&t);
+    let lines = structure(&drawing);
+    let proxy = lane_spans(&lines, "proxy");
+    let last = proxy.last().expect("proxy spans");
+    assert_eq!(
+        (last.2.as_str(), last.3.as_str()),
+        ("stopped", "Error"),
+        "{lines:#?}"
+    );
+    assert!(
+        drawing.contains("stopped at the pod&#39;s end (reported as Error)"),
+        "{drawing}"
+    );
+    assert!(!proxy.iter().any(|s| s.2 == "terminated"), "{lines:#?}");
+
+    let t = simulate("job", spec, &script(1), 30);
+    let lines = structure(&svg::render(&t));
+    let proxy = lane_spans(&lines, "proxy");
+    let last = proxy.last().expect("proxy spans");
+    assert_eq!(last.2, "terminated", "a failed pod's sidecar: {lines:#?}");
+}
+
+/// The legend names every colour of the phase row.
+#[test]
+fn the_legend_shows_the_phase_colours() {
+    let t = simulate(
+        "legend",
+        json!({"containers": [{"name": "app", "image": "busybox"}]}),
+        "containers: {}\n",
+        10,
+    );
+    let drawing = svg::render(&t);
+    let legend = &drawing[drawing.find("id=\"legend\"").expect("a legend")..];
+    for phase in ["Pending", "Running", "Succeeded", "Failed", "Unknown"] {
+        assert!(
+            legend.contains(&format!("class=\"phase phase-{phase}\"")),
+            "{phase}: {legend}"
+        );
+    }
 }

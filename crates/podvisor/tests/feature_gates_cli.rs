@@ -31,10 +31,15 @@ fn kep5532_validate_follows_the_gate() {
     assert_eq!(off.status.code(), Some(1));
     assert_eq!(
         text(&off.stderr).trim(),
-        "The Pod \"restart-all\" is invalid: spec.containers[0].restartPolicyRules[0].action: Unsupported value: \"RestartAllContainers\": supported values: \"Restart\""
+        "The Pod \"restart-all\" is invalid: spec.containers[0].restartPolicyRules[0].action: Unsupported value: \"RestartAllContainers\": supported values: \"Restart\"\n\
+         hint: the restart rule action RestartAllContainers needs the alpha feature gate \
+         RestartAllContainersOnContainerExits: pass \
+         --feature-gates=RestartAllContainersOnContainerExits=true to podvisor run, serve, \
+         simulate, validate, lint or apply (as the same flag of kube-apiserver and the kubelet)"
     );
     let on = podvisor(&["validate", "--feature-gates", GATE, EXAMPLE]);
     assert_eq!(on.status.code(), Some(0), "{}", text(&on.stderr));
+    assert!(!text(&on.stderr).contains("hint:"), "{}", text(&on.stderr));
     assert!(text(&on.stdout).starts_with("pod/restart-all valid ("));
 }
 

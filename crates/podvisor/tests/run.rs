@@ -71,7 +71,7 @@ fn bad_input_exits_2_before_running_anything() {
     assert!(out.stdout.is_empty());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
-        err.starts_with("The Pod \"Bad_Name\" is invalid: "),
+        err.starts_with("-: The Pod \"Bad_Name\" is invalid: "),
         "{err}"
     );
 }
@@ -113,6 +113,16 @@ fn a_pod_that_succeeds_ends_the_run_with_0() {
         "{stdout}"
     );
     assert!(stdout.contains("pod/ok IP 127.0.0.1\n"), "{stdout}");
+    // What the container wrote comes before the status row that follows it in time.
+    let hi = stdout.find("\napp | hi\n").unwrap();
+    let completed = stdout.find("Completed").expect("the Completed row");
+    assert!(hi < completed, "{stdout}");
+    // The closing summary: the phase, how long it ran, each container's end.
+    assert!(stdout.contains("\npod/ok Succeeded after "), "{stdout}");
+    assert!(
+        stdout.ends_with("  app: terminated Completed (exit 0), restarts 0\n"),
+        "{stdout}"
+    );
     let quiet = run(&pod("ok", "Never", "echo hi; exit 0"), &["--no-logs"]);
     assert!(!String::from_utf8_lossy(&quiet.stdout).contains("| hi"));
 }
@@ -194,6 +204,80 @@ fn sigterm_deletes_the_pods_gracefully() {
         "{text}"
     );
     assert!(text.contains("Terminating"), "{text}");
+    // The graceful delete, appended: one line at its start, one at its end.
+    assert!(
+        text.contains("\ndeleting pod/sleeper: grace period 5s\n"),
+        "{text}"
+    );
+    assert!(text.contains("\ndeleted pod/sleeper after "), "{text}");
+    assert!(
+        !text.contains("left…"),
+        "no countdown when not a terminal: {text}"
+    );
+    assert!(
+        text.contains("\n  app: terminated Error (exit 143), restarts 0\n"),
+        "{text}"
+    );
+}
+
+/// A crash loop's BackOff events are folded when appended: the first, then the 2nd, 4th…
+/// with their count, never every repeat.
+#[test]
+#[ignore = "needs root: run as root with --include-ignored (scripts/test does)"]
+fn back_off_events_are_folded() {
+    require_root();
+    let mut child = podvisor()
+        .args(["run", "-", "--output", "text", "--max-restart-period", "1s"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(pod("crashy", "Always", "echo boom; exit 1").as_bytes())
+        .unwrap();
+    std::thread::sleep(Duration::from_secs(12));
+    let pid = child.id().to_string();
+    assert!(
+        Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let out = child.wait_with_output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let back_offs: Vec<&str> = text
+        .lines()
+        .filter(|l| l.contains("BackOff pod/crashy [app] Back-off restarting failed container app"))
+        .collect();
+    assert!(back_offs.len() >= 2, "{text}");
+    assert!(!back_offs[0].contains("(x"), "{text}");
+    assert!(back_offs[1].ends_with(" (x2)"), "{text}");
+    for (line, n) in back_offs.iter().skip(1).zip([2, 4, 8, 16, 32]) {
+        assert!(line.ends_with(&format!(" (x{n})")), "{text}");
+    }
+    // Each run's output sits between its start and the row saying it exited.
+    let lines: Vec<&str> = text.lines().collect();
+    let booms: Vec<usize> = (0..lines.len())
+        .filter(|&k| lines[k] == "app | boom")
+        .collect();
+    assert!(booms.len() >= 2, "{text}");
+    for k in booms {
+        let before = lines[k - 1];
+        assert!(
+            before.contains(" Running ") || before.contains("Started container app"),
+            "line {k}: {text}"
+        );
+        if k + 1 < lines.len() && !lines[k + 1].starts_with("Deleting") {
+            assert!(lines[k + 1].contains(" Error "), "line {k}: {text}");
+        }
+    }
+    assert!(text.contains("\npod/crashy "), "a summary: {text}");
+    assert!(text.contains("\n  app: "), "{text}");
 }
 
 #[test]
@@ -230,6 +314,83 @@ fn configmaps_and_secrets_come_from_the_same_file() {
     assert_eq!(out.status.code(), Some(2));
     assert_eq!(
         String::from_utf8_lossy(&out.stderr).trim(),
-        "The Secret \"tls\" is invalid: [data[tls.crt]: Required value, data[tls.key]: Required value]"
+        "-: The Secret \"tls\" is invalid: [data[tls.crt]: Required value, data[tls.key]: Required value]"
+    );
+}
+
+/// Errors about a manifest begin with its name as given on the command line (`-` for stdin),
+/// whether the decoder or validation finds them.
+#[test]
+fn manifest_errors_begin_with_the_files_name() {
+    let dir = std::env::temp_dir().join(format!("podvisor-run-names-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let typed = dir.join("app.yaml");
+    std::fs::write(
+        &typed,
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: a}\nspec:\n  containers: [{name: c, image: busybox, command: [true]}]\n",
+    )
+    .unwrap();
+    let invalid = dir.join("bad.yaml");
+    std::fs::write(
+        &invalid,
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: Bad_Name}\nspec:\n  containers: []\n",
+    )
+    .unwrap();
+    let out = podvisor()
+        .arg("run")
+        .arg(&typed)
+        .arg(&invalid)
+        .arg(dir.join("missing.yaml"))
+        .output()
+        .unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    let lines: Vec<&str> = err.lines().collect();
+    assert!(
+        lines[0].starts_with(&format!("{}: document 1, line 5: ", typed.display())),
+        "{err}"
+    );
+    assert!(
+        lines[1].starts_with(&format!(
+            "{}: The Pod \"Bad_Name\" is invalid: ",
+            invalid.display()
+        )),
+        "{err}"
+    );
+    assert!(
+        lines[2].starts_with(&format!(
+            "{}: reading the file: ",
+            dir.join("missing.yaml").display()
+        )),
+        "{err}"
+    );
+    let out = run(
+        "kind: Pod\napiVersion: v1\nmetadata: {name: a}\nspec: {containers: 1}\n",
+        &[],
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.starts_with("-: document 1"), "{err}");
+}
+
+/// A pod that needs a feature gate which is off: the error, then the exact flag to pass and
+/// the commands that take it.
+#[test]
+fn a_gated_field_says_which_flag_to_pass() {
+    let example = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../examples/restart-all.yaml"
+    );
+    let out = podvisor().args(["run", example]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(
+            "hint: the restart rule action RestartAllContainers needs the alpha feature gate \
+             RestartAllContainersOnContainerExits: pass \
+             --feature-gates=RestartAllContainersOnContainerExits=true to podvisor run, serve, \
+             simulate, validate, lint or apply"
+        ),
+        "{err}"
     );
 }

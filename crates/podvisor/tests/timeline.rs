@@ -385,6 +385,25 @@ spec:
       failureThreshold: 2
 ";
 
+/// A job-like pod: the app finishes, the kubelet stops the sidecar (exit 143), the pod succeeds.
+const JOB: &str = "apiVersion: v1
+kind: Pod
+metadata: {name: job}
+spec:
+  restartPolicy: Never
+  initContainers:
+  - name: proxy
+    image: busybox
+    restartPolicy: Always
+    command: [sleep, '3600']
+    env: [{name: PODVISOR_E2E_MARKER, value: MARKER}]
+  containers:
+  - name: app
+    image: busybox
+    command: [sh, -c, 'echo job done; sleep 2']
+    env: [{name: PODVISOR_E2E_MARKER, value: MARKER}]
+";
+
 const SIDECAR: &str = "apiVersion: v1
 kind: Pod
 metadata: {name: side}
@@ -419,6 +438,7 @@ fn dashboard_in_headless_chromium_draws_lanes_spans_and_markers() {
     s.apply("crashy", CRASHY);
     s.apply("probed", PROBED);
     s.apply("side", SIDECAR);
+    s.apply("job", JOB);
     // B1: two restarts take 10 s of back-off; R8: two failed probes a second apart kill it.
     s.wait_for("crashy restarted twice", "crashy", |p| {
         restart_count(p, "app") >= 2
@@ -466,8 +486,34 @@ fn dashboard_in_headless_chromium_draws_lanes_spans_and_markers() {
         in_lane(&dom, "lane-app", "restart", "data-count").len() >= 2,
         "{dom}"
     );
-    assert!(in_lane(&dom, "lane-app", "marker", "data-reason").contains(&"BackOff".to_string()));
+    // Repeated events are folded: one BackOff mark, however many times it happened.
+    let marks = in_lane(&dom, "lane-app", "marker", "data-reason");
+    assert_eq!(
+        marks.iter().filter(|r| *r == "BackOff").count(),
+        1,
+        "{marks:?}"
+    );
     assert!(dom.contains("id=\"phase\"") && dom.contains("id=\"condition-Ready\""));
+    assert!(
+        dom.contains("id=\"legend-phase\""),
+        "the phase colours in the legend"
+    );
+    // Under the drawing: kubectl describe's Events table and the container's log.
+    let events = &dom[dom.find("id=\"events\"").expect("an events table")..];
+    assert!(
+        events.contains("<th>Type</th><th>Reason</th><th>Age</th><th>From</th><th>Message</th>"),
+        "{events}"
+    );
+    assert!(
+        events.contains("data-reason=\"BackOff\"")
+            && events.contains("Back-off restarting failed container app"),
+        "{events}"
+    );
+    let log = &dom[dom.find("id=\"log-app\"").expect("the app's log")..];
+    assert!(
+        log[..log.find("</pre>").unwrap()].contains("starting"),
+        "{log}"
+    );
 
     // The screenshot is a real picture.
     let png = s.ctx.path("crashy.png");
@@ -535,15 +581,37 @@ fn dashboard_in_headless_chromium_draws_lanes_spans_and_markers() {
     assert!(dom.contains("data-grace=\"30\""), "{dom}");
     assert!(in_lane(&dom, "lane-app", "marker", "data-reason").contains(&"Killing".to_string()));
 
+    // The job-like pod succeeded: its sidecar, stopped by the kubelet (143, reported as Error),
+    // is drawn as a neutral "stopped" span, not a red error.
+    s.wait_for("job succeeded", "job", |p| {
+        p["status"]["phase"] == "Succeeded"
+    });
+    let svg = dom_of(&s.url, "job");
+    let states = in_lane(&svg, "lane-proxy", "span ", "data-state");
+    assert_eq!(states.last().map(String::as_str), Some("stopped"), "{svg}");
+    assert!(!states.iter().any(|s| s == "terminated"), "{states:?}");
+
     // Live: the stream sends a new drawing as the crash loop goes on.
     let stream = http_get(
         &s.url,
         "/pods/default/crashy/stream",
-        Some("event: timeline"),
+        Some("event: events"),
         WAIT,
     );
     assert!(stream.contains("text/event-stream"), "{stream}");
     assert!(stream.contains("event: timeline\ndata: <svg"), "{stream}");
+    assert!(
+        stream.contains("event: events\ndata: <table id=\"events-table\">"),
+        "{stream}"
+    );
+    // The logs follow, fetched again as they change.
+    let stream = http_get(
+        &s.url,
+        "/pods/default/crashy/stream",
+        Some("event: logs"),
+        WAIT,
+    );
+    assert!(stream.contains("id=\"log-app\">starting"), "{stream}");
 
     // History survives serve: kill it (the pods keep running), start it again, and the crash
     // loop's lane still begins with the pod's first status (ContainerCreating: the object

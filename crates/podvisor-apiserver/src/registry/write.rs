@@ -497,6 +497,7 @@ mod hook_tests {
             state: ApiState::new(store, dir.join("logs"), "node".to_owned()),
             params: crate::request::Params::default(),
             headers: axum::http::HeaderMap::new(),
+            user: None,
         }
     }
 

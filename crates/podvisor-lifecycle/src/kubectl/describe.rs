@@ -642,20 +642,36 @@ impl Writer<'_> {
             self.w(0, "Events:\t<none>\n");
             return;
         }
-        let mut sorted: Vec<&Event> = events.iter().collect();
-        sorted.sort_by_key(|e| event_time(e));
         self.w(0, "Events:\n  Type\tReason\tAge\tFrom\tMessage\n");
         self.w(1, "----\t------\t----\t----\t-------\n");
-        for e in sorted {
+        for [type_, reason, age, from, message] in event_rows(events, self.now) {
+            self.w(1, &format!("{type_}\t{reason}\t{age}\t{from}\t{message}\n"));
+        }
+    }
+}
+
+/// The time kubectl sorts events by (`eventTime` in `pkg/util/event`); unset sorts first.
+/// `DescribeEvents`' rows, oldest first: Type, Reason, Age (`<last> (x<n> over <first>)` for
+/// a repeated event), From, Message. `podvisor dashboard` draws the same table.
+pub fn event_rows(events: &[Event], now: Timestamp) -> Vec<[String; 5]> {
+    let since = |t: Option<Timestamp>| match t {
+        None => "<unknown>".to_owned(),
+        Some(t) => human_signed_duration(now.duration_since(t)),
+    };
+    let mut sorted: Vec<&Event> = events.iter().collect();
+    sorted.sort_by_key(|e| event_time(e));
+    sorted
+        .into_iter()
+        .map(|e| {
             let first = match &e.event_time {
-                Some(t) => self.since(Some(t.0)),
-                None => self.since(e.first_timestamp.as_ref().map(|t| t.0)),
+                Some(t) => since(Some(t.0)),
+                None => since(e.first_timestamp.as_ref().map(|t| t.0)),
             };
             let interval = if let Some(series) = &e.series {
-                let last = self.since(series.last_observed_time.as_ref().map(|t| t.0));
+                let last = since(series.last_observed_time.as_ref().map(|t| t.0));
                 format!("{last} (x{} over {first})", series.count.unwrap_or(0))
             } else if e.count.unwrap_or(0) > 1 {
-                let last = self.since(e.last_timestamp.as_ref().map(|t| t.0));
+                let last = since(e.last_timestamp.as_ref().map(|t| t.0));
                 format!("{last} (x{} over {first})", e.count.unwrap_or(0))
             } else {
                 first
@@ -665,20 +681,17 @@ impl Writer<'_> {
                 .as_ref()
                 .and_then(|s| non_empty(s.component.as_ref()))
                 .unwrap_or_else(|| s(e.reporting_component.as_ref()));
-            self.w(
-                1,
-                &format!(
-                    "{}\t{}\t{interval}\t{source}\t{}\n",
-                    s(e.type_.as_ref()),
-                    s(e.reason.as_ref()),
-                    s(e.message.as_ref()).trim()
-                ),
-            );
-        }
-    }
+            [
+                s(e.type_.as_ref()).to_owned(),
+                s(e.reason.as_ref()).to_owned(),
+                interval,
+                source.to_owned(),
+                s(e.message.as_ref()).trim().to_owned(),
+            ]
+        })
+        .collect()
 }
 
-/// The time kubectl sorts events by (`eventTime` in `pkg/util/event`); unset sorts first.
 fn event_time(e: &Event) -> Timestamp {
     let t = if let Some(series) = &e.series {
         series.last_observed_time.as_ref().map(|t| t.0)

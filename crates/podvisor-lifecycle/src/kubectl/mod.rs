@@ -18,7 +18,7 @@ pub mod describe;
 mod table;
 mod tabwriter;
 
-pub use describe::{describe_pod, describe_pod_in};
+pub use describe::{describe_pod, describe_pod_in, event_rows};
 pub use table::{
     HEADERS, WIDE_HEADERS, header_cells, line_with_widths, remember_widths, row_cells, table_lines,
     table_text,

@@ -68,32 +68,18 @@ impl Timeline {
             let last = e.last_timestamp.as_ref().map_or(first, |t| t.0);
             let reason = e.reason.clone().unwrap_or_default();
             let count = e.count.unwrap_or(1).max(1);
-            let mut message = e.message.clone().unwrap_or_default();
-            if count > 1 {
-                message = format!(
-                    "{message} (x{count} over {})",
-                    crate::duration::human_duration(std::time::Duration::from_secs_f64(
-                        secs(first, last).max(0.0)
-                    ))
-                );
-            }
-            let marker = Marker {
+            // Repeats (the event's `count`, or several events of one key) are folded by
+            // `finish` into one mark from `t` to `last`.
+            markers.push(Marker {
                 t: secs(origin, first),
                 container: container_of(e.involved_object.field_path.as_deref()),
                 kind: marker_kind(&reason),
                 warning: e.type_.as_deref() == Some("Warning"),
                 reason,
-                message,
+                message: e.message.clone().unwrap_or_default(),
                 count,
-            };
-            if count > 1 && last > first {
-                // A repeated event: marked where it began and where it was last seen.
-                markers.push(Marker {
-                    t: secs(origin, last),
-                    ..marker.clone()
-                });
-            }
-            markers.push(marker);
+                last: secs(origin, last.max(first)),
+            });
         }
         // The deletion timestamp is the end of the grace period (`now + grace` at the delete).
         let deletion = pod

@@ -30,6 +30,7 @@ impl Timeline {
                     reason: event.reason.to_string(),
                     message: event.message.clone(),
                     count: 1,
+                    last: *t,
                 }),
                 Record::Runtime { t, container, what } => {
                     let (kind, reason) = if what.contains("hook") {
@@ -49,6 +50,7 @@ impl Timeline {
                         reason,
                         message: what.clone(),
                         count: 1,
+                        last: *t,
                     });
                 }
             }

@@ -127,8 +127,40 @@ pub struct Marker {
     pub reason: String,
     /// The message shown on hover.
     pub message: String,
-    /// How many times it happened (an aggregated event's `count`).
+    /// How many times it happened (an aggregated event's `count`, or repeats folded).
     pub count: i32,
+    /// When it was last seen (seconds since the origin; `t` for a single occurrence).
+    pub last: f64,
+}
+
+impl Marker {
+    /// The key kubectl's event aggregation folds by: the same reason, message and object.
+    fn fold_key(&self) -> (&Option<String>, MarkerKind, bool, &str, &str) {
+        (
+            &self.container,
+            self.kind,
+            self.warning,
+            &self.reason,
+            &self.message,
+        )
+    }
+}
+
+/// Folds repeated markers (same container, kind, reason and message) into the first, with
+/// the sum of their counts and the last time seen, as kubectl's `BackOff (x29 over 4m40s)`:
+/// a crash loop's ~90 events become a handful of marks. `markers` must be in time order.
+pub fn fold_markers(markers: Vec<Marker>) -> Vec<Marker> {
+    let mut out: Vec<Marker> = Vec::new();
+    for m in markers {
+        match out.iter_mut().find(|o| o.fold_key() == m.fold_key()) {
+            Some(o) => {
+                o.count += m.count;
+                o.last = o.last.max(m.last).max(m.t);
+            }
+            None => out.push(m),
+        }
+    }
+    out
 }
 
 /// The pod's deletion: when it was asked, and its grace period.
@@ -224,11 +256,12 @@ impl Timeline {
         self.lanes.extend(extra);
         self.lanes.sort_by_key(|l| l.kind);
         self.markers.sort_by(|a, b| a.t.total_cmp(&b.t));
+        self.markers = fold_markers(std::mem::take(&mut self.markers));
         let last = self
             .snapshots
             .iter()
             .map(|(t, _)| *t)
-            .chain(self.markers.iter().map(|m| m.t))
+            .chain(self.markers.iter().map(|m| m.last.max(m.t)))
             .chain(self.deletion.iter().map(|d| d.t + d.grace))
             .fold(0.0_f64, f64::max);
         self.end = self.end.max(last).max(1.0);

@@ -47,6 +47,8 @@ svg.timeline{font-family:sans-serif;font-size:11px;background:#fff}\
 #deletion{fill:#d64541;fill-opacity:0.12;stroke:#d64541;stroke-dasharray:4,3}\
 .deletion-line{stroke:#d64541;stroke-width:1.5}\
 .span-text{fill:#111;font-size:10px;pointer-events:none}\
+.marker-count{fill:#222;stroke:none;font-size:9px;font-weight:bold}\
+.state-stopped{fill:#c8c8c8}\
 .legend text{fill:#333}";
 
 /// Escapes text for XML content and attribute values.
@@ -79,13 +81,35 @@ fn ident(s: &str) -> String {
         .collect()
 }
 
-/// A container's state as a span key: (`waiting`/`running`/`ready`/`terminated`, reason).
-fn state_of(c: &ContainerSnapshot) -> (&'static str, String) {
+/// A container's state as a span key: (`waiting`/`running`/`ready`/`terminated`/`stopped`,
+/// reason).
+fn state_of(c: &ContainerSnapshot, stopped_at_end: bool) -> (&'static str, String) {
     match c.state {
         "running" if c.ready => ("ready", String::new()),
         "running" => ("running", String::new()),
+        "terminated" if stopped_at_end && matches!(c.exit_code, Some(0 | 143)) => {
+            ("stopped", c.reason.clone().unwrap_or_default())
+        }
         s => (s, c.reason.clone().unwrap_or_default()),
     }
+}
+
+/// Whether `lane`'s last instance is a sidecar stopped normally by a pod that succeeded: the
+/// kubelet's SIGTERM at the pod's end gives exit 143, which it reports as `Error`; drawn red,
+/// it would shout about a pod that did what it should. Only the picture changes.
+fn sidecar_stopped_at_end(lane: &Lane, snapshots: &[(f64, StatusSnapshot)]) -> Option<i32> {
+    if lane.kind != super::LaneKind::Sidecar {
+        return None;
+    }
+    let (_, last) = snapshots.last()?;
+    if last.phase != "Succeeded" {
+        return None;
+    }
+    last.containers
+        .iter()
+        .find(|c| c.name == lane.name)
+        .filter(|c| c.state == "terminated" && matches!(c.exit_code, Some(0 | 143)))
+        .map(|c| c.restart_count)
 }
 
 struct Span {
@@ -107,6 +131,7 @@ fn spans(
     let mut spans: Vec<Span> = Vec::new();
     let mut restarts = Vec::new();
     let mut last_count: Option<i32> = None;
+    let stopped_instance = sidecar_stopped_at_end(lane, snapshots);
     for (i, (t, snap)) in snapshots.iter().enumerate() {
         let next = snapshots.get(i + 1).map_or(end, |(t, _)| *t).max(*t);
         let Some(c) = snap.containers.iter().find(|c| c.name == lane.name) else {
@@ -118,7 +143,7 @@ fn spans(
             restarts.push((*t, c.restart_count));
         }
         last_count = Some(c.restart_count);
-        let (state, reason) = state_of(c);
+        let (state, reason) = state_of(c, stopped_instance == Some(c.restart_count));
         let mut detail = match (c.exit_code, &c.message) {
             (Some(code), Some(m)) => format!("exit code {code}: {m}"),
             (Some(code), None) => format!("exit code {code}"),
@@ -205,17 +230,21 @@ fn marker_shape(out: &mut String, m: &Marker, x: f64, y: f64) {
     }
     let _ = write!(
         out,
-        "<g class=\"{class}\" data-kind=\"{}\" data-reason=\"{}\" data-t=\"{:.3}\">",
+        "<g class=\"{class}\" data-kind=\"{}\" data-reason=\"{}\" data-t=\"{:.3}\" \
+         data-count=\"{}\">",
         m.kind.as_str(),
         esc(&m.reason),
-        m.t
+        m.t,
+        m.count
     );
     let title = if m.count > 1 {
+        // kubectl's `BackOff (x29 over 4m40s)`.
         format!(
-            "{} {} (x{}): {}",
+            "{} {} (x{} over {}): {}",
             fmt_secs(m.t),
             m.reason,
             m.count,
+            fmt_secs(m.last - m.t),
             m.message
         )
     } else {
@@ -256,6 +285,15 @@ fn marker_shape(out: &mut String, m: &Marker, x: f64, y: f64) {
             );
         }
     }
+    if m.count > 1 {
+        let _ = write!(
+            out,
+            "<text class=\"marker-count\" x=\"{:.1}\" y=\"{:.1}\">x{}</text>",
+            x + 5.0,
+            y + 3.5,
+            m.count
+        );
+    }
     out.push_str("</g>");
 }
 
@@ -290,7 +328,7 @@ pub fn render(timeline: &Timeline) -> String {
     let lanes_y = events_y + ROW_H + 8.0;
     let lanes_end = lanes_y + timeline.lanes.len() as f64 * LANE_H;
     let legend_y = lanes_end + 30.0;
-    let height = legend_y + 75.0;
+    let height = legend_y + 100.0;
     let width = LABEL_W + PLOT_W + RIGHT_PAD;
 
     let mut o = String::new();
@@ -425,7 +463,9 @@ pub fn render(timeline: &Timeline) -> String {
             if !s.reason.is_empty() {
                 let _ = write!(class, " reason-{}", ident(&s.reason));
             }
-            let label = if s.reason.is_empty() {
+            let label = if s.state == "stopped" {
+                format!("stopped at the pod's end (reported as {})", s.reason)
+            } else if s.reason.is_empty() {
                 s.state.to_string()
             } else {
                 format!("{} {}", s.state, s.reason)
@@ -452,7 +492,7 @@ pub fn render(timeline: &Timeline) -> String {
                 esc(&title)
             );
             // Room for the reason inside the span: about 6 px a character.
-            let text = if s.reason.is_empty() {
+            let text = if s.reason.is_empty() || s.state == "stopped" {
                 s.state
             } else {
                 s.reason.as_str()
@@ -527,9 +567,11 @@ fn legend(o: &mut String, y: f64) {
         ("span state-terminated reason-Completed", "completed"),
         ("span state-terminated reason-Error", "error"),
         ("span state-terminated reason-OOMKilled", "OOM killed"),
-        ("phase-Failed", "phase Failed"),
+        ("span state-stopped", "sidecar stopped at the end"),
         ("cond-False", "condition False"),
     ];
+    /// The top row's colours: the pod's phase (and a condition True, drawn alike).
+    const PHASES: [&str; 5] = ["Pending", "Running", "Succeeded", "Failed", "Unknown"];
     let _ = write!(o, "<g class=\"legend\" id=\"legend\">");
     for (i, (class, text)) in SWATCHES.iter().enumerate() {
         let x = 8.0 + (i % 5) as f64 * 200.0;
@@ -542,7 +584,24 @@ fn legend(o: &mut String, y: f64) {
             yy + 10.0
         );
     }
-    let yy = y + 44.0;
+    let py = y + 36.0;
+    let _ = write!(
+        o,
+        "<g id=\"legend-phase\"><text x=\"8\" y=\"{:.1}\">phase:</text>",
+        py + 10.0
+    );
+    for (i, phase) in PHASES.iter().enumerate() {
+        let x = 60.0 + i as f64 * 120.0;
+        let _ = write!(
+            o,
+            "<rect class=\"phase phase-{phase}\" data-phase=\"{phase}\" x=\"{x:.1}\" y=\"{py:.1}\" \
+             width=\"22\" height=\"12\"/><text x=\"{:.1}\" y=\"{:.1}\">{phase}</text>",
+            x + 28.0,
+            py + 10.0
+        );
+    }
+    o.push_str("</g>");
+    let yy = y + 66.0;
     let items = [
         (
             "<circle class=\"marker event\" cx=\"19\" cy=\"0\" r=\"3.5\"/>",

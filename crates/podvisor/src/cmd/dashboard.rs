@@ -7,16 +7,20 @@
 //! - `/` — the pods of every namespace with kubectl's columns (`kubectl::row_cells`);
 //! - `/pods/NS/NAME` — the pod's timeline (`podvisor_lifecycle::timeline`, the renderer
 //!   `simulate --output html` uses), drawn from the pod, its recorded status transitions
-//!   (`pods/NAME/history`) and its events, with a few lines of script that replace the drawing
-//!   with each message of
+//!   (`pods/NAME/history`) and its events; under it the Events table and each container's
+//!   log tail ([`super::dashboard_pod`]); a few lines of script replace each part with the
+//!   messages of
 //! - `/pods/NS/NAME/stream` — server-sent events: a new drawing (`event: timeline`) each time
 //!   a watch on the pod or on its namespace's events reports a change, and every
-//!   [`REFRESH`] so the time axis keeps up with the clock (`event: failure` with the message
-//!   when the pod cannot be read, e.g. once it is gone);
+//!   [`REFRESH`] so the time axis keeps up with the clock, followed by the Events table
+//!   (`event: events`); the logs (`event: logs`) when they changed, looked at every
+//!   [`LOG_POLL`]; `event: failure` with the message when the pod cannot be read, e.g. once
+//!   it is gone;
 //! - `/pods/NS/NAME/timeline.svg` — the drawing alone.
 //!
 //! Every asset is in the binary; the pages reference nothing outside the dashboard.
 
+use super::dashboard_pod::{LOG_POLL, events_html, logs_html};
 use crate::client::api::{pod_path, pods_path};
 use crate::client::{ApiError, Client, ConnArgs, query_escape};
 use anyhow::{Context, bail};
@@ -31,6 +35,13 @@ use k8s_openapi::jiff::Timestamp;
 use podvisor_lifecycle::kubectl::{header_cells, pod_row, row_cells};
 use podvisor_lifecycle::timeline::svg::esc;
 use podvisor_lifecycle::timeline::{Timeline, Transition, html, svg};
+
+/// What a pod page shows, read at one time.
+struct PodView {
+    pod: Pod,
+    events: Vec<Event>,
+    timeline: Timeline,
+}
 use serde_json::Value;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -178,7 +189,7 @@ async fn pods_page(State(client): ClientState) -> Response {
 }
 
 /// The pod, its history and its events, drawn as of now.
-async fn timeline(client: &Client, ns: &str, name: &str) -> anyhow::Result<(Pod, Timeline)> {
+async fn timeline(client: &Client, ns: &str, name: &str) -> anyhow::Result<PodView> {
     let pod: Pod = serde_json::from_value(client.get(&pod_path(ns, name)).await?)
         .context("decoding the pod")?;
     let history: Vec<Transition> =
@@ -205,8 +216,12 @@ async fn timeline(client: &Client, ns: &str, name: &str) -> anyhow::Result<(Pod,
         ),
         None => Vec::new(),
     };
-    let t = Timeline::from_api(&pod, &history, &events, Timestamp::now());
-    Ok((pod, t))
+    let timeline = Timeline::from_api(&pod, &history, &events, Timestamp::now());
+    Ok(PodView {
+        pod,
+        events,
+        timeline,
+    })
 }
 
 /// `/pods/NS/NAME`: the live timeline page.
@@ -214,11 +229,12 @@ async fn pod_page(
     State(client): ClientState,
     Path((ns, name)): Path<(String, String)>,
 ) -> Response {
-    let (pod, t) = match timeline(&client, &ns, &name).await {
+    let view = match timeline(&client, &ns, &name).await {
         Ok(x) => x,
         Err(e) => return error_page(&e),
     };
-    let row = pod_row(&pod, Timestamp::now());
+    let (pod, t) = (&view.pod, &view.timeline);
+    let row = pod_row(pod, Timestamp::now());
     let heading = format!(
         "<p><a href=\"/\">all pods</a></p><h1 id=\"pod\">{}</h1><table id=\"row\"><tr>{}</tr>\
          <tr>{}</tr></table>",
@@ -233,13 +249,22 @@ async fn pod_page(
             .collect::<String>()
     );
     let stream = format!("/pods/{}/{}/stream", query_escape(&ns), query_escape(&name));
-    Html(html::page(&t, &heading, Some(&stream))).into_response()
+    let after = format!(
+        "<h2>Events</h2><div id=\"events\">{}</div><h2>Logs</h2><div id=\"logs\">{}</div>",
+        events_html(&view.events, Timestamp::now()),
+        logs_html(&client, &ns, &name, pod).await
+    );
+    Html(html::page_with(t, &heading, &after, Some(&stream))).into_response()
 }
 
 /// `/pods/NS/NAME/timeline.svg`: the drawing alone.
 async fn pod_svg(State(client): ClientState, Path((ns, name)): Path<(String, String)>) -> Response {
     match timeline(&client, &ns, &name).await {
-        Ok((_, t)) => ([(header::CONTENT_TYPE, "image/svg+xml")], svg::render(&t)).into_response(),
+        Ok(view) => (
+            [(header::CONTENT_TYPE, "image/svg+xml")],
+            svg::render(&view.timeline),
+        )
+            .into_response(),
         Err(e) => error_page(&e),
     }
 }
@@ -266,6 +291,12 @@ async fn pod_stream(
             tx.clone(),
         ));
     }
+    tokio::spawn(follow_logs(
+        Arc::clone(&client),
+        ns.clone(),
+        name.clone(),
+        tx.clone(),
+    ));
     tokio::spawn(redraw(client, ns, name, changed_rx, tx));
     let stream = futures_util::stream::unfold(rx, |mut rx| async move {
         rx.recv()
@@ -325,12 +356,50 @@ async fn redraw(
         }
         tokio::time::sleep(COALESCE).await;
         while changed.try_recv().is_ok() {}
-        let event = match timeline(&client, &ns, &name).await {
-            Ok((_, t)) => SseEvent::default().event("timeline").data(svg::render(&t)),
-            Err(e) => SseEvent::default().event("failure").data(format!("{e:#}")),
+        let events = match timeline(&client, &ns, &name).await {
+            Ok(view) => vec![
+                SseEvent::default()
+                    .event("timeline")
+                    .data(svg::render(&view.timeline)),
+                SseEvent::default()
+                    .event("events")
+                    .data(events_html(&view.events, Timestamp::now())),
+            ],
+            Err(e) => vec![SseEvent::default().event("failure").data(format!("{e:#}"))],
         };
-        if page.send(event).await.is_err() {
-            return;
+        for event in events {
+            if page.send(event).await.is_err() {
+                return;
+            }
+        }
+    }
+}
+
+/// Sends the containers' log tails to the page each time they differ from what it has,
+/// looking every [`LOG_POLL`] (see `dashboard_pod`'s docs for why not `follow=true`).
+async fn follow_logs(client: Arc<Client>, ns: String, name: String, page: mpsc::Sender<SseEvent>) {
+    let mut last: Option<String> = None;
+    loop {
+        tokio::select! {
+            () = tokio::time::sleep(LOG_POLL) => {}
+            () = page.closed() => return,
+        }
+        let Ok(value) = client.get(&pod_path(&ns, &name)).await else {
+            continue;
+        };
+        let Ok(pod) = serde_json::from_value::<Pod>(value) else {
+            continue;
+        };
+        let logs = logs_html(&client, &ns, &name, &pod).await;
+        if last.as_ref() != Some(&logs) {
+            if page
+                .send(SseEvent::default().event("logs").data(logs.clone()))
+                .await
+                .is_err()
+            {
+                return;
+            }
+            last = Some(logs);
         }
     }
 }

@@ -3,6 +3,7 @@
 pub mod apply;
 pub mod container_log_args;
 pub mod dashboard;
+pub mod dashboard_pod;
 pub mod delete;
 pub mod describe;
 pub mod get;
@@ -11,6 +12,8 @@ pub mod lint;
 pub mod logs;
 pub mod run;
 pub mod run_logs;
+mod run_print;
+pub mod run_text;
 pub mod runtime_args;
 pub mod serve;
 mod serve_objects;

@@ -16,20 +16,19 @@
 //! Exit status: 0 when every pod Succeeded or was still healthy when interrupted, 1 when any
 //! failed, 2 on bad input.
 
+use super::run_print::Printer;
 use crate::{BackoffCurve, OutputFormat};
 use anyhow::{Context, bail};
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::Pod;
 use podvisor_agent::objects::StaticObjects;
-use podvisor_agent::{Agent, PodUpdate, TimedEvent};
+use podvisor_agent::{Agent, PodUpdate};
 use podvisor_api::{FeatureGates, apply_defaults, drop_disabled_fields, validate_pod_with_gates};
-use podvisor_lifecycle::duration::human_signed_duration;
-use podvisor_lifecycle::kubectl::pod_row;
-use podvisor_lifecycle::sim::{self, Record, StatusSnapshot, script::parse_duration};
+use podvisor_lifecycle::sim::script::parse_duration;
 use podvisor_lifecycle::{BackoffConfig, MachineConfig};
 use podvisor_runtime::Runtime;
 use std::collections::HashSet;
-use std::io::{IsTerminal, Read, Write};
+use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -189,7 +188,7 @@ fn load_pods(files: &[PathBuf], gates: FeatureGates) -> Option<(Vec<Pod>, Static
         let text = match text {
             Ok(t) => t,
             Err(e) => {
-                eprintln!("error: reading {source}: {e}");
+                eprintln!("{source}: reading the file: {e}");
                 ok = false;
                 continue;
             }
@@ -197,7 +196,8 @@ fn load_pods(files: &[PathBuf], gates: FeatureGates) -> Option<(Vec<Pod>, Static
         let decoded = match podvisor_api::decode_manifest(&text, &source) {
             Ok(m) => m,
             Err(e) => {
-                eprintln!("error: {e}");
+                // The decoder's message begins with `source`.
+                eprintln!("{e}");
                 ok = false;
                 continue;
             }
@@ -210,7 +210,7 @@ fn load_pods(files: &[PathBuf], gates: FeatureGates) -> Option<(Vec<Pod>, Static
             match podvisor_api::validation::validate_config_map(&cm) {
                 Ok(()) => objects.add_config_map(cm),
                 Err(e) => {
-                    eprintln!("{e}");
+                    eprintln!("{source}: {e}");
                     ok = false;
                 }
             }
@@ -220,7 +220,7 @@ fn load_pods(files: &[PathBuf], gates: FeatureGates) -> Option<(Vec<Pod>, Static
             match podvisor_api::validation::validate_secret(&secret) {
                 Ok(()) => objects.add_secret(secret),
                 Err(e) => {
-                    eprintln!("{e}");
+                    eprintln!("{source}: {e}");
                     ok = false;
                 }
             }
@@ -229,7 +229,14 @@ fn load_pods(files: &[PathBuf], gates: FeatureGates) -> Option<(Vec<Pod>, Static
             apply_defaults(&mut pod);
             drop_disabled_fields(&mut pod, None);
             if let Err(e) = validate_pod_with_gates(&pod, gates) {
-                eprintln!("{e}");
+                eprintln!("{source}: {e}");
+                if let Some(hint) = pod
+                    .spec
+                    .as_ref()
+                    .and_then(|spec| podvisor_api::missing_gate_hint(spec, gates))
+                {
+                    eprintln!("{hint}");
+                }
                 ok = false;
                 continue;
             }
@@ -267,9 +274,9 @@ fn temp_state_dir() -> anyhow::Result<PathBuf> {
 }
 
 /// What is known about one pod.
-struct Tracked {
+pub(super) struct Tracked {
     /// The latest pod object (None until its first status).
-    pod: Option<Pod>,
+    pub(super) pod: Option<Pod>,
     terminated: bool,
     /// Whether it was healthy when the run was interrupted (None: not interrupted while it
     /// ran).
@@ -312,7 +319,8 @@ async fn supervise<R: Runtime>(
         });
     }
     drop(tx);
-    let mut printer = Printer::new(output, start, names);
+    let mut printer = Printer::new(output, start, names.clone());
+    let mut started = super::run_text::Started::default();
     let mut interrupts = 0u32;
     let mut tick = tokio::time::interval(Duration::from_secs(1));
     let mut log_poll = tokio::time::interval(LOG_POLL);
@@ -329,6 +337,16 @@ async fn supervise<R: Runtime>(
             _ = tick.tick() => Wake::Tick,
             _ = log_poll.tick(), if logs.is_some() => Wake::Logs,
         };
+        // Lines in time order: an instance's output only once its start was said (its
+        // events arrive after it may have written), and before the row saying it exited.
+        if let Wake::Update((i, PodUpdate::Status(p) | PodUpdate::Terminated(p))) = &wake {
+            started.note(&names[*i], p);
+            if let Some(tail) = logs.as_mut()
+                && reports_exit(p)
+            {
+                printer.output_lines(&tail.poll_shown(|p, c, n| started.shown(p, c, n)));
+            }
+        }
         match wake {
             Wake::Update((i, PodUpdate::Status(pod))) => {
                 printer.status(i, &pod);
@@ -337,6 +355,7 @@ async fn supervise<R: Runtime>(
             Wake::Update((i, PodUpdate::Event(event))) => printer.event(i, &event),
             Wake::Update((i, PodUpdate::Terminated(pod))) => {
                 printer.status(i, &pod);
+                printer.deleted(i);
                 tracked[i].pod = Some(*pod);
                 tracked[i].terminated = true;
             }
@@ -350,7 +369,7 @@ async fn supervise<R: Runtime>(
             Wake::Tick => printer.tick(),
             Wake::Logs => {
                 if let Some(tail) = logs.as_mut() {
-                    printer.output_lines(&tail.poll());
+                    printer.output_lines(&tail.poll_shown(|p, c, n| started.shown(p, c, n)));
                 }
             }
         }
@@ -363,7 +382,21 @@ async fn supervise<R: Runtime>(
         printer.output_lines(&tail.poll());
     }
     printer.finish();
+    printer.summary(&tracked);
     Ok(exit_code(&tracked))
+}
+
+/// Whether a container of `pod` has terminated (its output must be shown before the row).
+fn reports_exit(pod: &Pod) -> bool {
+    let status = pod.status.as_ref();
+    [
+        status.and_then(|s| s.init_container_statuses.as_ref()),
+        status.and_then(|s| s.container_statuses.as_ref()),
+    ]
+    .into_iter()
+    .flatten()
+    .flatten()
+    .any(|c| c.state.as_ref().is_some_and(|s| s.terminated.is_some()))
 }
 
 /// How often `run` shows what the containers wrote.
@@ -392,8 +425,17 @@ fn on_interrupt(
             t.healthy_at_interrupt = Some(t.pod.as_ref().is_none_or(healthy));
         }
         printer.note("Deleting every pod (interrupt again to force)");
-        for c in controls {
+        for (i, c) in controls.iter().enumerate() {
             c.delete(grace);
+            if !tracked[i].terminated {
+                // The grace period the agent uses: the delete's, else the pod's own.
+                let own = tracked[i]
+                    .pod
+                    .as_ref()
+                    .and_then(|p| p.spec.as_ref())
+                    .and_then(|s| s.termination_grace_period_seconds);
+                printer.deleting(i, grace.or(own).unwrap_or(30));
+            }
         }
     } else {
         printer.note("Forcing deletion (grace period 0)");
@@ -440,300 +482,9 @@ fn exit_code(tracked: &[Tracked]) -> i32 {
     i32::from(failed)
 }
 
-/// Prints the pods' progress in the chosen format.
-struct Printer {
-    format: OutputFormat,
-    /// Text on a terminal: the table is redrawn in place below the event lines.
-    live: bool,
-    start: Timestamp,
-    names: Vec<String>,
-    pods: Vec<Option<Pod>>,
-    /// Text, appended: the last row printed per pod (READY, STATUS, RESTARTS count).
-    printed: Vec<Option<(String, String, String)>>,
-    /// Appended text: column widths so far (they only grow, keeping rows aligned).
-    widths: [usize; 4],
-    header_printed: bool,
-    /// JSON: the last snapshot printed per pod.
-    snapshots: Vec<Option<StatusSnapshot>>,
-    /// The pod IP said per pod (once its sandbox is up).
-    ips: Vec<Option<String>>,
-    /// Live: how many table lines are on screen below the cursor's line start.
-    drawn: usize,
-    last_t: f64,
-}
-
-const HEADER: [&str; 5] = ["NAME", "READY", "STATUS", "RESTARTS", "AGE"];
-
-impl Printer {
-    fn new(format: OutputFormat, start: Timestamp, names: Vec<String>) -> Printer {
-        let n = names.len();
-        Printer {
-            format,
-            live: format == OutputFormat::Text && std::io::stdout().is_terminal(),
-            start,
-            names,
-            pods: vec![None; n],
-            printed: vec![None; n],
-            widths: [0; 4],
-            header_printed: false,
-            snapshots: vec![None; n],
-            ips: vec![None; n],
-            drawn: 0,
-            last_t: 0.0,
-        }
-    }
-
-    fn status(&mut self, i: usize, pod: &Pod) {
-        let now = Timestamp::now();
-        self.pods[i] = Some(pod.clone());
-        let ip = pod.status.as_ref().and_then(|s| s.pod_ip.clone());
-        let new_ip = ip.is_some() && ip != self.ips[i];
-        if new_ip {
-            self.ips[i].clone_from(&ip);
-        }
-        match self.format {
-            OutputFormat::Json => {
-                let snap = sim::snapshot(pod, now);
-                if self.snapshots[i].as_ref() == Some(&snap) && !new_ip {
-                    return;
-                }
-                self.snapshots[i] = Some(snap.clone());
-                let t = self.t(now);
-                self.json(i, &Record::Status { t, status: snap });
-            }
-            OutputFormat::Text if new_ip => {
-                // Said once, when the sandbox is up (as `kubectl get -o wide`'s IP column).
-                let line = format!(
-                    "pod/{} IP {}",
-                    self.names[i],
-                    ip.as_deref().unwrap_or_default()
-                );
-                if self.live {
-                    self.redraw(&[line]);
-                } else {
-                    write_out(&format!("{line}\n"));
-                    self.status(i, pod);
-                }
-            }
-            OutputFormat::Text if self.live => self.redraw(&[]),
-            OutputFormat::Text => {
-                let row = pod_row(pod, now);
-                let count = row
-                    .restarts
-                    .split_whitespace()
-                    .next()
-                    .unwrap_or("0")
-                    .to_string();
-                let key = (row.ready.clone(), row.status.clone(), count);
-                if self.printed[i].as_ref() == Some(&key) {
-                    return;
-                }
-                self.printed[i] = Some(key);
-                let cells = [row.name, row.ready, row.status, row.restarts, row.age];
-                let mut out = String::new();
-                for (w, c) in self.widths.iter_mut().zip(HEADER.iter().zip(&cells)) {
-                    *w = (*w).max(c.0.len()).max(c.1.len());
-                }
-                if !self.header_printed {
-                    self.header_printed = true;
-                    out.push_str(&table_line(&HEADER.map(String::from), &self.widths));
-                }
-                out.push_str(&table_line(&cells, &self.widths));
-                write_out(&out);
-            }
-        }
-    }
-
-    fn event(&mut self, i: usize, e: &TimedEvent) {
-        match self.format {
-            OutputFormat::Json => {
-                let t = self.t(e.time);
-                let record = Record::Event {
-                    t,
-                    event: e.event.clone(),
-                };
-                self.json(i, &record);
-            }
-            OutputFormat::Text => {
-                // Measured like the AGE column, so an event and its row agree.
-                let created = self.pods[i]
-                    .as_ref()
-                    .and_then(|p| p.metadata.creation_timestamp.as_ref())
-                    .map_or(self.start, |t| t.0);
-                let age = human_signed_duration(e.time.duration_since(created));
-                let container = e
-                    .event
-                    .container
-                    .as_ref()
-                    .map(|(_, name)| format!("[{name}] "))
-                    .unwrap_or_default();
-                let line = format!(
-                    "{age} {} {} pod/{} {container}{}",
-                    e.event.type_.as_str(),
-                    e.event.reason,
-                    self.names[i],
-                    e.event.message
-                );
-                if self.live {
-                    self.redraw(&[line]);
-                } else {
-                    write_out(&format!("{line}\n"));
-                }
-            }
-        }
-    }
-
-    /// Lines the containers wrote (text output only), above the live table.
-    fn output_lines(&mut self, lines: &[String]) {
-        if lines.is_empty() || self.format != OutputFormat::Text {
-            return;
-        }
-        if self.live {
-            self.redraw(lines);
-        } else {
-            let mut text = lines.join("\n");
-            text.push('\n');
-            write_out(&text);
-        }
-    }
-
-    /// A message from `run` itself.
-    fn note(&mut self, message: &str) {
-        match self.format {
-            OutputFormat::Json => eprintln!("{message}"),
-            OutputFormat::Text if self.live => self.redraw(&[message.to_string()]),
-            OutputFormat::Text => write_out(&format!("{message}\n")),
-        }
-    }
-
-    /// Once a second: the live table's AGE and `(Xs ago)` columns move on.
-    fn tick(&mut self) {
-        if self.live && self.drawn > 0 {
-            self.redraw(&[]);
-        }
-    }
-
-    fn finish(&mut self) {
-        if self.live {
-            self.redraw(&[]);
-        }
-    }
-
-    /// Seconds since the start, never going backwards between lines.
-    fn t(&mut self, at: Timestamp) -> f64 {
-        let t = at.duration_since(self.start).as_secs_f64().max(self.last_t);
-        self.last_t = t;
-        t
-    }
-
-    fn json(&self, i: usize, record: &Record) {
-        let line = sim::json_lines(std::slice::from_ref(record));
-        let ip = self.ips[i]
-            .as_ref()
-            .filter(|_| matches!(record, Record::Status { .. }));
-        if self.names.len() == 1 && ip.is_none() {
-            write_out(&line);
-            return;
-        }
-        // Several pods: say which one each line is about; a status says the pod's IP.
-        match serde_json::from_str::<serde_json::Value>(line.trim_end()) {
-            Ok(serde_json::Value::Object(mut map)) => {
-                if self.names.len() > 1 {
-                    map.insert("pod".to_string(), self.names[i].clone().into());
-                }
-                if let Some(ip) = ip {
-                    map.insert("podIP".to_string(), ip.clone().into());
-                }
-                write_out(&format!("{}\n", serde_json::Value::Object(map)));
-            }
-            _ => write_out(&line),
-        }
-    }
-
-    /// Live mode: erase the table, print `lines` where it was, and draw it again below them.
-    fn redraw(&mut self, lines: &[String]) {
-        let now = Timestamp::now();
-        let mut out = String::new();
-        if self.drawn > 0 {
-            // Up to the table's first line, then clear to the end of the screen.
-            out.push_str(&format!("\x1b[{}A\r\x1b[J", self.drawn));
-        }
-        for line in lines {
-            out.push_str(line);
-            out.push('\n');
-        }
-        let rows: Vec<[String; 5]> = self
-            .pods
-            .iter()
-            .flatten()
-            .map(|p| {
-                let r = pod_row(p, now);
-                [r.name, r.ready, r.status, r.restarts, r.age]
-            })
-            .collect();
-        if rows.is_empty() {
-            self.drawn = 0;
-        } else {
-            let mut widths = [0; 4];
-            for cells in std::iter::once(&HEADER.map(String::from)).chain(&rows) {
-                for (w, c) in widths.iter_mut().zip(cells) {
-                    *w = (*w).max(c.len());
-                }
-            }
-            out.push_str(&table_line(&HEADER.map(String::from), &widths));
-            for cells in &rows {
-                out.push_str(&table_line(cells, &widths));
-            }
-            self.drawn = rows.len() + 1;
-        }
-        write_out(&out);
-    }
-}
-
-/// One table line as kubectl's tabwriter lays it out (minimum width 6, padding 3; the last
-/// column is not padded).
-fn table_line(cells: &[String; 5], widths: &[usize; 4]) -> String {
-    let mut line = String::new();
-    for (cell, w) in cells.iter().zip(widths) {
-        let width = (w + 3).max(6);
-        line.push_str(&format!("{cell:<width$}"));
-    }
-    line.push_str(&cells[4]);
-    line.push('\n');
-    line
-}
-
-/// Writes to stdout; a closed stdout (e.g. piped into `head`) is not an error worth dying for
-/// while pods still need stopping.
-fn write_out(s: &str) {
-    let mut out = std::io::stdout().lock();
-    let _ = out.write_all(s.as_bytes());
-    let _ = out.flush();
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn table_lines_follow_kubectl_tabwriter() {
-        let header = HEADER.map(String::from);
-        let row = ["web", "1/1", "Running", "0", "5s"].map(String::from);
-        let mut widths = [0; 4];
-        for cells in [&header, &row] {
-            for (w, c) in widths.iter_mut().zip(cells) {
-                *w = (*w).max(c.len());
-            }
-        }
-        assert_eq!(
-            table_line(&header, &widths),
-            "NAME   READY   STATUS    RESTARTS   AGE\n"
-        );
-        assert_eq!(
-            table_line(&row, &widths),
-            "web    1/1     Running   0          5s\n"
-        );
-    }
 
     fn pod_with(phase: &str, waiting: Option<&str>) -> Pod {
         let state = match waiting {

@@ -44,9 +44,23 @@ impl LogTail {
     /// The lines written since the last poll, prefixed (`name | line`), oldest attempt of each
     /// container first.
     pub fn poll(&mut self) -> Vec<String> {
+        self.poll_shown(|_, _, _| true)
+    }
+
+    /// [`LogTail::poll`] of the attempts `shown(pod, container, attempt)` allows: the others
+    /// are left unread until it does (a container's output after its start was said).
+    pub fn poll_shown(&mut self, shown: impl Fn(&str, &str, u64) -> bool) -> Vec<String> {
         let mut out = Vec::new();
-        for (prefix, files) in self.files() {
-            for path in files {
+        for ((pod, container), files) in self.files() {
+            let prefix = if self.with_pod {
+                format!("{pod}/{container}")
+            } else {
+                container.clone()
+            };
+            for (attempt, path) in files {
+                if !shown(&pod, &container, attempt) {
+                    continue;
+                }
                 let cursor = self.cursors.entry(path.clone()).or_insert_with(|| Cursor {
                     log: LogFollower::new(&path),
                     partial: HashMap::new(),
@@ -59,9 +73,9 @@ impl LogTail {
         out
     }
 
-    /// Every log file by its prefix, each container's in attempt order.
-    fn files(&self) -> BTreeMap<String, Vec<PathBuf>> {
-        let mut found: BTreeMap<String, Vec<(u64, PathBuf)>> = BTreeMap::new();
+    /// Every log file by its pod and container, each container's in attempt order.
+    fn files(&self) -> BTreeMap<(String, String), Vec<(u64, PathBuf)>> {
+        let mut found: BTreeMap<(String, String), Vec<(u64, PathBuf)>> = BTreeMap::new();
         let Ok(pods) = std::fs::read_dir(&self.dir) else {
             return BTreeMap::new();
         };
@@ -74,11 +88,7 @@ impl LogTail {
             };
             for container in containers.flatten() {
                 let name = container.file_name().to_string_lossy().into_owned();
-                let prefix = if self.with_pod {
-                    format!("{pod_name}/{name}")
-                } else {
-                    name
-                };
+                let key = (pod_name.clone(), name);
                 let Ok(logs) = std::fs::read_dir(container.path()) else {
                     continue;
                 };
@@ -89,7 +99,7 @@ impl LogTail {
                         .and_then(|n| n.parse::<u64>().ok())
                     {
                         found
-                            .entry(prefix.clone())
+                            .entry(key.clone())
                             .or_default()
                             .push((attempt, log.path()));
                     }
@@ -98,9 +108,9 @@ impl LogTail {
         }
         found
             .into_iter()
-            .map(|(prefix, mut files)| {
+            .map(|(key, mut files)| {
                 files.sort();
-                (prefix, files.into_iter().map(|(_, p)| p).collect())
+                (key, files)
             })
             .collect()
     }

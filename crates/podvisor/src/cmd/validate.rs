@@ -90,6 +90,13 @@ fn check_file(file: &Path, gates: FeatureGates) -> bool {
                 }
             }
         }
+        if let Some(hint) = pod
+            .spec
+            .as_ref()
+            .and_then(|spec| podvisor_api::missing_gate_hint(spec, gates))
+        {
+            eprintln!("{hint}");
+        }
     }
     ok
 }
