@@ -121,7 +121,6 @@ fn validate_update_typed<T: Rules>(new: &Value, old: &Value) -> ApiResult<()> {
         .map_err(|e| ApiError::invalid(&e))
 }
 
-
 /// A read-only kind's decoder (for the reads' types; no write reaches it).
 fn decode_plain<T: DeserializeOwned + Serialize>(
     value: Value,

@@ -88,8 +88,6 @@ fn pod_security(req: &Req, new: &Value, old: Option<&Value>) -> ApiResult<Vec<St
         .unwrap_or("");
     match old {
         None => crate::pod_security::admit_namespace_create(name, new).map(|()| Vec::new()),
-        Some(old) => {
-            crate::pod_security::admit_namespace_update(req.state.store(), name, old, new)
-        }
+        Some(old) => crate::pod_security::admit_namespace_update(req.state.store(), name, old, new),
     }
 }
