@@ -1,6 +1,6 @@
 //! What a pod's manifest says its containers do, as a [`Script`]: `podvisor simulate` without
 //! `--script` (or for what the script does not name) reads each container's `command` + `args`
-//! and each exec probe's and hook's command with [`super::shell`], and lists what it inferred
+//! and each exec probe's and hook's command with `shell`, and lists what it inferred
 //! and what it assumed (an unknown program runs until stopped; a probe or hook it cannot read
 //! succeeds at once).
 //!
