@@ -5,11 +5,12 @@
 //! beside its status manager), and at the end the removal of a deleted pod's object (T9).
 
 use super::Finished;
+use super::pending::Pending;
 use super::recorder::Recorder;
 use crate::Clock;
-use crate::history::HistoryStore;
+use crate::history::{HistoryStore, Transition};
 use crate::log::{debug, warning};
-use crate::{PodHandle, PodUpdate, TimedEvent};
+use crate::{PodHandle, TimedEvent};
 use k8s_openapi::api::core::v1::{Pod, PodCondition, PodStatus};
 use podvisor_store::{Key, Preconditions, Store, StoreError, Value};
 use std::sync::Arc;
@@ -48,40 +49,68 @@ pub(crate) const STATUS_RETRY: std::time::Duration = std::time::Duration::from_s
 impl Writer {
     /// Runs until the pod worker has finished, or until `stop` fires (agent shutdown: the
     /// worker is stopped without touching its containers and the last status is written).
+    ///
+    /// While a write is in flight the worker's updates are still taken, coalesced into a
+    /// [`Pending`] (the newest status, every event): a burst of statuses is a few writes of
+    /// the newest, never a queue of full copies of the pod.
     pub(crate) async fn run(mut self, mut handle: PodHandle, mut stop: oneshot::Receiver<()>) {
+        let mut pending = Pending::default();
+        // The worker's channel has ended (its last update was taken).
+        let mut ended = false;
         loop {
-            let first = tokio::select! {
-                update = handle.next_update() => update,
-                _ = &mut stop => {
-                    handle.abort();
-                    let mut rest = Vec::new();
-                    while let Some(update) = handle.next_update().await {
-                        rest.push(update);
+            if pending.is_empty() && !ended {
+                tokio::select! {
+                    update = handle.next_update(), if !ended => match update {
+                        Some(update) => pending.add(update, self.stamp()),
+                        None => ended = true,
+                    },
+                    _ = &mut stop => {
+                        handle.abort();
+                        while let Some(update) = handle.next_update().await {
+                            pending.add(update, self.stamp());
+                        }
+                        self.apply(std::mem::take(&mut pending)).await;
+                        return;
                     }
-                    self.apply(rest).await;
+                    () = tokio::time::sleep(STATUS_RETRY), if self.behind() => {
+                        self.retry().await;
+                        continue;
+                    }
+                }
+            }
+            while let Some(update) = handle.try_next_update() {
+                pending.add(update, self.stamp());
+            }
+            if pending.is_empty() {
+                if ended {
+                    // The worker ended without `Terminated`: it panicked.
+                    let error = handle.join().await.err();
+                    warning!(
+                        "pod {}/{}: the pod worker ended abnormally: {error:?}",
+                        self.key.namespace,
+                        self.key.name
+                    );
+                    self.finish(false);
                     return;
                 }
-                () = tokio::time::sleep(STATUS_RETRY), if self.behind() => {
-                    self.retry().await;
-                    continue;
+                continue;
+            }
+            let batch = std::mem::take(&mut pending);
+            let clock = self.history.as_ref().map(|(_, clock)| Arc::clone(clock));
+            let terminated = {
+                let apply = self.apply(batch);
+                tokio::pin!(apply);
+                loop {
+                    tokio::select! {
+                        terminated = &mut apply => break terminated,
+                        update = handle.next_update(), if !ended => match update {
+                            Some(update) => pending.add(update, clock.as_ref().map(|c| c.now())),
+                            None => ended = true,
+                        },
+                    }
                 }
             };
-            let Some(first) = first else {
-                // The worker ended without `Terminated`: it panicked.
-                let error = handle.join().await.err();
-                warning!(
-                    "pod {}/{}: the pod worker ended abnormally: {error:?}",
-                    self.key.namespace,
-                    self.key.name
-                );
-                self.finish(false);
-                return;
-            };
-            let mut batch = vec![first];
-            while let Some(update) = handle.try_next_update() {
-                batch.push(update);
-            }
-            if let Some(last) = self.apply(batch).await {
+            if let Some(last) = terminated {
                 // The final status must reach the store before the pod's end is reported.
                 while self.behind() {
                     tokio::select! {
@@ -96,28 +125,29 @@ impl Writer {
         }
     }
 
+    /// The time a history transition taken now is stamped with (none without a history).
+    fn stamp(&self) -> Option<jiff::Timestamp> {
+        self.history.as_ref().map(|(_, clock)| clock.now())
+    }
+
     /// Records the events and writes the newest status of a batch; returns the final pod if
     /// the batch ended with `Terminated`.
-    async fn apply(&mut self, batch: Vec<PodUpdate>) -> Option<Box<Pod>> {
-        let mut newest = None;
-        let mut events = Vec::new();
-        let mut terminated = None;
-        let mut transitions = Vec::new();
-        for update in batch {
-            match update {
-                PodUpdate::Status(pod) => {
-                    transitions.push(Pod::clone(&pod));
-                    newest = Some(pod);
-                }
-                PodUpdate::Event(event) => events.push(event),
-                PodUpdate::Terminated(pod) => {
-                    transitions.push(Pod::clone(&pod));
-                    terminated = Some(pod);
-                }
-            }
+    async fn apply(&mut self, batch: Pending) -> Option<Box<Pod>> {
+        let Pending {
+            status,
+            terminated,
+            events,
+            transitions,
+            replaced,
+        } = batch;
+        if replaced > 0 {
+            debug!(
+                "pod {}/{}: {replaced} statuses replaced by a newer one before they were written",
+                self.key.namespace, self.key.name
+            );
         }
         let history = self.history_job(transitions);
-        let newest = terminated.clone().or(newest);
+        let newest = terminated.clone().or(status);
         if let Some(pod) = &newest {
             self.latest.send_replace(Some(pod.clone()));
         }
@@ -139,20 +169,19 @@ impl Writer {
         terminated
     }
 
-    /// What puts every status of the batch into the node's history (the store gets the
-    /// newest), to run on a blocking thread; `None` without a history or a status.
-    fn history_job(&self, pods: Vec<Pod>) -> Option<impl FnOnce() + Send + 'static> {
-        let (history, clock) = self.history.clone()?;
-        if pods.is_empty() {
+    /// What puts the batch's statuses into the node's history (the store gets the newest),
+    /// to run on a blocking thread; `None` without a history or a status.
+    fn history_job(&self, transitions: Vec<Transition>) -> Option<impl FnOnce() + Send + 'static> {
+        let (history, _) = self.history.clone()?;
+        if transitions.is_empty() {
             return None;
         }
-        let now = clock.now();
         let uid = self.uid.clone();
         let key = self.key.clone();
         Some(move || {
-            if let Err(e) = pods
-                .iter()
-                .try_for_each(|pod| history.record(&uid, pod, now))
+            if let Err(e) = transitions
+                .into_iter()
+                .try_for_each(|t| history.record_transition(&uid, t))
             {
                 warning!(
                     "pod {}/{}: recording its history: {e}",
