@@ -436,7 +436,114 @@ pub(crate) fn foreign_conditions(pod: &Pod) -> Vec<PodCondition> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::PodUpdate;
+    use crate::clock::SystemClock;
+    use crate::node::pending::HISTORY_PENDING;
+    use podvisor_lifecycle::{Event, EventType};
     use serde_json::json;
+
+    /// A pod of `n` containers, `exited` of them terminated.
+    fn pod_with(n: usize, exited: usize, phase: &str) -> Pod {
+        let statuses: Vec<_> = (0..n)
+            .map(|i| {
+                let state = if i < exited {
+                    json!({"terminated": {"exitCode": 0, "reason": "Completed"}})
+                } else {
+                    json!({"running": {}})
+                };
+                json!({"name": format!("c{i}"), "image": "busybox", "imageID": "",
+                    "ready": false, "restartCount": 0, "state": state})
+            })
+            .collect();
+        serde_json::from_value(json!({
+            "metadata": {"name": "big", "namespace": "default", "uid": "u-1"},
+            "spec": {"containers": (0..n).map(|i| json!({"name": format!("c{i}"), "image": "busybox"})).collect::<Vec<_>>()},
+            "status": {"phase": phase, "containerStatuses": statuses},
+        }))
+        .unwrap()
+    }
+
+    /// A burst of statuses (a large pod's containers exiting one after another) is coalesced:
+    /// the store gets a few writes ending with the final status, every event is recorded, and
+    /// the node's history holds a bounded share of the burst, not a full status per exit.
+    #[tokio::test]
+    async fn a_burst_of_statuses_is_a_few_writes_of_the_newest() {
+        let dir = std::env::temp_dir().join(format!("podvisor-writer-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let store = Store::open(&dir.join("store.redb")).unwrap();
+        let key = Key::new("pods", "default", "big");
+        let n = 40;
+        store
+            .create(
+                &key,
+                serde_json::to_value(pod_with(n, 0, "Running")).unwrap(),
+            )
+            .unwrap();
+        let mut watch = store
+            .watch("pods", None, podvisor_store::WatchFrom::Now)
+            .unwrap();
+        let history = Arc::new(HistoryStore::open(&dir.join("history")).unwrap());
+        let (tx, rx) = mpsc::unbounded_channel();
+        let handle = PodHandle::scripted(&pod_with(n, 0, "Running"), rx);
+        // Everything the worker publishes is there before the writer runs.
+        for exited in 1..=n {
+            tx.send(PodUpdate::Status(Box::new(pod_with(n, exited, "Running"))))
+                .unwrap();
+            tx.send(PodUpdate::Event(TimedEvent {
+                time: jiff::Timestamp::now(),
+                event: Event {
+                    type_: EventType::Normal,
+                    reason: "Killing",
+                    message: format!("Stopping container c{exited}"),
+                    container: None,
+                },
+            }))
+            .unwrap();
+        }
+        tx.send(PodUpdate::Terminated(Box::new(pod_with(n, n, "Succeeded"))))
+            .unwrap();
+        drop(tx);
+        let (finished, mut finished_rx) = mpsc::unbounded_channel();
+        let writer = Writer {
+            store: store.clone(),
+            host: "node".into(),
+            recorder: None,
+            key: key.clone(),
+            uid: "u-1".into(),
+            latest: watch::channel(None).0,
+            finished,
+            history: Some((Arc::clone(&history), Arc::new(SystemClock))),
+            unwritten: None,
+        };
+        writer.run(handle, oneshot::channel().1).await;
+        assert!(finished_rx.recv().await.is_some());
+        let mut writes = Vec::new();
+        while let Some(event) = watch.try_next() {
+            writes.push(event.object["status"]["phase"].as_str().unwrap().to_owned());
+        }
+        assert_eq!(writes, ["Succeeded"], "one write, the final status");
+        let stored = store.get(&key).unwrap().unwrap();
+        assert_eq!(stored["status"]["phase"], "Succeeded");
+        let transitions = history.read("u-1").unwrap();
+        assert!(
+            transitions.len() <= HISTORY_PENDING,
+            "{} history lines for {n} statuses",
+            transitions.len()
+        );
+        assert_eq!(
+            transitions.last().unwrap().status.phase.as_deref(),
+            Some("Succeeded")
+        );
+        let (events, _) = store.list("events", Some("default")).unwrap();
+        let killing: usize = events
+            .iter()
+            .filter(|e| e["reason"] == "Killing")
+            .map(|e| e["count"].as_u64().unwrap_or(1) as usize)
+            .sum();
+        assert!(killing >= n.min(10), "{killing} Killing events recorded");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 
     fn status(v: Value) -> PodStatus {
         serde_json::from_value(v).unwrap()
