@@ -60,23 +60,19 @@ impl Writer {
         loop {
             if pending.is_empty() && !ended {
                 tokio::select! {
-                    update = handle.next_update(), if !ended => match update {
+                    update = handle.next_update() => match update {
                         Some(update) => pending.add(update, self.stamp()),
                         None => ended = true,
                     },
-                    _ = &mut stop => {
-                        handle.abort();
-                        while let Some(update) = handle.next_update().await {
-                            pending.add(update, self.stamp());
-                        }
-                        self.apply(std::mem::take(&mut pending)).await;
-                        return;
-                    }
+                    _ = &mut stop => return self.stop(handle, pending).await,
                     () = tokio::time::sleep(STATUS_RETRY), if self.behind() => {
                         self.retry().await;
                         continue;
                     }
                 }
+            } else if !matches!(stop.try_recv(), Err(oneshot::error::TryRecvError::Empty)) {
+                // Updates keep coming (a burst): the stop is not kept waiting for a pause.
+                return self.stop(handle, pending).await;
             }
             while let Some(update) = handle.try_next_update() {
                 pending.add(update, self.stamp());
@@ -123,6 +119,16 @@ impl Writer {
                 return;
             }
         }
+    }
+
+    /// The agent stops: the worker is stopped without touching its containers, and what it
+    /// published is written.
+    async fn stop(mut self, mut handle: PodHandle, mut pending: Pending) {
+        handle.abort();
+        while let Some(update) = handle.next_update().await {
+            pending.add(update, self.stamp());
+        }
+        self.apply(pending).await;
     }
 
     /// The time a history transition taken now is stamped with (none without a history).
