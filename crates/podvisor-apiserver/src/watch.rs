@@ -317,9 +317,15 @@ impl WatchJob {
     /// whether the object matched before the change (the store's previous value, as etcd's
     /// `prevKV`) and after it, as the API server's watch cache decides.
     fn classify(&self, event: &WatchEvent) -> Option<&'static str> {
-        let before = event
-            .previous()
-            .is_some_and(|previous| self.selection.matches(&previous));
+        // Without a selector the object before matched if there was one: no need to decode
+        // it (a large pod is megabytes, for every watcher).
+        let before = if self.selection.selects_all() {
+            event.previous_json.is_some()
+        } else {
+            event
+                .previous()
+                .is_some_and(|previous| self.selection.matches(&previous))
+        };
         let after = event.type_ != EventType::Deleted && self.selection.matches(&event.object);
         match (before, after) {
             (false, true) => Some("ADDED"),
