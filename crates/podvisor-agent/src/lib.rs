@@ -374,6 +374,24 @@ impl PodHandle {
         }
     }
 
+    /// A handle whose updates are whatever the test sends on `updates`; its worker ends at
+    /// once, returning `pod`.
+    #[cfg(test)]
+    pub(crate) fn scripted(pod: &Pod, updates: mpsc::UnboundedReceiver<PodUpdate>) -> PodHandle {
+        let meta = &pod.metadata;
+        let last = pod.clone();
+        PodHandle {
+            name: meta.name.clone().unwrap_or_default(),
+            namespace: meta.namespace.clone().unwrap_or_default(),
+            uid: meta.uid.clone().unwrap_or_default(),
+            control: PodControl {
+                commands: mpsc::unbounded_channel().0,
+            },
+            updates,
+            task: tokio::spawn(async move { last }),
+        }
+    }
+
     /// `metadata.name`.
     pub fn name(&self) -> &str {
         &self.name

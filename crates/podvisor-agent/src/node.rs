@@ -29,6 +29,7 @@
 mod allocation;
 mod eviction;
 mod objects;
+mod pending;
 mod recorder;
 mod recovery;
 mod static_pods;

@@ -337,6 +337,11 @@ impl Selection {
         })
     }
 
+    /// Whether every object is selected (no selector, or empty ones).
+    pub(crate) fn selects_all(&self) -> bool {
+        self.res.is_none() || (self.labels.0.is_empty() && self.fields.0.is_empty())
+    }
+
     /// Whether an object is selected.
     pub(crate) fn matches(&self, obj: &Value) -> bool {
         let Some(res) = self.res else { return true };

@@ -32,7 +32,8 @@ use axum::response::Response;
 use http_body::Frame;
 use podvisor_store::{EventType, StoreError, Watch, WatchEvent, WatchFrom};
 use serde_json::{Value, json};
-use tokio::sync::mpsc;
+use std::sync::Arc;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
 use tokio::time::Instant;
 
 use crate::db::{self, Resource};
@@ -62,6 +63,71 @@ impl http_body::Body for ChannelBody {
     }
 }
 
+/// The most bytes of encoded events one watch holds for a client that reads slower than they
+/// come (a line larger than that is held alone): beyond it the watch waits for the client,
+/// the store's buffer fills, and the store closes the watch, as the API server ends a watcher
+/// that does not keep up. Together with the store's [`watch_buffer_bytes`] this bounds what a
+/// slow watcher costs, however large the objects.
+///
+/// [`watch_buffer_bytes`]: podvisor_store::StoreOptions::watch_buffer_bytes
+const UNSENT_BYTES: usize = 8 << 20;
+
+/// One encoded event on its way to the client, holding its share of [`UNSENT_BYTES`] until
+/// the body hands it over.
+struct Chunk {
+    bytes: Bytes,
+    _share: Option<OwnedSemaphorePermit>,
+}
+
+/// A watch's response body: the chunks of its [`Lines`].
+struct WatchBody(mpsc::Receiver<Chunk>);
+
+impl http_body::Body for WatchBody {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+        // The permit goes with the chunk's hand-over.
+        self.0
+            .poll_recv(cx)
+            .map(|o| o.map(|chunk| Ok(Frame::data(chunk.bytes))))
+    }
+}
+
+/// Where a watch's encoded events go: a channel bounded by count and by [`UNSENT_BYTES`].
+struct Lines {
+    tx: mpsc::Sender<Chunk>,
+    budget: Arc<Semaphore>,
+}
+
+impl Lines {
+    fn new() -> (Lines, WatchBody) {
+        let (tx, rx) = mpsc::channel(64);
+        let budget = Arc::new(Semaphore::new(UNSENT_BYTES));
+        (Lines { tx, budget }, WatchBody(rx))
+    }
+
+    /// Sends `line` once the client has taken enough of what came before; `Err` once the
+    /// client has gone.
+    async fn send(&self, line: Bytes) -> Result<(), ()> {
+        let share = u32::try_from(line.len().min(UNSENT_BYTES)).unwrap_or(u32::MAX);
+        let permit = tokio::select! {
+            permit = Arc::clone(&self.budget).acquire_many_owned(share) => permit.ok(),
+            () = self.tx.closed() => return Err(()),
+        };
+        self.tx
+            .send(Chunk {
+                bytes: line,
+                _share: permit,
+            })
+            .await
+            .map_err(|_| ())
+    }
+}
+
 /// A streaming response with `content_type`.
 pub(crate) fn streaming_response(
     rx: mpsc::Receiver<Bytes>,
@@ -88,6 +154,7 @@ struct Presenter {
 
 impl Presenter {
     fn line(&mut self, type_: &str, obj: &Value) -> Bytes {
+        let table_view;
         let object = match self.table {
             Some(mut opts) if type_ != "BOOKMARK" && type_ != "ERROR" => {
                 opts.with_columns = !self.sent_columns;
@@ -95,12 +162,18 @@ impl Presenter {
                 let rv = obj
                     .pointer("/metadata/resourceVersion")
                     .and_then(Value::as_str);
-                table(self.res, std::slice::from_ref(obj), rv, opts, now())
+                table_view = table(self.res, std::slice::from_ref(obj), rv, opts, now());
+                &table_view
             }
-            _ => obj.clone(),
+            _ => obj,
         };
-        let mut text = json!({"type": type_, "object": object}).to_string();
-        text.push('\n');
+        // Written around the object, not through a copy of it (a large pod is megabytes).
+        let mut text = Vec::with_capacity(64);
+        text.extend_from_slice(b"{\"type\":");
+        serde_json::to_writer(&mut text, type_).expect("a string serializes");
+        text.extend_from_slice(b",\"object\":");
+        serde_json::to_writer(&mut text, object).expect("a Value serializes");
+        text.extend_from_slice(b"}\n");
         Bytes::from(text)
     }
 
@@ -176,7 +249,7 @@ pub(crate) fn start(
         Some(rv) if !initial => WatchFrom::After(rv),
         _ => WatchFrom::After(list_rv),
     };
-    let (tx, rx) = mpsc::channel::<Bytes>(64);
+    let (tx, body) = Lines::new();
     match db::watch(store, res, ns, from) {
         Ok(watch) => {
             let job = WatchJob {
@@ -198,11 +271,19 @@ pub(crate) fn start(
         Err(e @ StoreError::Gone { .. }) => {
             let status = ApiError::expired(e.to_string()).to_status();
             let line = presenter.line("ERROR", &status);
-            let _ = tx.try_send(line);
+            let _ = tx.tx.try_send(Chunk {
+                bytes: line,
+                _share: None,
+            });
         }
         Err(e) => return Err(db::api_error(res, name.unwrap_or(""), e)),
     }
-    Ok(streaming_response(rx, "application/json"))
+    let mut resp = Response::new(Body::new(body));
+    resp.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    Ok(resp)
 }
 
 /// A watch's last bookmark comes this long before it ends, so that a client resumes from a
@@ -222,7 +303,7 @@ fn next_bookmark(now: Instant, interval: Duration, ends_at: Instant) -> Option<I
 
 struct WatchJob {
     watch: Watch,
-    tx: mpsc::Sender<Bytes>,
+    tx: Lines,
     presenter: Presenter,
     selection: Selection,
     last_rv: u64,
@@ -236,9 +317,15 @@ impl WatchJob {
     /// whether the object matched before the change (the store's previous value, as etcd's
     /// `prevKV`) and after it, as the API server's watch cache decides.
     fn classify(&self, event: &WatchEvent) -> Option<&'static str> {
-        let before = event
-            .previous()
-            .is_some_and(|previous| self.selection.matches(&previous));
+        // Without a selector the object before matched if there was one: no need to decode
+        // it (a large pod is megabytes, for every watcher).
+        let before = if self.selection.selects_all() {
+            event.previous_json.is_some()
+        } else {
+            event
+                .previous()
+                .is_some_and(|previous| self.selection.matches(&previous))
+        };
         let after = event.type_ != EventType::Deleted && self.selection.matches(&event.object);
         match (before, after) {
             (false, true) => Some("ADDED"),
@@ -263,7 +350,7 @@ impl WatchJob {
         tokio::pin!(bookmark);
         loop {
             let line = tokio::select! {
-                () = self.tx.closed() => return,
+                () = self.tx.tx.closed() => return,
                 () = &mut deadline => return,
                 () = &mut stopping => return,
                 () = &mut bookmark, if self.bookmarks && bookmark_at.is_some() => {

@@ -24,10 +24,12 @@
 //!   [`StoreOptions::history_bytes`] of them, are kept in memory; older versions, and any
 //!   version from before the store was opened, are [`StoreError::Gone`] (410). A version the
 //!   store has not reached is waited for. A watcher more than [`StoreOptions::watch_buffer`]
-//!   events behind is closed rather than slowing writers down; its client watches again from
-//!   its last version (or lists again).
+//!   events, or [`StoreOptions::watch_buffer_bytes`] of JSON, behind is closed rather than
+//!   slowing writers down or holding memory; its client watches again from its last version
+//!   (or lists again). Watchers share each event (one copy of its JSON, decoded by each
+//!   watcher as it reads it).
 //! - **Memory** is bounded whatever the store holds: the watch history (above, 16 MiB by
-//!   default), each watcher's buffer, and the database's page cache
+//!   default), each watcher's buffer (16 MiB of JSON by default), and the database's page cache
 //!   ([`StoreOptions::cache_bytes`], 32 MiB by default).
 //! - **A damaged file** (truncated, overwritten) is refused when opening,
 //!   [`StoreError::Damaged`], and an empty one is not taken for a new store

@@ -5,7 +5,7 @@ use crate::key::{self, Key};
 use crate::object;
 mod reopen;
 
-use crate::watch::{EventType, Hub, Owed, Watch, WatchEvent, WatchFrom};
+use crate::watch::{Bounds, EventType, Hub, Owed, Record, Watch, WatchEvent, WatchFrom};
 use redb::{
     Database, DatabaseError, Durability, ReadableDatabase, ReadableTable, StorageError,
     TableDefinition,
@@ -41,6 +41,10 @@ pub struct StoreOptions {
     pub history_bytes: usize,
     /// How many events a watcher may fall behind before it is closed. Default 1024.
     pub watch_buffer: usize,
+    /// How many bytes of JSON a watcher may hold unread before it is closed (one event always
+    /// fits): a watcher behind on large objects is closed before its 1024 events are 1024 of
+    /// them. Default 16 MiB.
+    pub watch_buffer_bytes: usize,
     /// The database's page cache. Default 32 MiB (the library's own default is 1 GiB, which
     /// a long run with many events fills).
     pub cache_bytes: usize,
@@ -59,6 +63,7 @@ impl Default for StoreOptions {
             history: 10_000,
             history_bytes: 16 << 20,
             watch_buffer: 1024,
+            watch_buffer_bytes: 16 << 20,
             cache_bytes: 32 << 20,
             reset_empty: false,
             reopen_interval: Duration::from_secs(1),
@@ -148,9 +153,12 @@ impl Store {
                 path: path.to_path_buf(),
                 writer: Mutex::new(Hub::new(
                     rv,
-                    options.history,
-                    options.history_bytes,
-                    options.watch_buffer,
+                    Bounds {
+                        history: options.history,
+                        history_bytes: options.history_bytes,
+                        buffer: options.watch_buffer,
+                        buffer_bytes: options.watch_buffer_bytes,
+                    },
                 )),
                 rv: AtomicU64::new(rv),
             }),
@@ -418,8 +426,8 @@ impl Store {
             .map_err(db("writing the resourceVersion"))?;
         txn.commit().map_err(db("committing a write"))?;
         shared_rv.store(rv, Ordering::Release);
-        for (key, event, json) in written {
-            hub.publish(key, event, json);
+        for record in written {
+            hub.publish(record);
         }
         Ok(value)
     }
@@ -432,7 +440,7 @@ pub struct Txn {
     /// The resourceVersion of the latest write (the store's, before the first).
     rv: u64,
     /// What each write publishes once the transaction is committed, in order.
-    written: Vec<(Key, WatchEvent, Vec<u8>)>,
+    written: Vec<Record>,
     /// A failure of the database itself: the transaction cannot be committed.
     failed: Option<StoreError>,
 }
@@ -580,13 +588,8 @@ impl Txn {
                 .map_err(db("writing an object"))?;
         }
         self.rv = rv;
-        let event = WatchEvent {
-            type_,
-            object: object.clone(),
-            resource_version: rv,
-            previous_json,
-        };
-        self.written.push((key.clone(), event, json));
+        self.written
+            .push(Record::new(key.clone(), type_, rv, json, previous_json));
         Ok(object)
     }
 }

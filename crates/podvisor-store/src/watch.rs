@@ -10,12 +10,19 @@
 //! buffered ([`Watch::overflowed`] then says why); the client resumes with a new watch from the
 //! last resourceVersion it saw, or lists again if that is gone (410), which is what Kubernetes
 //! clients do when the API server closes a slow watch.
+//!
+//! An event is shared, never copied per watcher: the history and every watcher's channel hold
+//! the same [`Record`] (the object's JSON as the store wrote it), and each watcher decodes it
+//! when it reads it, outside the writer lock (the API server's watch cache shares one event
+//! among its watchers too). A watcher's channel is bounded by count and by the bytes of JSON
+//! it holds unread ([`StoreOptions::watch_buffer_bytes`](crate::StoreOptions)): a watcher that
+//! falls behind on large objects is closed before it holds more than that, whatever the count.
 
 use crate::key::Key;
 use serde_json::Value;
 use std::collections::VecDeque;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use tokio::sync::mpsc;
 
 /// Where a watch starts.
@@ -89,7 +96,9 @@ impl WatchEvent {
 pub struct Watch {
     /// Events owed before the live ones: replayed history or synthetic `Added`s.
     backlog: VecDeque<Owed>,
-    rx: mpsc::Receiver<WatchEvent>,
+    rx: mpsc::Receiver<Arc<Record>>,
+    /// The bytes of JSON in `rx` not read yet (the hub adds, reading subtracts).
+    unread: Arc<AtomicUsize>,
     overflowed: Arc<AtomicBool>,
 }
 
@@ -99,7 +108,8 @@ impl Watch {
         if let Some(owed) = self.backlog.pop_front() {
             return Some(owed.into_event());
         }
-        self.rx.recv().await
+        let record = self.rx.recv().await?;
+        Some(self.read(&record))
     }
 
     /// The next event if one is ready, without waiting; `None` both when none is ready yet and
@@ -107,8 +117,21 @@ impl Watch {
     pub fn try_next(&mut self) -> Option<WatchEvent> {
         match self.backlog.pop_front() {
             Some(owed) => Some(owed.into_event()),
-            None => self.rx.try_recv().ok(),
+            None => {
+                let record = self.rx.try_recv().ok()?;
+                Some(self.read(&record))
+            }
         }
+    }
+
+    fn read(&self, record: &Record) -> WatchEvent {
+        self.unread.fetch_sub(record.bytes(), Ordering::AcqRel);
+        record.event()
+    }
+
+    /// The bytes of JSON of the live events this watcher has not read yet.
+    pub fn unread_bytes(&self) -> usize {
+        self.unread.load(Ordering::Acquire)
     }
 
     /// True once the store dropped this watcher because its buffer was full; the stream ends
@@ -125,7 +148,9 @@ struct Watcher {
     /// Events at or below this version were owed through the backlog (a guard: the writer
     /// lock already makes every live event newer).
     after: u64,
-    tx: mpsc::Sender<WatchEvent>,
+    tx: mpsc::Sender<Arc<Record>>,
+    /// The bytes of JSON sent and not read yet.
+    unread: Arc<AtomicUsize>,
     overflowed: Arc<AtomicBool>,
 }
 
@@ -139,9 +164,10 @@ fn matches_filter(kind: &str, namespace: Option<&str>, key: &Key) -> bool {
     key.kind == kind && namespace.is_none_or(|ns| key.namespace == ns)
 }
 
-/// A committed event in the history. The object is kept as the JSON the store wrote (a
-/// fraction of the memory of a `Value`, which matters for 10 000 pods' worth of status
-/// updates) and decoded only when a replaying watcher reads it, outside the writer lock.
+/// A committed event, in the history and in the channel of every watcher it matches (one
+/// copy, shared). The object is kept as the JSON the store wrote (a fraction of the memory of
+/// a `Value`, which matters for 10 000 pods' worth of status updates) and decoded only when a
+/// watcher reads it, outside the writer lock.
 pub(crate) struct Record {
     key: Key,
     type_: EventType,
@@ -179,6 +205,29 @@ impl std::fmt::Debug for Record {
 }
 
 impl Record {
+    /// The event of a committed write: `json` is the object after it (for a deletion, the
+    /// last state with the deletion's resourceVersion), `previous_json` the object before.
+    pub(crate) fn new(
+        key: Key,
+        type_: EventType,
+        resource_version: u64,
+        json: Vec<u8>,
+        previous_json: Option<Arc<[u8]>>,
+    ) -> Record {
+        Record {
+            key,
+            type_,
+            resource_version,
+            json: json.into_boxed_slice(),
+            previous_json,
+        }
+    }
+
+    /// The bytes of JSON it holds.
+    fn bytes(&self) -> usize {
+        self.json.len() + self.previous_json.as_ref().map_or(0, |p| p.len())
+    }
+
     fn event(&self) -> WatchEvent {
         WatchEvent {
             type_: self.type_,
@@ -201,20 +250,37 @@ pub(crate) struct Hub {
     /// The history holds every event with a resourceVersion greater than this.
     history_start: u64,
     watchers: Vec<Watcher>,
+    /// How many events a watcher may hold unread.
     buffer: usize,
+    /// How many bytes of JSON a watcher may hold unread (beyond one event).
+    buffer_bytes: usize,
+}
+
+/// The bounds of a [`Hub`].
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Bounds {
+    /// Events in the history.
+    pub(crate) history: usize,
+    /// Bytes of JSON in the history.
+    pub(crate) history_bytes: usize,
+    /// Events a watcher may hold unread.
+    pub(crate) buffer: usize,
+    /// Bytes of JSON a watcher may hold unread.
+    pub(crate) buffer_bytes: usize,
 }
 
 impl Hub {
     /// An empty hub whose history starts at `rv` (the store's resourceVersion when opened).
-    pub(crate) fn new(rv: u64, capacity: usize, max_bytes: usize, buffer: usize) -> Hub {
+    pub(crate) fn new(rv: u64, bounds: Bounds) -> Hub {
         Hub {
-            history: VecDeque::with_capacity(capacity.min(1024)),
-            capacity: capacity.max(1),
-            max_bytes,
+            history: VecDeque::with_capacity(bounds.history.min(1024)),
+            capacity: bounds.history.max(1),
+            max_bytes: bounds.history_bytes,
             bytes: 0,
             history_start: rv,
             watchers: Vec::new(),
-            buffer: buffer.max(1),
+            buffer: bounds.buffer.max(1),
+            buffer_bytes: bounds.buffer_bytes,
         }
     }
 
@@ -233,41 +299,47 @@ impl Hub {
         self.watchers.len()
     }
 
-    /// Records a committed event (`json` is its object serialized) and hands it to every
-    /// matching watcher, dropping watchers that are gone or full. Never blocks.
-    pub(crate) fn publish(&mut self, key: Key, event: WatchEvent, json: Vec<u8>) {
+    /// Records a committed event and hands it to every matching watcher (the same shared
+    /// record), dropping watchers that are gone, or full by count or by bytes. Never blocks.
+    pub(crate) fn publish(&mut self, record: Record) {
+        let record = Arc::new(record);
+        let size = record.bytes();
+        let buffer_bytes = self.buffer_bytes;
         self.watchers.retain(|w| {
             if w.tx.is_closed() {
                 return false;
             }
-            if !w.matches(&key) || event.resource_version <= w.after {
+            if !w.matches(&record.key) || record.resource_version <= w.after {
                 return true;
             }
-            match w.tx.try_send(event.clone()) {
+            // Only the hub adds (under the writer lock) and readers subtract, so this is at
+            // most what the watcher holds.
+            let unread = w.unread.load(Ordering::Acquire);
+            if unread > 0 && unread + size > buffer_bytes {
+                w.overflowed.store(true, Ordering::Release);
+                return false;
+            }
+            // Counted before it is sent: the reader subtracts once it has it.
+            w.unread.fetch_add(size, Ordering::AcqRel);
+            match w.tx.try_send(Arc::clone(&record)) {
                 Ok(()) => true,
                 Err(mpsc::error::TrySendError::Full(_)) => {
+                    w.unread.fetch_sub(size, Ordering::AcqRel);
                     w.overflowed.store(true, Ordering::Release);
                     false
                 }
                 Err(mpsc::error::TrySendError::Closed(_)) => false,
             }
         });
-        let previous_json = event.previous_json;
-        self.bytes += json.len() + previous_json.as_ref().map_or(0, |p| p.len());
-        self.history.push_back(Arc::new(Record {
-            key,
-            type_: event.type_,
-            resource_version: event.resource_version,
-            json: json.into_boxed_slice(),
-            previous_json,
-        }));
+        self.bytes += size;
+        self.history.push_back(record);
         // Bounded by count and by bytes (a few large objects must not hold the memory that
         // many small ones would); the newest event always stays.
         while self.history.len() > 1
             && (self.history.len() > self.capacity || self.bytes > self.max_bytes)
             && let Some(oldest) = self.history.pop_front()
         {
-            self.bytes -= oldest.json.len() + oldest.previous_json.as_ref().map_or(0, |p| p.len());
+            self.bytes -= oldest.bytes();
             self.history_start = oldest.resource_version;
         }
     }
@@ -295,16 +367,19 @@ impl Hub {
         );
         let (tx, rx) = mpsc::channel(self.buffer);
         let overflowed = Arc::new(AtomicBool::new(false));
+        let unread = Arc::new(AtomicUsize::new(0));
         self.watchers.push(Watcher {
             kind: kind.to_string(),
             namespace: namespace.map(str::to_string),
             after,
             tx,
+            unread: Arc::clone(&unread),
             overflowed: overflowed.clone(),
         });
         Watch {
             backlog,
             rx,
+            unread,
             overflowed,
         }
     }

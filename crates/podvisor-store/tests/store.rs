@@ -679,6 +679,48 @@ async fn a_slow_watcher_does_not_block_writers() {
     assert_eq!(next(&mut resumed).await.resource_version, 11);
 }
 
+/// A watcher behind on large objects is closed by the bytes it holds unread, long before its
+/// count bound (1024 events): a pod of a thousand containers rewritten a thousand times must
+/// not pile up in a slow watcher's channel. What it holds is read back, then it ends.
+#[tokio::test]
+async fn a_watcher_behind_on_large_objects_is_closed_by_bytes() {
+    let dir = TempDir::new("slow-bytes");
+    let options = StoreOptions {
+        watch_buffer_bytes: 64 << 10,
+        ..StoreOptions::default()
+    };
+    let store = Store::open_with(&dir.db(), options).unwrap();
+    let key = Key::new("pods", "default", "big");
+    let mut big = pod("default", "big", 0);
+    big["padding"] = json!("x".repeat(20 << 10));
+    store.create(&key, big.clone()).unwrap();
+    let mut slow = store.watch("pods", None, WatchFrom::Now).unwrap();
+    let mut quick = store.watch("pods", None, WatchFrom::Now).unwrap();
+    let first = store.resource_version() + 1;
+    for i in 1..=20 {
+        big["data"] = json!(i);
+        store
+            .update(&key, big.clone(), Preconditions::default())
+            .unwrap();
+        // One watcher keeps up: it is never closed, and what it read is no longer counted.
+        assert_eq!(next(&mut quick).await.object["data"], i);
+        assert_eq!(quick.unread_bytes(), 0);
+    }
+    assert!(slow.overflowed(), "closed by bytes, far below 1024 events");
+    assert!(!quick.overflowed());
+    assert_eq!(store.watcher_count(), 1);
+    // Each update holds ~40 KiB (the object and the one before it): it kept one, refused the
+    // second, and ends after the first.
+    assert!(slow.unread_bytes() <= 64 << 10);
+    let held = next(&mut slow).await;
+    assert_eq!(held.resource_version, first);
+    assert_eq!(held.object["data"], 1);
+    assert!(slow.next().await.is_none());
+    assert_eq!(slow.unread_bytes(), 0);
+    let mut resumed = store.watch("pods", None, WatchFrom::After(first)).unwrap();
+    assert_eq!(next(&mut resumed).await.resource_version, first + 1);
+}
+
 /// Folds a watch into a map of (namespace, name) → object, checking that every event makes
 /// sense for the state before it (no missed or repeated event goes unnoticed).
 fn apply(state: &mut BTreeMap<(String, String), Value>, e: WatchEvent) {

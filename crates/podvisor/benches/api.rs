@@ -2,8 +2,9 @@
 //! a table at the end, each next to its target. Never assertions.
 //!
 //! Run `scripts/bench [--quick] [--only api]`, or `cargo bench -p podvisor --bench api --
-//! [--quick] [--oci] [--no-peers] [--starts N] [--keep N] [--restarts N] [--churn N]`. Needs
-//! root, like `podvisor serve`'s process runtime.
+//! [--quick] [--oci] [--no-peers] [--starts N] [--keep N] [--restarts N] [--churn N] [--only
+//! memory]`. Needs root, like `podvisor serve`'s process runtime. `--only memory` runs part 6
+//! alone on a fresh `serve`.
 //!
 //! What it measures, on one release `podvisor serve --drain-on-exit` with a fresh state
 //! directory under the temporary directory:
@@ -123,6 +124,8 @@ struct Options {
     keep: usize,
     restarts: usize,
     churn: usize,
+    /// `--only memory`: part 6 alone, on a fresh `serve` with no other pod.
+    only_memory: bool,
 }
 
 fn parse_options(args: &[String]) -> Result<Options> {
@@ -134,6 +137,7 @@ fn parse_options(args: &[String]) -> Result<Options> {
         keep: KEEP_PODS,
         restarts: RESTARTS,
         churn: CHURN,
+        only_memory: false,
     };
     let mut it = args.iter();
     let number = |v: Option<&String>, flag: &str| -> Result<usize> {
@@ -163,10 +167,14 @@ fn parse_options(args: &[String]) -> Result<Options> {
             "--keep" => opts.keep = number(it.next(), "--keep")?,
             "--restarts" => opts.restarts = number(it.next(), "--restarts")?,
             "--churn" => opts.churn = number(it.next(), "--churn")?,
+            "--only" => match it.next().map(String::as_str) {
+                Some("memory") => opts.only_memory = true,
+                _ => bail!("--only takes `memory` (part 6 alone)"),
+            },
             other => bail!(
                 "unknown argument {other:?}; usage: cargo bench -p podvisor --bench api -- \
                  [--quick] [--oci] [--no-peers] [--load PCT] [--starts N] [--keep N] [--restarts N] \
-                 [--churn N]"
+                 [--churn N] [--only memory]"
             ),
         }
     }
@@ -235,6 +243,15 @@ fn podvisor_network(state: &Path) -> String {
         first["ipam"]["ranges"][0][0]["subnet"]
             .as_str()
             .unwrap_or("")
+    )
+}
+
+/// The `podvisor` binary measured: this build's, or `PODVISOR_BENCH_BINARY` (another build's,
+/// for a side-by-side run of two commits with one bench).
+fn podvisor_binary() -> PathBuf {
+    std::env::var_os("PODVISOR_BENCH_BINARY").map_or_else(
+        || PathBuf::from(env!("CARGO_BIN_EXE_podvisor")),
+        PathBuf::from,
     )
 }
 
@@ -312,7 +329,7 @@ impl World {
         self.runs += 1;
         let log = std::fs::File::create(self.log_path(self.runs))?;
         let listen = format!("127.0.0.1:{}", self.port);
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_podvisor"));
+        let mut cmd = Command::new(podvisor_binary());
         cmd.arg("serve")
             .arg("--state-dir")
             .arg(self.state())
@@ -583,7 +600,7 @@ fn prepare_oci(world: &mut World) -> Result<()> {
     if !made.status.success() {
         bail!("{script}: {}", String::from_utf8_lossy(&made.stderr));
     }
-    let loaded = Command::new(env!("CARGO_BIN_EXE_podvisor"))
+    let loaded = Command::new(podvisor_binary())
         .args(["image", "load", "--state-dir"])
         .arg(world.state())
         .arg("--input")
@@ -767,7 +784,7 @@ fn bench(args: &[String]) -> Result<()> {
     );
     progress(&format!(
         "podvisor {}, load average {load}",
-        env!("CARGO_BIN_EXE_podvisor")
+        podvisor_binary().display()
     ));
     let mut world = World::new()?;
     let mut results = Results::default();
@@ -861,6 +878,9 @@ async fn run(world: &mut World, opts: &Options, results: &mut Results) -> Result
         progress(&format!("podvisor's pod network: {}", results.network));
     }
     let config = load_kubeconfig(&world.kubeconfig())?;
+    if opts.only_memory {
+        return stop::memory(world, &config, 0, results).await;
+    }
     let mut conn = Conn::new(config.clone())?;
     let (status, body) = conn.request(Method::GET, PODS, None).await?;
     if !status.is_success() {

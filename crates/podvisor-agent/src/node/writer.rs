@@ -5,11 +5,12 @@
 //! beside its status manager), and at the end the removal of a deleted pod's object (T9).
 
 use super::Finished;
+use super::pending::Pending;
 use super::recorder::Recorder;
 use crate::Clock;
-use crate::history::HistoryStore;
+use crate::history::{HistoryStore, Transition};
 use crate::log::{debug, warning};
-use crate::{PodHandle, PodUpdate, TimedEvent};
+use crate::{PodHandle, TimedEvent};
 use k8s_openapi::api::core::v1::{Pod, PodCondition, PodStatus};
 use podvisor_store::{Key, Preconditions, Store, StoreError, Value};
 use std::sync::Arc;
@@ -48,40 +49,64 @@ pub(crate) const STATUS_RETRY: std::time::Duration = std::time::Duration::from_s
 impl Writer {
     /// Runs until the pod worker has finished, or until `stop` fires (agent shutdown: the
     /// worker is stopped without touching its containers and the last status is written).
+    ///
+    /// While a write is in flight the worker's updates are still taken, coalesced into a
+    /// [`Pending`] (the newest status, every event): a burst of statuses is a few writes of
+    /// the newest, never a queue of full copies of the pod.
     pub(crate) async fn run(mut self, mut handle: PodHandle, mut stop: oneshot::Receiver<()>) {
+        let mut pending = Pending::default();
+        // The worker's channel has ended (its last update was taken).
+        let mut ended = false;
         loop {
-            let first = tokio::select! {
-                update = handle.next_update() => update,
-                _ = &mut stop => {
-                    handle.abort();
-                    let mut rest = Vec::new();
-                    while let Some(update) = handle.next_update().await {
-                        rest.push(update);
+            if pending.is_empty() && !ended {
+                tokio::select! {
+                    update = handle.next_update() => match update {
+                        Some(update) => pending.add(update, self.stamp()),
+                        None => ended = true,
+                    },
+                    _ = &mut stop => return self.stop(handle, pending).await,
+                    () = tokio::time::sleep(STATUS_RETRY), if self.behind() => {
+                        self.retry().await;
+                        continue;
                     }
-                    self.apply(rest).await;
+                }
+            } else if !matches!(stop.try_recv(), Err(oneshot::error::TryRecvError::Empty)) {
+                // Updates keep coming (a burst): the stop is not kept waiting for a pause.
+                return self.stop(handle, pending).await;
+            }
+            while let Some(update) = handle.try_next_update() {
+                pending.add(update, self.stamp());
+            }
+            if pending.is_empty() {
+                if ended {
+                    // The worker ended without `Terminated`: it panicked.
+                    let error = handle.join().await.err();
+                    warning!(
+                        "pod {}/{}: the pod worker ended abnormally: {error:?}",
+                        self.key.namespace,
+                        self.key.name
+                    );
+                    self.finish(false);
                     return;
                 }
-                () = tokio::time::sleep(STATUS_RETRY), if self.behind() => {
-                    self.retry().await;
-                    continue;
+                continue;
+            }
+            let batch = std::mem::take(&mut pending);
+            let clock = self.history.as_ref().map(|(_, clock)| Arc::clone(clock));
+            let terminated = {
+                let apply = self.apply(batch);
+                tokio::pin!(apply);
+                loop {
+                    tokio::select! {
+                        terminated = &mut apply => break terminated,
+                        update = handle.next_update(), if !ended => match update {
+                            Some(update) => pending.add(update, clock.as_ref().map(|c| c.now())),
+                            None => ended = true,
+                        },
+                    }
                 }
             };
-            let Some(first) = first else {
-                // The worker ended without `Terminated`: it panicked.
-                let error = handle.join().await.err();
-                warning!(
-                    "pod {}/{}: the pod worker ended abnormally: {error:?}",
-                    self.key.namespace,
-                    self.key.name
-                );
-                self.finish(false);
-                return;
-            };
-            let mut batch = vec![first];
-            while let Some(update) = handle.try_next_update() {
-                batch.push(update);
-            }
-            if let Some(last) = self.apply(batch).await {
+            if let Some(last) = terminated {
                 // The final status must reach the store before the pod's end is reported.
                 while self.behind() {
                     tokio::select! {
@@ -96,28 +121,39 @@ impl Writer {
         }
     }
 
+    /// The agent stops: the worker is stopped without touching its containers, and what it
+    /// published is written.
+    async fn stop(mut self, mut handle: PodHandle, mut pending: Pending) {
+        handle.abort();
+        while let Some(update) = handle.next_update().await {
+            pending.add(update, self.stamp());
+        }
+        self.apply(pending).await;
+    }
+
+    /// The time a history transition taken now is stamped with (none without a history).
+    fn stamp(&self) -> Option<jiff::Timestamp> {
+        self.history.as_ref().map(|(_, clock)| clock.now())
+    }
+
     /// Records the events and writes the newest status of a batch; returns the final pod if
     /// the batch ended with `Terminated`.
-    async fn apply(&mut self, batch: Vec<PodUpdate>) -> Option<Box<Pod>> {
-        let mut newest = None;
-        let mut events = Vec::new();
-        let mut terminated = None;
-        let mut transitions = Vec::new();
-        for update in batch {
-            match update {
-                PodUpdate::Status(pod) => {
-                    transitions.push(Pod::clone(&pod));
-                    newest = Some(pod);
-                }
-                PodUpdate::Event(event) => events.push(event),
-                PodUpdate::Terminated(pod) => {
-                    transitions.push(Pod::clone(&pod));
-                    terminated = Some(pod);
-                }
-            }
+    async fn apply(&mut self, batch: Pending) -> Option<Box<Pod>> {
+        let Pending {
+            status,
+            terminated,
+            events,
+            transitions,
+            replaced,
+        } = batch;
+        if replaced > 0 {
+            debug!(
+                "pod {}/{}: {replaced} statuses replaced by a newer one before they were written",
+                self.key.namespace, self.key.name
+            );
         }
         let history = self.history_job(transitions);
-        let newest = terminated.clone().or(newest);
+        let newest = terminated.clone().or(status);
         if let Some(pod) = &newest {
             self.latest.send_replace(Some(pod.clone()));
         }
@@ -139,20 +175,19 @@ impl Writer {
         terminated
     }
 
-    /// What puts every status of the batch into the node's history (the store gets the
-    /// newest), to run on a blocking thread; `None` without a history or a status.
-    fn history_job(&self, pods: Vec<Pod>) -> Option<impl FnOnce() + Send + 'static> {
-        let (history, clock) = self.history.clone()?;
-        if pods.is_empty() {
+    /// What puts the batch's statuses into the node's history (the store gets the newest),
+    /// to run on a blocking thread; `None` without a history or a status.
+    fn history_job(&self, transitions: Vec<Transition>) -> Option<impl FnOnce() + Send + 'static> {
+        let (history, _) = self.history.clone()?;
+        if transitions.is_empty() {
             return None;
         }
-        let now = clock.now();
         let uid = self.uid.clone();
         let key = self.key.clone();
         Some(move || {
-            if let Err(e) = pods
-                .iter()
-                .try_for_each(|pod| history.record(&uid, pod, now))
+            if let Err(e) = transitions
+                .into_iter()
+                .try_for_each(|t| history.record_transition(&uid, t))
             {
                 warning!(
                     "pod {}/{}: recording its history: {e}",
@@ -407,7 +442,114 @@ pub(crate) fn foreign_conditions(pod: &Pod) -> Vec<PodCondition> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::PodUpdate;
+    use crate::clock::SystemClock;
+    use crate::node::pending::HISTORY_PENDING;
+    use podvisor_lifecycle::{Event, EventType};
     use serde_json::json;
+
+    /// A pod of `n` containers, `exited` of them terminated.
+    fn pod_with(n: usize, exited: usize, phase: &str) -> Pod {
+        let statuses: Vec<_> = (0..n)
+            .map(|i| {
+                let state = if i < exited {
+                    json!({"terminated": {"exitCode": 0, "reason": "Completed"}})
+                } else {
+                    json!({"running": {}})
+                };
+                json!({"name": format!("c{i}"), "image": "busybox", "imageID": "",
+                    "ready": false, "restartCount": 0, "state": state})
+            })
+            .collect();
+        serde_json::from_value(json!({
+            "metadata": {"name": "big", "namespace": "default", "uid": "u-1"},
+            "spec": {"containers": (0..n).map(|i| json!({"name": format!("c{i}"), "image": "busybox"})).collect::<Vec<_>>()},
+            "status": {"phase": phase, "containerStatuses": statuses},
+        }))
+        .unwrap()
+    }
+
+    /// A burst of statuses (a large pod's containers exiting one after another) is coalesced:
+    /// the store gets a few writes ending with the final status, every event is recorded, and
+    /// the node's history holds a bounded share of the burst, not a full status per exit.
+    #[tokio::test]
+    async fn a_burst_of_statuses_is_a_few_writes_of_the_newest() {
+        let dir = std::env::temp_dir().join(format!("podvisor-writer-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let store = Store::open(&dir.join("store.redb")).unwrap();
+        let key = Key::new("pods", "default", "big");
+        let n = 40;
+        store
+            .create(
+                &key,
+                serde_json::to_value(pod_with(n, 0, "Running")).unwrap(),
+            )
+            .unwrap();
+        let mut watch = store
+            .watch("pods", None, podvisor_store::WatchFrom::Now)
+            .unwrap();
+        let history = Arc::new(HistoryStore::open(&dir.join("history")).unwrap());
+        let (tx, rx) = mpsc::unbounded_channel();
+        let handle = PodHandle::scripted(&pod_with(n, 0, "Running"), rx);
+        // Everything the worker publishes is there before the writer runs.
+        for exited in 1..=n {
+            tx.send(PodUpdate::Status(Box::new(pod_with(n, exited, "Running"))))
+                .unwrap();
+            tx.send(PodUpdate::Event(TimedEvent {
+                time: jiff::Timestamp::now(),
+                event: Event {
+                    type_: EventType::Normal,
+                    reason: "Killing",
+                    message: format!("Stopping container c{exited}"),
+                    container: None,
+                },
+            }))
+            .unwrap();
+        }
+        tx.send(PodUpdate::Terminated(Box::new(pod_with(n, n, "Succeeded"))))
+            .unwrap();
+        drop(tx);
+        let (finished, mut finished_rx) = mpsc::unbounded_channel();
+        let writer = Writer {
+            store: store.clone(),
+            host: "node".into(),
+            recorder: None,
+            key: key.clone(),
+            uid: "u-1".into(),
+            latest: watch::channel(None).0,
+            finished,
+            history: Some((Arc::clone(&history), Arc::new(SystemClock))),
+            unwritten: None,
+        };
+        writer.run(handle, oneshot::channel().1).await;
+        assert!(finished_rx.recv().await.is_some());
+        let mut writes = Vec::new();
+        while let Some(event) = watch.try_next() {
+            writes.push(event.object["status"]["phase"].as_str().unwrap().to_owned());
+        }
+        assert_eq!(writes, ["Succeeded"], "one write, the final status");
+        let stored = store.get(&key).unwrap().unwrap();
+        assert_eq!(stored["status"]["phase"], "Succeeded");
+        let transitions = history.read("u-1").unwrap();
+        assert!(
+            transitions.len() <= HISTORY_PENDING,
+            "{} history lines for {n} statuses",
+            transitions.len()
+        );
+        assert_eq!(
+            transitions.last().unwrap().status.phase.as_deref(),
+            Some("Succeeded")
+        );
+        let (events, _) = store.list("events", Some("default")).unwrap();
+        let killing: usize = events
+            .iter()
+            .filter(|e| e["reason"] == "Killing")
+            .map(|e| e["count"].as_u64().unwrap_or(1) as usize)
+            .sum();
+        assert!(killing >= n.min(10), "{killing} Killing events recorded");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 
     fn status(v: Value) -> PodStatus {
         serde_json::from_value(v).unwrap()
