@@ -681,6 +681,12 @@ impl Pod<'_> {
                 .any(|o| o.kind == "DELETED" && o.pod["metadata"]["uid"] == self.uid.as_str());
             if (deleted || last_get.elapsed() >= secs(1)) && self.get().is_none() {
                 let took = anchor.elapsed();
+                if !deleted {
+                    // The GET can see the removal before kubectl's watch prints it (two
+                    // processes, a loaded machine): the watch gets a few seconds to deliver
+                    // its DELETED before the end is judged.
+                    self.wait_for_deleted(secs(5));
+                }
                 self.gone = true;
                 let last = self.last();
                 if self.graceful {
@@ -709,6 +715,25 @@ impl Pod<'_> {
                     .wait_timeout(st, Duration::from_millis(250))
                     .unwrap(),
             );
+        }
+    }
+
+    /// Waits up to `within` for the watch to report this pod's `DELETED`.
+    fn wait_for_deleted(&self, within: Duration) {
+        let deadline = Instant::now() + within;
+        let mut st = self.watch.st.lock().unwrap();
+        while !st
+            .obs
+            .iter()
+            .any(|o| o.kind == "DELETED" && o.pod["metadata"]["uid"] == self.uid.as_str())
+            && Instant::now() < deadline
+        {
+            st = self
+                .watch
+                .changed
+                .wait_timeout(st, Duration::from_millis(100))
+                .unwrap()
+                .0;
         }
     }
 
