@@ -106,6 +106,16 @@ fn oci_pods_run_images_with_their_own_network() {
     let mut ctx = ServeCtx::new("oc");
     load_busybox(&ctx, &[]);
     start(&mut ctx, &["--runtime", "oci", "--warm-sandboxes", "2"]);
+    // The pods below must find the pool filled (on a loaded machine it fills after the API
+    // answers).
+    wait_for(&ctx, "the pool filled", Duration::from_secs(30), || {
+        std::fs::read_dir(
+            ctx.state()
+                .join("pods")
+                .join(podvisor_runtime::sandbox::pool::POOL_DIR),
+        )
+        .is_ok_and(|d| d.count() == 2)
+    });
     let m = ctx.marker.clone();
     let host_port = std::net::TcpListener::bind("0.0.0.0:0")
         .unwrap()
