@@ -18,8 +18,8 @@ fn podvisor() -> Command {
     Command::new(env!("CARGO_BIN_EXE_podvisor"))
 }
 
-/// Runs `podvisor run - ARGS...` with `manifest` on stdin.
-fn run(manifest: &str, args: &[&str]) -> Output {
+/// Starts `podvisor run - ARGS...` with `manifest` written to its stdin, output piped.
+pub(crate) fn spawn_run(manifest: &str, args: &[&str]) -> std::process::Child {
     let mut child = podvisor()
         .arg("run")
         .arg("-")
@@ -35,7 +35,12 @@ fn run(manifest: &str, args: &[&str]) -> Output {
         .unwrap()
         .write_all(manifest.as_bytes())
         .unwrap();
-    child.wait_with_output().unwrap()
+    child
+}
+
+/// Runs `podvisor run - ARGS...` with `manifest` on stdin.
+fn run(manifest: &str, args: &[&str]) -> Output {
+    spawn_run(manifest, args).wait_with_output().unwrap()
 }
 
 fn json_lines(out: &Output) -> Vec<serde_json::Value> {
@@ -172,19 +177,10 @@ fn a_failed_pod_ends_the_run_with_1() {
 #[ignore = "needs root: run as root with --include-ignored (scripts/test does)"]
 fn sigterm_deletes_the_pods_gracefully() {
     require_root();
-    let mut child = podvisor()
-        .args(["run", "-", "--output", "text"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(pod("sleeper", "Always", "sleep 600").as_bytes())
-        .unwrap();
+    let child = spawn_run(
+        &pod("sleeper", "Always", "sleep 600"),
+        &["--output", "text"],
+    );
     std::thread::sleep(Duration::from_secs(2));
     let pid = child.id().to_string();
     let killed = Command::new("kill").args(["-TERM", &pid]).status().unwrap();
@@ -226,19 +222,10 @@ fn sigterm_deletes_the_pods_gracefully() {
 #[ignore = "needs root: run as root with --include-ignored (scripts/test does)"]
 fn back_off_events_are_folded() {
     require_root();
-    let mut child = podvisor()
-        .args(["run", "-", "--output", "text", "--max-restart-period", "1s"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(pod("crashy", "Always", "echo boom; exit 1").as_bytes())
-        .unwrap();
+    let child = spawn_run(
+        &pod("crashy", "Always", "echo boom; exit 1"),
+        &["--output", "text", "--max-restart-period", "1s"],
+    );
     std::thread::sleep(Duration::from_secs(12));
     let pid = child.id().to_string();
     assert!(

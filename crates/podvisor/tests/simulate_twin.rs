@@ -4,8 +4,7 @@
 //! it) and READY changes in the same order, each within [`TOLERANCE`] of the other, and the
 //! same end.
 
-use std::io::Write;
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Output};
 use std::time::Duration;
 
 /// How far apart the real and the simulated time of one line may be: a real start takes some
@@ -141,20 +140,11 @@ fn require_root() {
 /// A real `podvisor run -o json` of `manifest`; with `stop_after`, SIGTERM then (a pod that
 /// never ends by itself).
 fn run_real(manifest: &str, args: &[&str], stop_after: Option<Duration>) -> Vec<serde_json::Value> {
-    let mut child = podvisor()
-        .args(["run", "-", "-o", "json"])
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(manifest.as_bytes())
-        .unwrap();
+    let args: Vec<&str> = ["-o", "json"]
+        .into_iter()
+        .chain(args.iter().copied())
+        .collect();
+    let child = crate::run::spawn_run(manifest, &args);
     if let Some(after) = stop_after {
         std::thread::sleep(after);
         let pid = child.id().to_string();
