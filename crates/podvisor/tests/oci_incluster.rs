@@ -111,7 +111,7 @@ fn oci_pods_run_kubectl_with_in_cluster_config() {
     assert_eq!(ctx.grep_logs(&said).len(), 1, "{}", ctx.last_logs(1));
     // The static kubectl, from the host's file: `kubectl()` may name a symbolic link.
     let kubectl = std::fs::canonicalize(podvisor_testkit::kubectl()).unwrap();
-    let kubectl = kubectl.display();
+    let kubectl = kubectl.display().to_string();
     let script = format!(
         r#"set -e
 echo BEGIN env; env | grep ^KUBERNETES_ | sort; echo END env
@@ -126,27 +126,7 @@ ls /var/run/secrets/kubernetes.io/serviceaccount 2>/dev/null || echo no-token
 echo BEGIN pods; /kubectl get pods 2>&1 && exit 1; echo kubectl-failed; echo END pods
 : {m}"#
     );
-    let pod = |name: &str, extra: &str, script: &str| {
-        format!(
-            r"---
-apiVersion: v1
-kind: Pod
-metadata: {{name: {name}, namespace: apps}}
-spec:
-  restartPolicy: Never
-{extra}  volumes:
-  - name: kubectl
-    hostPath: {{path: {kubectl}, type: File}}
-  containers:
-  - name: app
-    image: busybox:latest
-    imagePullPolicy: IfNotPresent
-    volumeMounts:
-    - {{name: kubectl, mountPath: /kubectl, readOnly: true}}
-    command: [sh, -c, {script:?}]
-"
-        )
-    };
+    let pod = |name: &str, extra: &str, script: &str| kubectl_pod(name, &kubectl, extra, script);
     let manifest = [
         pod("incluster", "", &script),
         // The master service's variables do not depend on `enableServiceLinks`.
@@ -387,4 +367,29 @@ spec:
         "{}",
         logs[1]
     );
+}
+
+/// A pod in `apps` running `script` under `sh -c` in busybox, with the host's `kubectl` binary
+/// mounted at `/kubectl`; `extra` is more of its spec (indented two spaces, each line ending
+/// in a newline).
+pub(crate) fn kubectl_pod(name: &str, kubectl: &str, extra: &str, script: &str) -> String {
+    format!(
+        r"---
+apiVersion: v1
+kind: Pod
+metadata: {{name: {name}, namespace: apps}}
+spec:
+  restartPolicy: Never
+{extra}  volumes:
+  - name: kubectl
+    hostPath: {{path: {kubectl}, type: File}}
+  containers:
+  - name: app
+    image: busybox:latest
+    imagePullPolicy: IfNotPresent
+    volumeMounts:
+    - {{name: kubectl, mountPath: /kubectl, readOnly: true}}
+    command: [sh, -c, {script:?}]
+"
+    )
 }

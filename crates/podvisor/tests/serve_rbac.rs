@@ -26,26 +26,13 @@ echo BEGIN secrets; /kubectl get secrets 2>&1; echo END secrets
     )
 }
 
+/// A busybox pod running `script` as uid 65534 with the host's kubectl at `/kubectl`.
 fn pod(name: &str, kubectl: &str, script: &str) -> String {
-    format!(
-        r"---
-apiVersion: v1
-kind: Pod
-metadata: {{name: {name}, namespace: apps}}
-spec:
-  restartPolicy: Never
-  securityContext: {{runAsUser: 65534, runAsGroup: 65534}}
-  volumes:
-  - name: kubectl
-    hostPath: {{path: {kubectl}, type: File}}
-  containers:
-  - name: app
-    image: busybox:latest
-    imagePullPolicy: IfNotPresent
-    volumeMounts:
-    - {{name: kubectl, mountPath: /kubectl, readOnly: true}}
-    command: [sh, -c, {script:?}]
-"
+    crate::oci_incluster::kubectl_pod(
+        name,
+        kubectl,
+        "  securityContext: {runAsUser: 65534, runAsGroup: 65534}\n",
+        script,
     )
 }
 
